@@ -1,0 +1,368 @@
+package trace
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// WriterOptions configures a BucketWriter.
+type WriterOptions struct {
+	// PartRows is the most rows buffered for one hour partition before they
+	// are sorted and written as a part file (default 512k).
+	PartRows int
+	// MaxBufferedRows bounds the rows held in memory across all partitions;
+	// past it the largest partition is flushed (default 2M).
+	MaxBufferedRows int
+	// RowGroupRows is the Parquet row-group size (default 128k).
+	RowGroupRows int
+	// Force lets the writer replace a bucket that already exists in the
+	// directory; without it, writing into an existing bucket is an error.
+	Force bool
+}
+
+// DefaultWriterOptions returns the options a newcomer can live with.
+func DefaultWriterOptions() WriterOptions {
+	return WriterOptions{PartRows: 512 << 10, MaxBufferedRows: 2 << 20, RowGroupRows: DefaultRowGroupRows}
+}
+
+// Reject is one input line that could not be converted. It names the file,
+// line and reason and never carries the line's text.
+type Reject struct {
+	File   string `json:"file"`
+	Line   int64  `json:"line"`
+	Reason string `json:"reason"`
+}
+
+// BucketWriter writes requests into Hive-style hour partitions
+// (DIR/date=YYYY-MM-DD/hour=HH/part-TAG-NNNNN.parquet), each part sorted by
+// ts, then a manifest. Parts appear only under their final name once whole;
+// the manifest is written last, so a directory without one is not a bucket.
+type BucketWriter struct {
+	dir     string
+	opts    WriterOptions
+	tag     string
+	seq     int
+	buf     map[string][]Request // partition path -> rows
+	nbuf    int
+	parts   []Part
+	rejects *os.File
+	nrej    int64
+	rejPath string
+	closed  bool
+}
+
+// NewBucketWriter prepares dir for a new bucket. It refuses a directory that
+// already holds a bucket unless opts.Force is set, in which case the old
+// bucket's parts, manifest and rejects are removed first.
+func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
+	def := DefaultWriterOptions()
+	if opts.PartRows <= 0 {
+		opts.PartRows = def.PartRows
+	}
+	if opts.MaxBufferedRows <= 0 {
+		opts.MaxBufferedRows = def.MaxBufferedRows
+	}
+	if opts.RowGroupRows <= 0 {
+		opts.RowGroupRows = def.RowGroupRows
+	}
+	if old, err := ReadManifest(dir); err == nil {
+		if !opts.Force {
+			return nil, fmt.Errorf("output %s already holds a trace (%d rows); choose a new --out or pass --force to replace it", dir, old.Rows)
+		}
+		if err := removeBucket(dir, old); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
+	return &BucketWriter{dir: dir, opts: opts, tag: newWriterTag(), buf: map[string][]Request{},
+		rejPath: filepath.Join(dir, RejectsName)}, nil
+}
+
+// removeBucket deletes the files a manifest names, then the manifest.
+func removeBucket(dir string, m *Manifest) error {
+	for _, p := range m.Parts {
+		if err := os.Remove(filepath.Join(dir, p.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("replace trace %s: %w", dir, err)
+		}
+	}
+	for _, name := range []string{RejectsName, ManifestName} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("replace trace %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// partitionDir returns the Hive partition path of a timestamp (UTC).
+func partitionDir(tsMicros int64) string {
+	t := time.UnixMicro(tsMicros).UTC()
+	return fmt.Sprintf("date=%s/hour=%02d", t.Format("2006-01-02"), t.Hour())
+}
+
+// Write adds one request. Its slices are kept, not copied.
+func (w *BucketWriter) Write(r Request) error {
+	if w.closed {
+		return errors.New("trace: write to a closed bucket writer")
+	}
+	p := partitionDir(r.TS)
+	w.buf[p] = append(w.buf[p], r)
+	w.nbuf++
+	if len(w.buf[p]) >= w.opts.PartRows {
+		return w.flushPartition(p)
+	}
+	if w.nbuf >= w.opts.MaxBufferedRows {
+		largest := ""
+		for k, rows := range w.buf {
+			if largest == "" || len(rows) > len(w.buf[largest]) {
+				largest = k
+			}
+		}
+		return w.flushPartition(largest)
+	}
+	return nil
+}
+
+// Reject records an input line that could not be converted.
+func (w *BucketWriter) Reject(r Reject) error {
+	if w.rejects == nil {
+		f, err := os.CreateTemp(w.dir, "."+RejectsName+".*.tmp")
+		if err != nil {
+			return fmt.Errorf("create rejects file: %w", err)
+		}
+		w.rejects = f
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode reject: %w", err)
+	}
+	if _, err := w.rejects.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write rejects file: %w", err)
+	}
+	w.nrej++
+	return nil
+}
+
+// Rejects returns how many lines were rejected so far.
+func (w *BucketWriter) Rejects() int64 { return w.nrej }
+
+// Rows returns how many rows were written so far.
+func (w *BucketWriter) Rows() int64 {
+	n := int64(w.nbuf)
+	for _, p := range w.parts {
+		n += p.Rows
+	}
+	return n
+}
+
+func (w *BucketWriter) flushPartition(p string) error {
+	rows := w.buf[p]
+	delete(w.buf, p)
+	w.nbuf -= len(rows)
+	if len(rows) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(rows, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+	rel := filepath.Join(p, fmt.Sprintf("part-%s-%05d.parquet", w.tag, w.seq))
+	w.seq++
+	if err := writePartFile(filepath.Join(w.dir, rel), rows, w.opts.RowGroupRows); err != nil {
+		return err
+	}
+	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(len(rows)), MinTS: rows[0].TS, MaxTS: rows[len(rows)-1].TS})
+	return nil
+}
+
+// Close flushes every partition, moves the rejects file into place and writes
+// the manifest. m's Rows, Rejects, Start, End, Parts, SchemaVersion,
+// ToolVersion and CreatedAt are filled in by Close.
+func (w *BucketWriter) Close(m *Manifest) error {
+	if w.closed {
+		return errors.New("trace: bucket writer closed twice")
+	}
+	keys := make([]string, 0, len(w.buf))
+	for k := range w.buf {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := w.flushPartition(k); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	if w.rejects != nil {
+		name := w.rejects.Name()
+		if err := w.rejects.Close(); err != nil {
+			w.Abort()
+			return fmt.Errorf("close rejects file: %w", err)
+		}
+		w.rejects = nil
+		if err := os.Rename(name, w.rejPath); err != nil {
+			w.Abort()
+			return fmt.Errorf("move rejects file into place: %w", err)
+		}
+	}
+	w.closed = true
+	slices.SortFunc(w.parts, func(a, b Part) int { return cmp.Or(cmp.Compare(a.MinTS, b.MinTS), cmp.Compare(a.Path, b.Path)) })
+	m.SchemaVersion, m.ToolVersion, m.CreatedAt = SchemaVersion, ToolVersion, time.Now().UTC().Truncate(time.Second)
+	m.Parts, m.Rows, m.Rejects = w.parts, 0, w.nrej
+	for i, p := range w.parts {
+		m.Rows += p.Rows
+		if i == 0 || p.MinTS < m.Start.UnixMicro() {
+			m.Start = time.UnixMicro(p.MinTS).UTC()
+		}
+		if i == 0 || p.MaxTS > m.End.UnixMicro() {
+			m.End = time.UnixMicro(p.MaxTS).UTC()
+		}
+	}
+	if m.Parts == nil {
+		m.Parts = []Part{}
+	}
+	if m.BlockSize == 0 {
+		m.BlockSize = DefaultBlockSize
+	}
+	return WriteJSONAtomic(filepath.Join(w.dir, ManifestName), m)
+}
+
+// Abort removes everything this writer wrote (parts, rejects, temporaries),
+// leaving no file that could pass for a finished bucket. It is safe to call
+// after a failed Close and does nothing after a successful one.
+func (w *BucketWriter) Abort() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	for _, p := range w.parts {
+		os.Remove(filepath.Join(w.dir, p.Path))
+	}
+	if w.rejects != nil {
+		w.rejects.Close()
+		os.Remove(w.rejects.Name())
+	}
+	w.buf, w.parts = nil, nil
+}
+
+// Bucket is an opened trace or workload directory.
+type Bucket struct {
+	Dir      string
+	Manifest *Manifest
+}
+
+// OpenBucket reads dir's manifest and checks that every part it lists exists.
+func OpenBucket(dir string) (*Bucket, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range m.Parts {
+		if _, err := os.Stat(filepath.Join(dir, p.Path)); err != nil {
+			return nil, fmt.Errorf("open trace %s: part %s listed in the manifest is missing: %w", dir, p.Path, err)
+		}
+	}
+	return &Bucket{Dir: dir, Manifest: m}, nil
+}
+
+// Scan calls fn for every request of the bucket in ts order (ties keep part
+// order, then row order), merging all part files as it streams. The request
+// passed to fn is valid only during the call. Returning a non-nil error from
+// fn stops the scan and returns that error.
+func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
+	h := make(cursorHeap, 0, len(b.Manifest.Parts))
+	defer func() {
+		for _, c := range h {
+			c.part.close()
+		}
+	}()
+	for i, p := range b.Manifest.Parts {
+		pf, err := openPartFile[Request](filepath.Join(b.Dir, p.Path))
+		if err != nil {
+			return err
+		}
+		c := &cursor{part: pf, order: i}
+		if err := c.advance(); err == io.EOF {
+			pf.close()
+			continue
+		} else if err != nil {
+			pf.close()
+			return err
+		}
+		h = append(h, c)
+	}
+	heap.Init(&h)
+	for n := 0; len(h) > 0; n++ {
+		if n&1023 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c := h[0]
+		if err := fn(c.row); err != nil {
+			return err
+		}
+		if err := c.advance(); err == io.EOF {
+			heap.Pop(&h)
+			c.part.close()
+		} else if err != nil {
+			return err
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return nil
+}
+
+// ReadAll returns every request of the bucket at dir in ts order.
+func ReadAll(ctx context.Context, dir string) ([]Request, *Manifest, error) {
+	b, err := OpenBucket(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows := make([]Request, 0, b.Manifest.Rows)
+	err = b.Scan(ctx, func(r *Request) error {
+		rows = append(rows, *r)
+		return nil
+	})
+	return rows, b.Manifest, err
+}
+
+type cursor struct {
+	part  *partFile[Request]
+	row   *Request
+	order int
+}
+
+func (c *cursor) advance() error {
+	r, err := c.part.next()
+	if err != nil {
+		return err
+	}
+	c.row = r
+	return nil
+}
+
+type cursorHeap []*cursor
+
+func (h cursorHeap) Len() int { return len(h) }
+func (h cursorHeap) Less(i, j int) bool {
+	if h[i].row.TS != h[j].row.TS {
+		return h[i].row.TS < h[j].row.TS
+	}
+	return h[i].order < h[j].order
+}
+func (h cursorHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *cursorHeap) Push(x any)   { *h = append(*h, x.(*cursor)) }
+func (h *cursorHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}

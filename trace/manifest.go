@@ -1,0 +1,155 @@
+package trace
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ToolVersion is servetrace's version, written into manifests and run.json.
+const ToolVersion = "0.1.0"
+
+// ManifestName is the manifest's file name inside a bucket directory.
+const ManifestName = "_manifest.json"
+
+// RejectsName is the rejected-lines file's name inside a bucket directory.
+const RejectsName = "_rejects.jsonl"
+
+// Prefix id kinds for Manifest.PrefixIDs.
+const (
+	PrefixIDsNone       = "none"        // the source had no prefix information
+	PrefixIDsSource     = "source"      // ids copied from the source (e.g. Mooncake's remapped hash_ids)
+	PrefixIDsSaltedHash = "salted-hash" // keyed 64-bit hashes computed by servetrace
+	PrefixIDsSynthetic  = "synthetic"   // ids invented by a generator
+)
+
+// Source describes one input that went into a bucket.
+type Source struct {
+	Name   string `json:"name"`
+	Format string `json:"format"`
+	SHA256 string `json:"sha256"`
+	Rows   int64  `json:"rows"`
+	// Rejects counts input lines that could not be converted.
+	Rejects int64 `json:"rejects"`
+	// TimeResolutionUs is the finest spacing the source's timestamps show,
+	// in microseconds: fits on coarser data describe the quantizer.
+	TimeResolutionUs int64 `json:"time_resolution_us"`
+	// Citation and Licence are set for bundled public datasets.
+	Citation string `json:"citation,omitempty"`
+	Licence  string `json:"licence,omitempty"`
+}
+
+// Part is one Parquet file of a bucket, relative to the bucket directory.
+type Part struct {
+	Path  string `json:"path"`
+	Rows  int64  `json:"rows"`
+	MinTS int64  `json:"min_ts_us"`
+	MaxTS int64  `json:"max_ts_us"`
+}
+
+// Manifest describes a bucket directory: what is in it and where it came from.
+// It never holds a salt, only the salt's fingerprint.
+type Manifest struct {
+	SchemaVersion int       `json:"schema_version"`
+	ToolVersion   string    `json:"tool_version"`
+	Kind          string    `json:"kind"` // "trace" or "workload"
+	CreatedAt     time.Time `json:"created_at"`
+	Sources       []Source  `json:"sources"`
+	Rows          int64     `json:"rows"`
+	Rejects       int64     `json:"rejects"`
+	// Start and End are the first and last arrival times.
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// TimesRelative says the source's times were offsets, anchored at Anchor.
+	TimesRelative bool      `json:"times_relative"`
+	Anchor        time.Time `json:"anchor,omitzero"`
+	Tokenizer     string    `json:"tokenizer,omitempty"`
+	BlockSize     int       `json:"block_size"`
+	PrefixIDs     string    `json:"prefix_ids"`
+	// SaltFingerprint identifies the salt that keyed ids and hashes, without
+	// revealing it; empty where no salt was used.
+	SaltFingerprint string `json:"salt_fingerprint,omitempty"`
+	// Generator records how a synthetic workload was made (model, seed, ...).
+	Generator map[string]any `json:"generator,omitempty"`
+	Parts     []Part         `json:"parts"`
+}
+
+// ReadManifest reads dir/_manifest.json.
+func ReadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if st, serr := os.Stat(dir); serr != nil {
+			return nil, fmt.Errorf("open trace %s: %w", dir, serr)
+		} else if !st.IsDir() {
+			return nil, fmt.Errorf("open trace %s: not a directory; give the directory that 'servetrace convert' or 'generate' wrote", dir)
+		}
+		return nil, fmt.Errorf("open trace %s: no %s: not a servetrace trace directory (write one with 'servetrace convert' or 'servetrace generate')", dir, ManifestName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("read manifest %s: %w", path, err)
+	}
+	if m.SchemaVersion > SchemaVersion {
+		return nil, fmt.Errorf("read manifest %s: schema version %d is newer than this servetrace understands (%d); upgrade servetrace", path, m.SchemaVersion, SchemaVersion)
+	}
+	return &m, nil
+}
+
+// WriteJSONAtomic writes v as indented JSON to path via a temporary file and a
+// rename, so readers never see a half-written file.
+func WriteJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	b = append(b, '\n')
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// HashFile returns the hex sha256 of the file at path.
+func HashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// HashBytes returns the hex sha256 of b.
+func HashBytes(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

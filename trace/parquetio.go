@@ -1,0 +1,176 @@
+package trace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+)
+
+// DefaultRowGroupRows is the number of rows per Parquet row group.
+const DefaultRowGroupRows = 128 << 10
+
+// writePartFile writes rows to path atomically: it writes a hidden temporary
+// file in the same directory, syncs it, and renames it into place, so a crash
+// never leaves a file under the final name that looks whole but is not.
+func writePartFile[T any](path string, rows []T, rowGroupRows int) (err error) {
+	if rowGroupRows <= 0 {
+		rowGroupRows = DefaultRowGroupRows
+	}
+	dir, base := filepath.Split(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("create temporary part in %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := parquet.NewGenericWriter[T](tmp,
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.MaxRowsPerRowGroup(int64(rowGroupRows)),
+		parquet.CreatedBy("servetrace", ToolVersion, ""),
+	)
+	for start := 0; start < len(rows); start += rowGroupRows {
+		end := min(start+rowGroupRows, len(rows))
+		if _, err := w.Write(rows[start:end]); err != nil {
+			return fmt.Errorf("write parquet rows to %s: %w", path, err)
+		}
+		if err := w.Flush(); err != nil {
+			return fmt.Errorf("flush row group to %s: %w", path, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("finish parquet file %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename part into place as %s: %w", path, err)
+	}
+	return nil
+}
+
+// partFile is an open Parquet file read row group by row group into T.
+type partFile[T any] struct {
+	path    string
+	f       *os.File
+	pf      *parquet.File
+	group   int
+	reader  *parquet.GenericReader[T]
+	buf     []T
+	pos, n  int
+	numRows int64
+}
+
+// openPartFile opens path for reading rows of type T. parquet-go panics on
+// some malformed files; that panic is turned into an error naming the file.
+func openPartFile[T any](path string) (p *partFile[T], err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open part %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat part %s: %w", path, err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			f.Close()
+			p, err = nil, fmt.Errorf("read part %s: not a valid Parquet file (%v)", path, r)
+		}
+	}()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("read part %s: not a valid Parquet file: %w", path, err)
+	}
+	return &partFile[T]{path: path, f: f, pf: pf, group: -1, buf: make([]T, 512), numRows: pf.NumRows()}, nil
+}
+
+// next returns the next row, or io.EOF after the last.
+func (p *partFile[T]) next() (row *T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			row, err = nil, fmt.Errorf("read part %s: corrupt data (%v)", p.path, r)
+		}
+	}()
+	for p.pos >= p.n {
+		if p.reader != nil {
+			// Zero the buffer so no row handed out earlier shares a slice
+			// backing array that this read would overwrite.
+			clear(p.buf)
+			n, err := p.reader.Read(p.buf)
+			if n > 0 {
+				p.pos, p.n = 0, n
+				break
+			}
+			if err != nil && err != io.EOF {
+				return nil, fmt.Errorf("read part %s: %w", p.path, err)
+			}
+			p.reader.Close()
+			p.reader = nil
+		}
+		p.group++
+		groups := p.pf.RowGroups()
+		if p.group >= len(groups) {
+			return nil, io.EOF
+		}
+		p.reader = parquet.NewGenericRowGroupReader[T](groups[p.group])
+	}
+	row = &p.buf[p.pos]
+	p.pos++
+	return row, nil
+}
+
+func (p *partFile[T]) close() error {
+	if p.reader != nil {
+		p.reader.Close()
+	}
+	return p.f.Close()
+}
+
+// readPartFile reads every row of one Parquet file.
+func readPartFile[T any](path string) ([]T, error) {
+	p, err := openPartFile[T](path)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	rows := make([]T, 0, p.numRows)
+	for {
+		r, err := p.next()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, *r)
+	}
+}
+
+// newWriterTag returns a short random tag that makes part names unique per
+// writer, so several writers can fill one layout.
+func newWriterTag() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // never happens on Linux
+	}
+	return hex.EncodeToString(b[:])
+}

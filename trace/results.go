@@ -1,0 +1,164 @@
+package trace
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RunInfoName is the run manifest's file name inside a run directory.
+const RunInfoName = "run.json"
+
+// ResultsDir is the folder of result parts inside a run directory.
+const ResultsDir = "results"
+
+// LatenessSummary describes how late the client sent requests relative to
+// when they were admitted (sent_ns − admitted_ns), in milliseconds.
+type LatenessSummary struct {
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+}
+
+// RunInfo is run.json: what a replay did, against what, and how faithfully.
+type RunInfo struct {
+	SchemaVersion int    `json:"schema_version"`
+	ToolVersion   string `json:"tool_version"`
+	RunID         string `json:"run_id"`
+	Shard         int32  `json:"shard"`
+	// StartUnixNs is the wall-clock time of the run's monotonic zero.
+	StartUnixNs int64     `json:"start_unix_ns"`
+	EndUnixNs   int64     `json:"end_unix_ns"`
+	Target      string    `json:"target"`
+	Workload    string    `json:"workload"`
+	Options     any       `json:"options"`
+	Scheduled   int64     `json:"scheduled"`
+	Outcomes    OutcomeCt `json:"outcomes"`
+	// Complete is false when the run was interrupted or failed before every
+	// scheduled request had a result.
+	Complete bool   `json:"complete"`
+	Reason   string `json:"reason,omitempty"`
+
+	Lateness LatenessSummary `json:"lateness"`
+	// OfferedRate and AchievedRate are requests per second the schedule
+	// asked for and the client actually sent.
+	OfferedRate  float64 `json:"offered_rate_rps"`
+	AchievedRate float64 `json:"achieved_rate_rps"`
+	// ClientSaturated is true when lateness p99 exceeded MaxLatenessMs: the
+	// client, not the server, may explain the latencies.
+	ClientSaturated bool    `json:"client_saturated"`
+	MaxLatenessMs   float64 `json:"max_lateness_ms"`
+	Parts           []Part  `json:"parts"`
+}
+
+// OutcomeCt counts results by outcome class.
+type OutcomeCt map[string]int64
+
+// ResultWriter appends result rows to DIR/results/part-NNNNN.parquet,
+// rotating parts every RotateRows rows. A part appears under its final name
+// only once whole, so a crash loses at most the rows of the open part.
+type ResultWriter struct {
+	dir        string
+	rotateRows int
+	buf        []Result
+	seq        int
+	parts      []Part
+}
+
+// NewResultWriter creates runDir/results. It refuses a run directory that
+// already holds results, so a new run never mixes with an old one.
+func NewResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
+	if rotateRows <= 0 {
+		rotateRows = 64 << 10
+	}
+	dir := filepath.Join(runDir, ResultsDir)
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("run directory %s already holds results; choose a new --out", runDir)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, RunInfoName)); err == nil {
+		return nil, fmt.Errorf("run directory %s already holds a run.json; choose a new --out", runDir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	return &ResultWriter{dir: dir, rotateRows: rotateRows}, nil
+}
+
+// Write appends one result.
+func (w *ResultWriter) Write(r Result) error {
+	w.buf = append(w.buf, r)
+	if len(w.buf) >= w.rotateRows {
+		return w.Flush()
+	}
+	return nil
+}
+
+// Flush writes the buffered rows as a part file.
+func (w *ResultWriter) Flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	rel := fmt.Sprintf("part-%05d.parquet", w.seq)
+	if err := writePartFile(filepath.Join(w.dir, rel), w.buf, DefaultRowGroupRows); err != nil {
+		return err
+	}
+	w.seq++
+	w.parts = append(w.parts, Part{Path: ResultsDir + "/" + rel, Rows: int64(len(w.buf))})
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// Parts returns the parts written so far.
+func (w *ResultWriter) Parts() []Part { return slices.Clone(w.parts) }
+
+// ReadRunInfo reads runDir/run.json.
+func ReadRunInfo(runDir string) (*RunInfo, error) {
+	path := filepath.Join(runDir, RunInfoName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(runDir); serr != nil {
+			return nil, fmt.Errorf("open run %s: %w", runDir, serr)
+		}
+		return nil, fmt.Errorf("open run %s: no %s: not a servetrace run directory (write one with 'servetrace replay')", runDir, RunInfoName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open run: %w", err)
+	}
+	var ri RunInfo
+	if err := json.Unmarshal(b, &ri); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return &ri, nil
+}
+
+// ReadResults reads every result part of a run directory. It reads the
+// part files present on disk rather than only those run.json lists, so the
+// rows of an interrupted run are not lost.
+func ReadResults(runDir string) ([]Result, error) {
+	dir := filepath.Join(runDir, ResultsDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read results of %s: %w", runDir, err)
+	}
+	var rows []Result
+	for _, e := range ents {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".parquet") {
+			continue
+		}
+		part, err := readPartFile[Result](filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, part...)
+	}
+	return rows, nil
+}
+
+// StartTime returns the run's start as a time.Time.
+func (ri *RunInfo) StartTime() time.Time { return time.Unix(0, ri.StartUnixNs).UTC() }
