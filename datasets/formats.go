@@ -1,0 +1,449 @@
+package datasets
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// Format names accepted by Read and by `servetrace convert --format`.
+const (
+	FormatAzure    = "azure"    // Azure LLM inference trace CSV, 2023 and 2024
+	FormatMooncake = "mooncake" // Mooncake JSONL
+)
+
+// Formats lists the formats Read understands.
+var Formats = []string{FormatAzure, FormatMooncake}
+
+// MaxLineBytes is the longest input line accepted; a longer one is rejected.
+const MaxLineBytes = 16 << 20
+
+// DefaultStart anchors relative timestamps when no start is given.
+var DefaultStart = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Options controls how a source becomes request records.
+type Options struct {
+	// Name is the source's name in errors, rejects and request ids.
+	Name string
+	// Format is one of Formats, or "" to detect it from the first line.
+	Format string
+	// Start anchors relative timestamps (Mooncake); default DefaultStart.
+	Start time.Time
+	// API and Stream fill the request shape where the source is silent.
+	API    string
+	Stream bool
+	// Model fills the model column where the source is silent.
+	Model string
+}
+
+// Sink receives converted rows and rejected lines.
+type Sink interface {
+	Write(trace.Request) error
+	Reject(trace.Reject) error
+}
+
+// Stats summarises one source read.
+type Stats struct {
+	Format        string
+	Rows          int64
+	Rejects       int64
+	TimesRelative bool
+	// TimeResolutionUs is the coarsest of 1, 10, 100, ... 1e6 µs that divides
+	// every accepted timestamp (relative to the first): 1e6 means whole seconds.
+	TimeResolutionUs int64
+	// BlockSize is the prefix block size the source's ids use, or 0.
+	BlockSize int
+}
+
+// ErrUnknownFormat is returned when the first line matches no format.
+var ErrUnknownFormat = errors.New("unrecognised input format")
+
+// Detect names the format of an input from its first line.
+func Detect(firstLine []byte) (string, error) {
+	line := bytes.TrimSpace(bytes.TrimPrefix(firstLine, []byte("\xef\xbb\xbf")))
+	if len(line) == 0 {
+		return "", fmt.Errorf("%w: the input is empty", ErrUnknownFormat)
+	}
+	if bytes.HasPrefix(line, []byte("{")) {
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(line, &probe); err == nil {
+			_, hasHash := probe["hash_ids"]
+			_, hasIn := probe["input_length"]
+			if hasHash || hasIn {
+				return FormatMooncake, nil
+			}
+		}
+		return "", fmt.Errorf("%w: the first line is JSON but has no Mooncake fields (input_length, hash_ids); pass --format", ErrUnknownFormat)
+	}
+	header := strings.ToLower(string(line))
+	if strings.Contains(header, "contexttokens") && strings.Contains(header, "generatedtokens") {
+		return FormatAzure, nil
+	}
+	return "", fmt.Errorf("%w: expected an Azure LLM trace CSV header (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL; pass --format %s", ErrUnknownFormat, strings.Join(Formats, "|"))
+}
+
+// Read converts one source into request records. Malformed lines go to the
+// sink's Reject with their line number and a reason that never quotes the
+// input's text; an unreadable source, an unknown
+// format or a failing sink is an error.
+func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, error) {
+	if opts.Start.IsZero() {
+		opts.Start = DefaultStart
+	}
+	if opts.API == "" {
+		opts.API = trace.APIChat
+	}
+	br := bufio.NewReaderSize(r, 1<<20)
+	// Gzip-compressed input is recognised by its magic bytes.
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return Stats{}, fmt.Errorf("%s: gzip: %w", opts.Name, err)
+		}
+		defer zr.Close()
+		br = bufio.NewReaderSize(zr, 1<<20)
+	}
+	if opts.Format == "" {
+		first, err := peekLine(br)
+		if err != nil {
+			return Stats{}, fmt.Errorf("%s: %w", opts.Name, err)
+		}
+		f, err := Detect(first)
+		if err != nil {
+			return Stats{}, fmt.Errorf("%s line 1: %w", opts.Name, err)
+		}
+		opts.Format = f
+	}
+	var st Stats
+	var err error
+	switch opts.Format {
+	case FormatAzure:
+		st, err = readAzure(ctx, br, opts, sink)
+	case FormatMooncake:
+		st, err = readMooncake(ctx, br, opts, sink)
+	default:
+		return Stats{}, fmt.Errorf("unknown format %q; use one of: %s", opts.Format, strings.Join(Formats, ", "))
+	}
+	st.Format = opts.Format
+	return st, err
+}
+
+// peekLine returns the input's first line without consuming it.
+func peekLine(br *bufio.Reader) ([]byte, error) {
+	for n := 4096; ; n *= 2 {
+		b, err := br.Peek(n)
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			return b[:i], nil
+		}
+		if err != nil { // EOF or buffer full: the whole input, or as much as fits
+			if len(b) == 0 && err != io.EOF {
+				return nil, fmt.Errorf("read: %w", err)
+			}
+			if !utf8ish(b) {
+				return nil, fmt.Errorf("%w: the input looks binary", ErrUnknownFormat)
+			}
+			return b, nil
+		}
+	}
+}
+
+// utf8ish reports whether b looks like text (no NUL bytes in its head).
+func utf8ish(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 4096)], 0) < 0 }
+
+// resolution tracks the coarsest power-of-ten quantum dividing all offsets.
+type resolution struct {
+	first int64
+	seen  bool
+	unit  int64
+}
+
+func (r *resolution) add(tsMicros int64) {
+	if !r.seen {
+		r.first, r.seen, r.unit = tsMicros, true, 1_000_000
+		return
+	}
+	d := tsMicros - r.first
+	if d < 0 {
+		d = -d
+	}
+	for r.unit > 1 && d%r.unit != 0 {
+		r.unit /= 10
+	}
+}
+
+func (r *resolution) micros() int64 {
+	if !r.seen {
+		return 0
+	}
+	return r.unit
+}
+
+// azureTimeLayouts are the timestamp shapes seen in the Azure 2023 and 2024
+// traces; a timestamp without a zone is UTC.
+var azureTimeLayouts = []string{
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999",
+}
+
+func parseAzureTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	for _, layout := range azureTimeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, errors.New("TIMESTAMP is not YYYY-MM-DD hh:mm:ss[.fraction][zone]")
+}
+
+func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+	cr := csv.NewReader(br)
+	cr.ReuseRecord = true
+	cr.FieldsPerRecord = -1
+	header, err := cr.Read()
+	if err != nil {
+		return Stats{}, fmt.Errorf("%s line 1: read CSV header: %w", opts.Name, err)
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))] = i
+	}
+	iTS, okTS := col["timestamp"]
+	iIn, okIn := col["contexttokens"]
+	iOut, okOut := col["generatedtokens"]
+	if !okTS || !okIn || !okOut {
+		return Stats{}, fmt.Errorf("%s line 1: Azure header needs TIMESTAMP, ContextTokens and GeneratedTokens columns, found %q", opts.Name, strings.Join(header, ","))
+	}
+	need := max(iTS, iIn, iOut) + 1
+	st := Stats{}
+	var res resolution
+	for {
+		if st.Rows&4095 == 0 && ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		line, _ := cr.FieldPos(0)
+		reject := func(reason string) error {
+			st.Rejects++
+			return sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: reason})
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
+					return st, err
+				}
+				st.Rejects++
+				continue
+			}
+			return st, fmt.Errorf("%s: read CSV: %w", opts.Name, err)
+		}
+		if len(rec) < need {
+			if err := reject(fmt.Sprintf("%d fields, want at least %d", len(rec), need)); err != nil {
+				return st, err
+			}
+			continue
+		}
+		ts, err := parseAzureTime(rec[iTS])
+		if err != nil {
+			if err := reject(err.Error()); err != nil {
+				return st, err
+			}
+			continue
+		}
+		in, err1 := parseCount(rec[iIn], "ContextTokens")
+		out, err2 := parseCount(rec[iOut], "GeneratedTokens")
+		if err := errors.Join(err1, err2); err != nil {
+			if err := reject(err.Error()); err != nil {
+				return st, err
+			}
+			continue
+		}
+		req := trace.Request{
+			Identity: trace.Identity{RequestID: fmt.Sprintf("%s-%d", idPrefix(opts.Name), line), Model: opts.Model},
+			TS:       ts.UnixMicro(),
+			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: opts.API, Stream: opts.Stream, N: 1},
+		}
+		if err := sink.Write(req); err != nil {
+			return st, err
+		}
+		res.add(req.TS)
+		st.Rows++
+	}
+	st.TimeResolutionUs = res.micros()
+	return st, nil
+}
+
+// mooncakeLine is one line of a Mooncake trace.
+type mooncakeLine struct {
+	Timestamp    *float64 `json:"timestamp"`
+	InputLength  *int64   `json:"input_length"`
+	OutputLength *int64   `json:"output_length"`
+	HashIDs      []int64  `json:"hash_ids"`
+}
+
+// MooncakeBlockSize is the token count each Mooncake hash id covers.
+const MooncakeBlockSize = 512
+
+func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+	st := Stats{TimesRelative: true, BlockSize: MooncakeBlockSize}
+	var res resolution
+	anchor := opts.Start.UnixMicro()
+	lr := lineReader{br: br}
+	for lineNo := int64(1); ; lineNo++ {
+		if lineNo&4095 == 0 && ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		line, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		reject := func(reason string) error {
+			st.Rejects++
+			return sink.Reject(trace.Reject{File: opts.Name, Line: lineNo, Reason: reason})
+		}
+		if errors.Is(err, errLineTooLong) {
+			if err := reject(err.Error()); err != nil {
+				return st, err
+			}
+			continue
+		}
+		if err != nil {
+			return st, fmt.Errorf("%s line %d: %w", opts.Name, lineNo, err)
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var m mooncakeLine
+		if err := json.Unmarshal(line, &m); err != nil {
+			if err := reject("malformed JSON: " + jsonReason(err)); err != nil {
+				return st, err
+			}
+			continue
+		}
+		var reason string
+		switch {
+		case m.Timestamp == nil || m.InputLength == nil || m.OutputLength == nil:
+			reason = "missing timestamp, input_length or output_length"
+		case *m.Timestamp < 0 || *m.InputLength < 0 || *m.OutputLength < 0:
+			reason = "negative timestamp or length"
+		case len(m.HashIDs) > 0 && int64(len(m.HashIDs)) != ceilDiv(*m.InputLength, MooncakeBlockSize):
+			reason = fmt.Sprintf("%d hash_ids for input_length %d, want ceil(%d/512) = %d", len(m.HashIDs), *m.InputLength, *m.InputLength, ceilDiv(*m.InputLength, MooncakeBlockSize))
+		}
+		if reason != "" {
+			if err := reject(reason); err != nil {
+				return st, err
+			}
+			continue
+		}
+		req := trace.Request{
+			Identity: trace.Identity{RequestID: fmt.Sprintf("%s-%d", idPrefix(opts.Name), lineNo), Model: opts.Model},
+			TS:       anchor + int64(*m.Timestamp*1000),
+			Shape: trace.Shape{InputTokens: *m.InputLength, OutputTokens: *m.OutputLength, MaxTokens: *m.OutputLength,
+				API: opts.API, Stream: opts.Stream, N: 1, PrefixBlocks: m.HashIDs},
+		}
+		if err := sink.Write(req); err != nil {
+			return st, err
+		}
+		res.add(req.TS)
+		st.Rows++
+	}
+	st.TimeResolutionUs = res.micros()
+	return st, nil
+}
+
+var errLineTooLong = fmt.Errorf("line longer than %d MiB", MaxLineBytes>>20)
+
+// lineReader returns lines of any length up to MaxLineBytes; a longer line is
+// skipped whole and reported as errLineTooLong.
+type lineReader struct {
+	br  *bufio.Reader
+	buf []byte
+}
+
+func (l *lineReader) next() ([]byte, error) {
+	l.buf = l.buf[:0]
+	tooLong := false
+	for {
+		chunk, err := l.br.ReadSlice('\n')
+		if !tooLong {
+			if len(l.buf)+len(chunk) > MaxLineBytes {
+				tooLong, l.buf = true, l.buf[:0]
+			} else {
+				l.buf = append(l.buf, chunk...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && (len(l.buf) > 0 || tooLong):
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			return l.buf, nil
+		case err != nil:
+			return nil, err
+		}
+		if tooLong {
+			return nil, errLineTooLong
+		}
+		return l.buf, nil
+	}
+}
+
+func parseCount(s, name string) (int64, error) {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a whole number", name)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("%s is negative (%d)", name, v)
+	}
+	return v, nil
+}
+
+// jsonReason describes a JSON error without quoting the input.
+func jsonReason(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %s has the wrong type (want %s)", te.Field, te.Type)
+	}
+	return "invalid JSON"
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// idPrefix turns a source name into a request-id prefix: its base name
+// without extension.
+func idPrefix(name string) string {
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		name = name[:i]
+	}
+	if name == "" {
+		return "req"
+	}
+	return name
+}
