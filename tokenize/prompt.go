@@ -1,0 +1,117 @@
+package tokenize
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+)
+
+// candidateWords are common English words. A PromptBuilder keeps those whose
+// space-prefixed form is exactly one token in its encoding.
+const candidateWords = `the of and to in is was for on that with as by at from his her be are it an
+which or had not but were have this they their one all been has who more when will would there
+its also after new first into other two time can only over years some than such most may these
+made them out about where many used between during under before world then since city through
+both while well state three later work year part known could people however film found including
+area like back being each did name same school season early national number life war end history
+day team game high family second series four group against called five during music long own
+team around public even although following system home left member based place main became within
+general water service around old large several government band played along until way best
+university last small following among late great because still company album government light
+often another what our now good right house power line free order case week point data field
+form stone green river church north south east west land town road king queen early island
+music book story word sound open real hand head body close three seven eight nine zero level
+model table class track plan value test page rate range price cost market store size color
+paper road glass metal wood fire earth wind rain snow cloud star moon ocean lake hill valley
+forest garden flower tree leaf root seed fruit bread milk salt sugar coffee tea wine horse bird
+fish dog cat cow sheep animal child woman man friend father mother brother sister daughter son`
+
+// PromptBuilder synthesizes prompt text of an exact token count. Text for a
+// prefix block depends only on the block's id, so requests that share block
+// ids share byte-identical text through those blocks, and a server's prefix
+// cache sees the reuse the trace had.
+type PromptBuilder struct {
+	tok       *Tokenizer
+	blockSize int
+	words     []string // each " "+word is one token
+}
+
+// NewPromptBuilder returns a builder for tok with prefix blocks of blockSize
+// tokens. It checks every vocabulary word against the encoding.
+func NewPromptBuilder(tok *Tokenizer, blockSize int) (*PromptBuilder, error) {
+	if blockSize <= 0 {
+		return nil, fmt.Errorf("tokenize: block size must be positive, got %d", blockSize)
+	}
+	seen := map[string]bool{}
+	var words []string
+	for _, w := range strings.Fields(candidateWords) {
+		if seen[w] {
+			continue
+		}
+		seen[w] = true
+		if tok.Count(" "+w) == 1 {
+			words = append(words, w)
+		}
+	}
+	if len(words) < 64 {
+		return nil, fmt.Errorf("tokenize: only %d single-token words in %s; cannot synthesize prompts", len(words), tok.Name())
+	}
+	return &PromptBuilder{tok: tok, blockSize: blockSize, words: words}, nil
+}
+
+// BlockSize returns the prefix block size in tokens.
+func (b *PromptBuilder) BlockSize() int { return b.blockSize }
+
+// Tokenizer returns the builder's tokenizer.
+func (b *PromptBuilder) Tokenizer() *Tokenizer { return b.tok }
+
+// Build returns text of exactly tokens tokens. Block i covers tokens
+// [i·B, (i+1)·B) and is generated from blocks[i]; tokens past the given
+// blocks (or all of them, when blocks is empty) are generated from seed, so
+// give each request a distinct seed for text no other request shares.
+func (b *PromptBuilder) Build(tokens int, blocks []int64, seed uint64) string {
+	if tokens <= 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.Grow(tokens * 7)
+	written := 0
+	for i := 0; written < tokens && i < len(blocks); i++ {
+		n := min(b.blockSize, tokens-written)
+		b.appendWords(&sb, n, uint64(blocks[i]), 0x9e3779b97f4a7c15)
+		written += n
+	}
+	if written < tokens {
+		b.appendWords(&sb, tokens-written, seed, 0xc2b2ae3d27d4eb4f)
+	}
+	return sb.String()
+}
+
+// appendWords writes n space-prefixed single-token words drawn from a PCG
+// stream keyed by (key, stream).
+func (b *PromptBuilder) appendWords(sb *strings.Builder, n int, key, stream uint64) {
+	rng := rand.New(rand.NewPCG(key, stream))
+	for range n {
+		sb.WriteByte(' ')
+		sb.WriteString(b.words[rng.IntN(len(b.words))])
+	}
+}
+
+// SeedFor derives a seed for Build from a request id.
+func SeedFor(requestID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(requestID))
+	return h.Sum64()
+}
+
+// Words returns count space-prefixed single-token words from seed, for
+// generated completions; the result has exactly count tokens.
+func (b *PromptBuilder) Words(count int, seed uint64) []string {
+	rng := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
+	out := make([]string, count)
+	for i := range out {
+		out[i] = " " + b.words[rng.IntN(len(b.words))]
+	}
+	return out
+}

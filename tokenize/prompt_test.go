@@ -1,0 +1,100 @@
+package tokenize
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKnownCounts(t *testing.T) {
+	// Reference counts from OpenAI's tiktoken for these strings.
+	cases := []struct {
+		enc, text string
+		want      int
+	}{
+		{CL100K, "hello world", 2},
+		{CL100K, "", 0},
+		{CL100K, "<|endoftext|>", 7}, // special-token text counts as ordinary text
+		{O200K, "hello world", 2},
+	}
+	for _, c := range cases {
+		tok, err := Get(c.enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tok.Count(c.text); got != c.want {
+			t.Errorf("%s Count(%q) = %d, want %d", c.enc, c.text, got, c.want)
+		}
+	}
+	if _, err := Get("llama-9"); err == nil || !strings.Contains(err.Error(), "cl100k_base") {
+		t.Errorf("unknown tokenizer: %v", err)
+	}
+}
+
+func TestBuildHasExactTokenCount(t *testing.T) {
+	for _, enc := range []string{CL100K, O200K} {
+		tok, err := Get(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewPromptBuilder(tok, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			tokens int
+			blocks []int64
+		}{
+			{1, nil}, {15, nil}, {16, []int64{7}}, {17, []int64{7, 8}}, {100, []int64{1, 2, 3}},
+			{513, nil}, {40, []int64{1, 2, 3}},
+		} {
+			text := b.Build(c.tokens, c.blocks, 42)
+			if got := tok.Count(text); got != c.tokens {
+				t.Errorf("%s: Build(%d, %v) has %d tokens", enc, c.tokens, c.blocks, got)
+			}
+		}
+	}
+}
+
+func TestSharedBlocksShareText(t *testing.T) {
+	tok, _ := Get(CL100K)
+	b, _ := NewPromptBuilder(tok, 8)
+	a := b.Build(20, []int64{5, 6, 7}, 1)
+	c := b.Build(20, []int64{5, 6, 9}, 2)
+	d := b.Build(12, []int64{5, 6}, 3) // same blocks, the second cut short
+	wordsA, wordsC, wordsD := strings.Fields(a), strings.Fields(c), strings.Fields(d)
+	if strings.Join(wordsA[:16], " ") != strings.Join(wordsC[:16], " ") {
+		t.Error("requests with the same first two block ids differ within those blocks")
+	}
+	if strings.Join(wordsA[16:], " ") == strings.Join(wordsC[16:], " ") {
+		t.Error("different third block ids produced the same text")
+	}
+	if strings.Join(wordsD, " ") != strings.Join(wordsA[:12], " ") {
+		t.Error("a partial block is not a prefix of the same block in full")
+	}
+	if b.Build(20, nil, 1) == b.Build(20, nil, 2) {
+		t.Error("distinct seeds produced the same unshared prompt")
+	}
+}
+
+func BenchmarkBuild4kTokens(b *testing.B) {
+	tok, _ := Get(CL100K)
+	pb, _ := NewPromptBuilder(tok, 512)
+	blocks := []int64{1, 2, 3, 4, 5, 6, 7, 8}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = pb.Build(4096, blocks, uint64(i))
+	}
+	b.ReportMetric(float64(4096*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+func BenchmarkCount4kTokens(b *testing.B) {
+	tok, _ := Get(CL100K)
+	pb, _ := NewPromptBuilder(tok, 512)
+	text := pb.Build(4096, nil, 1)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = tok.Count(text)
+	}
+	b.ReportMetric(float64(4096*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}

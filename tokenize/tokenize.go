@@ -1,0 +1,90 @@
+// Package tokenize counts tokens with tiktoken encodings that ship inside the
+// binary (nothing is downloaded at run time) and synthesizes prompts of an
+// exact token count whose shared prefix blocks are byte-identical.
+package tokenize
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+)
+
+// Encoding names servetrace understands.
+const (
+	CL100K = "cl100k_base"
+	O200K  = "o200k_base"
+	P50K   = "p50k_base"
+)
+
+// DefaultEncoding is used when no tokenizer is named.
+const DefaultEncoding = CL100K
+
+// Encodings lists the encodings bundled in the binary.
+var Encodings = []string{CL100K, O200K, P50K}
+
+// Tokenizer counts tokens. It is safe for concurrent use.
+type Tokenizer struct {
+	name string
+	enc  *tiktoken.Tiktoken
+}
+
+// setLoader installs the offline BPE loader once, before any encoding is
+// built, so tiktoken-go never reaches for the network.
+var setLoader = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
+
+// cache builds each encoding at most once per process: building one costs
+// about 0.3 s. It is a lazily filled, read-only cache, not mutable state.
+var cache = map[string]func() (*Tokenizer, error){}
+
+func init() {
+	for _, name := range Encodings {
+		cache[name] = sync.OnceValues(func() (*Tokenizer, error) {
+			setLoader()
+			enc, err := getEncoding(name)
+			if err != nil {
+				return nil, fmt.Errorf("tokenize: load %s: %w", name, err)
+			}
+			return &Tokenizer{name: name, enc: enc}, nil
+		})
+	}
+}
+
+// getEncoding wraps tiktoken.GetEncoding, which can panic on a bad rank file.
+func getEncoding(name string) (enc *tiktoken.Tiktoken, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return tiktoken.GetEncoding(name)
+}
+
+// Get returns the named tokenizer, built on first use and shared after.
+func Get(name string) (*Tokenizer, error) {
+	if name == "" {
+		name = DefaultEncoding
+	}
+	f, ok := cache[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown tokenizer %q; use one of: %s", name, strings.Join(Encodings, ", "))
+	}
+	return f()
+}
+
+// Name returns the encoding's name.
+func (t *Tokenizer) Name() string { return t.name }
+
+// Count returns the number of tokens in text. Special-token strings in text
+// are counted as ordinary text.
+func (t *Tokenizer) Count(text string) int { return len(t.enc.EncodeOrdinary(text)) }
+
+// Encode returns the token ids of text, special-token strings as ordinary
+// text. Ids never leave the process: they are not written anywhere.
+func (t *Tokenizer) Encode(text string) []int { return t.enc.EncodeOrdinary(text) }
+
+// Known reports whether name is a bundled encoding.
+func Known(name string) bool { return slices.Contains(Encodings, name) }
