@@ -1,0 +1,318 @@
+package replay
+
+import (
+	"bytes"
+	"crypto/tls"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// newHTTPClient returns a client tuned for load generation: HTTP/1.1 only
+// (h2 multiplexing couples timings across streams), no compression, and
+// enough idle connections per host that connections are reused, not churned.
+func newHTTPClient() *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: 100000,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		WriteBufferSize:     64 << 10,
+		ReadBufferSize:      64 << 10,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// chatMessage is one message of a chat request.
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// requestBody is what the client sends, chat or completions.
+type requestBody struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages,omitempty"`
+	Prompt        *string       `json:"prompt,omitempty"`
+	MaxTokens     int64         `json:"max_tokens"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	IgnoreEOS   bool     `json:"ignore_eos,omitempty"`
+}
+
+// chunk is one streamed event or a whole non-streamed response.
+type chunk struct {
+	Choices []struct {
+		Text  *string `json:"text"`
+		Delta *struct {
+			Content          *string           `json:"content"`
+			ReasoningContent *string           `json:"reasoning_content"`
+			Reasoning        *string           `json:"reasoning"`
+			ToolCalls        []json.RawMessage `json:"tool_calls"`
+		} `json:"delta"`
+		Message *struct {
+			Content *string `json:"content"`
+		} `json:"message"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens            *int64 `json:"prompt_tokens"`
+		CompletionTokens        *int64 `json:"completion_tokens"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens *int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// hasContent reports whether a choice carries text, content, reasoning or a
+// tool-call delta: what counts as a token event.
+func (c *chunk) hasContent() bool {
+	for _, ch := range c.Choices {
+		if ch.Text != nil && *ch.Text != "" {
+			return true
+		}
+		if d := ch.Delta; d != nil {
+			if (d.Content != nil && *d.Content != "") || (d.ReasoningContent != nil && *d.ReasoningContent != "") ||
+				(d.Reasoning != nil && *d.Reasoning != "") || len(d.ToolCalls) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// errorMessage extracts a short message from an OpenAI-style error object.
+func errorMessage(raw []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) != nil || len(e.Error) == 0 {
+		return ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(e.Error, &obj) == nil && obj.Message != "" {
+		return shorten(obj.Message)
+	}
+	var s string
+	if json.Unmarshal(e.Error, &s) == nil {
+		return shorten(s)
+	}
+	return "error object without a message"
+}
+
+func shorten(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// exchange sends one request and fills res with what was observed. It sets
+// exactly one outcome.
+func (r *Runner) exchange(ctx context.Context, body []byte, stream bool, res *trace.Result) {
+	url := r.opts.Target + "/v1/chat/completions"
+	if res.API == trace.APICompletions {
+		url = r.opts.Target + "/v1/completions"
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	trace0 := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { res.ConnReused = info.Reused }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace0), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		res.Outcome, res.Error = trace.OutcomeConnError, "build request: "+err.Error()
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if r.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.opts.APIKey)
+	}
+	res.SentNs = trace.Ptr(r.clock())
+	resp, err := r.client.Do(req)
+	if err != nil {
+		r.classifyTransportError(ctx, err, res)
+		return
+	}
+	defer resp.Body.Close()
+	res.HTTPStatus = int32(resp.StatusCode)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		res.DoneNs = trace.Ptr(r.clock())
+		res.Outcome = trace.OutcomeHTTPError
+		res.Error = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		if msg := errorMessage(b); msg != "" {
+			res.Error += ": " + msg
+		}
+		return
+	}
+	ct := resp.Header.Get("Content-Type")
+	if stream && strings.HasPrefix(ct, "text/event-stream") {
+		r.readStream(ctx, resp.Body, res)
+	} else {
+		r.readWhole(ctx, resp.Body, res)
+	}
+}
+
+// readStream consumes an SSE response.
+func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result) {
+	sse := newSSEReader(body, r.clock)
+	sent := *res.SentNs
+	var events int64
+	var lastUsage, finalUsage *int64
+	for {
+		data, at, err := sse.next()
+		if err != nil {
+			res.DoneNs = trace.Ptr(r.clock())
+			switch {
+			case errors.Is(err, io.EOF) && res.ObservedFinishReason != "":
+				// The server closed after finishing without [DONE]: lenient.
+				res.Outcome = trace.OutcomeOK
+			case errors.Is(err, io.EOF):
+				res.Outcome, res.Error = trace.OutcomeConnError, "stream ended before [DONE]"
+			case errors.Is(err, errEventTooLong):
+				res.Outcome, res.Error = trace.OutcomeProtocolError, err.Error()
+			default:
+				r.classifyTransportError(ctx, err, res)
+			}
+			break
+		}
+		if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+			res.DoneNs = trace.Ptr(at)
+			res.Outcome = trace.OutcomeOK
+			break
+		}
+		var c chunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			res.DoneNs = trace.Ptr(at)
+			res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON in SSE event: "+shortJSONError(err)
+			break
+		}
+		if len(c.Error) > 0 && string(c.Error) != "null" {
+			res.DoneNs = trace.Ptr(at)
+			res.Outcome, res.Error = trace.OutcomeStreamError, "error in stream: "+errorMessage(data)
+			break
+		}
+		if len(c.Choices) > 0 && res.FirstChunkNs == nil {
+			res.FirstChunkNs = trace.Ptr(at)
+		}
+		if c.hasContent() {
+			if res.FirstTokenNs == nil {
+				res.FirstTokenNs = trace.Ptr(at)
+			}
+			res.TokenTimesNs = append(res.TokenTimesNs, at-sent)
+			events++
+		}
+		for _, ch := range c.Choices {
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				res.ObservedFinishReason = *ch.FinishReason
+			}
+		}
+		if u := c.Usage; u != nil {
+			// Usage from the chunk with empty choices is final; some servers
+			// (Ollama) put zeros in every other chunk.
+			if u.CompletionTokens != nil && (len(c.Choices) == 0 || *u.CompletionTokens > 0) {
+				res.UsageCompletionTokens, res.UsagePromptTokens = u.CompletionTokens, u.PromptTokens
+				if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
+					res.ObservedReasoningTokens = *d.ReasoningTokens
+				}
+				if len(c.Choices) == 0 {
+					finalUsage = u.CompletionTokens
+				}
+				lastUsage = u.CompletionTokens
+			}
+		}
+	}
+	switch {
+	case finalUsage != nil:
+		res.ObservedOutputTokens = *finalUsage
+	case lastUsage != nil:
+		res.ObservedOutputTokens = *lastUsage
+	default:
+		res.ObservedOutputTokens = events
+	}
+}
+
+// readWhole consumes a non-streamed JSON response. Without a stream there is
+// no first-token time: only done_ns is set.
+func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Result) {
+	b, err := io.ReadAll(io.LimitReader(body, 256<<20))
+	res.DoneNs = trace.Ptr(r.clock())
+	if err != nil {
+		r.classifyTransportError(ctx, err, res)
+		return
+	}
+	var c chunk
+	if err := json.Unmarshal(b, &c); err != nil {
+		res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON response: "+shortJSONError(err)
+		return
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		res.Outcome, res.Error = trace.OutcomeStreamError, "error in response: "+errorMessage(b)
+		return
+	}
+	for _, ch := range c.Choices {
+		if ch.FinishReason != nil {
+			res.ObservedFinishReason = *ch.FinishReason
+		}
+	}
+	if u := c.Usage; u != nil && u.CompletionTokens != nil {
+		res.UsageCompletionTokens, res.UsagePromptTokens = u.CompletionTokens, u.PromptTokens
+		res.ObservedOutputTokens = *u.CompletionTokens
+		if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
+			res.ObservedReasoningTokens = *d.ReasoningTokens
+		}
+	}
+	res.Outcome = trace.OutcomeOK
+}
+
+// classifyTransportError maps a transport failure to timeout, conn_error, or
+// (when the run itself was stopped) conn_error naming the interruption.
+func (r *Runner) classifyTransportError(ctx context.Context, err error, res *trace.Result) {
+	if res.DoneNs == nil {
+		res.DoneNs = trace.Ptr(r.clock())
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		res.Outcome, res.Error = trace.OutcomeTimeout, fmt.Sprintf("no complete response within %v", r.opts.Timeout)
+	case ctx.Err() != nil:
+		res.Outcome, res.Error = trace.OutcomeConnError, "run interrupted before the response finished"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		res.Outcome, res.Error = trace.OutcomeConnError, "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF):
+		res.Outcome, res.Error = trace.OutcomeConnError, "connection reset"
+	default:
+		res.Outcome, res.Error = trace.OutcomeConnError, shorten(err.Error())
+	}
+}
+
+func shortJSONError(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	}
+	return shorten(err.Error())
+}

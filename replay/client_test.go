@@ -1,0 +1,217 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// rawServer answers every connection on loopback with the given raw HTTP
+// response bytes (status line and headers, blank line, body), then closes.
+// It is how captured transcripts of real servers, quirks included, reach the
+// client unchanged.
+func rawServer(t *testing.T, response []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				c.Write(response)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// transcript loads a captured response and rewrites its framing for a
+// connection that closes after the body: curl has already de-chunked it.
+func transcript(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "ollama-0.17.4", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, body, ok := bytes.Cut(b, []byte("\r\n\r\n"))
+	if !ok {
+		t.Fatalf("%s: no header/body separator", name)
+	}
+	var out bytes.Buffer
+	for _, line := range strings.Split(string(head), "\r\n") {
+		l := strings.ToLower(line)
+		if strings.HasPrefix(l, "transfer-encoding:") || strings.HasPrefix(l, "content-length:") {
+			continue
+		}
+		out.WriteString(line + "\r\n")
+	}
+	out.WriteString("Connection: close\r\n\r\n")
+	out.Write(body)
+	return out.Bytes()
+}
+
+func testRunner(target string) *Runner {
+	start := time.Now()
+	opts := DefaultOptions()
+	opts.Target = target
+	opts.Timeout = 5 * time.Second
+	return &Runner{opts: opts, client: newHTTPClient(), start: start, clock: monotonicClock(start)}
+}
+
+func TestClientOnRealServerTranscripts(t *testing.T) {
+	cases := []struct {
+		file     string
+		api      string
+		stream   bool
+		outcome  string
+		status   int32
+		tokens   int64 // observed_output_tokens
+		events   int   // token events (token_times_ns entries)
+		finish   string
+		errorHas string
+	}{
+		// Every chat delta repeats the role; the first already has content,
+		// and the finish chunk's empty content is not a token.
+		{"chat-stream-usage.http", trace.APIChat, true, trace.OutcomeOK, 200, 6, 6, "length", ""},
+		// Completions chunks carry zero usage until the final choices:[] chunk.
+		{"completions-stream-usage.http", trace.APICompletions, true, trace.OutcomeOK, 200, 6, 6, "length", ""},
+		{"chat-nostream.http", trace.APIChat, false, trace.OutcomeOK, 200, 5, 0, "length", ""},
+		{"completions-nostream.http", trace.APICompletions, false, trace.OutcomeOK, 200, 5, 0, "length", ""},
+		{"error-unknown-model-stream.http", trace.APIChat, true, trace.OutcomeHTTPError, 404, 0, 0, "", "model 'nosuchmodel' not found"},
+		{"error-bad-request.http", trace.APIChat, false, trace.OutcomeHTTPError, 400, 0, 0, "", "HTTP 400: json: cannot unmarshal"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			r := testRunner(rawServer(t, transcript(t, c.file)))
+			res := trace.Result{Shape: trace.Shape{API: c.api}}
+			r.exchange(context.Background(), []byte(`{}`), c.stream, &res)
+			if res.Outcome != c.outcome || res.HTTPStatus != c.status {
+				t.Fatalf("outcome %s (HTTP %d, %q), want %s (HTTP %d)", res.Outcome, res.HTTPStatus, res.Error, c.outcome, c.status)
+			}
+			if res.ObservedOutputTokens != c.tokens || len(res.TokenTimesNs) != c.events || res.ObservedFinishReason != c.finish {
+				t.Errorf("tokens %d, events %d, finish %q; want %d, %d, %q", res.ObservedOutputTokens, len(res.TokenTimesNs), res.ObservedFinishReason, c.tokens, c.events, c.finish)
+			}
+			if !strings.Contains(res.Error, c.errorHas) {
+				t.Errorf("error %q, want it to contain %q", res.Error, c.errorHas)
+			}
+			if res.SentNs == nil || res.DoneNs == nil || *res.DoneNs < *res.SentNs {
+				t.Errorf("sent %v done %v", res.SentNs, res.DoneNs)
+			}
+			if c.stream && c.outcome == trace.OutcomeOK {
+				if res.FirstTokenNs == nil || res.FirstChunkNs == nil || *res.FirstChunkNs > *res.FirstTokenNs {
+					t.Errorf("first chunk %v, first token %v", res.FirstChunkNs, res.FirstTokenNs)
+				}
+				if res.UsagePromptTokens == nil || *res.UsagePromptTokens != 5 {
+					t.Errorf("usage prompt tokens %v, want 5 from the final usage chunk", res.UsagePromptTokens)
+				}
+			}
+			if !c.stream && res.FirstTokenNs != nil {
+				t.Error("a non-streamed response claims a first-token time")
+			}
+		})
+	}
+}
+
+// sse builds a 200 text/event-stream response around body.
+func sse(body string) []byte {
+	return []byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+}
+
+func TestClientStreamEdgeCases(t *testing.T) {
+	content := `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"
+	cases := []struct {
+		name     string
+		body     string
+		outcome  string
+		events   int
+		firstChk bool // first_chunk_ns set
+		firstTok bool
+	}{
+		{"CRLF lines, comments and [DONE]", ": keep-alive\r\n\r\n" + strings.ReplaceAll(content, "\n", "\r\n") + "data: [DONE]\r\n\r\n", trace.OutcomeOK, 1, true, true},
+		{"role-only chunk is a chunk but not a token",
+			`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n" + content + "data: [DONE]\n\n", trace.OutcomeOK, 1, true, true},
+		{"reasoning and tool-call deltas are tokens",
+			`data: {"choices":[{"delta":{"reasoning_content":"hmm"}}]}` + "\n\n" + `data: {"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}` + "\n\n" + "data: [DONE]\n\n", trace.OutcomeOK, 2, true, true},
+		{"error object inside a 200 stream", content + `data: {"error":{"message":"engine died","code":500}}` + "\n\n", trace.OutcomeStreamError, 1, true, true},
+		{"malformed JSON", content + "data: {\"choices\": [\n\n", trace.OutcomeProtocolError, 1, true, true},
+		{"stream cut before [DONE]", content + content, trace.OutcomeConnError, 2, true, true},
+		{"finished but no [DONE] is lenient", content + `data: {"choices":[{"delta":{},"finish_reason":"stop"}]}` + "\n\n", trace.OutcomeOK, 1, true, true},
+		{"multi-line data joins", "data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n", trace.OutcomeOK, 1, true, true},
+		{"usage only, no choices", `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0}}` + "\n\ndata: [DONE]\n\n", trace.OutcomeOK, 0, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := testRunner(rawServer(t, sse(c.body)))
+			res := trace.Result{Shape: trace.Shape{API: trace.APIChat}}
+			r.exchange(context.Background(), []byte(`{}`), true, &res)
+			if res.Outcome != c.outcome {
+				t.Fatalf("outcome %s (%q), want %s", res.Outcome, res.Error, c.outcome)
+			}
+			if len(res.TokenTimesNs) != c.events || (res.FirstChunkNs != nil) != c.firstChk || (res.FirstTokenNs != nil) != c.firstTok {
+				t.Errorf("events %d first chunk %v first token %v; want %d %v %v", len(res.TokenTimesNs), res.FirstChunkNs != nil, res.FirstTokenNs != nil, c.events, c.firstChk, c.firstTok)
+			}
+			if c.outcome != trace.OutcomeOK && res.Error == "" {
+				t.Error("a failed request has no error text")
+			}
+		})
+	}
+}
+
+func TestClientTimeoutAndRefused(t *testing.T) {
+	// A server that accepts and never answers: the request times out.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	r := testRunner("http://" + ln.Addr().String())
+	r.opts.Timeout = 200 * time.Millisecond
+	res := trace.Result{Shape: trace.Shape{API: trace.APIChat}}
+	r.exchange(context.Background(), []byte(`{}`), true, &res)
+	if res.Outcome != trace.OutcomeTimeout {
+		t.Errorf("silent server: outcome %s (%s), want timeout", res.Outcome, res.Error)
+	}
+
+	// A port nobody listens on: connection refused.
+	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln2.Addr().String()
+	ln2.Close()
+	r = testRunner("http://" + addr)
+	res = trace.Result{Shape: trace.Shape{API: trace.APIChat}}
+	r.exchange(context.Background(), []byte(`{}`), true, &res)
+	if res.Outcome != trace.OutcomeConnError || !strings.Contains(res.Error, "refused") {
+		t.Errorf("closed port: outcome %s (%s), want conn_error: connection refused", res.Outcome, res.Error)
+	}
+}

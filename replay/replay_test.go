@@ -1,0 +1,203 @@
+package replay
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// workload writes n requests spaced gap apart into a new bucket. Every third
+// request shares a two-block prefix with the others.
+func workload(t *testing.T, n int, gap time.Duration) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "workload")
+	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		r := trace.Request{
+			Identity: trace.Identity{RequestID: "req-" + string(rune('A'+i%26)) + "-" + time.Duration(i).String()},
+			TS:       t0.Add(time.Duration(i) * gap).UnixMicro(),
+			Shape:    trace.Shape{InputTokens: int64(20 + i%50), OutputTokens: int64(1 + i%7), MaxTokens: int64(1 + i%7), API: trace.APIChat, Stream: true, N: 1},
+		}
+		if i%3 == 0 {
+			r.API = trace.APICompletions
+			for b := range (r.InputTokens + 15) / 16 {
+				id := int64(1000*i) + b // unique beyond the first two blocks
+				if b < 2 {
+					id = 11 + b
+				}
+				r.PrefixBlocks = append(r.PrefixBlocks, id)
+			}
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.Manifest{Kind: "workload", BlockSize: 16}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func startSim(t *testing.T, opts sim.Options) string {
+	t.Helper()
+	s, err := sim.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Start("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return rs.URL
+}
+
+func fastSim() sim.Options {
+	o := sim.DefaultOptions()
+	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = time.Millisecond, 0, time.Millisecond
+	return o
+}
+
+func TestEveryScheduledRequestHasExactlyOneResult(t *testing.T) {
+	o := fastSim()
+	o.FailRate, o.StreamErrorRate, o.Seed = 0.2, 0.15, 3
+	target := startSim(t, o)
+	wl := workload(t, 120, 5*time.Millisecond)
+	run := filepath.Join(t.TempDir(), "run")
+	opts := DefaultOptions()
+	opts.Target = target
+	info, err := Run(context.Background(), wl, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadResults(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 120 || info.Scheduled != 120 || !info.Complete {
+		t.Fatalf("%d result rows, %d scheduled, complete %v; want 120, 120, true", len(rows), info.Scheduled, info.Complete)
+	}
+	seen := map[string]int{}
+	count := map[string]int{}
+	for _, r := range rows {
+		seen[r.RequestID]++
+		count[r.Outcome]++
+		if r.RunID != info.RunID || r.Model != sim.DefaultModel {
+			t.Errorf("row %s: run id %q model %q", r.RequestID, r.RunID, r.Model)
+		}
+		switch r.Outcome {
+		case trace.OutcomeOK:
+			// The simulator counts the prompt with the real tokenizer: an
+			// independent check that prompts have the exact token count.
+			if r.UsagePromptTokens == nil || *r.UsagePromptTokens != r.InputTokens || r.PromptTokensSent != r.InputTokens {
+				t.Errorf("row %s: server counted %v prompt tokens, workload asked %d", r.RequestID, r.UsagePromptTokens, r.InputTokens)
+			}
+			if r.ObservedOutputTokens != r.MaxTokens || int64(len(r.TokenTimesNs)) != r.MaxTokens {
+				t.Errorf("row %s: %d tokens in %d events, want %d", r.RequestID, r.ObservedOutputTokens, len(r.TokenTimesNs), r.MaxTokens)
+			}
+			if *r.FirstTokenNs < *r.SentNs || *r.DoneNs < *r.FirstTokenNs {
+				t.Errorf("row %s: times out of order", r.RequestID)
+			}
+		case trace.OutcomeHTTPError:
+			if r.HTTPStatus != 500 || !strings.Contains(r.Error, "injected fault") {
+				t.Errorf("row %s: http_error with status %d, error %q", r.RequestID, r.HTTPStatus, r.Error)
+			}
+		case trace.OutcomeStreamError:
+			if r.HTTPStatus != 200 {
+				t.Errorf("row %s: stream_error with status %d", r.RequestID, r.HTTPStatus)
+			}
+		default:
+			t.Errorf("row %s: unexpected outcome %s (%s)", r.RequestID, r.Outcome, r.Error)
+		}
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("request %s has %d results", id, n)
+		}
+	}
+	if len(seen) != 120 {
+		t.Errorf("%d distinct request ids, want 120", len(seen))
+	}
+	if count[trace.OutcomeHTTPError] == 0 || count[trace.OutcomeStreamError] == 0 || count[trace.OutcomeOK] == 0 {
+		t.Errorf("outcomes %v: want ok, http_error and stream_error all present", count)
+	}
+	for k, v := range count {
+		if info.Outcomes[k] != int64(v) {
+			t.Errorf("run.json counts %d %s, results hold %d", info.Outcomes[k], k, v)
+		}
+	}
+	ri, err := trace.ReadRunInfo(run)
+	if err != nil || ri.RunID != info.RunID || ri.StartUnixNs == 0 || ri.OfferedRate <= 0 {
+		t.Fatalf("run.json: %+v, %v", ri, err)
+	}
+}
+
+func TestUnreachableEndpointWritesNothing(t *testing.T) {
+	wl := workload(t, 3, time.Millisecond)
+	run := filepath.Join(t.TempDir(), "run")
+	opts := DefaultOptions()
+	opts.Target = "http://127.0.0.1:1"
+	_, err := Run(context.Background(), wl, run, opts)
+	if err == nil || !strings.Contains(err.Error(), "cannot reach endpoint http://127.0.0.1:1") || !strings.Contains(err.Error(), "servetrace sim") {
+		t.Fatalf("err = %v; want it to name the endpoint and how to start one", err)
+	}
+	if _, serr := os.Stat(run); serr == nil {
+		t.Error("a failed preflight created the run directory")
+	}
+}
+
+func TestInterruptedRunRecordsEveryRequest(t *testing.T) {
+	target := startSim(t, fastSim())
+	wl := workload(t, 40, 50*time.Millisecond) // 2 s of schedule
+	run := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	opts := DefaultOptions()
+	opts.Target = target
+	info, err := Run(ctx, wl, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := trace.ReadResults(run)
+	if len(rows) != 40 || info.Complete || !strings.Contains(info.Reason, "interrupted") {
+		t.Fatalf("%d rows, complete %v (%s); want 40 rows and an incomplete run", len(rows), info.Complete, info.Reason)
+	}
+	if info.Outcomes[trace.OutcomeNotSent] < 20 || info.Outcomes[trace.OutcomeOK] < 2 {
+		t.Errorf("outcomes %v: want most not_sent and the first few ok", info.Outcomes)
+	}
+}
+
+func TestScheduleHonoursSpeedDurationAndMaxRequests(t *testing.T) {
+	reqs := make([]trace.Request, 10)
+	for i := range reqs {
+		reqs[i].TS = int64(i) * 1_000_000 // one per second
+	}
+	cases := []struct {
+		name  string
+		opts  Options
+		count int
+		last  time.Duration
+	}{
+		{"as logged", Options{Speed: 1}, 10, 9 * time.Second},
+		{"twice as fast", Options{Speed: 2}, 10, 4500 * time.Millisecond},
+		{"duration cut", Options{Speed: 1, Duration: 3 * time.Second}, 3, 2 * time.Second},
+		{"max requests", Options{Speed: 0.5, MaxRequests: 4}, 4, 6 * time.Second},
+	}
+	for _, c := range cases {
+		r := &Runner{opts: c.opts}
+		plan := r.schedule(reqs)
+		if len(plan) != c.count || time.Duration(plan[len(plan)-1].scheduledNs) != c.last {
+			t.Errorf("%s: %d planned, last at %v; want %d at %v", c.name, len(plan), time.Duration(plan[len(plan)-1].scheduledNs), c.count, c.last)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// timedReader records the monotonic time of every Read that returns bytes,
+// so events parsed from a read carry the time their bytes reached us.
+type timedReader struct {
+	r     io.Reader
+	clock func() int64 // ns since the run's start
+	last  int64
+}
+
+func (t *timedReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.last = t.clock()
+	}
+	return n, err
+}
+
+// maxEventBytes bounds one SSE event; a longer one is a protocol error.
+const maxEventBytes = 8 << 20
+
+// errEventTooLong reports an SSE event over maxEventBytes.
+var errEventTooLong = fmt.Errorf("SSE event longer than %d MiB", maxEventBytes>>20)
+
+// sseReader parses server-sent events: "data:" lines (joined with newlines
+// when several), ":" comments and other fields ignored, CRLF or LF line ends,
+// dispatched on a blank line or at end of stream.
+type sseReader struct {
+	tr   *timedReader
+	br   *bufio.Reader
+	data []byte
+	line []byte
+}
+
+func newSSEReader(body io.Reader, clock func() int64) *sseReader {
+	tr := &timedReader{r: body, clock: clock}
+	return &sseReader{tr: tr, br: bufio.NewReaderSize(tr, 64<<10)}
+}
+
+// next returns the next event's data and the time its last byte arrived.
+// A final event that lacks its blank line is still returned; after the last
+// event it returns io.EOF, or the transport's error if the stream broke.
+func (s *sseReader) next() (data []byte, at int64, err error) {
+	s.data = s.data[:0]
+	hasData := false
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) && hasData {
+				// A final event without its blank line: dispatch it.
+				return s.data, s.tr.last, nil
+			}
+			return nil, s.tr.last, err
+		}
+		if len(line) == 0 {
+			if hasData {
+				return s.data, s.tr.last, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue // comment / keep-alive
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(field) != "data" {
+			continue // event:, id:, retry: do not matter here
+		}
+		if hasData {
+			s.data = append(s.data, '\n')
+		}
+		if len(s.data)+len(value) > maxEventBytes {
+			return nil, s.tr.last, errEventTooLong
+		}
+		s.data = append(s.data, value...)
+		hasData = true
+	}
+}
+
+// readLine returns one line without its CR/LF.
+func (s *sseReader) readLine() ([]byte, error) {
+	s.line = s.line[:0]
+	for {
+		chunk, err := s.br.ReadSlice('\n')
+		if len(s.line)+len(chunk) > maxEventBytes {
+			return nil, errEventTooLong
+		}
+		s.line = append(s.line, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(s.line) > 0 {
+				return bytes.TrimRight(s.line, "\r\n"), nil
+			}
+			return nil, err
+		}
+		return bytes.TrimRight(s.line, "\r\n"), nil
+	}
+}
+
+// monotonicClock returns ns since start, from Go's monotonic clock.
+func monotonicClock(start time.Time) func() int64 {
+	return func() int64 { return int64(time.Since(start)) }
+}
