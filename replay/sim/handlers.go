@@ -153,7 +153,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		breakAt = maxTokens / 2
 	}
 	g := generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, maxTokens: maxTokens,
-		id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], seq),
+		id:    fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], seq),
 		first: arrived.Add(s.opts.PrefillBase + time.Duration(promptTokens)*s.opts.PrefillPerToken),
 		words: s.words.Words(maxTokens, seq), breakAt: breakAt}
 	if req.Stream {
