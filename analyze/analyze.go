@@ -1,0 +1,247 @@
+// Package analyze turns replay results into latency, throughput and outcome
+// figures, each percentile with a confidence interval and its sample count.
+//
+// Definitions (DESIGN.md, one definition everywhere):
+//   - TTFT = first_token_ns − sent_ns (first-content mode, the default) or
+//     first_chunk_ns − sent_ns (first-chunk mode, as vllm bench serve counts).
+//     TTFT from the intended time (− scheduled_ns) is reported beside it so
+//     client-side queueing is never hidden.
+//   - ITL = gaps between consecutive token_times_ns, per event, pooled over
+//     requests; several tokens in one event are one gap.
+//   - TPOT = (done − first token) / (observed_output_tokens − 1), only where
+//     that count is above 1.
+//   - E2E = done − sent.
+//   - Latency figures use successful (ok) requests; failed, timed-out and
+//     cancelled requests are counted by class and stay in the denominator of
+//     the success rate. Warmup requests are excluded and counted.
+//   - Throughput counts successful requests over the span from the first
+//     send to the last completion: output tokens/s and total (prompt+output)
+//     tokens/s are reported separately, never mixed.
+package analyze
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// TTFT modes.
+const (
+	TTFTFirstContent = "first-content"
+	TTFTFirstChunk   = "first-chunk"
+)
+
+// Options controls Analyze.
+type Options struct {
+	// TTFTMode is TTFTFirstContent (default) or TTFTFirstChunk.
+	TTFTMode string
+	// Percentiles to report, in percent (default 50, 90, 95, 99).
+	Percentiles []float64
+}
+
+// DefaultPercentiles are reported when none are asked for.
+var DefaultPercentiles = []float64{50, 90, 95, 99}
+
+// RunSummary is what run.json says about one run directory.
+type RunSummary struct {
+	Dir             string                `json:"dir"`
+	RunID           string                `json:"run_id"`
+	Shard           int32                 `json:"shard"`
+	Complete        bool                  `json:"complete"`
+	Reason          string                `json:"reason,omitempty"`
+	ClientSaturated bool                  `json:"client_saturated"`
+	Lateness        trace.LatenessSummary `json:"lateness"`
+	OfferedRate     float64               `json:"offered_rate_rps"`
+	AchievedRate    float64               `json:"achieved_rate_rps"`
+	Target          string                `json:"target"`
+}
+
+// Report is the result of an analysis.
+type Report struct {
+	Runs     []RunSummary `json:"runs"`
+	TTFTMode string       `json:"ttft_mode"`
+	Requests Counts       `json:"requests"`
+	// Metrics maps a metric name (ttft_ms, ...) to its distribution.
+	Metrics    map[string]Distribution `json:"metrics"`
+	Throughput Throughput              `json:"throughput"`
+	// Notes are warnings a reader must see: an incomplete run, a saturated
+	// client, percentiles the sample cannot bound.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Counts tallies requests.
+type Counts struct {
+	Total    int            `json:"total"`
+	Warmup   int            `json:"warmup_excluded"`
+	Counted  int            `json:"counted"`
+	Outcomes map[string]int `json:"outcomes"`
+	// SuccessRate is ok / counted.
+	SuccessRate float64 `json:"success_rate"`
+	// NotStreamed counts ok requests without streaming: no TTFT, ITL or TPOT.
+	NotStreamed int `json:"not_streamed"`
+}
+
+// Throughput over the measured span.
+type Throughput struct {
+	DurationS        float64 `json:"duration_s"`
+	RequestsPerS     float64 `json:"requests_per_s"`
+	OutputTokensPerS float64 `json:"output_tokens_per_s"`
+	TotalTokensPerS  float64 `json:"total_tokens_per_s"`
+}
+
+// MetricOrder lists metric names in report order.
+var MetricOrder = []string{"ttft_ms", "ttft_from_scheduled_ms", "itl_ms", "tpot_ms", "e2e_ms", "e2e_from_scheduled_ms", "lateness_ms"}
+
+// metricHelp describes each metric in one line.
+var metricHelp = map[string]string{
+	"ttft_ms":                "time to first token, from send",
+	"ttft_from_scheduled_ms": "time to first token, from the intended send time",
+	"itl_ms":                 "gap between token events",
+	"tpot_ms":                "time per output token after the first",
+	"e2e_ms":                 "send to last byte",
+	"e2e_from_scheduled_ms":  "intended send time to last byte",
+	"lateness_ms":            "client lateness: sent minus admitted",
+}
+
+// Analyze reads one or more run directories and reports on their results
+// pooled together.
+func Analyze(runDirs []string, opts Options) (*Report, error) {
+	if len(runDirs) == 0 {
+		return nil, fmt.Errorf("no run directory given")
+	}
+	if opts.TTFTMode == "" {
+		opts.TTFTMode = TTFTFirstContent
+	}
+	if opts.TTFTMode != TTFTFirstContent && opts.TTFTMode != TTFTFirstChunk {
+		return nil, fmt.Errorf("--ttft-mode %q: use %s or %s", opts.TTFTMode, TTFTFirstContent, TTFTFirstChunk)
+	}
+	if len(opts.Percentiles) == 0 {
+		opts.Percentiles = DefaultPercentiles
+	}
+	for _, p := range opts.Percentiles {
+		if !(p > 0 && p < 100) {
+			return nil, fmt.Errorf("--percentiles: %v is not between 0 and 100 (exclusive)", p)
+		}
+	}
+	rep := &Report{TTFTMode: opts.TTFTMode, Metrics: map[string]Distribution{}}
+	var rows []trace.Result
+	ids := map[string]bool{}
+	for _, dir := range runDirs {
+		ri, err := trace.ReadRunInfo(dir)
+		if err != nil {
+			return nil, err
+		}
+		res, err := trace.ReadResults(dir)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, res...)
+		ids[ri.RunID] = true
+		rep.Runs = append(rep.Runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, Complete: ri.Complete, Reason: ri.Reason,
+			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target})
+		if !ri.Complete {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("run %s is partial (%s): its figures cover only what was recorded", dir, ri.Reason))
+		}
+		if ri.ClientSaturated {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("run %s: the client was saturated (lateness p99 %.1f ms > %.1f ms): latencies may reflect the load generator, not the server; lower the rate or use more client cores",
+				dir, ri.Lateness.P99Ms, ri.MaxLatenessMs))
+		}
+	}
+	if len(ids) > 1 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d different run ids pooled as repeats of one configuration", len(ids)))
+	}
+	compute(rep, rows, opts)
+	return rep, nil
+}
+
+// compute fills the report's counts, metrics and throughput from rows.
+func compute(rep *Report, rows []trace.Result, opts Options) {
+	c := Counts{Outcomes: map[string]int{}}
+	samples := map[string][]float64{}
+	add := func(name string, v float64) { samples[name] = append(samples[name], v) }
+	var first, last int64 = -1, -1
+	var outTokens, totalTokens int64
+	for i := range rows {
+		r := &rows[i]
+		c.Total++
+		if r.Warmup {
+			c.Warmup++
+			continue
+		}
+		c.Counted++
+		c.Outcomes[r.Outcome]++
+		if r.SentNs != nil {
+			add("lateness_ms", nsToMs(*r.SentNs-r.AdmittedNs))
+		}
+		if r.Outcome != trace.OutcomeOK || r.SentNs == nil || r.DoneNs == nil {
+			continue
+		}
+		sent, done := *r.SentNs, *r.DoneNs
+		if first < 0 || sent < first {
+			first = sent
+		}
+		last = max(last, done)
+		outTokens += r.ObservedOutputTokens
+		prompt := r.PromptTokensSent
+		if r.UsagePromptTokens != nil {
+			prompt = *r.UsagePromptTokens
+		}
+		totalTokens += prompt + r.ObservedOutputTokens
+		add("e2e_ms", nsToMs(done-sent))
+		add("e2e_from_scheduled_ms", nsToMs(done-r.ScheduledNs))
+		ttftAt := r.FirstTokenNs
+		if opts.TTFTMode == TTFTFirstChunk {
+			ttftAt = r.FirstChunkNs
+		}
+		if ttftAt == nil {
+			if !r.Stream {
+				c.NotStreamed++
+			}
+			continue
+		}
+		add("ttft_ms", nsToMs(*ttftAt-sent))
+		add("ttft_from_scheduled_ms", nsToMs(*ttftAt-r.ScheduledNs))
+		for j := 1; j < len(r.TokenTimesNs); j++ {
+			add("itl_ms", nsToMs(r.TokenTimesNs[j]-r.TokenTimesNs[j-1]))
+		}
+		if r.FirstTokenNs != nil && r.ObservedOutputTokens > 1 {
+			add("tpot_ms", nsToMs(done-*r.FirstTokenNs)/float64(r.ObservedOutputTokens-1))
+		}
+	}
+	if c.Counted > 0 {
+		c.SuccessRate = float64(c.Outcomes[trace.OutcomeOK]) / float64(c.Counted)
+	}
+	rep.Requests = c
+	for _, name := range slices.Sorted(maps.Keys(samples)) {
+		d := Summarize(samples[name], opts.Percentiles)
+		rep.Metrics[name] = d
+		for _, q := range d.Quantiles {
+			if q.CIHi == nil && (name == "ttft_ms" || name == "e2e_ms") {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s p%g: %d samples cannot bound its upper end (a 95%% interval needs at least %d): treat it as a floor",
+					name, q.P, d.N, minSamplesForUpper(q.P/100)))
+			}
+		}
+	}
+	if c.NotStreamed > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d successful requests were not streamed: they have E2E but no TTFT, ITL or TPOT", c.NotStreamed))
+	}
+	if last > first && first >= 0 {
+		span := float64(last-first) / 1e9
+		rep.Throughput = Throughput{DurationS: span, RequestsPerS: float64(c.Outcomes[trace.OutcomeOK]) / span,
+			OutputTokensPerS: float64(outTokens) / span, TotalTokensPerS: float64(totalTokens) / span}
+	}
+}
+
+// minSamplesForUpper is the smallest n whose 95% interval for the
+// p-quantile has an upper bound: 1 − p^n ≥ 0.975.
+func minSamplesForUpper(p float64) int {
+	n := 1
+	for pow := p; 1-pow < 0.975; pow *= p {
+		n++
+	}
+	return n
+}
+
+func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }

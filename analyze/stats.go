@@ -1,0 +1,121 @@
+package analyze
+
+import (
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Percentile returns the p-quantile (0 ≤ p ≤ 1) of sorted data by linear
+// interpolation between order statistics: Hyndman–Fan type 7, numpy's and
+// R's default (on [1 2 3 4] the median is 2.5). It returns NaN for no data.
+func Percentile(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n == 1 {
+		return sorted[0]
+	}
+	h := p * float64(n-1)
+	lo := int(math.Floor(h))
+	if lo >= n-1 {
+		return sorted[n-1]
+	}
+	return sorted[lo] + (h-float64(lo))*(sorted[lo+1]-sorted[lo])
+}
+
+// OrderStatCI returns the 1-based ranks lo ≤ hi of the exact,
+// distribution-free confidence interval [x(lo), x(hi)] for the p-quantile
+// from n independent samples: with B ~ Binomial(n, p), it takes the largest
+// lo with P(B ≤ lo−1) ≤ α/2 and the smallest hi with P(B ≤ hi−1) ≥ 1−α/2,
+// so the coverage P(lo ≤ B < hi) is at least conf. A side that n is too
+// small to bound is reported with ok false: for p99 at 95% an upper bound
+// needs n ≥ 368, and even then it is the sample maximum.
+func OrderStatCI(n int, p, conf float64) (lo, hi int, loOK, hiOK bool) {
+	if n <= 0 || p <= 0 || p >= 1 {
+		return 0, 0, false, false
+	}
+	alpha := 1 - conf
+	b := distuv.Binomial{N: float64(n), P: p}
+	cdf := func(k int) float64 { // P(B ≤ k)
+		if k < 0 {
+			return 0
+		}
+		return b.CDF(float64(k))
+	}
+	// lo: largest k in [1, n] with cdf(k-1) ≤ α/2 (cdf is non-decreasing).
+	if cdf(0) <= alpha/2 {
+		l, h := 1, n
+		for l < h {
+			m := (l + h + 1) / 2
+			if cdf(m-1) <= alpha/2 {
+				l = m
+			} else {
+				h = m - 1
+			}
+		}
+		lo, loOK = l, true
+	}
+	// hi: smallest k in [1, n] with cdf(k-1) ≥ 1-α/2.
+	if cdf(n-1) >= 1-alpha/2 {
+		l, h := 1, n
+		for l < h {
+			m := (l + h) / 2
+			if cdf(m-1) >= 1-alpha/2 {
+				h = m
+			} else {
+				l = m + 1
+			}
+		}
+		hi, hiOK = l, true
+	}
+	return lo, hi, loOK, hiOK
+}
+
+// Quantile is one reported percentile with its confidence interval.
+type Quantile struct {
+	// P is the percentile in percent (99 for p99).
+	P     float64 `json:"p"`
+	Value float64 `json:"value"`
+	// CILo and CIHi bound the 95% order-statistic interval; nil where the
+	// sample is too small to bound that side.
+	CILo *float64 `json:"ci95_lo"`
+	CIHi *float64 `json:"ci95_hi"`
+}
+
+// Distribution summarises one metric's samples.
+type Distribution struct {
+	N         int        `json:"n"`
+	Mean      float64    `json:"mean"`
+	Max       float64    `json:"max"`
+	Quantiles []Quantile `json:"percentiles"`
+}
+
+// Summarize sorts x in place and describes it at the given percentiles
+// (in percent), each with its 95% order-statistic interval.
+func Summarize(x []float64, percentiles []float64) Distribution {
+	d := Distribution{N: len(x)}
+	if len(x) == 0 {
+		return d
+	}
+	slices.Sort(x)
+	sum := 0.0
+	for _, v := range x {
+		sum += v
+	}
+	d.Mean, d.Max = sum/float64(len(x)), x[len(x)-1]
+	for _, pc := range percentiles {
+		q := Quantile{P: pc, Value: Percentile(x, pc/100)}
+		lo, hi, loOK, hiOK := OrderStatCI(len(x), pc/100, 0.95)
+		if loOK {
+			q.CILo = new(x[lo-1])
+		}
+		if hiOK {
+			q.CIHi = new(x[hi-1])
+		}
+		d.Quantiles = append(d.Quantiles, q)
+	}
+	return d
+}

@@ -1,0 +1,95 @@
+package analyze
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// WriteTable prints the report as an aligned text table: every percentile as
+// "value [ci95 low, high]", with "—" for a bound the sample cannot give.
+func WriteTable(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	for _, r := range rep.Runs {
+		state := "complete"
+		if !r.Complete {
+			state = "PARTIAL"
+		}
+		fmt.Fprintf(&b, "run %s (%s) against %s: offered %.2f req/s, sent %.2f req/s, client lateness p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+			r.RunID, state, r.Target, r.OfferedRate, r.AchievedRate, r.Lateness.P50Ms, r.Lateness.P99Ms, r.Lateness.MaxMs)
+	}
+	c := rep.Requests
+	fmt.Fprintf(&b, "requests: %d counted", c.Counted)
+	if c.Warmup > 0 {
+		fmt.Fprintf(&b, " (%d warmup excluded)", c.Warmup)
+	}
+	fmt.Fprintf(&b, ", success rate %.1f%%:", 100*c.SuccessRate)
+	for _, o := range trace.Outcomes {
+		if n := c.Outcomes[o]; n > 0 {
+			fmt.Fprintf(&b, " %s %d", o, n)
+		}
+	}
+	b.WriteString("\n")
+	t := rep.Throughput
+	fmt.Fprintf(&b, "throughput (ok requests, %.1f s): %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", t.DurationS, t.RequestsPerS, t.OutputTokensPerS, t.TotalTokensPerS)
+	fmt.Fprintf(&b, "latency in ms; TTFT mode %s; [95%% order-statistic interval]\n\n", rep.TTFTMode)
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var pcts []float64
+	for _, name := range MetricOrder {
+		if d, ok := rep.Metrics[name]; ok && len(d.Quantiles) > 0 {
+			for _, q := range d.Quantiles {
+				pcts = append(pcts, q.P)
+			}
+			break
+		}
+	}
+	fmt.Fprint(tw, "metric\tn\tmean\t")
+	for _, p := range pcts {
+		fmt.Fprintf(tw, "p%g\t", p)
+	}
+	fmt.Fprint(tw, "max\t\n")
+	for _, name := range MetricOrder {
+		d, ok := rep.Metrics[name]
+		if !ok || d.N == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t", strings.TrimSuffix(name, "_ms"), d.N, num(d.Mean))
+		for _, q := range d.Quantiles {
+			fmt.Fprintf(tw, "%s [%s, %s]\t", num(q.Value), bound(q.CILo), bound(q.CIHi))
+		}
+		fmt.Fprintf(tw, "%s\t\n", num(d.Max))
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	for _, name := range MetricOrder {
+		if _, ok := rep.Metrics[name]; ok {
+			fmt.Fprintf(&b, "  %-22s %s\n", strings.TrimSuffix(name, "_ms"), metricHelp[name])
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 100:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func bound(p *float64) string {
+	if p == nil {
+		return "—"
+	}
+	return num(*p)
+}
