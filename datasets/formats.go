@@ -29,16 +29,13 @@ var Formats = []string{FormatAzure, FormatMooncake}
 // MaxLineBytes is the longest input line accepted; a longer one is rejected.
 const MaxLineBytes = 16 << 20
 
-// DefaultStart anchors relative timestamps when no start is given.
-var DefaultStart = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // Options controls how a source becomes request records.
 type Options struct {
 	// Name is the source's name in errors, rejects and request ids.
 	Name string
 	// Format is one of Formats, or "" to detect it from the first line.
 	Format string
-	// Start anchors relative timestamps (Mooncake); default DefaultStart.
+	// Start anchors relative timestamps (Mooncake); default trace.DefaultStart.
 	Start time.Time
 	// API and Stream fill the request shape where the source is silent.
 	API    string
@@ -99,7 +96,7 @@ func Detect(firstLine []byte) (string, error) {
 // format or a failing sink is an error.
 func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, error) {
 	if opts.Start.IsZero() {
-		opts.Start = DefaultStart
+		opts.Start = trace.DefaultStart
 	}
 	if opts.API == "" {
 		opts.API = trace.APIChat

@@ -40,7 +40,7 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 		return 0, fmt.Errorf("duration must be positive, got %v", opts.Duration)
 	}
 	if opts.Start.IsZero() {
-		opts.Start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		opts.Start = trace.DefaultStart
 	}
 	// Separate streams for arrivals, lengths and attributes, so changing one
 	// model part does not reshuffle the others.
@@ -123,4 +123,36 @@ func pick(keys []string, cum []float64, u float64, def string) string {
 		return keys[len(keys)-1]
 	}
 	return def
+}
+
+// GenerateToBucket generates a workload from the model at modelPath into a
+// new bucket at outDir. On error nothing that could pass for a bucket is left.
+func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts GenerateOptions, force bool) (*trace.Manifest, error) {
+	m, err := ReadModel(modelPath)
+	if err != nil {
+		return nil, err
+	}
+	w, err := trace.NewBucketWriter(outDir, trace.WriterOptions{Force: force})
+	if err != nil {
+		return nil, err
+	}
+	n, err := Generate(ctx, m, opts, w.Write)
+	if err != nil {
+		w.Abort()
+		return nil, err
+	}
+	if n == 0 {
+		w.Abort()
+		return nil, fmt.Errorf("no requests generated: at %.3g req/s, %v holds no arrival; give a longer --duration", m.Arrivals.RatePerS, opts.Duration)
+	}
+	start := opts.Start
+	if start.IsZero() {
+		start = trace.DefaultStart
+	}
+	man := &trace.Manifest{Kind: "workload", TimesRelative: true, Anchor: start, PrefixIDs: trace.PrefixIDsNone,
+		Generator: map[string]any{"model": modelPath, "seed": opts.Seed, "duration_s": opts.Duration.Seconds(), "arrivals": m.Arrivals.Kind, "rate_per_s": m.Arrivals.RatePerS}}
+	if err := w.Close(man); err != nil {
+		return nil, err
+	}
+	return man, nil
 }

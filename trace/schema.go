@@ -142,3 +142,7 @@ type Result struct {
 
 // Ptr returns a pointer to v, for filling nullable columns.
 func Ptr[T any](v T) *T { return &v }
+
+// DefaultStart anchors relative times (Mooncake traces, synthetic
+// workloads) when no --start is given.
+var DefaultStart = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,0 +1,438 @@
+// Command servetrace converts LLM request logs and public traces into Parquet
+// trace buckets, fits and generates workloads, replays them against
+// OpenAI-compatible endpoints (or its built-in simulator), and analyzes the
+// results. This file only parses flags and wires packages together.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/datasets"
+	"github.com/servetrace/servetrace/replay"
+	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/synth"
+	"github.com/servetrace/servetrace/tokenize"
+	"github.com/servetrace/servetrace/trace"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns the exit code. Errors are printed as one
+// line on stderr, never as a stack trace.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "servetrace: internal error: %v (please report this)\n", r)
+			code = 70
+		}
+	}()
+	app := newApp(stdout, stderr)
+	if err := app.RunContext(ctx, args); err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			if msg := err.Error(); msg != "" {
+				fmt.Fprintln(stderr, "servetrace: "+msg)
+			}
+			return max(ec.ExitCode(), 1)
+		}
+		fmt.Fprintln(stderr, "servetrace: "+oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:                 "servetrace",
+		Usage:                "LLM-serving workloads: trace → fit → generate → replay → analyze",
+		Version:              trace.ToolVersion,
+		EnableBashCompletion: true,
+		Suggest:              true,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		HideHelpCommand:      true,
+		Description: `Start with 'servetrace demo', which runs the whole pipeline on a bundled
+trace against the built-in simulator. Each command below has --help with an
+example.`,
+		Commands: []*cli.Command{
+			convertCmd(), fitCmd(), generateCmd(), replayCmd(), simCmd(), analyzeCmd(), datasetsCmd(), demoCmd(),
+		},
+		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
+			return cli.Exit(fmt.Sprintf("%v (see 'servetrace %s --help')", err, c.Command.Name), 2)
+		},
+	}
+}
+
+// needArgs checks the positional argument count.
+func needArgs(c *cli.Context, min int, what string) error {
+	if c.NArg() < min {
+		return cli.Exit(fmt.Sprintf("%s: missing %s (see 'servetrace %s --help')", c.Command.Name, what, c.Command.Name), 2)
+	}
+	return nil
+}
+
+func outFlag(usage string, required bool) *cli.StringFlag {
+	return &cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: usage, Required: required}
+}
+
+var startFlag = &cli.TimestampFlag{Name: "start", Usage: "anchor for relative times (RFC 3339)", Layout: time.RFC3339,
+	Value: cli.NewTimestamp(trace.DefaultStart)}
+
+func startTime(c *cli.Context) time.Time {
+	if t := c.Timestamp("start"); t != nil {
+		return t.UTC()
+	}
+	return trace.DefaultStart
+}
+
+func convertCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "convert",
+		Usage:     "convert logs or public traces into a Parquet trace bucket",
+		ArgsUsage: "INPUT... (file, '-' for stdin, or a bundled dataset name)",
+		Description: `Reads each input, detects its format from the header or first line
+(Azure LLM trace CSV 2023/2024, Mooncake JSONL), and writes
+OUT/date=YYYY-MM-DD/hour=HH/part-*.parquet plus _manifest.json. Lines that
+cannot be converted go to OUT/_rejects.jsonl with file, line and reason.
+
+Example:
+   servetrace convert azure-code-2023 --out traces/azure
+   servetrace convert trace.jsonl --format mooncake --start 2025-02-01T00:00:00Z --out traces/mc`,
+		Flags: []cli.Flag{
+			outFlag("output bucket directory", true),
+			&cli.StringFlag{Name: "format", Usage: "input format: " + strings.Join(datasets.Formats, "|") + " (default: detected)"},
+			startFlag,
+			&cli.StringFlag{Name: "api", Value: trace.APIChat, Usage: "api column where the source does not say: chat|completions"},
+			&cli.BoolFlag{Name: "stream", Value: true, Usage: "stream column where the source does not say"},
+			&cli.StringFlag{Name: "model", Usage: "model column where the source does not say"},
+			&cli.BoolFlag{Name: "force", Usage: "replace a bucket that already exists at --out"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "INPUT"); err != nil {
+				return err
+			}
+			api := c.String("api")
+			if api != trace.APIChat && api != trace.APICompletions {
+				return cli.Exit(fmt.Sprintf("--api %q: use chat or completions", api), 2)
+			}
+			if f := c.String("format"); f != "" && !contains(datasets.Formats, f) {
+				return cli.Exit(fmt.Sprintf("--format %q: use one of %s", f, strings.Join(datasets.Formats, ", ")), 2)
+			}
+			m, err := datasets.Convert(c.Context, c.Args().Slice(), c.String("out"), datasets.ConvertOptions{
+				Options: datasets.Options{Format: c.String("format"), Start: startTime(c), API: api, Stream: c.Bool("stream"), Model: c.String("model")},
+				Force:   c.Bool("force"),
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "converted %d rows (%d rejected) from %d input(s), %s to %s, into %s\n",
+				m.Rows, m.Rejects, len(m.Sources), m.Start.Format(time.RFC3339), m.End.Format(time.RFC3339), c.String("out"))
+			if m.Rejects > 0 {
+				fmt.Fprintf(c.App.Writer, "rejected lines and reasons: %s/%s\n", c.String("out"), trace.RejectsName)
+			}
+			return nil
+		},
+	}
+}
+
+func fitCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "fit",
+		Usage:     "fit a workload model (model.json) to a trace bucket",
+		ArgsUsage: "BUCKET",
+		Description: `Fits arrivals (constant-rate Poisson with an exact 95% interval, and the
+inter-arrival CV that says how bursty the trace really is) and the input and
+output length distributions (empirical quantile tables).
+
+Example:
+   servetrace fit traces/azure --out azure-model.json`,
+		Flags: []cli.Flag{outFlag("model file to write", true)},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "BUCKET"); err != nil {
+				return err
+			}
+			m, err := synth.Fit(c.Context, c.Args().First(), synth.FitOptions{})
+			if err != nil {
+				return err
+			}
+			if err := synth.WriteModel(c.String("out"), m); err != nil {
+				return err
+			}
+			a := m.Arrivals
+			fmt.Fprintf(c.App.Writer, "fitted %d requests: %.3f req/s [95%% %.3f, %.3f], inter-arrival CV %.2f; input p50 %.0f tokens, output p50 %.0f tokens; wrote %s\n",
+				m.Source.Rows, a.RatePerS, a.RateCI95[0], a.RateCI95[1], a.InterArrivalCV, m.Lengths.Input.Quantile(0.5), m.Lengths.Output.Quantile(0.5), c.String("out"))
+			if a.Note != "" {
+				fmt.Fprintln(c.App.Writer, "note: "+a.Note)
+			}
+			return nil
+		},
+	}
+}
+
+func generateCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "generate",
+		Usage:     "generate a workload bucket from a model.json",
+		ArgsUsage: "MODEL.json",
+		Description: `Draws arrivals and lengths from the model. The workload has the same
+schema as a trace, so DuckDB, pandas or replay read it alike.
+
+Example:
+   servetrace generate azure-model.json --duration 10m --seed 7 --out workloads/azure-10m`,
+		Flags: []cli.Flag{
+			outFlag("output workload directory", true),
+			&cli.DurationFlag{Name: "duration", Value: time.Minute, Usage: "length of the workload"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed (same seed, same workload)"},
+			startFlag,
+			&cli.StringFlag{Name: "model-name", Usage: "model column for every request (default: the trace's mix)"},
+			&cli.StringFlag{Name: "api", Usage: "api column for every request: chat|completions (default: the trace's mix)"},
+			&cli.BoolFlag{Name: "force", Usage: "replace a workload that already exists at --out"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "MODEL.json"); err != nil {
+				return err
+			}
+			if c.Duration("duration") <= 0 {
+				return cli.Exit("--duration must be positive, e.g. --duration 60s", 2)
+			}
+			man, err := synth.GenerateToBucket(c.Context, c.Args().First(), c.String("out"), synth.GenerateOptions{
+				Duration: c.Duration("duration"), Seed: c.Uint64("seed"), Start: startTime(c), Model: c.String("model-name"), API: c.String("api"),
+			}, c.Bool("force"))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "generated %d requests over %v (seed %d) into %s\n", man.Rows, c.Duration("duration"), c.Uint64("seed"), c.String("out"))
+			return nil
+		},
+	}
+}
+
+func replayCmd() *cli.Command {
+	def := replay.DefaultOptions()
+	return &cli.Command{
+		Name:      "replay",
+		Usage:     "replay a workload against an OpenAI-compatible endpoint",
+		ArgsUsage: "WORKLOAD",
+		Description: `Sends every request at its timestamp (open loop: a slow server never delays
+the schedule), streams responses with per-token timestamps, and writes
+OUT/results/part-*.parquet and OUT/run.json. An API key, if the endpoint
+needs one, is read from SERVETRACE_API_KEY or OPENAI_API_KEY and never written.
+
+Example:
+   servetrace sim &
+   servetrace replay workloads/azure-10m --target http://127.0.0.1:8000 --speed 2 --out runs/a`,
+		Flags: []cli.Flag{
+			outFlag("run directory to write", true),
+			&cli.StringFlag{Name: "target", Value: "http://127.0.0.1:8000", Usage: "endpoint base URL"},
+			&cli.StringFlag{Name: "model", Usage: "model name for every request (default: the workload's, else the endpoint's first)"},
+			&cli.StringFlag{Name: "api", Usage: "force chat|completions (default: each request's api)"},
+			&cli.StringFlag{Name: "stream", Value: "auto", Usage: "auto|true|false: force streaming on or off"},
+			&cli.Float64Flag{Name: "speed", Value: def.Speed, Usage: "time scale: 2 replays twice as fast"},
+			&cli.DurationFlag{Name: "timeout", Value: def.Timeout, Usage: "per-request timeout"},
+			&cli.DurationFlag{Name: "duration", Usage: "replay only the first DURATION of the schedule"},
+			&cli.IntFlag{Name: "max-requests", Usage: "replay at most N requests"},
+			&cli.DurationFlag{Name: "max-lateness", Value: def.MaxLateness, Usage: "mark the run client-saturated past this lateness p99"},
+			&cli.BoolFlag{Name: "ignore-eos", Usage: "ask the server for exactly max_tokens (vLLM, SGLang, the simulator)"},
+			&cli.StringFlag{Name: "tokenizer", Value: def.Tokenizer, Usage: "prompt tokenizer: " + strings.Join(tokenize.Encodings, "|")},
+			&cli.StringFlag{Name: "run-id", Usage: "run id (default: generated); shards of one run share it"},
+			&cli.IntFlag{Name: "shard", Usage: "this process's shard number"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "WORKLOAD"); err != nil {
+				return err
+			}
+			opts := replayOptions(c)
+			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
+			if err != nil {
+				return err
+			}
+			return printRunSummary(c.App.Writer, c.String("out"), info)
+		},
+	}
+}
+
+func replayOptions(c *cli.Context) replay.Options {
+	key := os.Getenv("SERVETRACE_API_KEY")
+	if key == "" {
+		key = os.Getenv("OPENAI_API_KEY")
+	}
+	o := replay.Options{
+		Target: c.String("target"), Model: c.String("model"), API: c.String("api"), Stream: c.String("stream"),
+		Speed: c.Float64("speed"), Timeout: c.Duration("timeout"), Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"),
+		MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"),
+		APIKey: key, RunID: c.String("run-id"), Shard: int32(c.Int("shard")),
+	}
+	if isTerminal(os.Stderr) {
+		o.Progress = c.App.ErrWriter
+	}
+	return o
+}
+
+func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
+	state := "complete"
+	if !info.Complete {
+		state = "INCOMPLETE: " + info.Reason
+	}
+	fmt.Fprintf(w, "replayed %d requests (%s) into %s:", info.Scheduled, state, dir)
+	for _, o := range trace.Outcomes {
+		if n := info.Outcomes[o]; n > 0 {
+			fmt.Fprintf(w, " %s %d", o, n)
+		}
+	}
+	fmt.Fprintf(w, "; client lateness p99 %.2f ms\n", info.Lateness.P99Ms)
+	if info.ClientSaturated {
+		fmt.Fprintf(w, "warning: the client was saturated (lateness p99 %.2f ms > %.2f ms): latencies may reflect the load generator\n", info.Lateness.P99Ms, info.MaxLatenessMs)
+	}
+	return nil
+}
+
+func simCmd() *cli.Command {
+	def := sim.DefaultOptions()
+	return &cli.Command{
+		Name:  "sim",
+		Usage: "serve the built-in OpenAI-compatible engine simulator",
+		Description: `Serves /v1/completions, /v1/chat/completions (streaming and not),
+/v1/models and /health on loopback until interrupted. Timing: each request
+waits prefill-base + prefill-per-token x prompt tokens for its first token,
+then decode-per-token per token. Fault flags inject errors for client tests.
+
+Example:
+   servetrace sim --addr 127.0.0.1:8000 --decode-per-token 20ms --fail-rate 0.01`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8000", Usage: "listen address (loopback unless --allow-remote)"},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a non-loopback --addr"},
+			&cli.StringFlag{Name: "models", Value: strings.Join(def.Models, ","), Usage: "comma-separated model names to serve"},
+			&cli.StringFlag{Name: "tokenizer", Value: def.Tokenizer, Usage: "prompt tokenizer: " + strings.Join(tokenize.Encodings, "|")},
+			&cli.DurationFlag{Name: "prefill-base", Value: def.PrefillBase, Usage: "fixed time to first token"},
+			&cli.DurationFlag{Name: "prefill-per-token", Value: def.PrefillPerToken, Usage: "added time to first token per prompt token"},
+			&cli.DurationFlag{Name: "decode-per-token", Value: def.DecodePerToken, Usage: "time between output tokens"},
+			&cli.IntFlag{Name: "max-model-len", Value: def.MaxModelLen, Usage: "longest prompt+output accepted (longer: 400)"},
+			&cli.Float64Flag{Name: "fail-rate", Usage: "share of requests answered with HTTP 500"},
+			&cli.Float64Flag{Name: "stream-error-rate", Usage: "share of streams that break off with an error event"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed for fault injection and generated text"},
+		},
+		Action: func(c *cli.Context) error {
+			s, err := sim.New(simOptions(c))
+			if err != nil {
+				return err
+			}
+			rs, err := s.Start(c.String("addr"), c.Bool("allow-remote"))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "servetrace sim serving %s at %s (Ctrl-C to stop)\n", c.String("models"), rs.URL)
+			go func() { <-c.Context.Done(); rs.Close() }()
+			return rs.Wait()
+		},
+	}
+}
+
+func simOptions(c *cli.Context) sim.Options {
+	return sim.Options{
+		Models: strings.Split(c.String("models"), ","), Tokenizer: c.String("tokenizer"),
+		PrefillBase: c.Duration("prefill-base"), PrefillPerToken: c.Duration("prefill-per-token"), DecodePerToken: c.Duration("decode-per-token"),
+		MaxModelLen: c.Int("max-model-len"), FailRate: c.Float64("fail-rate"), StreamErrorRate: c.Float64("stream-error-rate"), Seed: c.Uint64("seed"),
+	}
+}
+
+func analyzeCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "analyze",
+		Usage:     "report latency, throughput and outcomes of one or more runs",
+		ArgsUsage: "RUN_DIR...",
+		Description: `Every percentile comes with its sample count and a 95% distribution-free
+interval from order statistics; a bound the sample cannot give is shown as —.
+Several run directories are pooled.
+
+Example:
+   servetrace analyze runs/a
+   servetrace analyze runs/a --json --percentiles 50,99,99.9 --ttft-mode first-chunk`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk (first-chunk counts a role-only chunk, as vllm bench does)"},
+			&cli.StringFlag{Name: "percentiles", Value: "50,90,95,99", Usage: "comma-separated percentiles"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
+				return err
+			}
+			pcts, err := parsePercentiles(c.String("percentiles"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts})
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return analyze.WriteTable(c.App.Writer, rep)
+		},
+	}
+}
+
+func parsePercentiles(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		var v float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%g", &v); err != nil || !(v > 0 && v < 100) {
+			return nil, fmt.Errorf("--percentiles: %q is not a number between 0 and 100, e.g. --percentiles 50,90,99", strings.TrimSpace(f))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func datasetsCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "datasets",
+		Usage: "list the bundled sample traces",
+		Subcommands: []*cli.Command{{
+			Name:  "list",
+			Usage: "show name, rows, licence and citation of each bundled trace",
+			Action: func(c *cli.Context) error {
+				for _, d := range datasets.Bundled() {
+					fmt.Fprintf(c.App.Writer, "%s\n  %s\n  rows: %d   format: %s   licence: %s\n  cite: %s\n\n", d.Name, d.Description, d.Rows(), d.Format, d.Licence, d.Citation)
+				}
+				fmt.Fprintln(c.App.Writer, "convert one with: servetrace convert NAME --out DIR")
+				return nil
+			},
+		}},
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// isTerminal reports whether f is a character device (a TTY).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
