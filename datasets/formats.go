@@ -74,12 +74,13 @@ func Detect(firstLine []byte) (string, error) {
 	}
 	if bytes.HasPrefix(line, []byte("{")) {
 		var probe map[string]json.RawMessage
-		if err := json.Unmarshal(line, &probe); err == nil {
-			_, hasHash := probe["hash_ids"]
-			_, hasIn := probe["input_length"]
-			if hasHash || hasIn {
-				return FormatMooncake, nil
-			}
+		if err := json.Unmarshal(line, &probe); err != nil {
+			return "", fmt.Errorf("%w: the first line starts like JSON but does not parse (%s): truncated or corrupt?", ErrUnknownFormat, jsonReason(err))
+		}
+		_, hasHash := probe["hash_ids"]
+		_, hasIn := probe["input_length"]
+		if hasHash || hasIn {
+			return FormatMooncake, nil
 		}
 		return "", fmt.Errorf("%w: the first line is JSON but has no Mooncake fields (input_length, hash_ids); pass --format", ErrUnknownFormat)
 	}

@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}
 	}()
 	app := newApp(stdout, stderr)
-	if err := app.RunContext(ctx, args); err != nil {
+	if err := app.RunContext(ctx, hoistFlags(app, args)); err != nil {
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
 			if msg := err.Error(); msg != "" {
@@ -75,6 +75,9 @@ example.`,
 		Commands: []*cli.Command{
 			convertCmd(), fitCmd(), generateCmd(), replayCmd(), simCmd(), analyzeCmd(), datasetsCmd(), demoCmd(),
 		},
+		// run prints errors and picks the exit code; urfave's default
+		// handler would call os.Exit itself.
+		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return cli.Exit(fmt.Sprintf("%v (see 'servetrace %s --help')", err, c.Command.Name), 2)
 		},

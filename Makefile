@@ -1,0 +1,51 @@
+# servetrace — make targets. `make demo` and `make test` work on a fresh machine
+# with Go 1.26 and the Go module proxy; nothing is downloaded at run time.
+
+GO        ?= go
+BIN       := bin/servetrace
+PKGS      := ./...
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: build test test-unit test-timing demo bench lint fmt-check vet clean interop
+
+build:
+	$(GO) build -o $(BIN) ./cmd/servetrace
+
+## test: everything CI runs — vet, gofmt check, timing tests without -race, then every test under -race
+test: vet fmt-check test-timing test-unit
+
+test-unit:
+	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+
+## test-timing: tests whose figures -race would distort (named TestTiming*), run without -race
+test-timing:
+	$(GO) test -count=1 -timeout 5m -run '^TestTiming' $(PKGS)
+
+demo: build
+	./$(BIN) demo --out demo-out
+
+## bench: go test benchmarks (ns/op, B/op and the domain figure: rows/s, tokens/s, lag)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+lint: vet fmt-check
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+## interop: read the demo's Parquet with DuckDB (from npm) and check it against servetrace's own figures
+DUCKDB_NODE := @duckdb/node-api@1.5.6-r.1
+interop: demo
+	@mkdir -p .cache/duckdb
+	@[ -d .cache/duckdb/node_modules/@duckdb/node-api ] || (cd .cache/duckdb && npm install --no-save --silent $(DUCKDB_NODE))
+	cp scripts/duckdb-check.mjs .cache/duckdb/
+	./$(BIN) analyze demo-out/run --json > .cache/duckdb/analyze.json
+	node .cache/duckdb/duckdb-check.mjs demo-out .cache/duckdb/analyze.json
+
+clean:
+	rm -rf bin demo-out .cache

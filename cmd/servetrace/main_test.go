@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/datasets"
+	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// runCLI runs servetrace in-process and returns its exit code and output.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"servetrace"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// parquetFiles lists the .parquet files under dir.
+func parquetFiles(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".parquet") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestBadInputGivesOneLineErrorAndNoParquet(t *testing.T) {
+	dir := t.TempDir()
+	binary := writeFile(t, dir, "binary.bin", []byte{0x00, 0x01, 0xff, 0xfe, 0x00, 0x7f})
+	empty := writeFile(t, dir, "empty.csv", nil)
+	people := writeFile(t, dir, "people.csv", []byte("name,age\nbob,3\n"))
+	allBad := writeFile(t, dir, "allbad.csv", []byte("TIMESTAMP,ContextTokens,GeneratedTokens\nx,y,z\n,,\n"))
+	truncated := writeFile(t, dir, "trunc.jsonl", []byte(`{"timestamp": 0, "input_len`))
+	notModel := writeFile(t, dir, "model.json", []byte(`{"hello": 1}`))
+	// A real workload, for the replay case.
+	wl := filepath.Join(dir, "wl")
+	if code, _, errOut := runCLI(t, "convert", "azure-code-2023", "--out", filepath.Join(dir, "tr")); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := runCLI(t, "fit", filepath.Join(dir, "tr"), "--out", filepath.Join(dir, "m.json")); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := runCLI(t, "generate", filepath.Join(dir, "m.json"), "--duration", "5s", "--out", wl); code != 0 {
+		t.Fatal(errOut)
+	}
+
+	cases := []struct {
+		name string
+		args []string
+		want []string // substrings of the error line
+		out  string   // directory that must hold no Parquet afterwards
+	}{
+		{"missing file", []string{"convert", filepath.Join(dir, "nope.csv"), "--out", filepath.Join(dir, "o1")}, []string{"nope.csv", "no such file", "datasets list"}, "o1"},
+		{"binary input", []string{"convert", binary, "--out", filepath.Join(dir, "o2")}, []string{"binary.bin", "binary"}, "o2"},
+		{"empty input", []string{"convert", empty, "--out", filepath.Join(dir, "o3")}, []string{"empty.csv", "empty"}, "o3"},
+		{"wrong format", []string{"convert", people, "--out", filepath.Join(dir, "o4")}, []string{"people.csv line 1", "--format"}, "o4"},
+		{"every line corrupt", []string{"convert", allBad, "--out", filepath.Join(dir, "o5")}, []string{"no rows converted", "2 lines rejected"}, "o5"},
+		{"truncated JSON line", []string{"convert", truncated, "--out", filepath.Join(dir, "o6")}, []string{"trunc.jsonl line 1", "does not parse"}, "o6"},
+		{"forced wrong format", []string{"convert", "azure-code-2023", "--format", "mooncake", "--out", filepath.Join(dir, "o7")}, []string{"no rows converted"}, "o7"},
+		{"unknown --format", []string{"convert", people, "--format", "parquet", "--out", filepath.Join(dir, "o8")}, []string{"--format", "azure, mooncake"}, "o8"},
+		{"missing --out", []string{"convert", people}, []string{"out"}, ""},
+		{"fit a non-bucket", []string{"fit", dir, "--out", filepath.Join(dir, "m2.json")}, []string{"not a servetrace trace directory"}, ""},
+		{"generate from a non-model", []string{"generate", notModel, "--out", filepath.Join(dir, "o9")}, []string{"model.json", "servetrace fit"}, "o9"},
+		{"unreachable endpoint", []string{"replay", wl, "--target", "http://127.0.0.1:1", "--out", filepath.Join(dir, "r1")}, []string{"cannot reach endpoint http://127.0.0.1:1", "servetrace sim"}, "r1"},
+		{"bad target URL", []string{"replay", wl, "--target", "localhost:8000", "--out", filepath.Join(dir, "r2")}, []string{"--target", "http://"}, "r2"},
+		{"analyze a non-run", []string{"analyze", dir}, []string{"not a servetrace run directory"}, ""},
+		{"bad percentiles", []string{"analyze", dir, "--percentiles", "50,abc"}, []string{"--percentiles", "abc"}, ""},
+		{"no arguments", []string{"fit", "--out", "x.json"}, []string{"missing BUCKET"}, ""},
+		{"unknown flag", []string{"analyze", "--frobnicate"}, []string{"frobnicate"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, c.args...)
+			if code == 0 {
+				t.Fatalf("exit 0; want non-zero")
+			}
+			lines := strings.Split(strings.TrimSpace(errOut), "\n")
+			last := lines[len(lines)-1]
+			if !strings.HasPrefix(last, "servetrace: ") || strings.Contains(errOut, "goroutine ") || strings.Contains(errOut, "panic") {
+				t.Fatalf("stderr is not a one-line servetrace error:\n%s", errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("error %q lacks %q", last, w)
+				}
+			}
+			if c.out != "" {
+				out := filepath.Join(dir, c.out)
+				if files := parquetFiles(out); len(files) > 0 {
+					t.Errorf("left Parquet behind: %v", files)
+				}
+				if _, err := os.Stat(filepath.Join(out, trace.ManifestName)); err == nil {
+					t.Error("left a manifest behind")
+				}
+			}
+		})
+	}
+}
+
+func TestConvertSamplesRowCountsAndPrefixBlocks(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, errOut := runCLI(t, "convert", "azure-code-2023", "--out", filepath.Join(dir, "azure")); code != 0 || !strings.Contains(out, "converted 8819 rows (0 rejected)") {
+		t.Fatalf("azure: exit %d\n%s%s", code, out, errOut)
+	}
+	rows, m, err := trace.ReadAll(context.Background(), filepath.Join(dir, "azure"))
+	if err != nil || len(rows) != 8819 || m.Rows != 8819 || m.Sources[0].SHA256 == "" || m.Sources[0].Citation == "" {
+		t.Fatalf("azure bucket: %d rows, manifest %+v, %v", len(rows), m, err)
+	}
+
+	if code, _, errOut := runCLI(t, "convert", "mooncake-synthetic", "--out", filepath.Join(dir, "mc")); code != 0 {
+		t.Fatal(errOut)
+	}
+	rows, m, err = trace.ReadAll(context.Background(), filepath.Join(dir, "mc"))
+	if err != nil || len(rows) != 3993 || !m.TimesRelative || m.BlockSize != 512 || m.PrefixIDs != trace.PrefixIDsSource {
+		t.Fatalf("mooncake bucket: %d rows, manifest %+v, %v", len(rows), m, err)
+	}
+	// Same sharing structure: rows read back in ts order equal the source's
+	// rows (stable for equal timestamps), block for block.
+	var src struct{ rows []trace.Request }
+	d, _ := datasets.Lookup("mooncake-synthetic")
+	if _, err := datasets.Read(context.Background(), d.Open(), datasets.Options{Name: "x"}, sinkTo(&src.rows)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		if int64(len(rows[i].PrefixBlocks)) != (rows[i].InputTokens+511)/512 || !slices.Equal(rows[i].PrefixBlocks, src.rows[i].PrefixBlocks) {
+			t.Fatalf("row %d: prefix blocks changed in the bucket", i)
+		}
+	}
+	// Re-converting into the same place needs --force.
+	if code, _, errOut := runCLI(t, "convert", "mooncake-synthetic", "--out", filepath.Join(dir, "mc")); code == 0 || !strings.Contains(errOut, "--force") {
+		t.Fatalf("second convert: exit %d, %s", code, errOut)
+	}
+}
+
+func TestPipelineThroughTheCLI(t *testing.T) {
+	dir := t.TempDir()
+	o := sim.DefaultOptions()
+	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken, o.FailRate, o.Seed = time.Millisecond, 0, time.Millisecond, 0.1, 5
+	s, err := sim.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Start("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	steps := [][]string{
+		{"convert", "mooncake-synthetic", "--out", filepath.Join(dir, "trace")},
+		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "model.json")},
+		{"generate", filepath.Join(dir, "model.json"), "--duration", "20s", "--seed", "3", "--out", filepath.Join(dir, "wl")},
+		{"replay", filepath.Join(dir, "wl"), "--target", rs.URL, "--speed", "20", "--out", filepath.Join(dir, "run")},
+	}
+	for _, s := range steps {
+		if code, out, errOut := runCLI(t, s...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", s, code, out, errOut)
+		}
+	}
+	code, out, errOut := runCLI(t, "analyze", filepath.Join(dir, "run"), "--json", "--percentiles", "50,99")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	var rep analyze.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("analyze --json is not JSON: %v", err)
+	}
+	wl, _, _ := trace.ReadAll(context.Background(), filepath.Join(dir, "wl"))
+	if rep.Requests.Counted != len(wl) || rep.Requests.Outcomes[trace.OutcomeOK]+rep.Requests.Outcomes[trace.OutcomeHTTPError] != len(wl) {
+		t.Errorf("report counts %+v for %d workload requests", rep.Requests, len(wl))
+	}
+	if rep.Requests.Outcomes[trace.OutcomeHTTPError] == 0 {
+		t.Error("the simulator's injected failures were not recorded as http_error")
+	}
+	if d := rep.Metrics["ttft_ms"]; d.N != rep.Requests.Outcomes[trace.OutcomeOK] || len(d.Quantiles) != 2 {
+		t.Errorf("ttft %+v", d)
+	}
+	code, out, _ = runCLI(t, "analyze", filepath.Join(dir, "run"))
+	if code != 0 || !strings.Contains(out, "ttft") || !strings.Contains(out, "p99") {
+		t.Errorf("table output:\n%s", out)
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range []string{"convert", "fit", "generate", "replay", "sim", "analyze", "demo"} {
+		code, out, _ := runCLI(t, cmd, "--help")
+		if code != 0 || !strings.Contains(out, "Example") || !strings.Contains(out, "servetrace "+cmd) {
+			t.Errorf("%s --help lacks an example:\n%s", cmd, out)
+		}
+	}
+	code, out, _ := runCLI(t, "datasets", "list")
+	if code != 0 || !strings.Contains(out, "azure-code-2023") || !strings.Contains(out, "8819") || !strings.Contains(out, "Splitwise") {
+		t.Errorf("datasets list:\n%s", out)
+	}
+}
+
+type sliceSink struct{ rows *[]trace.Request }
+
+func sinkTo(rows *[]trace.Request) sliceSink    { return sliceSink{rows} }
+func (s sliceSink) Write(r trace.Request) error { *s.rows = append(*s.rows, r); return nil }
+func (sliceSink) Reject(trace.Reject) error     { return nil }
+
+func TestHoistFlags(t *testing.T) {
+	app := newApp(nil, nil)
+	cases := []struct{ in, want string }{
+		{"servetrace convert a.csv --out o --force", "servetrace convert --out o --force -- a.csv"},
+		{"servetrace convert --out o a.csv b.csv", "servetrace convert --out o -- a.csv b.csv"},
+		{"servetrace convert - --out=o", "servetrace convert --out=o -- -"},                                               // "-" is stdin, a positional
+		{"servetrace analyze r1 --json r2 --percentiles 50,99", "servetrace analyze --json --percentiles 50,99 -- r1 r2"}, // bool takes no value
+		{"servetrace convert a -- --weird-name", "servetrace convert -- a --weird-name"},
+		{"servetrace datasets list", "servetrace datasets list"},
+		{"servetrace nosuch x --y", "servetrace nosuch x --y"},
+	}
+	for _, c := range cases {
+		got := strings.Join(hoistFlags(app, strings.Fields(c.in)), " ")
+		if got != c.want {
+			t.Errorf("hoistFlags(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
