@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -150,7 +151,7 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		Target: opts.Target, Workload: workloadDir, Options: opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(opts.MaxLateness)}
 	runErr := r.execute(ctx, plan, defaultModel, w, info)
 	info.Parts = w.Parts()
-	if err := trace.WriteJSONAtomic(runDir+"/"+trace.RunInfoName, info); err != nil {
+	if err := trace.WriteJSONAtomic(filepath.Join(runDir, trace.RunInfoName), info); err != nil {
 		return info, errors.Join(runErr, err)
 	}
 	return info, runErr

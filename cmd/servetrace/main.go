@@ -267,7 +267,15 @@ Example:
 			if err != nil {
 				return err
 			}
-			return printRunSummary(c.App.Writer, c.String("out"), info)
+			if err := printRunSummary(c.App.Writer, c.String("out"), info); err != nil {
+				return err
+			}
+			if !info.Complete {
+				// The partial results are valid and analyzable, but a script
+				// must not mistake an interrupted run for a complete one.
+				return cli.Exit(fmt.Sprintf("replay incomplete (%s); partial results in %s", info.Reason, c.String("out")), 130)
+			}
+			return nil
 		},
 	}
 }

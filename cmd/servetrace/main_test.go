@@ -239,3 +239,36 @@ func TestHoistFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
+	dir := t.TempDir()
+	o := sim.DefaultOptions()
+	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = time.Millisecond, 0, time.Millisecond
+	s, _ := sim.New(o)
+	rs, err := s.Start("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for _, step := range [][]string{
+		{"convert", "azure-code-2023", "--out", filepath.Join(dir, "trace")},
+		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "m.json")},
+		{"generate", filepath.Join(dir, "m.json"), "--duration", "30s", "--out", filepath.Join(dir, "wl")},
+	} {
+		if code, _, errOut := runCLI(t, step...); code != 0 {
+			t.Fatal(errOut)
+		}
+	}
+	// Cancelling the context is what SIGINT does through signal.NotifyContext.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"servetrace", "replay", filepath.Join(dir, "wl"), "--target", rs.URL, "--out", filepath.Join(dir, "run")}, &stdout, &stderr)
+	if code != 130 || !strings.Contains(stderr.String(), "replay incomplete") {
+		t.Fatalf("exit %d, stderr %q; want 130 and a note that the replay is incomplete", code, stderr.String())
+	}
+	code, out, errOut := runCLI(t, "analyze", filepath.Join(dir, "run"))
+	if code != 0 || !strings.Contains(out, "PARTIAL") || !strings.Contains(out, "not_sent") {
+		t.Fatalf("analyze of the partial run: exit %d\n%s%s", code, out, errOut)
+	}
+}
