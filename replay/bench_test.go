@@ -27,7 +27,7 @@ func BenchmarkSSEParse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		res := trace.Result{SentNs: trace.Ptr(int64(0))}
-		r.readStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &res)
+		r.readStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &res, behaviour{})
 		if res.Outcome != trace.OutcomeOK || len(res.TokenTimesNs) != 256 {
 			b.Fatal(res.Outcome, len(res.TokenTimesNs))
 		}

@@ -15,16 +15,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
 
 // newHTTPClient returns a client tuned for load generation: HTTP/1.1 only
 // (h2 multiplexing couples timings across streams), no compression, and
 // enough idle connections per host that connections are reused, not churned.
-func newHTTPClient() *http.Client {
+func newHTTPClient(connectTimeout time.Duration) *http.Client {
 	tr := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: 100000,
 		IdleConnTimeout:     90 * time.Second,
@@ -129,15 +130,46 @@ func shorten(s string) string {
 	return s
 }
 
+// Reasons a request's context ends early; the outcome follows the cause.
+var (
+	errWorkloadCancel    = errors.New("cancelled by the workload's client behaviour")
+	errFirstTokenTimeout = errors.New("first-token timeout")
+	errTotalTimeout      = errors.New("total timeout")
+	errInterrupted       = errors.New("run interrupted before the response finished")
+)
+
+// setHeaders adds authorization and the user's extra headers.
+func (r *Runner) setHeaders(req *http.Request) {
+	if r.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.opts.APIKey)
+	}
+	for k, v := range r.opts.Headers {
+		req.Header.Set(k, v)
+	}
+}
+
 // exchange sends one request and fills res with what was observed. It sets
-// exactly one outcome.
-func (r *Runner) exchange(ctx context.Context, body []byte, stream bool, res *trace.Result) {
+// exactly one outcome. q carries the workload's client behaviour: cancel
+// after cancel_after_ms or cancel_after_tokens, and read_delay_ms between
+// reads (a slow consumer).
+func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte, stream bool, res *trace.Result) {
 	url := r.opts.Target + "/v1/chat/completions"
 	if res.API == trace.APICompletions {
 		url = r.opts.Target + "/v1/completions"
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	var timers []*time.Timer
+	defer func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}()
+	after := func(d time.Duration, cause error) *time.Timer {
+		t := time.AfterFunc(d, func() { cancel(cause) })
+		timers = append(timers, t)
+		return t
+	}
 	trace0 := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { res.ConnReused = info.Reused }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace0), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -148,10 +180,19 @@ func (r *Runner) exchange(ctx context.Context, body []byte, stream bool, res *tr
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	if r.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.opts.APIKey)
-	}
+	r.setHeaders(req)
+	req.Header.Set("X-Request-Id", r.opts.RunID+"-"+res.RequestID)
+
 	res.SentNs = trace.Ptr(r.clock())
+	r.stats.sent.Add(1)
+	after(r.opts.Timeout, errTotalTimeout)
+	var firstToken *time.Timer
+	if r.opts.FirstTokenTimeout > 0 && stream {
+		firstToken = after(r.opts.FirstTokenTimeout, errFirstTokenTimeout)
+	}
+	if q != nil && q.CancelAfterMs != nil {
+		after(time.Duration(*q.CancelAfterMs*float64(time.Millisecond)), errWorkloadCancel)
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		r.classifyTransportError(ctx, err, res)
@@ -171,15 +212,32 @@ func (r *Runner) exchange(ctx context.Context, body []byte, stream bool, res *tr
 	}
 	ct := resp.Header.Get("Content-Type")
 	if stream && strings.HasPrefix(ct, "text/event-stream") {
-		r.readStream(ctx, resp.Body, res)
+		b := behaviour{firstToken: firstToken, cancel: func() { cancel(errWorkloadCancel) }}
+		if q != nil {
+			if q.CancelAfterTokens != nil {
+				b.cancelAfterTokens = *q.CancelAfterTokens
+			}
+			if q.ReadDelayMs != nil {
+				b.readDelay = time.Duration(*q.ReadDelayMs * float64(time.Millisecond))
+			}
+		}
+		r.readStream(ctx, resp.Body, res, b)
 	} else {
 		r.readWhole(ctx, resp.Body, res)
 	}
 }
 
+// behaviour is the workload's client behaviour while reading a stream.
+type behaviour struct {
+	firstToken        *time.Timer   // stopped at the first token
+	cancelAfterTokens int64         // cancel once this many token events arrived (0 = never)
+	readDelay         time.Duration // wait before each socket read after the first
+	cancel            func()
+}
+
 // readStream consumes an SSE response.
-func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result) {
-	sse := newSSEReader(body, r.clock)
+func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result, b behaviour) {
+	sse := newSSEReader(ctx, body, r.clock, b.readDelay)
 	sent := *res.SentNs
 	var events int64
 	var lastUsage, finalUsage *int64
@@ -222,9 +280,18 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 		if c.hasContent() {
 			if res.FirstTokenNs == nil {
 				res.FirstTokenNs = trace.Ptr(at)
+				if b.firstToken != nil {
+					b.firstToken.Stop()
+				}
 			}
 			res.TokenTimesNs = append(res.TokenTimesNs, at-sent)
 			events++
+			if b.cancelAfterTokens > 0 && events >= b.cancelAfterTokens {
+				b.cancel()
+				res.DoneNs = trace.Ptr(r.clock())
+				res.Outcome, res.Error = trace.OutcomeCancelled, fmt.Sprintf("cancelled after %d token events, as the workload asks", events)
+				break
+			}
 		}
 		for _, ch := range c.Choices {
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -289,23 +356,46 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 	res.Outcome = trace.OutcomeOK
 }
 
-// classifyTransportError maps a transport failure to timeout, conn_error, or
-// (when the run itself was stopped) conn_error naming the interruption.
+// classifyTransportError maps a transport failure to an outcome, using the
+// cause when the request's own context ended it.
 func (r *Runner) classifyTransportError(ctx context.Context, err error, res *trace.Result) {
 	if res.DoneNs == nil {
 		res.DoneNs = trace.Ptr(r.clock())
 	}
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errWorkloadCancel):
+		res.Outcome, res.Error = trace.OutcomeCancelled, "cancelled after cancel_after_ms, as the workload asks"
+	case errors.Is(cause, errTotalTimeout):
 		res.Outcome, res.Error = trace.OutcomeTimeout, fmt.Sprintf("no complete response within %v", r.opts.Timeout)
+	case errors.Is(cause, errFirstTokenTimeout):
+		res.Outcome, res.Error = trace.OutcomeTimeout, fmt.Sprintf("no first token within %v", r.opts.FirstTokenTimeout)
+	case errors.Is(cause, errInterrupted):
+		res.Outcome, res.Error = trace.OutcomeConnError, errInterrupted.Error()
 	case ctx.Err() != nil:
-		res.Outcome, res.Error = trace.OutcomeConnError, "run interrupted before the response finished"
+		res.Outcome, res.Error = trace.OutcomeConnError, "request aborted: "+shorten(cause.Error())
 	case errors.Is(err, syscall.ECONNREFUSED):
 		res.Outcome, res.Error = trace.OutcomeConnError, "connection refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF):
 		res.Outcome, res.Error = trace.OutcomeConnError, "connection reset"
 	default:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			res.Outcome, res.Error = trace.OutcomeTimeout, "connect timeout: "+shorten(err.Error())
+			return
+		}
 		res.Outcome, res.Error = trace.OutcomeConnError, shorten(err.Error())
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -315,4 +405,59 @@ func shortJSONError(err error) string {
 		return fmt.Sprintf("syntax error at byte %d", se.Offset)
 	}
 	return shorten(err.Error())
+}
+
+// send materializes one request (prompt of exactly input_tokens tokens,
+// model, API, stream) and exchanges it, filling res.
+func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result) {
+	api := q.API
+	if r.opts.API != "" {
+		api = r.opts.API
+	}
+	if api == "" {
+		api = trace.APIChat
+	}
+	res.API = api
+	stream := q.Stream
+	switch r.opts.Stream {
+	case "true":
+		stream = true
+	case "false":
+		stream = false
+	}
+	res.Stream = stream
+	model := q.Model
+	if mapped, ok := r.opts.ModelMap[model]; ok {
+		model = mapped
+	}
+	if r.opts.Model != "" {
+		model = r.opts.Model
+	}
+	if model == "" {
+		model = r.defaultModel
+	}
+	res.Model = model
+	prompt := r.prompt.Build(int(q.InputTokens), q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
+	res.PromptTokensSent = q.InputTokens
+	maxTokens := q.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = max(q.OutputTokens, 1)
+	}
+	body := requestBody{Model: model, MaxTokens: maxTokens, Stream: stream, Temperature: q.Temperature, TopP: q.TopP, IgnoreEOS: r.opts.IgnoreEOS}
+	if api == trace.APIChat {
+		body.Messages = []chatMessage{{Role: "user", Content: prompt}}
+	} else {
+		body.Prompt = &prompt
+	}
+	if stream {
+		body.StreamOptions = &struct {
+			IncludeUsage bool `json:"include_usage"`
+		}{true}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		res.Outcome, res.Error = trace.OutcomeConnError, "encode request: "+err.Error()
+		return
+	}
+	r.exchange(ctx, q, b, stream, res)
 }

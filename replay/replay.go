@@ -1,13 +1,19 @@
-// Package replay sends a workload to an OpenAI-compatible endpoint with
-// open-loop timing and records every request's fate.
+// Package replay sends a workload to an OpenAI-compatible endpoint and
+// records every request's fate.
 //
-// One scheduler goroutine computes each send time ahead from the workload's
-// timestamps and never waits for a response: every request is handed to its
-// own goroutine, so a slow server cannot delay the schedule (no coordinated
-// omission). Each result records when the schedule wanted the request sent
+// Open loop (the default): one scheduler goroutine computes each send time
+// ahead and never waits for a response; every request runs on its own
+// goroutine, so a slow server cannot delay the schedule (no coordinated
+// omission). With MaxConcurrency a FIFO admitter holds requests that find the
+// cap full; admitted_ns records when each left. Closed loop (Concurrency):
+// a fixed number of workers, each sending its next request when the last one
+// finishes.
+//
+// Each result records when the schedule wanted the request sent
 // (scheduled_ns), when it was let go (admitted_ns) and when it reached the
-// HTTP transport (sent_ns); the run's lateness (sent − admitted) is
-// summarised in run.json so a saturated client never passes for a slow server.
+// HTTP transport (sent_ns). run.json summarises lateness (sent − admitted);
+// a run whose lateness p99 exceeds MaxLateness is marked client-saturated, so
+// a saturated client never passes for a slow server.
 package replay
 
 import (
@@ -29,90 +35,31 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// Options configures a replay.
-type Options struct {
-	// Target is the endpoint's base URL, e.g. http://127.0.0.1:8000.
-	Target string
-	// Model overrides every request's model; when both are empty the
-	// endpoint's first listed model is used.
-	Model string
-	// API forces "chat" or "completions"; empty uses each request's api.
-	API string
-	// Stream forces streaming on ("true") or off ("false"); "" or "auto"
-	// uses each request's stream flag.
-	Stream string
-	// Speed scales the workload's timing: 2 sends twice as fast.
-	Speed float64
-	// Timeout bounds each request from send to the end of its response.
-	Timeout time.Duration
-	// Duration and MaxRequests cut the schedule (0 = no limit).
-	Duration    time.Duration
-	MaxRequests int
-	// MaxLateness marks the run client-saturated when lateness p99 exceeds it.
-	MaxLateness time.Duration
-	// IgnoreEOS asks the server to generate exactly max_tokens (vLLM, SGLang
-	// and the simulator honour it; OpenAI's API rejects it).
-	IgnoreEOS bool
-	// Tokenizer synthesizes prompts of exact token counts.
-	Tokenizer string
-	// APIKey is sent as a bearer token; it is never written anywhere.
-	APIKey string `json:"-"`
-	// RunID names the run (default: generated); Shard numbers this process.
-	RunID string
-	Shard int32
-	// Progress, when set, receives a status line about once a second.
-	Progress io.Writer `json:"-"`
-}
-
-// DefaultOptions returns options a newcomer can live with.
-func DefaultOptions() Options {
-	return Options{Speed: 1, Timeout: 10 * time.Minute, MaxLateness: 5 * time.Millisecond, Tokenizer: tokenize.DefaultEncoding}
-}
-
 // Runner replays one workload into one run directory.
 type Runner struct {
-	opts   Options
-	client *http.Client
-	prompt *tokenize.PromptBuilder
-	start  time.Time
-	clock  func() int64
+	opts         Options
+	client       *http.Client
+	prompt       *tokenize.PromptBuilder
+	defaultModel string
+	start        time.Time
+	clock        func() int64
+	stats        liveStats
 }
 
-// planned is one request of the schedule.
-type planned struct {
-	req         *trace.Request
-	scheduledNs int64
+// liveStats are counters for the progress line.
+type liveStats struct {
+	sent, done, failed atomic.Int64
 }
 
 // Run replays the workload bucket at workloadDir against opts.Target and
-// writes results and run.json into runDir. It checks that the endpoint
-// answers before it creates anything. When ctx is cancelled mid-run, unsent
-// requests are recorded as not_sent, in-flight ones are aborted, and run.json
-// says the run is incomplete. The returned RunInfo is also in run.json.
+// writes results and run.json into runDir. It checks options and that the
+// endpoint answers before it creates anything. When ctx is cancelled
+// mid-run, scheduling stops, in-flight requests get opts.Grace to finish and
+// are then aborted, unsent ones are recorded as not_sent, and run.json says
+// the run is incomplete. The returned RunInfo is also in run.json.
 func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.RunInfo, error) {
-	def := DefaultOptions()
-	if opts.Speed <= 0 {
-		return nil, fmt.Errorf("--speed must be positive, got %v", opts.Speed)
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = def.Timeout
-	}
-	if opts.MaxLateness <= 0 {
-		opts.MaxLateness = def.MaxLateness
-	}
-	switch opts.API {
-	case "", trace.APIChat, trace.APICompletions:
-	default:
-		return nil, fmt.Errorf("--api %q: use chat or completions", opts.API)
-	}
-	switch opts.Stream {
-	case "", "auto", "true", "false":
-	default:
-		return nil, fmt.Errorf("--stream %q: use auto, true or false", opts.Stream)
-	}
-	opts.Target = strings.TrimRight(opts.Target, "/")
-	if !strings.HasPrefix(opts.Target, "http://") && !strings.HasPrefix(opts.Target, "https://") {
-		return nil, fmt.Errorf("--target %q must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000", opts.Target)
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	reqs, m, err := trace.ReadAll(ctx, workloadDir)
 	if err != nil {
@@ -120,6 +67,10 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	}
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("workload %s has no requests", workloadDir)
+	}
+	plan, err := buildPlan(reqs, &opts)
+	if err != nil {
+		return nil, err
 	}
 	tok, err := tokenize.Get(opts.Tokenizer)
 	if err != nil {
@@ -129,27 +80,20 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{opts: opts, client: newHTTPClient(), prompt: pb}
-	defaultModel, err := r.preflight(ctx)
+	r := &Runner{opts: opts, client: newHTTPClient(opts.ConnectTimeout), prompt: pb}
+	if r.defaultModel, err = r.preflight(ctx); err != nil {
+		return nil, err
+	}
+	if r.opts.RunID == "" {
+		r.opts.RunID = newRunID()
+	}
+	w, err := trace.NewResultWriter(runDir, r.opts.RotateRows)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Model == "" {
-		opts.Model = defaultModel
-		r.opts.Model = ""
-	}
-	plan := r.schedule(reqs)
-	if opts.RunID == "" {
-		opts.RunID = newRunID()
-	}
-	r.opts.RunID = opts.RunID
-	w, err := trace.NewResultWriter(runDir, 0)
-	if err != nil {
-		return nil, err
-	}
-	info := &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: opts.RunID, Shard: opts.Shard,
-		Target: opts.Target, Workload: workloadDir, Options: opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(opts.MaxLateness)}
-	runErr := r.execute(ctx, plan, defaultModel, w, info)
+	info := &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard,
+		Target: r.opts.Target, Workload: workloadDir, Options: r.opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness)}
+	runErr := r.execute(ctx, plan, w, info)
 	info.Parts = w.Parts()
 	if err := trace.WriteJSONAtomic(filepath.Join(runDir, trace.RunInfoName), info); err != nil {
 		return info, errors.Join(runErr, err)
@@ -165,9 +109,7 @@ func (r *Runner) preflight(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--target %s: %w", r.opts.Target, err)
 	}
-	if r.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.opts.APIKey)
-	}
+	r.setHeaders(req)
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("cannot reach endpoint %s (%v); start one with 'servetrace sim' or point --target at a running server", r.opts.Target, shortTransport(err))
@@ -195,164 +137,237 @@ func shortTransport(err error) string {
 	return s
 }
 
-// schedule turns workload timestamps into send offsets, cut by Duration and
-// MaxRequests.
-func (r *Runner) schedule(reqs []trace.Request) []planned {
-	t0 := reqs[0].TS
-	plan := make([]planned, 0, len(reqs))
-	for i := range reqs {
-		off := int64(float64(reqs[i].TS-t0) * 1000 / r.opts.Speed)
-		if r.opts.Duration > 0 && off >= int64(r.opts.Duration) {
-			break
-		}
-		if r.opts.MaxRequests > 0 && len(plan) >= r.opts.MaxRequests {
-			break
-		}
-		plan = append(plan, planned{req: &reqs[i], scheduledNs: off})
-	}
-	return plan
+// collector receives results, writes them, and tallies run.json figures.
+type collector struct {
+	w          *trace.ResultWriter
+	every      time.Duration
+	outcomes   trace.OutcomeCt
+	lateness   []int64
+	first      int64
+	last       int64
+	err        error
+	done       chan struct{}
+	results    chan trace.Result
+	lastFlush  time.Time
+	flushTimer *time.Ticker
 }
 
-// execute runs the schedule and records every request exactly once.
-func (r *Runner) execute(ctx context.Context, plan []planned, defaultModel string, w *trace.ResultWriter, info *trace.RunInfo) error {
-	results := make(chan trace.Result, 4096)
-	var writeErr error
-	outcomes := trace.OutcomeCt{}
-	var lateness []int64
-	var firstSent, lastSent int64 = -1, -1
-	var done atomic.Int64
-	collected := make(chan struct{})
-	go func() {
-		defer close(collected)
-		for res := range results {
-			outcomes[res.Outcome]++
-			if res.SentNs != nil {
-				lateness = append(lateness, *res.SentNs-res.AdmittedNs)
-				if firstSent < 0 || *res.SentNs < firstSent {
-					firstSent = *res.SentNs
-				}
-				lastSent = max(lastSent, *res.SentNs)
-			}
-			if writeErr == nil {
-				writeErr = w.Write(res)
-			}
-			done.Add(1)
-		}
-	}()
+func newCollector(w *trace.ResultWriter, every time.Duration, r *Runner) *collector {
+	c := &collector{w: w, every: every, outcomes: trace.OutcomeCt{}, first: -1, last: -1,
+		done: make(chan struct{}), results: make(chan trace.Result, 4096), lastFlush: time.Now()}
+	go c.loop(r)
+	return c
+}
 
+func (c *collector) loop(r *Runner) {
+	defer close(c.done)
+	tick := time.NewTicker(min(c.every, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case res, ok := <-c.results:
+			if !ok {
+				return
+			}
+			c.add(res, r)
+		case <-tick.C:
+			if time.Since(c.lastFlush) >= c.every && c.err == nil {
+				c.err = c.w.Flush()
+				c.lastFlush = time.Now()
+			}
+		}
+	}
+}
+
+func (c *collector) add(res trace.Result, r *Runner) {
+	c.outcomes[res.Outcome]++
+	if res.Outcome != trace.OutcomeOK {
+		r.stats.failed.Add(1)
+	}
+	r.stats.done.Add(1)
+	if res.SentNs != nil {
+		c.lateness = append(c.lateness, *res.SentNs-res.AdmittedNs)
+		if c.first < 0 || *res.SentNs < c.first {
+			c.first = *res.SentNs
+		}
+		c.last = max(c.last, *res.SentNs)
+	}
+	if c.err == nil {
+		c.err = c.w.Write(res)
+	}
+}
+
+// execute runs the plan and records every request exactly once.
+func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWriter, info *trace.RunInfo) error {
+	col := newCollector(w, r.opts.RotateEvery, r)
 	r.start = time.Now()
 	r.clock = monotonicClock(r.start)
 	info.StartUnixNs = r.start.UnixNano()
-	runCtx, stopRequests := context.WithCancel(ctx)
-	defer stopRequests()
-	stopProgress := r.progress(len(plan), &done)
+
+	// Requests run on reqCtx, which outlives an interrupt by the grace period.
+	reqCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abort(nil)
+	graceDone := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			t := time.NewTimer(r.opts.Grace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				abort(errInterrupted)
+			case <-graceDone:
+			}
+		case <-graceDone:
+		}
+	}()
+	stopProgress := r.progress(len(plan))
 
 	var inflight sync.WaitGroup
-	sent := 0
-	for ; sent < len(plan); sent++ {
-		p := plan[sent]
-		if !r.waitUntil(ctx, p.scheduledNs) {
-			break
-		}
-		res := r.newResult(p)
-		res.AdmittedNs = p.scheduledNs // no concurrency cap: admitted when scheduled
-		inflight.Go(func() {
-			r.send(runCtx, p.req, defaultModel, &res)
-			results <- res
-		})
+	var sent int
+	switch {
+	case r.opts.Concurrency > 0:
+		sent = r.runClosedLoop(ctx, reqCtx, plan, col, &inflight)
+	default:
+		sent = r.runOpenLoop(ctx, reqCtx, plan, col, &inflight)
 	}
 	interrupted := ctx.Err() != nil
-	if interrupted {
-		stopRequests() // abort what is in flight
+	if r.opts.Concurrency > 0 {
+		// Closed loop schedules a request when a worker takes it: those
+		// never taken were never scheduled.
+		plan = plan[:sent]
+		info.Scheduled = int64(sent)
 	}
 	for _, p := range plan[sent:] {
 		res := r.newResult(p)
 		res.AdmittedNs = p.scheduledNs
-		res.Outcome, res.Error = trace.OutcomeNotSent, "run ended before the request was due"
-		results <- res
+		res.Outcome, res.Error = trace.OutcomeNotSent, "run ended before the request was sent"
+		col.results <- res
 	}
 	inflight.Wait()
-	close(results)
-	<-collected
+	close(graceDone)
+	close(col.results)
+	<-col.done
 	stopProgress()
 	info.EndUnixNs = time.Now().UnixNano()
 	flushErr := w.Flush()
 
-	info.Outcomes = outcomes
-	info.Lateness = summarizeLateness(lateness)
-	if n := len(plan); n > 1 && plan[n-1].scheduledNs > 0 {
+	info.Outcomes = col.outcomes
+	info.Lateness = summarizeLateness(col.lateness)
+	if n := len(plan); n > 1 && plan[n-1].scheduledNs > 0 && r.opts.Concurrency == 0 {
 		info.OfferedRate = float64(n-1) / (float64(plan[n-1].scheduledNs) / 1e9)
 	}
-	if len(lateness) > 1 && lastSent > firstSent {
-		info.AchievedRate = float64(len(lateness)-1) / (float64(lastSent-firstSent) / 1e9)
+	if len(col.lateness) > 1 && col.last > col.first {
+		info.AchievedRate = float64(len(col.lateness)-1) / (float64(col.last-col.first) / 1e9)
 	}
 	info.ClientSaturated = info.Lateness.P99Ms > info.MaxLatenessMs
-	info.Complete = !interrupted && writeErr == nil && flushErr == nil
+	info.Complete = !interrupted && col.err == nil && flushErr == nil
 	switch {
 	case interrupted:
 		info.Reason = fmt.Sprintf("interrupted after %d of %d requests were sent", sent, len(plan))
-	case writeErr != nil || flushErr != nil:
+	case col.err != nil || flushErr != nil:
 		info.Reason = "writing results failed"
 	}
-	return errors.Join(writeErr, flushErr)
+	return errors.Join(col.err, flushErr)
+}
+
+// runOpenLoop sends each request at its scheduled time, never waiting for
+// responses. With MaxConcurrency, a FIFO admitter lets requests go as slots
+// free up. It returns how many requests were handed off.
+func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *collector, inflight *sync.WaitGroup) int {
+	launch := func(p planned, admitted int64, release func()) {
+		res := r.newResult(p)
+		res.AdmittedNs = admitted
+		inflight.Go(func() {
+			if release != nil {
+				defer release()
+			}
+			r.send(reqCtx, p.req, &res)
+			col.results <- res
+		})
+	}
+	if r.opts.MaxConcurrency <= 0 {
+		sent := 0
+		for ; sent < len(plan); sent++ {
+			if !r.waitUntil(ctx, plan[sent].scheduledNs) {
+				break
+			}
+			launch(plan[sent], plan[sent].scheduledNs, nil)
+		}
+		return sent
+	}
+	// Capped: the scheduler hands due requests to the admitter through a
+	// queue as long as the plan, so it never blocks on the cap.
+	slots := make(chan struct{}, r.opts.MaxConcurrency)
+	queue := make(chan planned, len(plan))
+	var admitted atomic.Int64
+	admitterDone := make(chan struct{})
+	go func() {
+		defer close(admitterDone)
+		for p := range queue {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return // the rest of the queue is recorded as not_sent
+			}
+			launch(p, r.clock(), func() { <-slots })
+			admitted.Add(1)
+		}
+	}()
+	i := 0
+	for ; i < len(plan); i++ {
+		if !r.waitUntil(ctx, plan[i].scheduledNs) {
+			break
+		}
+		queue <- plan[i]
+	}
+	close(queue)
+	<-admitterDone
+	return int(admitted.Load())
+}
+
+// runClosedLoop keeps Concurrency requests in flight: each worker takes the
+// next request as soon as its last one finished. Scheduled and admitted
+// times are when the worker took it.
+func (r *Runner) runClosedLoop(ctx, reqCtx context.Context, plan []planned, col *collector, inflight *sync.WaitGroup) int {
+	var next atomic.Int64
+	var taken atomic.Int64
+	deadline := int64(r.opts.Duration)
+	for range r.opts.Concurrency {
+		inflight.Go(func() {
+			for ctx.Err() == nil {
+				now := r.clock()
+				if deadline > 0 && now >= deadline {
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= len(plan) {
+					return
+				}
+				taken.Add(1)
+				p := plan[i]
+				p.scheduledNs = now
+				res := r.newResult(p)
+				res.AdmittedNs = now
+				r.send(reqCtx, p.req, &res)
+				col.results <- res
+			}
+		})
+	}
+	inflight.Wait()
+	// Workers take requests in plan order, so the first `taken` were sent.
+	return int(taken.Load())
 }
 
 // newResult copies a planned request's identity and shape into a result.
 func (r *Runner) newResult(p planned) trace.Result {
 	q := p.req
-	return trace.Result{Identity: q.Identity, Shape: q.Shape, Temperature: q.Temperature, TopP: q.TopP, Phase: q.Phase,
-		ScheduledNs: p.scheduledNs, RunID: r.opts.RunID, Shard: r.opts.Shard}
-}
-
-// send materializes and sends one request, filling res.
-func (r *Runner) send(ctx context.Context, q *trace.Request, defaultModel string, res *trace.Result) {
-	api := q.API
-	if r.opts.API != "" {
-		api = r.opts.API
+	res := trace.Result{Identity: q.Identity, Shape: q.Shape, Temperature: q.Temperature, TopP: q.TopP, Phase: q.Phase,
+		ScheduledNs: p.scheduledNs, RunID: r.opts.RunID, Shard: r.opts.Shard, Warmup: p.warmup}
+	if p.warmup && res.Phase == "" {
+		res.Phase = "warmup"
 	}
-	if api == "" {
-		api = trace.APIChat
-	}
-	res.API = api
-	stream := q.Stream
-	switch r.opts.Stream {
-	case "true":
-		stream = true
-	case "false":
-		stream = false
-	}
-	res.Stream = stream
-	model := q.Model
-	if r.opts.Model != "" {
-		model = r.opts.Model
-	}
-	if model == "" {
-		model = defaultModel
-	}
-	res.Model = model
-	prompt := r.prompt.Build(int(q.InputTokens), q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
-	res.PromptTokensSent = q.InputTokens
-	maxTokens := q.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = max(q.OutputTokens, 1)
-	}
-	body := requestBody{Model: model, MaxTokens: maxTokens, Stream: stream, Temperature: q.Temperature, TopP: q.TopP, IgnoreEOS: r.opts.IgnoreEOS}
-	if api == trace.APIChat {
-		body.Messages = []chatMessage{{Role: "user", Content: prompt}}
-	} else {
-		body.Prompt = &prompt
-	}
-	if stream {
-		body.StreamOptions = &struct {
-			IncludeUsage bool `json:"include_usage"`
-		}{true}
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		res.Outcome, res.Error = trace.OutcomeConnError, "encode request: "+err.Error()
-		return
-	}
-	r.exchange(ctx, b, stream, res)
+	return res
 }
 
 // waitUntil blocks until the run clock reaches ns, or ctx ends. Timers round
@@ -383,7 +398,7 @@ func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
 }
 
 // progress prints a status line about once a second until stopped.
-func (r *Runner) progress(total int, done *atomic.Int64) (stop func()) {
+func (r *Runner) progress(total int) (stop func()) {
 	if r.opts.Progress == nil {
 		return func() {}
 	}
@@ -392,13 +407,21 @@ func (r *Runner) progress(total int, done *atomic.Int64) (stop func()) {
 	wg.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		lastSent, lastAt := int64(0), time.Now()
+		line := func() string {
+			sent, done := r.stats.sent.Load(), r.stats.done.Load()
+			rate := float64(sent-lastSent) / time.Since(lastAt).Seconds()
+			lastSent, lastAt = sent, time.Now()
+			return fmt.Sprintf("\rreplay: %d/%d sent, %d in flight, %d done, %d failed, %.1f req/s, %.0fs   ",
+				sent, total, sent-min(sent, done), done, r.stats.failed.Load(), rate, time.Since(r.start).Seconds())
+		}
 		for {
 			select {
 			case <-quit:
-				fmt.Fprintf(r.opts.Progress, "\rreplay: %d/%d requests finished          \n", done.Load(), total)
+				fmt.Fprintln(r.opts.Progress, line())
 				return
 			case <-t.C:
-				fmt.Fprintf(r.opts.Progress, "\rreplay: %d/%d requests finished, %.0fs elapsed", done.Load(), total, time.Since(r.start).Seconds())
+				fmt.Fprint(r.opts.Progress, line())
 			}
 		}
 	})

@@ -2,8 +2,10 @@ package replay
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,27 +179,87 @@ func TestInterruptedRunRecordsEveryRequest(t *testing.T) {
 	}
 }
 
-func TestScheduleHonoursSpeedDurationAndMaxRequests(t *testing.T) {
+func TestBuildPlan(t *testing.T) {
+	t0 := time.Date(2024, 1, 1, 10, 0, 0, 0, time.UTC)
 	reqs := make([]trace.Request, 10)
 	for i := range reqs {
-		reqs[i].TS = int64(i) * 1_000_000 // one per second
+		reqs[i].TS = t0.Add(time.Duration(i) * time.Second).UnixMicro() // one per second
 	}
 	cases := []struct {
-		name  string
-		opts  Options
-		count int
-		last  time.Duration
+		name   string
+		opts   Options
+		count  int
+		first  time.Duration // offset of the first planned request
+		last   time.Duration
+		warmup int // how many are marked warmup
 	}{
-		{"as logged", Options{Speed: 1}, 10, 9 * time.Second},
-		{"twice as fast", Options{Speed: 2}, 10, 4500 * time.Millisecond},
-		{"duration cut", Options{Speed: 1, Duration: 3 * time.Second}, 3, 2 * time.Second},
-		{"max requests", Options{Speed: 0.5, MaxRequests: 4}, 4, 6 * time.Second},
+		{"as logged", Options{Speed: 1}, 10, 0, 9 * time.Second, 0},
+		{"twice as fast", Options{Speed: 2}, 10, 0, 4500 * time.Millisecond, 0},
+		{"duration cut", Options{Speed: 1, Duration: 3 * time.Second}, 3, 0, 2 * time.Second, 0},
+		{"max requests", Options{Speed: 0.5, MaxRequests: 4}, 4, 0, 6 * time.Second, 0},
+		{"constant rate replaces timing", Options{Speed: 1, Rate: 4, Arrival: ArrivalConstant}, 10, 0, 2250 * time.Millisecond, 0},
+		{"warmup by count", Options{Speed: 1, WarmupRequests: 3}, 10, 0, 9 * time.Second, 3},
+		{"warmup by time", Options{Speed: 1, WarmupDuration: 2500 * time.Millisecond}, 10, 0, 9 * time.Second, 3},
+		{"window by offsets", Options{Speed: 1, From: "3s", To: "6s"}, 3, 0, 2 * time.Second, 0},
+		{"window by RFC 3339", Options{Speed: 1, From: "2024-01-01T10:00:05Z"}, 5, 0, 4 * time.Second, 0},
+		{"window with lead-in", Options{Speed: 1, From: "5s", To: "7s", LeadIn: 2 * time.Second}, 4, 0, 3 * time.Second, 2},
 	}
 	for _, c := range cases {
-		r := &Runner{opts: c.opts}
-		plan := r.schedule(reqs)
-		if len(plan) != c.count || time.Duration(plan[len(plan)-1].scheduledNs) != c.last {
-			t.Errorf("%s: %d planned, last at %v; want %d at %v", c.name, len(plan), time.Duration(plan[len(plan)-1].scheduledNs), c.count, c.last)
+		plan, err := buildPlan(reqs, &c.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
 		}
+		warm := 0
+		for _, p := range plan {
+			if p.warmup {
+				warm++
+			}
+		}
+		if len(plan) != c.count || time.Duration(plan[0].scheduledNs) != c.first || time.Duration(plan[len(plan)-1].scheduledNs) != c.last || warm != c.warmup {
+			t.Errorf("%s: %d planned from %v to %v, %d warmup; want %d from %v to %v, %d warmup", c.name, len(plan),
+				time.Duration(plan[0].scheduledNs), time.Duration(plan[len(plan)-1].scheduledNs), warm, c.count, c.first, c.last, c.warmup)
+		}
+	}
+	for _, bad := range []Options{{Speed: 1, From: "yesterday"}, {Speed: 1, From: "20s"}, {Speed: 1, From: "5s", To: "2s"}} {
+		if _, err := buildPlan(reqs, &bad); err == nil {
+			t.Errorf("plan with from %q to %q: no error", bad.From, bad.To)
+		}
+	}
+}
+
+// TestArrivalProcesses checks the rate-override processes against their
+// known moments: mean gap 1/rate, CV 1 (Poisson), 1/sqrt(k) (gamma), 0.
+func TestArrivalProcesses(t *testing.T) {
+	cases := []struct {
+		kind  string
+		shape float64
+		cv    float64
+	}{
+		{ArrivalPoisson, 1, 1},
+		{ArrivalGamma, 0.25, 2},
+		{ArrivalGamma, 4, 0.5},
+		{ArrivalConstant, 1, 0},
+	}
+	for _, c := range cases {
+		off := make([]int64, 20001)
+		arrivals(off, 50, c.kind, c.shape, 9)
+		var sum, sum2 float64
+		for i := 1; i < len(off); i++ {
+			g := float64(off[i]-off[i-1]) / 1e9
+			sum += g
+			sum2 += g * g
+		}
+		n := float64(len(off) - 1)
+		mean := sum / n
+		cv := math.Sqrt(max(0, sum2/n-mean*mean)) / mean
+		if math.Abs(mean-0.02)/0.02 > 0.05 || math.Abs(cv-c.cv) > 0.06*max(c.cv, 1) {
+			t.Errorf("%s(k=%v): mean gap %.5f s (want 0.02), CV %.3f (want %.2f)", c.kind, c.shape, mean, cv, c.cv)
+		}
+	}
+	a, b := make([]int64, 5), make([]int64, 5)
+	arrivals(a, 10, ArrivalPoisson, 1, 1)
+	arrivals(b, 10, ArrivalPoisson, 1, 1)
+	if !slices.Equal(a, b) {
+		t.Error("the same seed gave different arrivals")
 	}
 }

@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,13 +12,24 @@ import (
 
 // timedReader records the monotonic time of every Read that returns bytes,
 // so events parsed from a read carry the time their bytes reached us.
+//
+// With a delay set it behaves as a slow consumer: it waits that long before
+// every read after the first, so unread bytes back up into the socket and
+// the server feels the backpressure.
 type timedReader struct {
 	r     io.Reader
 	clock func() int64 // ns since the run's start
 	last  int64
+	reads int
+	delay time.Duration
+	ctx   context.Context
 }
 
 func (t *timedReader) Read(p []byte) (int, error) {
+	if t.delay > 0 && t.reads > 0 {
+		sleepCtx(t.ctx, t.delay) // if ctx ends, the read below reports why
+	}
+	t.reads++
 	n, err := t.r.Read(p)
 	if n > 0 {
 		t.last = t.clock()
@@ -41,8 +53,8 @@ type sseReader struct {
 	line []byte
 }
 
-func newSSEReader(body io.Reader, clock func() int64) *sseReader {
-	tr := &timedReader{r: body, clock: clock}
+func newSSEReader(ctx context.Context, body io.Reader, clock func() int64, readDelay time.Duration) *sseReader {
+	tr := &timedReader{r: body, clock: clock, delay: readDelay, ctx: ctx}
 	return &sseReader{tr: tr, br: bufio.NewReaderSize(tr, 64<<10)}
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"strings"
@@ -236,25 +237,48 @@ func replayCmd() *cli.Command {
 		ArgsUsage: "WORKLOAD",
 		Description: `Sends every request at its timestamp (open loop: a slow server never delays
 the schedule), streams responses with per-token timestamps, and writes
-OUT/results/part-*.parquet and OUT/run.json. An API key, if the endpoint
-needs one, is read from SERVETRACE_API_KEY or OPENAI_API_KEY and never written.
+OUT/results/part-*.parquet and OUT/run.json. --rate replaces the workload's
+timing with an arrival process; --concurrency runs closed loop instead.
+The API key is read from --api-key-env or --api-key-file and never written.
+Interrupted (Ctrl-C), in-flight requests get --grace to finish; the run dir
+stays readable and is marked incomplete.
 
-Example:
+Examples:
    servetrace sim &
-   servetrace replay workloads/azure-10m --target http://127.0.0.1:8000 --speed 2 --out runs/a`,
+   servetrace replay workloads/azure-10m --target http://127.0.0.1:8000 --speed 2 --out runs/a
+   servetrace replay workloads/azure-10m --rate 20 --arrival gamma --burstiness 0.5 --warmup 30s --out runs/b
+   servetrace replay traces/prod --from 2024-05-10T14:00:00Z --to 2024-05-10T14:10:00Z --lead-in 1m --out runs/incident
+   servetrace replay workloads/azure-10m --concurrency 16 --duration 2m --out runs/closed`,
 		Flags: []cli.Flag{
 			outFlag("run directory to write", true),
 			&cli.StringFlag{Name: "target", Value: "http://127.0.0.1:8000", Usage: "endpoint base URL"},
 			&cli.StringFlag{Name: "model", Usage: "model name for every request (default: the workload's, else the endpoint's first)"},
+			&cli.StringFlag{Name: "model-map", Usage: "rename the workload's models: a=b,c=d"},
 			&cli.StringFlag{Name: "api", Usage: "force chat|completions (default: each request's api)"},
 			&cli.StringFlag{Name: "stream", Value: "auto", Usage: "auto|true|false: force streaming on or off"},
-			&cli.Float64Flag{Name: "speed", Value: def.Speed, Usage: "time scale: 2 replays twice as fast"},
-			&cli.DurationFlag{Name: "timeout", Value: def.Timeout, Usage: "per-request timeout"},
-			&cli.DurationFlag{Name: "duration", Usage: "replay only the first DURATION of the schedule"},
+			&cli.Float64Flag{Name: "speed", Value: def.Speed, Usage: "time scale of the workload's timing: 2 replays twice as fast"},
+			&cli.Float64Flag{Name: "rate", Usage: "replace the workload's timing with RATE requests/s"},
+			&cli.StringFlag{Name: "arrival", Value: def.Arrival, Usage: "with --rate: poisson|gamma|constant"},
+			&cli.Float64Flag{Name: "burstiness", Value: def.Burstiness, Usage: "with --arrival gamma: shape (1 = Poisson, below 1 burstier)"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed of the --rate arrival process"},
+			&cli.IntFlag{Name: "concurrency", Usage: "closed loop: keep N requests in flight"},
+			&cli.IntFlag{Name: "max-concurrency", Usage: "open loop with a cap: at most N in flight, others wait (admitted_ns records when)"},
+			&cli.StringFlag{Name: "from", Usage: "replay a window from this RFC 3339 time or offset (10m)"},
+			&cli.StringFlag{Name: "to", Usage: "end of the window (RFC 3339 time or offset)"},
+			&cli.DurationFlag{Name: "lead-in", Usage: "with --from: also replay this much before the window, as warmup"},
+			&cli.DurationFlag{Name: "duration", Usage: "replay only the first DURATION"},
 			&cli.IntFlag{Name: "max-requests", Usage: "replay at most N requests"},
+			&cli.StringFlag{Name: "warmup", Usage: "mark the first DURATION (30s) or N requests (100) as warmup, excluded by analyze"},
+			&cli.DurationFlag{Name: "connect-timeout", Value: def.ConnectTimeout, Usage: "dial timeout"},
+			&cli.DurationFlag{Name: "first-token-timeout", Usage: "give up on a stream with no token after this long (0 = wait)"},
+			&cli.DurationFlag{Name: "timeout", Value: def.Timeout, Usage: "per-request timeout, send to end of response"},
+			&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "on interrupt, time in-flight requests may still finish"},
 			&cli.DurationFlag{Name: "max-lateness", Value: def.MaxLateness, Usage: "mark the run client-saturated past this lateness p99"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "ask the server for exactly max_tokens (vLLM, SGLang, the simulator)"},
 			&cli.StringFlag{Name: "tokenizer", Value: def.Tokenizer, Usage: "prompt tokenizer: " + strings.Join(tokenize.Encodings, "|")},
+			&cli.StringFlag{Name: "api-key-env", Usage: "name of the environment variable holding the API key"},
+			&cli.StringFlag{Name: "api-key-file", Usage: "file holding the API key"},
+			&cli.StringSliceFlag{Name: "header", Usage: "extra request header Name=value (repeatable; values are never written)"},
 			&cli.StringFlag{Name: "run-id", Usage: "run id (default: generated); shards of one run share it"},
 			&cli.IntFlag{Name: "shard", Usage: "this process's shard number"},
 		},
@@ -262,7 +286,10 @@ Example:
 			if err := needArgs(c, 1, "WORKLOAD"); err != nil {
 				return err
 			}
-			opts := replayOptions(c)
+			opts, err := replayOptions(c)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
 			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
 			if err != nil {
 				return err
@@ -280,21 +307,65 @@ Example:
 	}
 }
 
-func replayOptions(c *cli.Context) replay.Options {
-	key := os.Getenv("SERVETRACE_API_KEY")
-	if key == "" {
-		key = os.Getenv("OPENAI_API_KEY")
+func replayOptions(c *cli.Context) (replay.Options, error) {
+	key, err := apiKey(c.String("api-key-env"), c.String("api-key-file"))
+	if err != nil {
+		return replay.Options{}, err
+	}
+	warmDur, warmN, err := replay.ParseWarmup(c.String("warmup"))
+	if err != nil {
+		return replay.Options{}, err
+	}
+	modelMap, err := replay.ParseKeyValues("--model-map", c.String("model-map"))
+	if err != nil {
+		return replay.Options{}, err
+	}
+	headers := map[string]string{}
+	for _, h := range c.StringSlice("header") {
+		kv, err := replay.ParseKeyValues("--header", h)
+		if err != nil {
+			return replay.Options{}, err
+		}
+		maps.Copy(headers, kv)
 	}
 	o := replay.Options{
-		Target: c.String("target"), Model: c.String("model"), API: c.String("api"), Stream: c.String("stream"),
-		Speed: c.Float64("speed"), Timeout: c.Duration("timeout"), Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"),
-		MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"),
-		APIKey: key, RunID: c.String("run-id"), Shard: int32(c.Int("shard")),
+		Target: c.String("target"), Model: c.String("model"), ModelMap: modelMap, API: c.String("api"), Stream: c.String("stream"),
+		Speed: c.Float64("speed"), Rate: c.Float64("rate"), Arrival: c.String("arrival"), Burstiness: c.Float64("burstiness"), Seed: c.Uint64("seed"),
+		Concurrency: c.Int("concurrency"), MaxConcurrency: c.Int("max-concurrency"),
+		From: c.String("from"), To: c.String("to"), LeadIn: c.Duration("lead-in"),
+		Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"), WarmupDuration: warmDur, WarmupRequests: warmN,
+		ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
+		Grace: c.Duration("grace"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"),
+		APIKey: key, Headers: headers, RunID: c.String("run-id"), Shard: int32(c.Int("shard")),
 	}
 	if isTerminal(os.Stderr) {
 		o.Progress = c.App.ErrWriter
 	}
-	return o
+	return o, nil
+}
+
+// apiKey reads the API key from the named environment variable or file.
+func apiKey(envName, file string) (string, error) {
+	switch {
+	case envName != "" && file != "":
+		return "", errors.New("give --api-key-env or --api-key-file, not both")
+	case envName != "":
+		v := os.Getenv(envName)
+		if v == "" {
+			return "", fmt.Errorf("--api-key-env %s: that environment variable is empty or unset", envName)
+		}
+		return v, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		if k := strings.TrimSpace(string(b)); k != "" {
+			return k, nil
+		}
+		return "", fmt.Errorf("--api-key-file %s is empty", file)
+	}
+	return "", nil
 }
 
 func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {

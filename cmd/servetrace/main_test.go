@@ -272,3 +272,44 @@ func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
 		t.Fatalf("analyze of the partial run: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+func TestSecretsNeverReachTheRunDir(t *testing.T) {
+	dir := t.TempDir()
+	o := sim.DefaultOptions()
+	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = time.Millisecond, 0, time.Millisecond
+	s, _ := sim.New(o)
+	rs, err := s.Start("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for _, step := range [][]string{
+		{"convert", "mooncake-synthetic", "--out", filepath.Join(dir, "trace")},
+		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "m.json")},
+		{"generate", filepath.Join(dir, "m.json"), "--duration", "5s", "--out", filepath.Join(dir, "wl")},
+	} {
+		if code, _, errOut := runCLI(t, step...); code != 0 {
+			t.Fatal(errOut)
+		}
+	}
+	const key, secret = "sk-test-KEY-8f3a", "hdr-SECRET-19c2"
+	t.Setenv("MY_KEY", key)
+	code, _, errOut := runCLI(t, "replay", filepath.Join(dir, "wl"), "--target", rs.URL, "--speed", "50",
+		"--api-key-env", "MY_KEY", "--header", "X-Tenant-Token="+secret, "--out", filepath.Join(dir, "run"))
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	filepath.WalkDir(filepath.Join(dir, "run"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		if bytes.Contains(b, []byte(key)) || bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s contains a secret", p)
+		}
+		return nil
+	})
+	if code, _, errOut := runCLI(t, "replay", filepath.Join(dir, "wl"), "--api-key-env", "NOT_SET_ANYWHERE", "--out", filepath.Join(dir, "r2")); code == 0 || !strings.Contains(errOut, "NOT_SET_ANYWHERE") {
+		t.Errorf("unset key variable: exit %d, %s", code, errOut)
+	}
+}

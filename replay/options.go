@@ -1,0 +1,215 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/servetrace/servetrace/tokenize"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// Arrival processes for Options.Arrival.
+const (
+	ArrivalPoisson  = "poisson"
+	ArrivalGamma    = "gamma"
+	ArrivalConstant = "constant"
+)
+
+// Options configures a replay. The zero value of a field means "not set";
+// DefaultOptions fills the ones that need a value.
+type Options struct {
+	// Target is the endpoint's base URL, e.g. http://127.0.0.1:8000.
+	Target string
+	// Model overrides every request's model; when both are empty the
+	// endpoint's first listed model is used. ModelMap renames the rows'
+	// models (a=b) and applies before Model's fallback.
+	Model    string
+	ModelMap map[string]string
+	// API forces "chat" or "completions"; empty uses each request's api.
+	API string
+	// Stream forces streaming on ("true") or off ("false"); "" or "auto"
+	// uses each request's stream flag.
+	Stream string
+
+	// Speed scales the workload's timing: 2 sends twice as fast.
+	Speed float64
+	// Rate, when positive, replaces the workload's timing with an arrival
+	// process of that many requests per second: Arrival "poisson"
+	// (default), "gamma" with shape Burstiness (1 = Poisson, below 1
+	// burstier), or "constant". Seed makes it reproducible.
+	Rate       float64
+	Arrival    string
+	Burstiness float64
+	Seed       uint64
+	// Concurrency, when positive, runs closed loop: that many requests in
+	// flight, a new one as soon as one finishes; the workload's timing is
+	// ignored.
+	Concurrency int
+	// MaxConcurrency caps requests in flight in open loop: a request that
+	// finds the cap full waits, and admitted_ns records when it left.
+	MaxConcurrency int
+
+	// From and To cut a window out of the workload: each an RFC 3339 time
+	// or an offset from the workload's first request ("10m"). LeadIn
+	// prepends that much of the workload before From, marked warmup.
+	From, To string
+	LeadIn   time.Duration
+	// Duration and MaxRequests cut the schedule (0 = no limit).
+	Duration    time.Duration
+	MaxRequests int
+	// WarmupDuration and WarmupRequests mark the first part of the schedule
+	// as warmup: recorded, but excluded by analyze.
+	WarmupDuration time.Duration
+	WarmupRequests int
+
+	// ConnectTimeout bounds dialing; FirstTokenTimeout bounds send to the
+	// first token event; Timeout bounds send to the end of the response.
+	ConnectTimeout    time.Duration
+	FirstTokenTimeout time.Duration
+	Timeout           time.Duration
+	// Grace is how long in-flight requests may finish after the run is
+	// interrupted before they are aborted.
+	Grace time.Duration
+	// MaxLateness marks the run client-saturated when lateness p99 exceeds it.
+	MaxLateness time.Duration
+	// IgnoreEOS asks the server to generate exactly max_tokens (vLLM, SGLang
+	// and the simulator honour it; OpenAI's API rejects it).
+	IgnoreEOS bool
+	// Tokenizer synthesizes prompts of exact token counts.
+	Tokenizer string
+	// APIKey is sent as a bearer token; it is never written anywhere.
+	APIKey string `json:"-"`
+	// Headers are extra request headers; their values are never written.
+	Headers map[string]string `json:"-"`
+	// RunID names the run (default: generated); Shard numbers this process.
+	RunID string
+	Shard int32
+	// RotateRows and RotateEvery close a results part after that many rows
+	// or that much time, whichever comes first.
+	RotateRows  int
+	RotateEvery time.Duration
+	// Progress, when set, receives a status line about once a second.
+	Progress io.Writer `json:"-"`
+}
+
+// DefaultOptions returns options a newcomer can live with.
+func DefaultOptions() Options {
+	return Options{
+		Speed: 1, Arrival: ArrivalPoisson, Burstiness: 1,
+		ConnectTimeout: 10 * time.Second, Timeout: 10 * time.Minute, Grace: 10 * time.Second,
+		MaxLateness: 5 * time.Millisecond, Tokenizer: tokenize.DefaultEncoding,
+		RotateRows: 10_000, RotateEvery: 10 * time.Second,
+	}
+}
+
+// validate checks options and fills unset ones from DefaultOptions. Errors
+// name the flag at fault.
+func (o *Options) validate() error {
+	def := DefaultOptions()
+	if o.Speed == 0 {
+		o.Speed = def.Speed
+	}
+	if o.Speed < 0 {
+		return fmt.Errorf("--speed must be positive, got %v", o.Speed)
+	}
+	if o.Arrival == "" {
+		o.Arrival = def.Arrival
+	}
+	switch o.Arrival {
+	case ArrivalPoisson, ArrivalGamma, ArrivalConstant:
+	default:
+		return fmt.Errorf("--arrival %q: use poisson, gamma or constant", o.Arrival)
+	}
+	if o.Burstiness == 0 {
+		o.Burstiness = def.Burstiness
+	}
+	switch {
+	case o.Rate < 0:
+		return fmt.Errorf("--rate must be positive, got %v", o.Rate)
+	case o.Burstiness < 0:
+		return fmt.Errorf("--burstiness must be positive, got %v", o.Burstiness)
+	case o.Concurrency < 0 || o.MaxConcurrency < 0:
+		return fmt.Errorf("--concurrency and --max-concurrency must not be negative")
+	case o.Concurrency > 0 && (o.Rate > 0 || o.MaxConcurrency > 0):
+		return fmt.Errorf("--concurrency runs closed loop; it does not combine with --rate or --max-concurrency (use --rate with --max-concurrency for a capped open loop)")
+	case o.WarmupDuration < 0 || o.WarmupRequests < 0 || o.LeadIn < 0:
+		return fmt.Errorf("--warmup and --lead-in must not be negative")
+	case o.LeadIn > 0 && o.From == "":
+		return fmt.Errorf("--lead-in needs --from: it is taken from just before the window")
+	}
+	for name, d := range map[string]*time.Duration{"connect": &o.ConnectTimeout, "total": &o.Timeout, "grace": &o.Grace, "rotate": &o.RotateEvery} {
+		if *d < 0 {
+			return fmt.Errorf("the %s timeout must not be negative", name)
+		}
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = def.ConnectTimeout
+	}
+	if o.Timeout == 0 {
+		o.Timeout = def.Timeout
+	}
+	if o.MaxLateness <= 0 {
+		o.MaxLateness = def.MaxLateness
+	}
+	if o.RotateRows <= 0 {
+		o.RotateRows = def.RotateRows
+	}
+	if o.RotateEvery == 0 {
+		o.RotateEvery = def.RotateEvery
+	}
+	if o.Tokenizer == "" {
+		o.Tokenizer = def.Tokenizer
+	}
+	switch o.API {
+	case "", trace.APIChat, trace.APICompletions:
+	default:
+		return fmt.Errorf("--api %q: use chat or completions", o.API)
+	}
+	switch o.Stream {
+	case "", "auto", "true", "false":
+	default:
+		return fmt.Errorf("--stream %q: use auto, true or false", o.Stream)
+	}
+	o.Target = strings.TrimRight(o.Target, "/")
+	if !strings.HasPrefix(o.Target, "http://") && !strings.HasPrefix(o.Target, "https://") {
+		return fmt.Errorf("--target %q must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000", o.Target)
+	}
+	return nil
+}
+
+// ParseWarmup reads a --warmup value: a duration ("30s") or a request count ("100").
+func ParseWarmup(s string) (time.Duration, int, error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && fmt.Sprint(n) == s {
+		if n < 0 {
+			return 0, 0, fmt.Errorf("--warmup %q must not be negative", s)
+		}
+		return 0, n, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, 0, fmt.Errorf("--warmup %q: give a duration (30s) or a request count (100)", s)
+	}
+	return d, 0, nil
+}
+
+// ParseKeyValues reads "a=b,c=d" (used by --model-map and --header).
+func ParseKeyValues(flag, s string) (map[string]string, error) {
+	out := map[string]string{}
+	if s == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%s: %q is not key=value", flag, kv)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
