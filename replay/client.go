@@ -59,19 +59,9 @@ type requestBody struct {
 	IgnoreEOS   bool     `json:"ignore_eos,omitempty"`
 }
 
-// chunk is one streamed event or a whole non-streamed response.
-type chunk struct {
+// wholeResponse is a non-streamed completions or chat response.
+type wholeResponse struct {
 	Choices []struct {
-		Text  *string `json:"text"`
-		Delta *struct {
-			Content          *string           `json:"content"`
-			ReasoningContent *string           `json:"reasoning_content"`
-			Reasoning        *string           `json:"reasoning"`
-			ToolCalls        []json.RawMessage `json:"tool_calls"`
-		} `json:"delta"`
-		Message *struct {
-			Content *string `json:"content"`
-		} `json:"message"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
@@ -82,23 +72,6 @@ type chunk struct {
 		} `json:"completion_tokens_details"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
-}
-
-// hasContent reports whether a choice carries text, content, reasoning or a
-// tool-call delta: what counts as a token event.
-func (c *chunk) hasContent() bool {
-	for _, ch := range c.Choices {
-		if ch.Text != nil && *ch.Text != "" {
-			return true
-		}
-		if d := ch.Delta; d != nil {
-			if (d.Content != nil && *d.Content != "") || (d.ReasoningContent != nil && *d.ReasoningContent != "") ||
-				(d.Reasoning != nil && *d.Reasoning != "") || len(d.ToolCalls) > 0 {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // errorMessage extracts a short message from an OpenAI-style error object.
@@ -238,6 +211,7 @@ type behaviour struct {
 // readStream consumes an SSE response.
 func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result, b behaviour) {
 	sse := newSSEReader(ctx, body, r.clock, b.readDelay)
+	var ev event
 	sent := *res.SentNs
 	var events int64
 	var lastUsage, finalUsage *int64
@@ -263,21 +237,20 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			res.Outcome = trace.OutcomeOK
 			break
 		}
-		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := decodeEvent(data, &ev, false); err != nil {
 			res.DoneNs = trace.Ptr(at)
-			res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON in SSE event: "+shortJSONError(err)
+			res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON in SSE event: "+shorten(err.Error())
 			break
 		}
-		if len(c.Error) > 0 && string(c.Error) != "null" {
+		if ev.isError {
 			res.DoneNs = trace.Ptr(at)
-			res.Outcome, res.Error = trace.OutcomeStreamError, "error in stream: "+errorMessage(data)
+			res.Outcome, res.Error = trace.OutcomeStreamError, "error in stream: "+ev.errMsg
 			break
 		}
-		if len(c.Choices) > 0 && res.FirstChunkNs == nil {
+		if ev.choices > 0 && res.FirstChunkNs == nil {
 			res.FirstChunkNs = trace.Ptr(at)
 		}
-		if c.hasContent() {
+		if ev.content {
 			if res.FirstTokenNs == nil {
 				res.FirstTokenNs = trace.Ptr(at)
 				if b.firstToken != nil {
@@ -293,24 +266,24 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 				break
 			}
 		}
-		for _, ch := range c.Choices {
-			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				res.ObservedFinishReason = *ch.FinishReason
-			}
+		if ev.finish != "" {
+			res.ObservedFinishReason = ev.finish
 		}
-		if u := c.Usage; u != nil {
-			// Usage from the chunk with empty choices is final; some servers
-			// (Ollama) put zeros in every other chunk.
-			if u.CompletionTokens != nil && (len(c.Choices) == 0 || *u.CompletionTokens > 0) {
-				res.UsageCompletionTokens, res.UsagePromptTokens = u.CompletionTokens, u.PromptTokens
-				if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
-					res.ObservedReasoningTokens = *d.ReasoningTokens
-				}
-				if len(c.Choices) == 0 {
-					finalUsage = u.CompletionTokens
-				}
-				lastUsage = u.CompletionTokens
+		// Usage from the chunk with empty choices is final; some servers
+		// (Ollama) put zeros in every other chunk.
+		if ev.hasUsage && (ev.choices == 0 || ev.completionTokens > 0) {
+			res.UsageCompletionTokens = trace.Ptr(ev.completionTokens)
+			res.UsagePromptTokens = nil
+			if ev.hasPromptTokens {
+				res.UsagePromptTokens = trace.Ptr(ev.promptTokens)
 			}
+			if ev.hasReasoningTokens {
+				res.ObservedReasoningTokens = ev.reasoningTokens
+			}
+			if ev.choices == 0 {
+				finalUsage = res.UsageCompletionTokens
+			}
+			lastUsage = res.UsageCompletionTokens
 		}
 	}
 	switch {
@@ -332,7 +305,7 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 		r.classifyTransportError(ctx, err, res)
 		return
 	}
-	var c chunk
+	var c wholeResponse
 	if err := json.Unmarshal(b, &c); err != nil {
 		res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON response: "+shortJSONError(err)
 		return

@@ -55,7 +55,7 @@ type sseReader struct {
 
 func newSSEReader(ctx context.Context, body io.Reader, clock func() int64, readDelay time.Duration) *sseReader {
 	tr := &timedReader{r: body, clock: clock, delay: readDelay, ctx: ctx}
-	return &sseReader{tr: tr, br: bufio.NewReaderSize(tr, 64<<10)}
+	return &sseReader{tr: tr, br: bufio.NewReaderSize(tr, 16<<10)}
 }
 
 // next returns the next event's data and the time its last byte arrived.
