@@ -2,9 +2,16 @@ package replay
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,5 +87,87 @@ func TestTimingTokenPacing(t *testing.T) {
 	}
 	if med := ttft[len(ttft)/2]; med < 30 || med > 35 {
 		t.Errorf("TTFT median %.2f ms, simulator prefill is 30 ms", med)
+	}
+}
+
+// arrivalServer records, per request id, when each request reached the
+// server (ns since the server started) and answers with a one-token stream.
+type arrivalServer struct {
+	start time.Time
+	mu    sync.Mutex
+	at    map[string]int64
+	dup   int
+}
+
+func (s *arrivalServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Since(s.start).Nanoseconds()
+	if r.Method == http.MethodGet {
+		fmt.Fprint(w, `{"data":[{"id":"m"}]}`)
+		return
+	}
+	id := r.Header.Get("X-Request-Id")
+	s.mu.Lock()
+	if _, seen := s.at[id]; seen {
+		s.dup++
+	}
+	s.at[id] = now
+	s.mu.Unlock()
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+}
+
+// TestTimingServerSideArrivals replays a 500 req/s constant-rate schedule for
+// 60 s and checks, at the server, that each request arrived when the schedule
+// said: p99 error under 2 ms once the constant offset (the first connection,
+// the clocks' different zeros) is removed. Set SERVETRACE_ARRIVAL_SECONDS to
+// shorten it.
+func TestTimingServerSideArrivals(t *testing.T) {
+	skipUnderRace(t)
+	seconds := 60
+	if v, err := strconv.Atoi(os.Getenv("SERVETRACE_ARRIVAL_SECONDS")); err == nil && v > 0 {
+		seconds = v
+	}
+	const rate = 500
+	n := seconds * rate
+	srv := &arrivalServer{start: time.Now(), at: make(map[string]int64, n)}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	wl := workload(t, n, time.Millisecond) // timing replaced by --rate below
+	run := filepath.Join(t.TempDir(), "run")
+	opts := DefaultOptions()
+	opts.Target, opts.Rate, opts.Arrival, opts.RunID = hs.URL, rate, ArrivalConstant, "arrivals"
+	info, err := Run(context.Background(), wl, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadResults(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != n || len(srv.at) != n || srv.dup != 0 {
+		t.Fatalf("%d results, %d distinct arrivals, %d duplicates; want %d, %d, 0", len(rows), len(srv.at), srv.dup, n, n)
+	}
+	// error_i = server arrival - scheduled offset; remove its median.
+	errs := make([]float64, 0, n)
+	for _, r := range rows {
+		at, ok := srv.at[info.RunID+"-"+r.RequestID]
+		if !ok {
+			t.Fatalf("request %s never reached the server", r.RequestID)
+		}
+		errs = append(errs, float64(at-r.ScheduledNs))
+	}
+	slices.Sort(errs)
+	median := errs[len(errs)/2]
+	dev := make([]float64, len(errs))
+	for i, e := range errs {
+		dev[i] = math.Abs(e-median) / 1e6
+	}
+	slices.Sort(dev)
+	p50, p99, worst := dev[len(dev)/2], dev[len(dev)*99/100], dev[len(dev)-1]
+	t.Logf("%d requests at %d/s: server-side arrival error p50 %.3f ms, p99 %.3f ms, max %.3f ms; client lateness p99 %.3f ms",
+		n, rate, p50, p99, worst, info.Lateness.P99Ms)
+	if p99 > 2 {
+		t.Errorf("server-side arrival error p99 %.3f ms, want under 2 ms", p99)
 	}
 }
