@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -63,6 +64,10 @@ type requestBody struct {
 type wholeResponse struct {
 	Choices []struct {
 		FinishReason *string `json:"finish_reason"`
+		Text         string  `json:"text"`
+		Message      *struct {
+			Content string `json:"content"`
+		} `json:"message"`
 	} `json:"choices"`
 	Usage *struct {
 		PromptTokens            *int64 `json:"prompt_tokens"`
@@ -125,7 +130,7 @@ func (r *Runner) setHeaders(req *http.Request) {
 // exactly one outcome. q carries the workload's client behaviour: cancel
 // after cancel_after_ms or cancel_after_tokens, and read_delay_ms between
 // reads (a slow consumer).
-func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte, stream bool, res *trace.Result) {
+func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte, stream bool, res *trace.Result, collect *[]byte) {
 	url := r.opts.Target + "/v1/chat/completions"
 	if res.API == trace.APICompletions {
 		url = r.opts.Target + "/v1/completions"
@@ -185,7 +190,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	}
 	ct := resp.Header.Get("Content-Type")
 	if stream && strings.HasPrefix(ct, "text/event-stream") {
-		b := behaviour{firstToken: firstToken, cancel: func() { cancel(errWorkloadCancel) }}
+		b := behaviour{firstToken: firstToken, cancel: func() { cancel(errWorkloadCancel) }, collect: collect}
 		if q != nil {
 			if q.CancelAfterTokens != nil {
 				b.cancelAfterTokens = *q.CancelAfterTokens
@@ -196,7 +201,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		}
 		r.readStream(ctx, resp.Body, res, b)
 	} else {
-		r.readWhole(ctx, resp.Body, res)
+		r.readWhole(ctx, resp.Body, res, collect)
 	}
 }
 
@@ -206,6 +211,7 @@ type behaviour struct {
 	cancelAfterTokens int64         // cancel once this many token events arrived (0 = never)
 	readDelay         time.Duration // wait before each socket read after the first
 	cancel            func()
+	collect           *[]byte // when set, the streamed text is appended here
 }
 
 // readStream consumes an SSE response.
@@ -237,7 +243,7 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			res.Outcome = trace.OutcomeOK
 			break
 		}
-		if err := decodeEvent(data, &ev, false); err != nil {
+		if err := decodeEvent(data, &ev, b.collect != nil); err != nil {
 			res.DoneNs = trace.Ptr(at)
 			res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON in SSE event: "+shorten(err.Error())
 			break
@@ -246,6 +252,9 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			res.DoneNs = trace.Ptr(at)
 			res.Outcome, res.Error = trace.OutcomeStreamError, "error in stream: "+ev.errMsg
 			break
+		}
+		if b.collect != nil {
+			*b.collect = append(*b.collect, ev.text...)
 		}
 		if ev.choices > 0 && res.FirstChunkNs == nil {
 			res.FirstChunkNs = trace.Ptr(at)
@@ -298,7 +307,7 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 
 // readWhole consumes a non-streamed JSON response. Without a stream there is
 // no first-token time: only done_ns is set.
-func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Result) {
+func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Result, collect *[]byte) {
 	b, err := io.ReadAll(io.LimitReader(body, 256<<20))
 	res.DoneNs = trace.Ptr(r.clock())
 	if err != nil {
@@ -317,6 +326,12 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 	for _, ch := range c.Choices {
 		if ch.FinishReason != nil {
 			res.ObservedFinishReason = *ch.FinishReason
+		}
+		if collect != nil {
+			*collect = append(*collect, ch.Text...)
+			if ch.Message != nil {
+				*collect = append(*collect, ch.Message.Content...)
+			}
 		}
 	}
 	if u := c.Usage; u != nil && u.CompletionTokens != nil {
@@ -380,9 +395,20 @@ func shortJSONError(err error) string {
 	return shorten(err.Error())
 }
 
-// send materializes one request (prompt of exactly input_tokens tokens,
-// model, API, stream) and exchanges it, filling res.
-func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result) {
+// session is the conversation so far of a multi-turn session: the prompts
+// sent and the text the server actually returned. It passes from each turn
+// to the next, never shared by two goroutines at once.
+type session struct {
+	messages []chatMessage
+	tokens   int64 // tokens of all messages' content, chat template not counted
+}
+
+// send materializes one request and exchanges it, filling res. Without a
+// session (or on its first turn) the prompt has exactly input_tokens tokens,
+// built from the request's prefix blocks. A later turn carries the session's
+// history and a new user message of input_tokens minus the history's tokens
+// (at least 1); prompt_tokens_sent records what was really sent.
+func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, sess *session) {
 	api := q.API
 	if r.opts.API != "" {
 		api = r.opts.API
@@ -410,17 +436,35 @@ func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result) 
 		model = r.defaultModel
 	}
 	res.Model = model
-	prompt := r.prompt.Build(int(q.InputTokens), q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
-	res.PromptTokensSent = q.InputTokens
+
+	var history []chatMessage
+	var historyTokens int64
+	newTokens := q.InputTokens
+	var prompt string
+	if sess != nil && len(sess.messages) > 0 {
+		history, historyTokens = sess.messages, sess.tokens
+		newTokens = max(1, q.InputTokens-historyTokens)
+		prompt = r.prompt.Build(int(newTokens), nil, tokenize.SeedFor(q.RequestID))
+	} else {
+		prompt = r.prompt.Build(int(q.InputTokens), q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
+	}
+	res.PromptTokensSent = historyTokens + newTokens
+
 	maxTokens := q.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = max(q.OutputTokens, 1)
 	}
 	body := requestBody{Model: model, MaxTokens: maxTokens, Stream: stream, Temperature: q.Temperature, TopP: q.TopP, IgnoreEOS: r.opts.IgnoreEOS}
 	if api == trace.APIChat {
-		body.Messages = []chatMessage{{Role: "user", Content: prompt}}
+		body.Messages = append(slices.Clip(history), chatMessage{Role: "user", Content: prompt})
 	} else {
-		body.Prompt = &prompt
+		var sb strings.Builder
+		for _, m := range history {
+			sb.WriteString(m.Content)
+		}
+		sb.WriteString(prompt)
+		p := sb.String()
+		body.Prompt = &p
 	}
 	if stream {
 		body.StreamOptions = &struct {
@@ -432,5 +476,15 @@ func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result) 
 		res.Outcome, res.Error = trace.OutcomeConnError, "encode request: "+err.Error()
 		return
 	}
-	r.exchange(ctx, q, b, stream, res)
+	var reply []byte
+	var collect *[]byte
+	if sess != nil {
+		collect = &reply
+	}
+	r.exchange(ctx, q, b, stream, res, collect)
+	if sess != nil {
+		text := string(reply)
+		sess.messages = append(history, chatMessage{Role: "user", Content: prompt}, chatMessage{Role: "assistant", Content: text})
+		sess.tokens = historyTokens + newTokens + int64(r.prompt.Tokenizer().Count(text))
+	}
 }

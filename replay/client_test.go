@@ -107,7 +107,7 @@ func TestClientOnRealServerTranscripts(t *testing.T) {
 		t.Run(c.file, func(t *testing.T) {
 			r := testRunner(rawServer(t, transcript(t, c.file)))
 			res := trace.Result{Shape: trace.Shape{API: c.api}}
-			r.exchange(context.Background(), nil, []byte(`{}`), c.stream, &res)
+			r.exchange(context.Background(), nil, []byte(`{}`), c.stream, &res, nil)
 			if res.Outcome != c.outcome || res.HTTPStatus != c.status {
 				t.Fatalf("outcome %s (HTTP %d, %q), want %s (HTTP %d)", res.Outcome, res.HTTPStatus, res.Error, c.outcome, c.status)
 			}
@@ -166,7 +166,7 @@ func TestClientStreamEdgeCases(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := testRunner(rawServer(t, sse(c.body)))
 			res := trace.Result{Shape: trace.Shape{API: trace.APIChat}}
-			r.exchange(context.Background(), nil, []byte(`{}`), true, &res)
+			r.exchange(context.Background(), nil, []byte(`{}`), true, &res, nil)
 			if res.Outcome != c.outcome {
 				t.Fatalf("outcome %s (%q), want %s", res.Outcome, res.Error, c.outcome)
 			}
@@ -199,7 +199,7 @@ func TestClientTimeoutAndRefused(t *testing.T) {
 	r := testRunner("http://" + ln.Addr().String())
 	r.opts.Timeout = 200 * time.Millisecond
 	res := trace.Result{Shape: trace.Shape{API: trace.APIChat}}
-	r.exchange(context.Background(), nil, []byte(`{}`), true, &res)
+	r.exchange(context.Background(), nil, []byte(`{}`), true, &res, nil)
 	if res.Outcome != trace.OutcomeTimeout {
 		t.Errorf("silent server: outcome %s (%s), want timeout", res.Outcome, res.Error)
 	}
@@ -210,7 +210,7 @@ func TestClientTimeoutAndRefused(t *testing.T) {
 	ln2.Close()
 	r = testRunner("http://" + addr)
 	res = trace.Result{Shape: trace.Shape{API: trace.APIChat}}
-	r.exchange(context.Background(), nil, []byte(`{}`), true, &res)
+	r.exchange(context.Background(), nil, []byte(`{}`), true, &res, nil)
 	if res.Outcome != trace.OutcomeConnError || !strings.Contains(res.Error, "refused") {
 		t.Errorf("closed port: outcome %s (%s), want conn_error: connection refused", res.Outcome, res.Error)
 	}

@@ -224,21 +224,30 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 	stopProgress := r.progress(len(plan))
 
 	var inflight sync.WaitGroup
-	var sent int
-	switch {
-	case r.opts.Concurrency > 0:
-		sent = r.runClosedLoop(ctx, reqCtx, plan, col, &inflight)
-	default:
-		sent = r.runOpenLoop(ctx, reqCtx, plan, col, &inflight)
+	handled := make([]atomic.Bool, len(plan))
+	if r.opts.Concurrency > 0 {
+		r.runClosedLoop(ctx, reqCtx, plan, col, &inflight, handled)
+	} else {
+		r.runOpenLoop(ctx, reqCtx, plan, col, &inflight, handled)
 	}
+	inflight.Wait()
 	interrupted := ctx.Err() != nil
+	sent := 0
+	for i := range plan {
+		if handled[i].Load() {
+			sent++
+		}
+	}
 	if r.opts.Concurrency > 0 {
 		// Closed loop schedules a request when a worker takes it: those
 		// never taken were never scheduled.
 		plan = plan[:sent]
 		info.Scheduled = int64(sent)
 	}
-	for _, p := range plan[sent:] {
+	for i, p := range plan {
+		if handled[i].Load() {
+			continue
+		}
 		res := r.newResult(p)
 		res.AdmittedNs = p.scheduledNs
 		res.Outcome, res.Error = trace.OutcomeNotSent, "run ended before the request was sent"
@@ -273,65 +282,107 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 
 // runOpenLoop sends each request at its scheduled time, never waiting for
 // responses. With MaxConcurrency, a FIFO admitter lets requests go as slots
-// free up. It returns how many requests were handed off.
-func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *collector, inflight *sync.WaitGroup) int {
-	launch := func(p planned, admitted int64, release func()) {
+// free up. A session's later turns are sent by the goroutine of the turn
+// before, when it is done plus the think time. handled[i] is set for every
+// request handed off.
+func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *collector, inflight *sync.WaitGroup, handled []atomic.Bool) {
+	var slots chan struct{}
+	if r.opts.MaxConcurrency > 0 {
+		slots = make(chan struct{}, r.opts.MaxConcurrency)
+	}
+	acquire := func() bool {
+		if slots == nil {
+			return true
+		}
+		select {
+		case slots <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	release := func() {
+		if slots != nil {
+			<-slots
+		}
+	}
+	// launch sends plan[i], already admitted, on its own goroutine; it is
+	// called from the scheduler, the admitter, or the turn before.
+	var launch func(i int, scheduled int64, sess *session)
+	launch = func(i int, scheduled int64, sess *session) {
+		p := plan[i]
+		handled[i].Store(true)
 		res := r.newResult(p)
-		res.AdmittedNs = admitted
+		res.ScheduledNs, res.AdmittedNs = scheduled, scheduled
+		if slots != nil {
+			res.AdmittedNs = r.clock()
+		}
+		if sess == nil && p.next >= 0 {
+			sess = &session{}
+		}
 		inflight.Go(func() {
-			if release != nil {
-				defer release()
-			}
-			r.send(reqCtx, p.req, &res)
+			r.send(reqCtx, p.req, &res, sess)
+			release()
 			col.results <- res
+			if p.next < 0 || ctx.Err() != nil {
+				return
+			}
+			due := r.clock()
+			if res.DoneNs != nil {
+				due = *res.DoneNs
+			}
+			if think := plan[p.next].req.ThinkTimeMs; think != nil {
+				due += int64(*think * 1e6)
+			}
+			if r.waitUntil(ctx, due) && acquire() {
+				launch(p.next, due, sess)
+			}
 		})
 	}
-	if r.opts.MaxConcurrency <= 0 {
-		sent := 0
-		for ; sent < len(plan); sent++ {
-			if !r.waitUntil(ctx, plan[sent].scheduledNs) {
-				break
+	if slots == nil {
+		for i := range plan {
+			if plan[i].chained {
+				continue
 			}
-			launch(plan[sent], plan[sent].scheduledNs, nil)
+			if !r.waitUntil(ctx, plan[i].scheduledNs) {
+				return
+			}
+			launch(i, plan[i].scheduledNs, nil)
 		}
-		return sent
+		return
 	}
 	// Capped: the scheduler hands due requests to the admitter through a
 	// queue as long as the plan, so it never blocks on the cap.
-	slots := make(chan struct{}, r.opts.MaxConcurrency)
-	queue := make(chan planned, len(plan))
-	var admitted atomic.Int64
+	queue := make(chan int, len(plan))
 	admitterDone := make(chan struct{})
 	go func() {
 		defer close(admitterDone)
-		for p := range queue {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return // the rest of the queue is recorded as not_sent
+		for i := range queue {
+			if !acquire() {
+				return // the rest are recorded as not_sent
 			}
-			launch(p, r.clock(), func() { <-slots })
-			admitted.Add(1)
+			launch(i, plan[i].scheduledNs, nil)
 		}
 	}()
-	i := 0
-	for ; i < len(plan); i++ {
+	for i := range plan {
+		if plan[i].chained {
+			continue
+		}
 		if !r.waitUntil(ctx, plan[i].scheduledNs) {
 			break
 		}
-		queue <- plan[i]
+		queue <- i
 	}
 	close(queue)
 	<-admitterDone
-	return int(admitted.Load())
 }
 
 // runClosedLoop keeps Concurrency requests in flight: each worker takes the
 // next request as soon as its last one finished. Scheduled and admitted
-// times are when the worker took it.
-func (r *Runner) runClosedLoop(ctx, reqCtx context.Context, plan []planned, col *collector, inflight *sync.WaitGroup) int {
+// times are when the worker took it. Sessions are not chained in closed
+// loop: each turn is an independent request.
+func (r *Runner) runClosedLoop(ctx, reqCtx context.Context, plan []planned, col *collector, inflight *sync.WaitGroup, handled []atomic.Bool) {
 	var next atomic.Int64
-	var taken atomic.Int64
 	deadline := int64(r.opts.Duration)
 	for range r.opts.Concurrency {
 		inflight.Go(func() {
@@ -344,19 +395,16 @@ func (r *Runner) runClosedLoop(ctx, reqCtx context.Context, plan []planned, col 
 				if i >= len(plan) {
 					return
 				}
-				taken.Add(1)
+				handled[i].Store(true)
 				p := plan[i]
 				p.scheduledNs = now
 				res := r.newResult(p)
 				res.AdmittedNs = now
-				r.send(reqCtx, p.req, &res)
+				r.send(reqCtx, p.req, &res, nil)
 				col.results <- res
 			}
 		})
 	}
-	inflight.Wait()
-	// Workers take requests in plan order, so the first `taken` were sent.
-	return int(taken.Load())
 }
 
 // newResult copies a planned request's identity and shape into a result.

@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -16,6 +18,11 @@ type planned struct {
 	req         *trace.Request
 	scheduledNs int64
 	warmup      bool
+	// next is the plan index of this session's next turn, or -1. A turn
+	// that follows another (chained) is sent when the earlier one is done,
+	// plus its think time, not by the scheduler.
+	next    int
+	chained bool
 }
 
 // buildPlan turns the workload (in ts order) into the schedule: an optional
@@ -78,9 +85,33 @@ func buildPlan(reqs []trace.Request, o *Options) ([]planned, error) {
 		warm := q.TS < lo || // lead-in before the window
 			(o.WarmupRequests > 0 && len(plan) < o.WarmupRequests) ||
 			(o.WarmupDuration > 0 && offsets[i] < int64(o.WarmupDuration))
-		plan = append(plan, planned{req: q, scheduledNs: offsets[i], warmup: warm})
+		plan = append(plan, planned{req: q, scheduledNs: offsets[i], warmup: warm, next: -1})
 	}
+	linkSessions(plan)
 	return plan, nil
+}
+
+// linkSessions chains the turns of each multi-turn session in the plan, in
+// turn order: the first follows the schedule, each later one is chained.
+func linkSessions(plan []planned) {
+	bySession := map[string][]int{}
+	for i := range plan {
+		if id := plan[i].req.SessionID; id != "" {
+			bySession[id] = append(bySession[id], i)
+		}
+	}
+	for _, idx := range bySession {
+		if len(idx) < 2 {
+			continue
+		}
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return cmp.Or(cmp.Compare(plan[a].req.Turn, plan[b].req.Turn), cmp.Compare(plan[a].req.TS, plan[b].req.TS))
+		})
+		for k := 0; k+1 < len(idx); k++ {
+			plan[idx[k]].next = idx[k+1]
+			plan[idx[k+1]].chained = true
+		}
+	}
 }
 
 // arrivals fills offsets (ns, from 0) with an arrival process at rate per

@@ -14,6 +14,7 @@ import (
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -312,4 +313,70 @@ func TestSecretsNeverReachTheRunDir(t *testing.T) {
 	if code, _, errOut := runCLI(t, "replay", filepath.Join(dir, "wl"), "--api-key-env", "NOT_SET_ANYWHERE", "--out", filepath.Join(dir, "r2")); code == 0 || !strings.Contains(errOut, "NOT_SET_ANYWHERE") {
 		t.Errorf("unset key variable: exit %d, %s", code, errOut)
 	}
+}
+
+// TestMooncakePromptsHaveExactTokenCounts materializes prompts for a spread
+// of the bundled Mooncake rows as replay does and counts them with the
+// tokenizer; rows that share their first block id share its text.
+func TestMooncakePromptsHaveExactTokenCounts(t *testing.T) {
+	var rows []trace.Request
+	d, _ := datasets.Lookup("mooncake-synthetic")
+	if _, err := datasets.Read(context.Background(), d.Open(), datasets.Options{Name: "mc"}, sinkTo(&rows)); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := tokenize.Get(tokenize.CL100K)
+	pb, err := tokenize.NewPromptBuilder(tok, datasets.MooncakeBlockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := 80
+	if testing.Short() {
+		step = 400
+	}
+	// A spread of rows, plus the first two rows of up to 20 first-block ids
+	// the trace shares, so the sharing check has pairs to compare.
+	var pick []int
+	for i := 0; i < len(rows); i += step {
+		pick = append(pick, i)
+	}
+	byFirst := map[int64][]int{}
+	for i, q := range rows {
+		if len(q.PrefixBlocks) > 0 && q.InputTokens >= datasets.MooncakeBlockSize {
+			byFirst[q.PrefixBlocks[0]] = append(byFirst[q.PrefixBlocks[0]], i)
+		}
+	}
+	shared := 0
+	for i, q := range rows {
+		if len(q.PrefixBlocks) == 0 || shared == 20 {
+			continue
+		}
+		if idx := byFirst[q.PrefixBlocks[0]]; len(idx) >= 2 && idx[0] == i {
+			pick = append(pick, idx[0], idx[1])
+			shared++
+		}
+	}
+	firstBlockText := map[int64]string{}
+	compared := 0
+	for _, i := range pick {
+		q := rows[i]
+		text := pb.Build(int(q.InputTokens), q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
+		if got := tok.Count(text); int64(got) != q.InputTokens {
+			t.Errorf("row %d: prompt has %d tokens, want %d", i, got, q.InputTokens)
+		}
+		if len(q.PrefixBlocks) > 0 && q.InputTokens >= datasets.MooncakeBlockSize {
+			head := strings.Join(strings.Fields(text)[:datasets.MooncakeBlockSize], " ")
+			if prev, ok := firstBlockText[q.PrefixBlocks[0]]; ok {
+				compared++
+				if prev != head {
+					t.Errorf("row %d: first block %d has different text than an earlier row with the same id", i, q.PrefixBlocks[0])
+				}
+			}
+			firstBlockText[q.PrefixBlocks[0]] = head
+		}
+	}
+	if shared < 10 || compared < shared {
+		t.Errorf("only %d shared first blocks compared; the check needs pairs", compared)
+	}
+	checked := len(pick)
+	t.Logf("checked %d prompts, %d first-block ids shared", checked, shared)
 }

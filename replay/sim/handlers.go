@@ -53,35 +53,36 @@ func (m message) text() (string, error) {
 	return b.String(), nil
 }
 
-// promptText returns the text whose tokens the request's prompt counts.
-// Chat template tokens are not counted.
-func (r *genRequest) promptText(chat bool) (string, error) {
+// promptParts returns the texts whose tokens make up the prompt: each chat
+// message's content (template tokens are not counted, and a template keeps
+// messages apart, so each is counted on its own), or the completion prompt.
+func (r *genRequest) promptParts(chat bool) ([]string, error) {
 	if chat {
 		if len(r.Messages) == 0 {
-			return "", fmt.Errorf("messages is required and must not be empty")
+			return nil, fmt.Errorf("messages is required and must not be empty")
 		}
-		var b strings.Builder
+		parts := make([]string, 0, len(r.Messages))
 		for _, m := range r.Messages {
 			t, err := m.text()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
-			b.WriteString(t)
+			parts = append(parts, t)
 		}
-		return b.String(), nil
+		return parts, nil
 	}
 	if len(r.Prompt) == 0 {
-		return "", fmt.Errorf("prompt is required")
+		return nil, fmt.Errorf("prompt is required")
 	}
 	var s string
 	if err := json.Unmarshal(r.Prompt, &s); err == nil {
-		return s, nil
+		return []string{s}, nil
 	}
 	var list []string
 	if err := json.Unmarshal(r.Prompt, &list); err == nil && len(list) == 1 {
-		return list[0], nil
+		return list, nil
 	}
-	return "", fmt.Errorf("prompt must be a string (or a list of one string)")
+	return nil, fmt.Errorf("prompt must be a string (or a list of one string)")
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
@@ -120,7 +121,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "only n=1 is supported")
 		return
 	}
-	prompt, err := req.promptText(chat)
+	parts, err := req.promptParts(chat)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
@@ -136,7 +137,10 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
 		return
 	}
-	promptTokens := s.tok.Count(prompt)
+	promptTokens := 0
+	for _, p := range parts {
+		promptTokens += s.tok.Count(p)
+	}
 	if promptTokens+maxTokens > s.opts.MaxModelLen {
 		writeError(w, http.StatusBadRequest, "invalid_request_error",
 			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).",
