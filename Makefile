@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing demo bench lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing demo bench bench-client lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -27,6 +27,11 @@ demo: build
 ## bench: go test benchmarks (ns/op, B/op and the domain figure: rows/s, tokens/s, lag)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s $(PKGS)
+
+## bench-client: highest open-loop rate with lateness p99 < 2 ms, client on core 0, simulator on core 1
+bench-client:
+	$(GO) test -c -o bin/replay.test ./replay
+	cd replay && SERVETRACE_SIM_CPU=1 taskset -c 0 ../bin/replay.test -test.run '^$$' -test.bench OpenLoopMaxRate -test.benchtime 1x -test.v
 
 vet:
 	$(GO) vet $(PKGS)

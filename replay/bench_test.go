@@ -1,10 +1,15 @@
 package replay
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +54,70 @@ func BenchmarkScheduleLag(b *testing.B) {
 	slices.Sort(lags)
 	b.ReportMetric(lags[len(lags)/2], "lag-p50-ns")
 	b.ReportMetric(lags[len(lags)*99/100], "lag-p99-ns")
+}
+
+// BenchmarkOpenLoopMaxRate finds the highest open-loop rate of 16-token
+// streaming requests this client sends with lateness p99 under 2 ms, against
+// the simulator in a separate process. `make bench-client` pins the client
+// and the simulator to different cores with taskset; run alone, both share
+// the machine. Reported as max-rate-rps; each step replays 3 s.
+func BenchmarkOpenLoopMaxRate(b *testing.B) {
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), simChildEnv+"=1")
+	if cpu := os.Getenv("SERVETRACE_SIM_CPU"); cpu != "" {
+		child = exec.Command("taskset", "-c", cpu, os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), simChildEnv+"=1")
+	}
+	stdin, _ := child.StdinPipe()
+	stdout, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); child.Wait() }()
+	url, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	url = strings.TrimSpace(url)
+
+	best := 0.0
+	for b.Loop() {
+		for _, rate := range []float64{500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000} {
+			n := int(rate * 3)
+			wl := benchWorkload(b, n)
+			opts := DefaultOptions()
+			opts.Target, opts.Rate, opts.Arrival, opts.IgnoreEOS = url, rate, ArrivalConstant, true
+			opts.MaxLateness = 2 * time.Millisecond
+			info, err := Run(context.Background(), wl, filepath.Join(b.TempDir(), "run"), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ok := info.Outcomes[trace.OutcomeOK] == int64(n)
+			b.Logf("rate %5.0f/s: lateness p50 %.3f ms p99 %.3f ms max %.2f ms, achieved %.0f/s, ok %d/%d",
+				rate, info.Lateness.P50Ms, info.Lateness.P99Ms, info.Lateness.MaxMs, info.AchievedRate, info.Outcomes[trace.OutcomeOK], n)
+			if !ok || info.Lateness.P99Ms >= 2 {
+				break
+			}
+			best = rate
+		}
+	}
+	b.ReportMetric(best, "max-rate-rps")
+}
+
+// benchWorkload writes n requests of 32 prompt and 16 output tokens.
+func benchWorkload(b *testing.B, n int) string {
+	dir := filepath.Join(b.TempDir(), "wl")
+	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		w.Write(trace.Request{Identity: trace.Identity{RequestID: strconv.Itoa(i)}, TS: int64(i),
+			Shape: trace.Shape{InputTokens: 32, OutputTokens: 16, MaxTokens: 16, API: trace.APICompletions, Stream: true, N: 1}})
+	}
+	if err := w.Close(&trace.Manifest{}); err != nil {
+		b.Fatal(err)
+	}
+	return dir
 }

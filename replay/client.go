@@ -33,8 +33,8 @@ func newHTTPClient(connectTimeout time.Duration) *http.Client {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
-		WriteBufferSize:     64 << 10,
-		ReadBufferSize:      64 << 10,
+		WriteBufferSize:     32 << 10,
+		ReadBufferSize:      16 << 10,
 	}
 	return &http.Client{Transport: tr}
 }
@@ -176,7 +176,13 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		r.classifyTransportError(ctx, err, res)
 		return
 	}
-	defer resp.Body.Close()
+	// Drain what is left (the chunked terminator after [DONE], an error
+	// body) before closing: a body closed unread makes net/http discard the
+	// connection, and every request would then pay for a new dial.
+	defer func() {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 256<<10))
+		resp.Body.Close()
+	}()
 	res.HTTPStatus = int32(resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

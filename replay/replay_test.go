@@ -263,3 +263,29 @@ func TestArrivalProcesses(t *testing.T) {
 		t.Error("the same seed gave different arrivals")
 	}
 }
+
+// TestConnectionsAreReused guards against closing a response body unread,
+// which makes net/http discard the connection: requests spaced well apart
+// must all but the first reuse one.
+func TestConnectionsAreReused(t *testing.T) {
+	for _, api := range []string{trace.APIChat, trace.APICompletions} {
+		target := startSim(t, fastSim())
+		wl := workload(t, 30, 20*time.Millisecond)
+		run := filepath.Join(t.TempDir(), "run")
+		opts := DefaultOptions()
+		opts.Target, opts.API = target, api
+		if _, err := Run(context.Background(), wl, run, opts); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := trace.ReadResults(run)
+		reused := 0
+		for _, r := range rows {
+			if r.ConnReused {
+				reused++
+			}
+		}
+		if reused < 27 {
+			t.Errorf("%s: %d of 30 sequential requests reused a connection, want at least 27", api, reused)
+		}
+	}
+}
