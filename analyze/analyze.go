@@ -56,6 +56,7 @@ type RunSummary struct {
 	OfferedRate     float64               `json:"offered_rate_rps"`
 	AchievedRate    float64               `json:"achieved_rate_rps"`
 	Target          string                `json:"target"`
+	Client          trace.ClientHealth    `json:"client"`
 }
 
 // Report is the result of an analysis.
@@ -140,7 +141,12 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		rows = append(rows, res...)
 		ids[ri.RunID] = true
 		rep.Runs = append(rep.Runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, Complete: ri.Complete, Reason: ri.Reason,
-			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target})
+			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target,
+			Client: ri.Client})
+		if c := ri.Client; c.CPUUtilization > 0.8 || c.SchedLatencyP99Ms > 2 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("run %s: the client was busy (CPU %.0f%% of %d cores, Go scheduler latency p99 %.1f ms): token timestamps, and so ITL, may include client delay",
+				dir, 100*c.CPUUtilization, ri.GOMAXPROCS, c.SchedLatencyP99Ms))
+		}
 		if !ri.Complete {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("run %s is partial (%s): its figures cover only what was recorded", dir, ri.Reason))
 		}

@@ -163,7 +163,8 @@ func TestAnalyzeRunDirAndTable(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ri := trace.RunInfo{RunID: "r1", Complete: false, Reason: "interrupted after 4 of 5", ClientSaturated: true, MaxLatenessMs: 5, Lateness: trace.LatenessSummary{P99Ms: 9}}
+	ri := trace.RunInfo{RunID: "r1", Complete: false, Reason: "interrupted after 4 of 5", ClientSaturated: true, MaxLatenessMs: 5, Lateness: trace.LatenessSummary{P99Ms: 9},
+		Client: trace.ClientHealth{CPUUtilization: 0.95, SchedLatencyP99Ms: 4}, GOMAXPROCS: 2}
 	if err := trace.WriteJSONAtomic(filepath.Join(run, trace.RunInfoName), ri); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestAnalyzeRunDirAndTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"PARTIAL", "http_error 1", "not_sent 1", "ttft", "p99", "saturated", "is partial", "cannot bound"} {
+	for _, want := range []string{"PARTIAL", "http_error 1", "not_sent 1", "ttft", "p99", "saturated", "is partial", "cannot bound", "client was busy (CPU 95% of 2 cores"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

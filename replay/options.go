@@ -90,6 +90,19 @@ type Options struct {
 	// or that much time, whichever comes first.
 	RotateRows  int
 	RotateEvery time.Duration
+	// WaitReady polls the endpoint for up to this long before starting
+	// (0 = check once). MetricsURL is the server's Prometheus endpoint,
+	// scraped before, every MetricsInterval during, and after the run;
+	// WaitIdle (needs MetricsURL) waits up to this long for the server to
+	// report no running or waiting requests before starting.
+	WaitReady       time.Duration
+	MetricsURL      string
+	MetricsInterval time.Duration
+	WaitIdle        time.Duration
+	// Labels are free key=value pairs recorded in run.json.
+	Labels map[string]string
+	// CommandLine is recorded in run.json; redact it first (RedactArgs).
+	CommandLine []string `json:"-"`
 	// Progress, when set, receives a status line about once a second.
 	Progress io.Writer `json:"-"`
 }
@@ -100,7 +113,7 @@ func DefaultOptions() Options {
 		Speed: 1, Arrival: ArrivalPoisson, Burstiness: 1,
 		ConnectTimeout: 10 * time.Second, Timeout: 10 * time.Minute, Grace: 10 * time.Second,
 		MaxLateness: 5 * time.Millisecond, Tokenizer: tokenize.DefaultEncoding,
-		RotateRows: 10_000, RotateEvery: 10 * time.Second,
+		RotateRows: 10_000, RotateEvery: 10 * time.Second, MetricsInterval: 5 * time.Second,
 	}
 }
 
@@ -161,6 +174,15 @@ func (o *Options) validate() error {
 	}
 	if o.Tokenizer == "" {
 		o.Tokenizer = def.Tokenizer
+	}
+	if o.MetricsInterval <= 0 {
+		o.MetricsInterval = def.MetricsInterval
+	}
+	if o.WaitIdle > 0 && o.MetricsURL == "" {
+		return fmt.Errorf("--wait-idle needs --metrics-url: the server's metrics say when it is idle")
+	}
+	if o.WaitReady < 0 || o.WaitIdle < 0 {
+		return fmt.Errorf("--wait-ready and --wait-idle must not be negative")
 	}
 	switch o.API {
 	case "", trace.APIChat, trace.APICompletions:

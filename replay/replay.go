@@ -81,8 +81,27 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		return nil, err
 	}
 	r := &Runner{opts: opts, client: newHTTPClient(opts.ConnectTimeout), prompt: pb}
+	var timeToReady any = trace.NotRecorded
+	if opts.WaitReady > 0 {
+		d, err := r.waitReady(ctx, opts.WaitReady)
+		if err != nil {
+			return nil, err
+		}
+		timeToReady = ms(d)
+	}
 	if r.defaultModel, err = r.preflight(ctx); err != nil {
 		return nil, err
+	}
+	var scr *scraper
+	if opts.MetricsURL != "" {
+		scr = newScraper(opts.MetricsURL, runDir, r.client)
+		if opts.WaitIdle > 0 {
+			if err := scr.waitIdle(ctx, opts.WaitIdle); err != nil {
+				return nil, err
+			}
+		} else if _, err := scr.fetch(ctx); err != nil {
+			return nil, fmt.Errorf("--metrics-url: %w", err)
+		}
 	}
 	if r.opts.RunID == "" {
 		r.opts.RunID = newRunID()
@@ -91,10 +110,36 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if err != nil {
 		return nil, err
 	}
+	models, server := r.modelsAnswer(ctx)
 	info := &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard,
-		Target: r.opts.Target, Workload: workloadDir, Options: r.opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness)}
+		Target: endpointWithoutCredentials(r.opts.Target), Workload: workloadDir, Options: r.opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness),
+		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: endpointWithoutCredentials(r.opts.Target),
+		ServerHeader: server, ServerModels: models, TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: tok.Name()}
+	health := newHealthSampler(runDir)
+	if scr != nil {
+		scr.scrape(ctx, "before", 0)
+	}
+	// The run's monotonic zero: the first request is due now.
+	r.start = time.Now()
+	r.clock = monotonicClock(r.start)
+	var stopScrape func()
+	if scr != nil {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); scr.run(sctx, r.opts.MetricsInterval, r.clock) }()
+		stopScrape = func() { cancel(); <-done; scr.scrape(context.WithoutCancel(ctx), "after", r.clock()) }
+	}
 	runErr := r.execute(ctx, plan, w, info)
+	if stopScrape != nil {
+		stopScrape()
+		info.Metrics = scr.files
+	}
+	info.Client = health.finish()
+	info.StartUTC = time.Unix(0, info.StartUnixNs).UTC().Format(time.RFC3339Nano)
+	info.EndUTC = time.Unix(0, info.EndUnixNs).UTC().Format(time.RFC3339Nano)
 	info.Parts = w.Parts()
+	info.Files = hashRunDir(runDir)
 	if err := trace.WriteJSONAtomic(filepath.Join(runDir, trace.RunInfoName), info); err != nil {
 		return info, errors.Join(runErr, err)
 	}
@@ -200,8 +245,6 @@ func (c *collector) add(res trace.Result, r *Runner) {
 // execute runs the plan and records every request exactly once.
 func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWriter, info *trace.RunInfo) error {
 	col := newCollector(w, r.opts.RotateEvery, r)
-	r.start = time.Now()
-	r.clock = monotonicClock(r.start)
 	info.StartUnixNs = r.start.UnixNano()
 
 	// Requests run on reqCtx, which outlives an interrupt by the grace period.

@@ -55,6 +55,55 @@ type RunInfo struct {
 	ClientSaturated bool    `json:"client_saturated"`
 	MaxLatenessMs   float64 `json:"max_lateness_ms"`
 	Parts           []Part  `json:"parts"`
+
+	// Provenance. A field that could not be recorded holds NotRecorded.
+	ToolCommit  string            `json:"tool_commit"`
+	GoVersion   string            `json:"go_version"`
+	HostCPUs    int               `json:"host_cpus"`
+	GOMAXPROCS  int               `json:"gomaxprocs"`
+	CommandLine []string          `json:"command_line,omitempty"` // secrets redacted
+	Labels      map[string]string `json:"labels,omitempty"`
+	StartUTC    string            `json:"start_utc"`
+	EndUTC      string            `json:"end_utc"`
+	// Endpoint is Target without credentials.
+	Endpoint       string `json:"endpoint"`
+	ServerHeader   string `json:"server_header"`
+	ServerModels   any    `json:"server_models"` // the /v1/models answer, or NotRecorded
+	TimeToReadyMs  any    `json:"time_to_ready_ms"`
+	WorkloadSHA256 string `json:"workload_sha256"`
+	Tokenizer      string `json:"tokenizer"`
+	// Client describes the load generator's own health during the run.
+	Client ClientHealth `json:"client"`
+	// Metrics lists the server metrics scrapes written to the run dir.
+	Metrics []string `json:"metrics_scrapes,omitempty"`
+	// Files lists every file of the run dir but run.json, with its sha256.
+	Files []FileHash `json:"files"`
+}
+
+// NotRecorded marks a run.json field whose value could not be recorded.
+const NotRecorded = "not-recorded"
+
+// ClientHealth summarises the replay client's resource use, so a starved
+// receive loop is visible instead of silently inflating ITL.
+type ClientHealth struct {
+	// CPUSeconds is user+system CPU the client process used during the run;
+	// CPUUtilization is that over wall time and GOMAXPROCS (1 = all cores busy).
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	CPUUtilization float64 `json:"cpu_utilization"`
+	// SchedLatencyP99Ms is the Go scheduler's p99 wait from runnable to
+	// running over the run: goroutines reading sockets wait this long.
+	SchedLatencyP99Ms float64 `json:"sched_latency_p99_ms"`
+	SchedLatencyMaxMs float64 `json:"sched_latency_max_ms"`
+	GCCycles          uint32  `json:"gc_cycles"`
+	// Samples is the per-second series file in the run dir.
+	Samples string `json:"samples,omitempty"`
+}
+
+// FileHash names one file of a run dir and its sha256.
+type FileHash struct {
+	Path   string `json:"path"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
 }
 
 // OutcomeCt counts results by outcome class.

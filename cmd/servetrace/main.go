@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}
 	}()
 	app := newApp(stdout, stderr)
+	app.Metadata = map[string]any{"args": args}
 	if err := app.RunContext(ctx, hoistFlags(app, args)); err != nil {
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
@@ -281,6 +282,11 @@ Examples:
 			&cli.StringSliceFlag{Name: "header", Usage: "extra request header Name=value (repeatable; values are never written)"},
 			&cli.StringFlag{Name: "run-id", Usage: "run id (default: generated); shards of one run share it"},
 			&cli.IntFlag{Name: "shard", Usage: "this process's shard number"},
+			&cli.DurationFlag{Name: "wait-ready", Usage: "poll the endpoint up to this long until it serves, and record the time to ready"},
+			&cli.StringFlag{Name: "metrics-url", Usage: "the server's Prometheus metrics URL, scraped before, during and after the run"},
+			&cli.DurationFlag{Name: "metrics-interval", Value: def.MetricsInterval, Usage: "scrape interval for --metrics-url"},
+			&cli.DurationFlag{Name: "wait-idle", Usage: "with --metrics-url: wait up to this long for no running or waiting requests before starting"},
+			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "WORKLOAD"); err != nil {
@@ -320,6 +326,14 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 	if err != nil {
 		return replay.Options{}, err
 	}
+	labels := map[string]string{}
+	for _, l := range c.StringSlice("label") {
+		kv, err := replay.ParseKeyValues("--label", l)
+		if err != nil {
+			return replay.Options{}, err
+		}
+		maps.Copy(labels, kv)
+	}
 	headers := map[string]string{}
 	for _, h := range c.StringSlice("header") {
 		kv, err := replay.ParseKeyValues("--header", h)
@@ -337,6 +351,11 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
 		Grace: c.Duration("grace"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"),
 		APIKey: key, Headers: headers, RunID: c.String("run-id"), Shard: int32(c.Int("shard")),
+		WaitReady: c.Duration("wait-ready"), MetricsURL: c.String("metrics-url"), MetricsInterval: c.Duration("metrics-interval"),
+		WaitIdle: c.Duration("wait-idle"), Labels: labels,
+	}
+	if args, ok := c.App.Metadata["args"].([]string); ok {
+		o.CommandLine = replay.RedactArgs(args)
 	}
 	if isTerminal(os.Stderr) {
 		o.Progress = c.App.ErrWriter

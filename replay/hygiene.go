@@ -1,0 +1,213 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// waitReady polls the endpoint's /health, then /v1/models, until one
+// answers 200 or limit passes, and returns how long that took.
+func (r *Runner) waitReady(ctx context.Context, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		for _, path := range []string{"/health", "/v1/models"} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.Target+path, nil)
+			if err != nil {
+				return 0, err
+			}
+			r.setHeaders(req)
+			if resp, err := r.client.Do(req); err == nil {
+				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return time.Since(start), nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("endpoint %s was not ready within --wait-ready %v (polled /health and /v1/models)", r.opts.Target, limit)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// scraper fetches the server's Prometheus metrics into the run dir:
+// metrics/scrape-NNNNN.prom, each starting with a comment that says when and
+// in which phase of the run it was taken.
+type scraper struct {
+	url    string
+	dir    string
+	client *http.Client
+	mu     sync.Mutex
+	seq    int
+	files  []string
+}
+
+// newScraper prepares scrapes into runDir/metrics, created on first write.
+func newScraper(metricsURL, runDir string, client *http.Client) *scraper {
+	return &scraper{url: metricsURL, dir: filepath.Join(runDir, "metrics"), client: client}
+}
+
+// fetch returns the metrics text.
+func (s *scraper) fetch(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-url %s: %w", s.url, err)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %v", s.url, shortTransport(err))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", s.url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: HTTP %d", s.url, resp.StatusCode)
+	}
+	return b, nil
+}
+
+// scrape fetches once and writes the result; a failed scrape is written
+// as a comment, so gaps are visible.
+func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
+	body, err := s.fetch(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := fmt.Sprintf("scrape-%05d.prom", s.seq)
+	s.seq++
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# servetrace scrape phase=%s run_ns=%d unix_ns=%d\n", phase, atNs, time.Now().UnixNano())
+	if err != nil {
+		fmt.Fprintf(&buf, "# scrape failed: %s\n", err)
+	} else {
+		buf.Write(body)
+	}
+	if os.MkdirAll(s.dir, 0o755) == nil && os.WriteFile(filepath.Join(s.dir, name), buf.Bytes(), 0o644) == nil {
+		s.files = append(s.files, "metrics/"+name)
+	}
+}
+
+// run scrapes every interval until ctx ends.
+func (s *scraper) run(ctx context.Context, interval time.Duration, clock func() int64) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.scrape(ctx, "during", clock())
+		}
+	}
+}
+
+// busyGauges are the server metrics that count requests running or waiting
+// (vLLM, SGLang and TGI names).
+var busyGauges = []string{
+	"vllm:num_requests_running", "vllm:num_requests_waiting",
+	"sglang:num_running_reqs", "sglang:num_queue_reqs",
+	"tgi_queue_size", "tgi_batch_current_size",
+}
+
+// busyCount sums the busy gauges in a Prometheus text exposition; found is
+// false when none of them appears.
+func busyCount(text []byte) (total float64, found bool) {
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		for _, g := range busyGauges {
+			if name != g {
+				continue
+			}
+			fields := strings.Fields(line[strings.LastIndex(line, "}")+1:])
+			if len(fields) > 0 {
+				if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+					total += v
+					found = true
+				}
+			}
+		}
+	}
+	return total, found
+}
+
+// waitIdle waits until the server reports no running or waiting requests.
+func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	last := "no scrape succeeded"
+	for {
+		body, err := s.fetch(ctx)
+		if err == nil {
+			n, found := busyCount(body)
+			if !found {
+				return fmt.Errorf("--wait-idle: %s reports none of %s; it cannot tell when the server is idle", s.url, strings.Join(busyGauges, ", "))
+			}
+			if n == 0 {
+				return nil
+			}
+			last = fmt.Sprintf("%.0f requests still running or waiting", n)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server did not become idle within --wait-idle %v: %s", limit, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// modelsAnswer fetches /v1/models as raw JSON for run.json, with the
+// Server header.
+func (r *Runner) modelsAnswer(ctx context.Context) (any, string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.Target+"/v1/models", nil)
+	if err != nil {
+		return trace.NotRecorded, trace.NotRecorded
+	}
+	r.setHeaders(req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return trace.NotRecorded, trace.NotRecorded
+	}
+	defer resp.Body.Close()
+	server := resp.Header.Get("Server")
+	if server == "" {
+		server = trace.NotRecorded
+	}
+	var v any
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v) != nil {
+		return trace.NotRecorded, server
+	}
+	return v, server
+}
