@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -20,23 +22,49 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// newHTTPClient returns a client tuned for load generation: HTTP/1.1 only
-// (h2 multiplexing couples timings across streams), no compression, and
-// enough idle connections per host that connections are reused, not churned.
-func newHTTPClient(connectTimeout time.Duration) *http.Client {
+// newHTTPClient returns a client tuned for load generation: one protocol
+// chosen explicitly (HTTP/1.1 by default: h2 multiplexing couples timings
+// across streams), no compression, and enough idle connections per host
+// that connections are reused, not churned.
+func newHTTPClient(o Options) (*http.Client, error) {
 	tr := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: 100000,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
 		WriteBufferSize:     32 << 10,
 		ReadBufferSize:      16 << 10,
+		Protocols:           new(http.Protocols),
 	}
-	return &http.Client{Transport: tr}
+	switch o.HTTP {
+	case "", "1.1":
+		tr.Protocols.SetHTTP1(true)
+	case "2":
+		// TLS endpoints negotiate h2 by ALPN; plain http:// ones are spoken
+		// to in h2 by prior knowledge.
+		tr.Protocols.SetHTTP2(true)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	default:
+		return nil, fmt.Errorf("--http %q: use 1.1 or 2", o.HTTP)
+	}
+	if o.CACert != "" || o.Insecure {
+		cfg := &tls.Config{InsecureSkipVerify: o.Insecure}
+		if o.CACert != "" {
+			pem, err := os.ReadFile(o.CACert)
+			if err != nil {
+				return nil, fmt.Errorf("--ca-cert: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--ca-cert %s holds no PEM certificate", o.CACert)
+			}
+			cfg.RootCAs = pool
+		}
+		tr.TLSClientConfig = cfg
+	}
+	return &http.Client{Transport: tr}, nil
 }
 
 // chatMessage is one message of a chat request.
@@ -58,6 +86,7 @@ type requestBody struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"top_p,omitempty"`
 	IgnoreEOS   bool     `json:"ignore_eos,omitempty"`
+	MinTokens   int64    `json:"min_tokens,omitempty"`
 }
 
 // wholeResponse is a non-streamed completions or chat response.
@@ -460,7 +489,11 @@ func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, 
 	if maxTokens <= 0 {
 		maxTokens = max(q.OutputTokens, 1)
 	}
-	body := requestBody{Model: model, MaxTokens: maxTokens, Stream: stream, Temperature: q.Temperature, TopP: q.TopP, IgnoreEOS: r.opts.IgnoreEOS}
+	body := requestBody{Model: model, MaxTokens: maxTokens, Stream: stream, Temperature: q.Temperature, TopP: q.TopP,
+		IgnoreEOS: r.opts.IgnoreEOS || r.opts.ForceOutputLen}
+	if r.opts.ForceOutputLen {
+		body.MinTokens = maxTokens
+	}
 	if api == trace.APIChat {
 		body.Messages = append(slices.Clip(history), chatMessage{Role: "user", Content: prompt})
 	} else {

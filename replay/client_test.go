@@ -78,7 +78,8 @@ func testRunner(target string) *Runner {
 	opts := DefaultOptions()
 	opts.Target = target
 	opts.Timeout = 5 * time.Second
-	return &Runner{opts: opts, client: newHTTPClient(opts.ConnectTimeout), start: start, clock: monotonicClock(start)}
+	client, _ := newHTTPClient(opts)
+	return &Runner{opts: opts, client: client, start: start, clock: monotonicClock(start)}
 }
 
 func TestClientOnRealServerTranscripts(t *testing.T) {

@@ -74,9 +74,17 @@ type Options struct {
 	Grace time.Duration
 	// MaxLateness marks the run client-saturated when lateness p99 exceeds it.
 	MaxLateness time.Duration
-	// IgnoreEOS asks the server to generate exactly max_tokens (vLLM, SGLang
-	// and the simulator honour it; OpenAI's API rejects it).
-	IgnoreEOS bool
+	// IgnoreEOS asks the server to ignore end-of-sequence (vLLM, SGLang and
+	// the simulator honour it; OpenAI's API rejects it). ForceOutputLen also
+	// sends min_tokens = max_tokens, so the output has exactly that length
+	// where the server supports both.
+	IgnoreEOS      bool
+	ForceOutputLen bool
+	// HTTP is "1.1" (default) or "2"; CACert trusts a PEM certificate for
+	// https endpoints; Insecure skips certificate verification.
+	HTTP     string
+	CACert   string
+	Insecure bool
 	// Tokenizer synthesizes prompts of exact token counts.
 	Tokenizer string
 	// APIKey is sent as a bearer token; it is never written anywhere.

@@ -80,7 +80,11 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{opts: opts, client: newHTTPClient(opts.ConnectTimeout), prompt: pb}
+	client, err := newHTTPClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{opts: opts, client: client, prompt: pb}
 	var timeToReady any = trace.NotRecorded
 	if opts.WaitReady > 0 {
 		d, err := r.waitReady(ctx, opts.WaitReady)

@@ -153,7 +153,11 @@ func (s *Server) Start(addr string, allowRemote bool) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: listen on %s: %w", addr, err)
 	}
-	rs := &Running{URL: "http://" + ln.Addr().String(), srv: &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}, err: make(chan error, 1)}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	// HTTP/1.1, and HTTP/2 by prior knowledge for clients that ask for it.
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	rs := &Running{URL: "http://" + ln.Addr().String(), srv: srv, err: make(chan error, 1)}
 	go func() { rs.err <- rs.srv.Serve(ln) }()
 	return rs, nil
 }
