@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,4 +216,66 @@ func TestClientTimeoutAndRefused(t *testing.T) {
 	if res.Outcome != trace.OutcomeConnError || !strings.Contains(res.Error, "refused") {
 		t.Errorf("closed port: outcome %s (%s), want conn_error: connection refused", res.Outcome, res.Error)
 	}
+}
+
+func TestClientOnDocumentedServerFormats(t *testing.T) {
+	cases := []struct {
+		file      string
+		events    int   // token events
+		tokens    int64 // observed_output_tokens
+		reasoning int64
+		prompt    int64
+		finish    string
+		firstGap  bool // first_chunk_ns before first_token_ns (a role-only chunk comes first)
+	}{
+		{"vllm-chat.sse", 3, 3, 0, 12, "length", true},
+		{"vllm-reasoning.sse", 3, 6, 4, 20, "stop", true},
+		{"vllm-usage-null-choices.sse", 2, 2, 0, 3, "length", false},
+		{"sglang-chat.sse", 3, 4, 1, 9, "stop", true},
+		{"tgi-chat.sse", 3, 3, 0, 25, "length", false},
+		{"speculative.sse", 4, 12, 0, 4, "length", false},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join("testdata", "fixtures", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Deliver each event in its own TCP write, a few ms apart, so the
+			// role-only chunk and the first token arrive at different times.
+			r := testRunner(pacedSSEServer(t, string(body), 3*time.Millisecond))
+			res := trace.Result{Shape: trace.Shape{API: trace.APIChat}}
+			r.exchange(context.Background(), nil, []byte(`{}`), true, &res, nil)
+			if res.Outcome != trace.OutcomeOK {
+				t.Fatalf("outcome %s (%s)", res.Outcome, res.Error)
+			}
+			if len(res.TokenTimesNs) != c.events || res.ObservedOutputTokens != c.tokens || res.ObservedReasoningTokens != c.reasoning ||
+				res.UsagePromptTokens == nil || *res.UsagePromptTokens != c.prompt || res.ObservedFinishReason != c.finish {
+				t.Errorf("events %d tokens %d reasoning %d prompt %v finish %q; want %d %d %d %d %q",
+					len(res.TokenTimesNs), res.ObservedOutputTokens, res.ObservedReasoningTokens, res.UsagePromptTokens, res.ObservedFinishReason,
+					c.events, c.tokens, c.reasoning, c.prompt, c.finish)
+			}
+			if gap := *res.FirstTokenNs > *res.FirstChunkNs; gap != c.firstGap {
+				t.Errorf("first chunk %d, first token %d: a gap is %v, want %v", *res.FirstChunkNs, *res.FirstTokenNs, gap, c.firstGap)
+			}
+		})
+	}
+}
+
+// pacedSSEServer streams body's events one TCP write at a time, gap apart.
+func pacedSSEServer(t *testing.T, body string, gap time.Duration) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range strings.SplitAfter(body, "\n\n") {
+			if ev == "" {
+				continue
+			}
+			io.WriteString(w, ev)
+			w.(http.Flusher).Flush()
+			time.Sleep(gap)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

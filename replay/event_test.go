@@ -176,8 +176,13 @@ func eventCorpus(t testing.TB) []string {
 		`{"a":1} x`, `{"a"1}`, `{"a":tru}`, `{"a":nullx}`, `{"choices":[{"text":"x"]}`, `{a:1}`, `{"a":-}`, `{"a":1e}`,
 		`{"choices": [{` + "\n",
 	}
-	for _, name := range []string{"chat-stream-usage.http", "completions-stream-usage.http"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "ollama-0.17.4", name))
+	files := []string{filepath.Join("ollama-0.17.4", "chat-stream-usage.http"), filepath.Join("ollama-0.17.4", "completions-stream-usage.http")}
+	fixtures, _ := filepath.Glob(filepath.Join("testdata", "fixtures", "*.sse"))
+	for _, f := range fixtures {
+		files = append(files, strings.TrimPrefix(f, "testdata"+string(filepath.Separator)))
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}
