@@ -524,6 +524,6 @@ func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, 
 	if sess != nil {
 		text := string(reply)
 		sess.messages = append(history, chatMessage{Role: "user", Content: prompt}, chatMessage{Role: "assistant", Content: text})
-		sess.tokens = historyTokens + newTokens + int64(r.prompt.Tokenizer().Count(text))
+		sess.tokens = historyTokens + newTokens + int64(max(0, r.prompt.Counter().Count(text)))
 	}
 }

@@ -85,8 +85,12 @@ type Options struct {
 	HTTP     string
 	CACert   string
 	Insecure bool
-	// Tokenizer synthesizes prompts of exact token counts.
-	Tokenizer string
+	// Tokenizer synthesizes prompts of exact token counts: a bundled
+	// encoding (cl100k_base, o200k_base, p50k_base), a tiktoken-format rank
+	// file path (Llama 3 style, with TokenizerPattern, default Llama 3's), or
+	// "server" to count with the endpoint's /tokenize route.
+	Tokenizer        string
+	TokenizerPattern string
 	// APIKey is sent as a bearer token; it is never written anywhere.
 	APIKey string `json:"-"`
 	// Headers are extra request headers; their values are never written.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // protoServer answers like a tiny OpenAI server and records the protocol
@@ -96,5 +98,38 @@ func TestHTTPVersionsTLSAndForcedLength(t *testing.T) {
 	}
 	if err := replayTo(url, func(o *Options) { o.HTTP = "3" }); err == nil || !strings.Contains(err.Error(), "--http") {
 		t.Errorf("--http 3: %v", err)
+	}
+}
+
+// TestServerTokenizerCalibration counts with the endpoint's /tokenize: the
+// simulator serving o200k_base while the client's default is cl100k_base,
+// prompts sized by the server's own count are exact by the server's usage.
+func TestServerTokenizerCalibration(t *testing.T) {
+	o := fastSim()
+	o.Tokenizer = "o200k_base"
+	target := startSim(t, o)
+	wl := workload(t, 20, time.Millisecond)
+	run := filepath.Join(t.TempDir(), "run")
+	opts := DefaultOptions()
+	opts.Target, opts.Tokenizer = target, TokenizerServer
+	info, err := Run(context.Background(), wl, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(info.Tokenizer, "server:") || info.TokenizerFailures != 0 {
+		t.Errorf("tokenizer %q, failures %d", info.Tokenizer, info.TokenizerFailures)
+	}
+	rows, _ := trace.ReadResults(run)
+	for _, r := range rows {
+		if r.UsagePromptTokens == nil || *r.UsagePromptTokens != r.InputTokens {
+			t.Errorf("%s: server counted %v prompt tokens, workload asked %d", r.RequestID, r.UsagePromptTokens, r.InputTokens)
+		}
+	}
+	// An endpoint without /tokenize is refused with the way out.
+	plain := httptest.NewServer(&protoServer{})
+	defer plain.Close()
+	opts.Target = plain.URL
+	if _, err := Run(context.Background(), wl, filepath.Join(t.TempDir(), "r2"), opts); err == nil || !strings.Contains(err.Error(), "/tokenize") {
+		t.Errorf("no /tokenize: %v", err)
 	}
 }

@@ -72,19 +72,11 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenize.Get(opts.Tokenizer)
-	if err != nil {
-		return nil, fmt.Errorf("--tokenizer: %w", err)
-	}
-	pb, err := tokenize.NewPromptBuilder(tok, max(m.BlockSize, 1))
-	if err != nil {
-		return nil, err
-	}
 	client, err := newHTTPClient(opts)
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{opts: opts, client: client, prompt: pb}
+	r := &Runner{opts: opts, client: client}
 	var timeToReady any = trace.NotRecorded
 	if opts.WaitReady > 0 {
 		d, err := r.waitReady(ctx, opts.WaitReady)
@@ -95,6 +87,28 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	}
 	if r.defaultModel, err = r.preflight(ctx); err != nil {
 		return nil, err
+	}
+	var counter tokenize.Counter
+	var serverTok *serverCounter
+	if opts.Tokenizer == TokenizerServer {
+		model := opts.Model
+		if model == "" {
+			model = r.defaultModel
+		}
+		serverTok = &serverCounter{url: opts.Target + "/tokenize", model: model, client: client, headers: r.setHeaders}
+		if _, err := serverTok.count(" the"); err != nil {
+			return nil, fmt.Errorf("--tokenizer server: %w; the endpoint needs a /tokenize route (vLLM, SGLang) or pick a local --tokenizer", err)
+		}
+		counter = serverTok
+	} else {
+		tok, err := tokenize.Open(opts.Tokenizer, opts.TokenizerPattern)
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		counter = tok
+	}
+	if r.prompt, err = tokenize.NewPromptBuilder(counter, max(m.BlockSize, 1)); err != nil {
+		return nil, fmt.Errorf("--tokenizer %s: %w", opts.Tokenizer, err)
 	}
 	var scr *scraper
 	if opts.MetricsURL != "" {
@@ -119,7 +133,7 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		Target: endpointWithoutCredentials(r.opts.Target), Workload: workloadDir, Options: r.opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness),
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: endpointWithoutCredentials(r.opts.Target),
-		ServerHeader: server, ServerModels: models, TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: tok.Name()}
+		ServerHeader: server, ServerModels: models, TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: counter.Name()}
 	health := newHealthSampler(runDir)
 	if scr != nil {
 		scr.scrape(ctx, "before", 0)
@@ -140,6 +154,10 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		info.Metrics = scr.files
 	}
 	info.Client = health.finish()
+	if serverTok != nil && serverTok.failed.Load() > 0 {
+		info.TokenizerFailures = serverTok.failed.Load()
+		info.Reason = strings.TrimPrefix(info.Reason+"; ", "; ") + fmt.Sprintf("%d server token counts failed (first: %v): session prompt sizes may be off", serverTok.failed.Load(), serverTok.err())
+	}
 	info.StartUTC = time.Unix(0, info.StartUnixNs).UTC().Format(time.RFC3339Nano)
 	info.EndUTC = time.Unix(0, info.EndUnixNs).UTC().Format(time.RFC3339Nano)
 	info.Parts = w.Parts()

@@ -27,19 +27,26 @@ paper road glass metal wood fire earth wind rain snow cloud star moon ocean lake
 forest garden flower tree leaf root seed fruit bread milk salt sugar coffee tea wine horse bird
 fish dog cat cow sheep animal child woman man friend father mother brother sister daughter son`
 
+// Counter counts tokens; a negative count means the count failed.
+type Counter interface {
+	Count(text string) int
+	Name() string
+}
+
 // PromptBuilder synthesizes prompt text of an exact token count. Text for a
 // prefix block depends only on the block's id, so requests that share block
 // ids share byte-identical text through those blocks, and a server's prefix
 // cache sees the reuse the trace had.
 type PromptBuilder struct {
-	tok       *Tokenizer
+	tok       Counter
 	blockSize int
 	words     []string // each " "+word is one token
 }
 
 // NewPromptBuilder returns a builder for tok with prefix blocks of blockSize
-// tokens. It checks every vocabulary word against the encoding.
-func NewPromptBuilder(tok *Tokenizer, blockSize int) (*PromptBuilder, error) {
+// tokens. It keeps the vocabulary words that tok counts as one token, and
+// checks on a sample that words do not merge: n words must count as n tokens.
+func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 	if blockSize <= 0 {
 		return nil, fmt.Errorf("tokenize: block size must be positive, got %d", blockSize)
 	}
@@ -55,16 +62,20 @@ func NewPromptBuilder(tok *Tokenizer, blockSize int) (*PromptBuilder, error) {
 		}
 	}
 	if len(words) < 64 {
-		return nil, fmt.Errorf("tokenize: only %d single-token words in %s; cannot synthesize prompts", len(words), tok.Name())
+		return nil, fmt.Errorf("tokenize: only %d single-token words under %s; cannot synthesize prompts of exact length", len(words), tok.Name())
 	}
-	return &PromptBuilder{tok: tok, blockSize: blockSize, words: words}, nil
+	b := &PromptBuilder{tok: tok, blockSize: blockSize, words: words}
+	if n := tok.Count(b.Build(300, nil, 1)); n != 300 {
+		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style --tokenizer", n, tok.Name())
+	}
+	return b, nil
 }
 
 // BlockSize returns the prefix block size in tokens.
 func (b *PromptBuilder) BlockSize() int { return b.blockSize }
 
-// Tokenizer returns the builder's tokenizer.
-func (b *PromptBuilder) Tokenizer() *Tokenizer { return b.tok }
+// Counter returns the builder's token counter.
+func (b *PromptBuilder) Counter() Counter { return b.tok }
 
 // Build returns text of exactly tokens tokens. Block i covers tokens
 // [i·B, (i+1)·B) and is generated from blocks[i]; tokens past the given

@@ -86,5 +86,14 @@ func (t *Tokenizer) Count(text string) int { return len(t.enc.EncodeOrdinary(tex
 // text. Ids never leave the process: they are not written anywhere.
 func (t *Tokenizer) Encode(text string) []int { return t.enc.EncodeOrdinary(text) }
 
+// Open returns a bundled encoding by name, or builds one from a tiktoken
+// rank file path with the given pattern (default Llama3Pattern).
+func Open(name, pattern string) (*Tokenizer, error) {
+	if IsRankFile(name) {
+		return LoadRankFile(name, pattern)
+	}
+	return Get(name)
+}
+
 // Known reports whether name is a bundled encoding.
 func Known(name string) bool { return slices.Contains(Encodings, name) }

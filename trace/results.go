@@ -72,6 +72,8 @@ type RunInfo struct {
 	TimeToReadyMs  any    `json:"time_to_ready_ms"`
 	WorkloadSHA256 string `json:"workload_sha256"`
 	Tokenizer      string `json:"tokenizer"`
+	// TokenizerFailures counts token counts the server's /tokenize failed.
+	TokenizerFailures int64 `json:"tokenizer_failures,omitempty"`
 	// Client describes the load generator's own health during the run.
 	Client ClientHealth `json:"client"`
 	// Metrics lists the server metrics scrapes written to the run dir.

@@ -101,6 +101,31 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
+// serveTokenize answers vLLM's /tokenize: {"model", "prompt"} or
+// {"model", "messages"} in, {"count", "max_model_len", "tokens"} out.
+func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
+	var req genRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON: "+err.Error())
+		return
+	}
+	if req.Model != "" && !s.models[req.Model] {
+		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	parts, err := req.promptParts(len(req.Messages) > 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	tokens := []int{}
+	for _, p := range parts {
+		tokens = append(tokens, s.tok.Encode(p)...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"count": len(tokens), "max_model_len": s.opts.MaxModelLen, "tokens": tokens})
+}
+
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool) {
 	arrived := time.Now()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))

@@ -1,7 +1,8 @@
 // Package sim is servetrace's built-in OpenAI-compatible inference server
 // simulator: the default target of the demo and the tests. It speaks the
 // real protocol over real HTTP (/v1/completions, /v1/chat/completions with
-// SSE streaming and stream_options.include_usage, /v1/models, /health), counts
+// SSE streaming and stream_options.include_usage, /v1/models, /tokenize in
+// vLLM's shape, /health), counts
 // prompt tokens with a real tokenizer, and times its responses with a cost
 // model. It can inject faults so every failure path of a client is testable.
 //
@@ -124,6 +125,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, false) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, true) })
 	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("POST /tokenize", s.serveTokenize)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))

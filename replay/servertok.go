@@ -1,0 +1,81 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TokenizerServer is the --tokenizer value that counts tokens with the
+// endpoint's own /tokenize route (vLLM and SGLang have one), so prompt
+// lengths are exact for whatever model is served.
+const TokenizerServer = "server"
+
+// serverCounter counts tokens by asking the endpoint's /tokenize route. A
+// failed count returns -1 and is remembered.
+type serverCounter struct {
+	url     string
+	model   string
+	client  *http.Client
+	headers func(*http.Request)
+	mu      sync.Mutex
+	firstEr error
+	failed  atomic.Int64
+}
+
+func (s *serverCounter) Name() string { return "server:" + s.url }
+
+func (s *serverCounter) Count(text string) int {
+	n, err := s.count(text)
+	if err != nil {
+		s.failed.Add(1)
+		s.mu.Lock()
+		if s.firstEr == nil {
+			s.firstEr = err
+		}
+		s.mu.Unlock()
+		return -1
+	}
+	return n
+}
+
+func (s *serverCounter) count(text string) (int, error) {
+	body, _ := json.Marshal(map[string]any{"model": s.model, "prompt": text, "add_special_tokens": false})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	s.headers(req)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("POST %s: %v", s.url, shortTransport(err))
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Count  *int  `json:"count"`
+		Tokens []int `json:"tokens"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("POST %s: HTTP %d, not a /tokenize answer", s.url, resp.StatusCode)
+	}
+	if out.Count != nil {
+		return *out.Count, nil
+	}
+	return len(out.Tokens), nil
+}
+
+// err returns the first failed count, if any.
+func (s *serverCounter) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstEr
+}

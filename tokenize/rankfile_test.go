@@ -1,0 +1,63 @@
+package tokenize
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pkoukk/tiktoken-go-loader/assets"
+)
+
+// TestRankFileMatchesBundledEncoding writes cl100k_base's ranks to a file in
+// tiktoken format and checks that the tokenizer built from it counts exactly
+// as the bundled encoding does.
+func TestRankFileMatchesBundledEncoding(t *testing.T) {
+	raw, err := assets.Assets.ReadFile("cl100k_base.tiktoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tokenizer.model")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !IsRankFile(path) || IsRankFile(CL100K) {
+		t.Fatal("IsRankFile misclassifies")
+	}
+	fromFile, err := LoadRankFile(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundled, _ := Get(CL100K)
+	pb, _ := NewPromptBuilder(fromFile, 64)
+	texts := []string{"hello world", "Ünïcödé — 東京 🚀 tabs\tand\nnewlines", "x = f(y) + 12345678;", "<|begin_of_text|> as text", pb.Build(300, []int64{1, 2}, 3)}
+	for _, s := range texts {
+		if a, b := fromFile.Count(s), bundled.Count(s); a != b {
+			t.Errorf("%q: rank file counts %d, cl100k_base %d", s, a, b)
+		}
+	}
+	if got := fromFile.Count(pb.Build(300, nil, 9)); got != 300 {
+		t.Errorf("prompt built on the rank-file tokenizer has %d tokens, want 300", got)
+	}
+}
+
+func TestRankFileErrorsNameTheLine(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		content, want string
+	}{
+		{"IQ== 0\nnot-base64!! 1\n", "line 2"},
+		{"IQ== zero\n", "line 1"},
+		{"IQ== 0\n", "at least the 256 byte tokens"},
+	}
+	for _, c := range cases {
+		p := filepath.Join(dir, "bad.tiktoken")
+		os.WriteFile(p, []byte(c.content), 0o644)
+		if _, err := LoadRankFile(p, ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err = %v, want %q", c.content, err, c.want)
+		}
+	}
+	if _, err := LoadRankFile(filepath.Join(dir, "missing.model"), ""); err == nil {
+		t.Error("missing rank file loaded")
+	}
+}
