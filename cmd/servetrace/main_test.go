@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/datasets"
@@ -379,4 +385,84 @@ func TestMooncakePromptsHaveExactTokenCounts(t *testing.T) {
 	}
 	checked := len(pick)
 	t.Logf("checked %d prompts, %d first-block ids shared", checked, shared)
+}
+
+// TestEveryFlagIsRead fails when a command defines a flag its code never
+// reads: such a flag is accepted and silently ignored.
+func TestEveryFlagIsRead(t *testing.T) {
+	var src []byte
+	for _, f := range []string{"main.go", "demo.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	app := newApp(nil, nil)
+	var walk func(cmds []*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			for _, f := range cmd.Flags {
+				name := f.Names()[0]
+				if name == "help" {
+					continue
+				}
+				// Read as c.String("name"), c.Bool("name"), startTime(c) for
+				// --start, or outFlag's "out".
+				quoted := `("` + name + `")`
+				if !bytes.Contains(src, []byte(quoted)) && !(name == "start" && bytes.Contains(src, []byte(`c.Timestamp("start")`))) {
+					t.Errorf("%s --%s is defined but never read", cmd.Name, name)
+				}
+			}
+			walk(cmd.Subcommands)
+		}
+	}
+	walk(app.Commands)
+}
+
+func TestReplayFlagsReachTheServer(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var protos []int
+	var bodies []map[string]any
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			io.WriteString(w, `{"data":[{"id":"m"}]}`)
+			return
+		}
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		protos, bodies = append(protos, r.ProtoMajor), append(bodies, body)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+	}), Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	for _, step := range [][]string{
+		{"convert", "azure-code-2023", "--out", filepath.Join(dir, "trace")},
+		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "m.json")},
+		{"generate", filepath.Join(dir, "m.json"), "--duration", "3s", "--out", filepath.Join(dir, "wl")},
+		{"replay", filepath.Join(dir, "wl"), "--target", "http://" + ln.Addr().String(), "--http", "2", "--force-output-len",
+			"--model", "mapped", "--speed", "10", "--out", filepath.Join(dir, "run")},
+	} {
+		if code, _, errOut := runCLI(t, step...); code != 0 {
+			t.Fatalf("%v: %s", step, errOut)
+		}
+	}
+	if len(bodies) == 0 {
+		t.Fatal("no request reached the server")
+	}
+	for i, b := range bodies {
+		if protos[i] != 2 || b["ignore_eos"] != true || b["min_tokens"] != b["max_tokens"] || b["model"] != "mapped" {
+			t.Fatalf("request %d: HTTP/%d, ignore_eos %v, min_tokens %v, max_tokens %v, model %v", i, protos[i], b["ignore_eos"], b["min_tokens"], b["max_tokens"], b["model"])
+		}
+	}
 }
