@@ -111,6 +111,9 @@ type Options struct {
 	MetricsURL      string
 	MetricsInterval time.Duration
 	WaitIdle        time.Duration
+	// ServeMetrics, when set, serves the replayer's own Prometheus metrics
+	// at http://ADDR/metrics during the run.
+	ServeMetrics string
 	// Labels are free key=value pairs recorded in run.json.
 	Labels map[string]string
 	// CommandLine is recorded in run.json; redact it first (RedactArgs).

@@ -44,6 +44,7 @@ type Runner struct {
 	start        time.Time
 	clock        func() int64
 	stats        liveStats
+	self         *selfMetrics // nil unless ServeMetrics is set
 }
 
 // liveStats are counters for the progress line.
@@ -134,6 +135,18 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: endpointWithoutCredentials(r.opts.Target),
 		ServerHeader: server, ServerModels: models, TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: counter.Name()}
+	if r.opts.ServeMetrics != "" {
+		r.self = newSelfMetrics(r.opts.RunID, r.opts.Shard, &r.stats)
+		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopServing()
+		url, err := r.self.serve(serveCtx, r.opts.ServeMetrics)
+		if err != nil {
+			return nil, err
+		}
+		if r.opts.Progress != nil {
+			fmt.Fprintf(r.opts.Progress, "replay: serving metrics at %s\n", url)
+		}
+	}
 	health := newHealthSampler(runDir)
 	if scr != nil {
 		scr.scrape(ctx, "before", 0)
@@ -248,6 +261,9 @@ func (c *collector) loop(r *Runner) {
 
 func (c *collector) add(res trace.Result, r *Runner) {
 	c.outcomes[res.Outcome]++
+	if r.self != nil {
+		r.self.observe(&res)
+	}
 	if res.Outcome != trace.OutcomeOK {
 		r.stats.failed.Add(1)
 	}

@@ -292,6 +292,7 @@ Examples:
 			&cli.DurationFlag{Name: "metrics-interval", Value: def.MetricsInterval, Usage: "scrape interval for --metrics-url"},
 			&cli.DurationFlag{Name: "wait-idle", Usage: "with --metrics-url: wait up to this long for no running or waiting requests before starting"},
 			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
+			&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "WORKLOAD"); err != nil {
@@ -358,7 +359,7 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		ForceOutputLen: c.Bool("force-output-len"), HTTP: c.String("http"), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"),
 		APIKey: key, Headers: headers, RunID: c.String("run-id"), Shard: int32(c.Int("shard")),
 		WaitReady: c.Duration("wait-ready"), MetricsURL: c.String("metrics-url"), MetricsInterval: c.Duration("metrics-interval"),
-		WaitIdle: c.Duration("wait-idle"), Labels: labels,
+		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
 	}
 	if args, ok := c.App.Metadata["args"].([]string); ok {
 		o.CommandLine = replay.RedactArgs(args)
