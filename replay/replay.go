@@ -219,17 +219,16 @@ func shortTransport(err error) string {
 
 // collector receives results, writes them, and tallies run.json figures.
 type collector struct {
-	w          *trace.ResultWriter
-	every      time.Duration
-	outcomes   trace.OutcomeCt
-	lateness   []int64
-	first      int64
-	last       int64
-	err        error
-	done       chan struct{}
-	results    chan trace.Result
-	lastFlush  time.Time
-	flushTimer *time.Ticker
+	w         *trace.ResultWriter
+	every     time.Duration
+	outcomes  trace.OutcomeCt
+	lateness  []int64
+	first     int64
+	last      int64
+	err       error
+	done      chan struct{}
+	results   chan trace.Result
+	lastFlush time.Time
 }
 
 func newCollector(w *trace.ResultWriter, every time.Duration, r *Runner) *collector {
