@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 // prints its URL, and exits when standard input closes.
 func serveSimChild() {
 	o := sim.DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = 0, 0, 0
+	p, _ := sim.LookupPreset("zero")
+	o.Engine, o.Preset = p.Engine, p.Name
 	s, err := sim.New(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

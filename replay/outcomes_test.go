@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -181,7 +182,7 @@ func TestEveryOutcomeOfTheMapping(t *testing.T) {
 
 func TestCappedOpenLoopRecordsAdmission(t *testing.T) {
 	o := fastSim()
-	o.DecodePerToken = 20 * time.Millisecond // each request holds its slot ~100 ms
+	o.Engine.Cost = sim.CostModel{IterBase: 20 * time.Millisecond} // each request holds its slot for a few iterations
 	target := startSim(t, o)
 	wl := workload(t, 12, time.Millisecond) // 12 requests due within 12 ms
 	run := filepath.Join(t.TempDir(), "run")

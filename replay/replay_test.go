@@ -66,7 +66,7 @@ func startSim(t *testing.T, opts sim.Options) string {
 
 func fastSim() sim.Options {
 	o := sim.DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = time.Millisecond, 0, time.Millisecond
+	o.Engine.Cost = sim.CostModel{IterBase: time.Millisecond}
 	return o
 }
 

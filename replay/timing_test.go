@@ -31,7 +31,8 @@ func skipUnderRace(t *testing.T) {
 func TestTimingOpenLoopLateness(t *testing.T) {
 	skipUnderRace(t)
 	o := sim.DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = 0, 0, 0
+	p, _ := sim.LookupPreset("zero")
+	o.Engine = p.Engine
 	target := startSim(t, o)
 	wl := workload(t, 400, 5*time.Millisecond)
 	run := filepath.Join(t.TempDir(), "run")
@@ -59,11 +60,12 @@ func TestTimingOpenLoopLateness(t *testing.T) {
 }
 
 // TestTimingTokenPacing checks that the client measures the simulator's
-// configured decode time as ITL and its prefill as TTFT.
+// iteration time as ITL, and TTFT as one or two iterations (a request that
+// arrives mid-iteration waits for the next).
 func TestTimingTokenPacing(t *testing.T) {
 	skipUnderRace(t)
 	o := sim.DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = 30*time.Millisecond, 0, 10*time.Millisecond
+	o.Engine.Cost = sim.CostModel{IterBase: 10 * time.Millisecond}
 	target := startSim(t, o)
 	wl := workload(t, 20, 20*time.Millisecond)
 	run := filepath.Join(t.TempDir(), "run")
@@ -83,10 +85,10 @@ func TestTimingTokenPacing(t *testing.T) {
 	slices.Sort(itl)
 	slices.Sort(ttft)
 	if med := itl[len(itl)/2]; math.Abs(med-10) > 1 {
-		t.Errorf("ITL median %.2f ms, simulator decodes every 10 ms", med)
+		t.Errorf("ITL median %.2f ms, the simulator's iterations take 10 ms", med)
 	}
-	if med := ttft[len(ttft)/2]; med < 30 || med > 35 {
-		t.Errorf("TTFT median %.2f ms, simulator prefill is 30 ms", med)
+	if med := ttft[len(ttft)/2]; med < 10 || med > 21 {
+		t.Errorf("TTFT median %.2f ms, want one to two 10 ms iterations", med)
 	}
 }
 

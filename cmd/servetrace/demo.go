@@ -94,7 +94,8 @@ func runDemo(c *cli.Context) error {
 	}
 	defer rs.Close()
 	o := sim.DefaultOptions()
-	step("sim", t0, fmt.Sprintf("simulator at %s (prefill %v + %v/token, decode %v/token)", rs.URL, o.PrefillBase, o.PrefillPerToken, o.DecodePerToken))
+	p, _ := sim.LookupPreset(o.Preset)
+	step("sim", t0, fmt.Sprintf("simulator at %s: continuous batching, preset %s (%s)", rs.URL, p.Name, p.Description))
 
 	t0 = time.Now()
 	ropts := replay.DefaultOptions()

@@ -164,7 +164,7 @@ func TestConvertSamplesRowCountsAndPrefixBlocks(t *testing.T) {
 func TestPipelineThroughTheCLI(t *testing.T) {
 	dir := t.TempDir()
 	o := sim.DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken, o.FailRate, o.Seed = time.Millisecond, 0, time.Millisecond, 0.1, 5
+	o.Engine.Cost, o.FailRate, o.Seed = sim.CostModel{IterBase: time.Millisecond}, 0.1, 5
 	s, err := sim.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func TestHoistFlags(t *testing.T) {
 func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
 	dir := t.TempDir()
 	o := sim.DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = time.Millisecond, 0, time.Millisecond
+	o.Engine.Cost = sim.CostModel{IterBase: time.Millisecond}
 	s, _ := sim.New(o)
 	rs, err := s.Start("127.0.0.1:0", false)
 	if err != nil {
@@ -283,7 +283,7 @@ func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
 func TestSecretsNeverReachTheRunDir(t *testing.T) {
 	dir := t.TempDir()
 	o := sim.DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = time.Millisecond, 0, time.Millisecond
+	o.Engine.Cost = sim.CostModel{IterBase: time.Millisecond}
 	s, _ := sim.New(o)
 	rs, err := s.Start("127.0.0.1:0", false)
 	if err != nil {
@@ -407,10 +407,10 @@ func TestEveryFlagIsRead(t *testing.T) {
 				if name == "help" {
 					continue
 				}
-				// Read as c.String("name"), c.Bool("name"), startTime(c) for
-				// --start, or outFlag's "out".
-				quoted := `("` + name + `")`
-				if !bytes.Contains(src, []byte(quoted)) && !(name == "start" && bytes.Contains(src, []byte(`c.Timestamp("start")`))) {
+				// Read as c.String("name"), a helper such as setInt("name", &x),
+				// or startTime(c) for --start.
+				read := bytes.Contains(src, []byte(`("`+name+`")`)) || bytes.Contains(src, []byte(`("`+name+`",`))
+				if !read && !(name == "start" && bytes.Contains(src, []byte(`c.Timestamp("start")`))) {
 					t.Errorf("%s --%s is defined but never read", cmd.Name, name)
 				}
 			}

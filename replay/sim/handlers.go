@@ -3,8 +3,11 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -21,7 +24,9 @@ type genRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	N *int `json:"n"`
+	N         *int `json:"n"`
+	IgnoreEOS bool `json:"ignore_eos"`
+	MinTokens *int `json:"min_tokens"`
 }
 
 type message struct {
@@ -162,87 +167,105 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
 		return
 	}
-	promptTokens := 0
+	var ids []int
 	for _, p := range parts {
-		promptTokens += s.tok.Count(p)
+		ids = append(ids, s.tok.Encode(p)...)
 	}
+	promptTokens := len(ids)
 	if promptTokens+maxTokens > s.opts.MaxModelLen {
 		writeError(w, http.StatusBadRequest, "invalid_request_error",
 			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).",
 				s.opts.MaxModelLen, promptTokens+maxTokens, promptTokens, maxTokens))
 		return
 	}
-	u, seq := s.draw()
-	if u < s.opts.FailRate {
-		writeError(w, http.StatusInternalServerError, "InternalServerError", "injected fault: internal server error")
+	fault, stopDraw, n := s.draw()
+	stopAt := maxTokens
+	minTokens := 0
+	if req.MinTokens != nil {
+		minTokens = *req.MinTokens
+	}
+	if !req.IgnoreEOS && minTokens < maxTokens && stopDraw < s.opts.StopRate {
+		lo := max(minTokens, 1)
+		stopAt = lo + int(float64(maxTokens-lo+1)*fault)%(maxTokens-lo+1)
+	}
+	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, maxTokens: maxTokens, stream: req.Stream,
+		id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n), words: s.words.Words(maxTokens, n),
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1}
+	if chat {
+		g.reasoning = int(s.opts.ReasoningRatio * float64(stopAt))
+	}
+	if s.injectFault(w, g, fault) {
 		return
 	}
-	breakAt := -1
-	if req.Stream && u < s.opts.FailRate+s.opts.StreamErrorRate {
-		breakAt = maxTokens / 2
+	sq := &seq{id: n, promptLen: promptTokens, maxTokens: maxTokens, stopAt: stopAt, arrival: arrived}
+	if s.opts.Engine.PrefixCaching {
+		sq.blockHashes = s.engine.hashBlocks(ids)
 	}
-	g := generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, maxTokens: maxTokens,
-		id:    fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], seq),
-		first: arrived.Add(s.opts.PrefillBase + time.Duration(promptTokens)*s.opts.PrefillPerToken),
-		words: s.words.Words(maxTokens, seq), breakAt: breakAt}
-	if req.Stream {
-		g.stream(r.Context(), w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
-	} else {
-		g.whole(r.Context(), w)
+	switch err := s.engine.submit(sq); {
+	case errors.Is(err, errQueueFull):
+		s.metrics.rejected()
+		writeError(w, http.StatusTooManyRequests, "RateLimitError", fmt.Sprintf("the server is overloaded: %d requests are waiting (--max-waiting); retry later", s.opts.Engine.MaxWaiting))
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
 	}
+	g.seq = sq
+	g.run(r.Context(), w)
 }
 
-// generation is one request's output being produced.
+// injectFault applies a fault drawn for this request: a 500 or a slow first
+// byte now, or one of the mid-stream faults later. It reports whether the
+// response is already complete.
+func (s *Server) injectFault(w http.ResponseWriter, g *generation, u float64) bool {
+	o := s.opts
+	edges := []struct {
+		rate float64
+		kind string
+	}{{o.FailRate, "500"}, {o.StreamErrorRate, "error"}, {o.ResetRate, "reset"}, {o.StallRate, "stall"}, {o.MalformedRate, "malformed"}}
+	acc := 0.0
+	for _, e := range edges {
+		acc += e.rate
+		if u < acc {
+			if e.kind == "500" {
+				writeError(w, http.StatusInternalServerError, "InternalServerError", "injected fault: internal server error")
+				return true
+			}
+			if g.stream {
+				g.fault, g.faultAt = e.kind, g.maxTokens/2
+			}
+			break
+		}
+	}
+	// The slow-first-byte draw is independent of the others.
+	if o.SlowFirstByteRate > 0 && math.Mod(u*7919, 1) < o.SlowFirstByteRate {
+		time.Sleep(o.SlowFirstByteFor)
+	}
+	return false
+}
+
+// generation is one request's response being written.
 type generation struct {
 	s            *Server
-	chat         bool
+	seq          *seq
+	chat, stream bool
+	includeUsage bool
 	model, id    string
 	promptTokens int
 	maxTokens    int
-	first        time.Time // when the first token is due
+	reasoning    int // tokens sent as reasoning before content
 	words        []string
-	breakAt      int // token index at which a stream error is injected, or -1
+	arrived      time.Time
+	fault        string // mid-stream fault kind, if any
+	faultAt      int    // token index at which it strikes, or -1
 }
 
-// due returns when output token i is ready.
-func (g *generation) due(i int) time.Time {
-	return g.first.Add(time.Duration(i) * g.s.opts.DecodePerToken)
-}
-
-// sleepUntil waits until t or until ctx ends; it reports whether t came.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
+func (g *generation) usage(generated int) map[string]any {
+	u := map[string]any{"prompt_tokens": g.promptTokens, "completion_tokens": generated, "total_tokens": g.promptTokens + generated}
+	if g.reasoning > 0 {
+		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": min(g.reasoning, generated)}
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (g *generation) usage() map[string]int {
-	return map[string]int{"prompt_tokens": g.promptTokens, "completion_tokens": g.maxTokens, "total_tokens": g.promptTokens + g.maxTokens}
-}
-
-func (g *generation) whole(ctx context.Context, w http.ResponseWriter) {
-	if !sleepUntil(ctx, g.due(g.maxTokens-1)) {
-		return // client gone
-	}
-	text := strings.Join(g.words, "")
-	var choice map[string]any
-	if g.chat {
-		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "length"}
-	} else {
-		choice = map[string]any{"index": 0, "text": text, "finish_reason": "length"}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"id": g.id, "object": g.object(false), "created": time.Now().Unix(), "model": g.model,
-		"choices": []any{choice}, "usage": g.usage()})
+	return u
 }
 
 func (g *generation) object(chunk bool) string {
@@ -255,59 +278,163 @@ func (g *generation) object(chunk bool) string {
 	return "text_completion"
 }
 
-func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeUsage bool) {
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	if flusher != nil {
-		flusher.Flush()
-	}
-	send := func(v any) bool {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return false
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
+// run relays the engine's tokens to the client, streamed or whole.
+func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
+	sent := 0 // tokens written
+	pending := 0
+	var last time.Time
+	var flusher http.Flusher
+	if g.stream {
+		flusher, _ = w.(http.Flusher)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
 		if flusher != nil {
 			flusher.Flush()
 		}
-		return true
 	}
-	chunk := func(choice map[string]any) map[string]any {
-		return map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{choice}}
-	}
-	for i, word := range g.words {
-		if !sleepUntil(ctx, g.due(i)) {
-			return // client gone: stop generating
-		}
-		if i == g.breakAt {
-			send(map[string]any{"error": map[string]any{"message": "injected fault: engine error mid-stream", "type": "InternalServerError", "code": 500}})
+	for {
+		select {
+		case <-ctx.Done():
+			g.s.engine.abort(g.seq)
+			g.s.metrics.aborted()
 			return
-		}
-		if g.chat {
-			if i == 0 && !send(chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil})) {
+		case ev := <-g.seq.out:
+			now := time.Now()
+			pending += ev.tokens
+			if sent == 0 && pending > 0 {
+				g.s.metrics.firstToken(now.Sub(g.arrived))
+			} else if !last.IsZero() {
+				g.s.metrics.interToken(now.Sub(last))
+			}
+			last = now
+			if g.stream && (pending >= g.s.opts.TokensPerChunk || ev.done) {
+				if !g.writeTokens(w, flusher, sent, pending) {
+					g.s.engine.abort(g.seq)
+					g.s.metrics.aborted()
+					return
+				}
+				sent += pending
+				pending = 0
+			}
+			if ev.done {
+				total := sent + pending
+				if g.stream {
+					g.finishStream(w, flusher, total, ev.reason)
+				} else {
+					g.whole(w, total, ev.reason)
+				}
+				g.s.metrics.finished(ev.reason, g.promptTokens, total, now.Sub(g.arrived))
 				return
 			}
-			if !send(chunk(map[string]any{"index": 0, "delta": map[string]any{"content": word}, "finish_reason": nil})) {
-				return
-			}
-		} else if !send(chunk(map[string]any{"index": 0, "text": word, "finish_reason": nil})) {
-			return
 		}
 	}
+}
+
+func (g *generation) send(w http.ResponseWriter, flusher http.Flusher, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+		return false
+	}
+	if flusher != nil {
+		flusher.Flush()
+	}
+	return true
+}
+
+func (g *generation) chunk(choice map[string]any) map[string]any {
+	return map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{choice}}
+}
+
+// writeTokens streams tokens [from, from+n) as one event, applying a
+// mid-stream fault when it falls in this range. It reports whether the
+// stream goes on.
+func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, from, n int) bool {
+	if g.faultAt >= 0 && g.faultAt < from+n {
+		switch g.fault {
+		case "error":
+			g.send(w, flusher, map[string]any{"error": map[string]any{"message": "injected fault: engine error mid-stream", "type": "InternalServerError", "code": 500}})
+			return false
+		case "reset":
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					tc.SetLinger(0) // RST, not FIN
+				}
+				conn.Close()
+			}
+			return false
+		case "malformed":
+			fmt.Fprint(w, "data: {\"choices\": [{\"delta\": \n\n")
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return false
+		case "stall":
+			time.Sleep(g.s.opts.StallFor)
+			g.faultAt = -1
+		}
+	}
+	if from == 0 && g.chat && !g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil})) {
+		return false
+	}
+	var content, reasoning strings.Builder
+	for i := from; i < from+n; i++ {
+		if i < g.reasoning {
+			reasoning.WriteString(g.words[i])
+		} else {
+			content.WriteString(g.words[i])
+		}
+	}
+	if !g.chat {
+		return g.send(w, flusher, g.chunk(map[string]any{"index": 0, "text": content.String() + reasoning.String(), "finish_reason": nil}))
+	}
+	if reasoning.Len() > 0 && !g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{"reasoning_content": reasoning.String()}, "finish_reason": nil})) {
+		return false
+	}
+	if content.Len() > 0 {
+		return g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{"content": content.String()}, "finish_reason": nil}))
+	}
+	return true
+}
+
+func (g *generation) finishStream(w http.ResponseWriter, flusher http.Flusher, total int, reason string) {
 	if g.chat {
-		send(chunk(map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "length"}))
+		g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": reason}))
 	} else {
-		send(chunk(map[string]any{"index": 0, "text": "", "finish_reason": "length"}))
+		g.send(w, flusher, g.chunk(map[string]any{"index": 0, "text": "", "finish_reason": reason}))
 	}
-	if includeUsage {
-		send(map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{}, "usage": g.usage()})
+	if g.includeUsage {
+		g.send(w, flusher, map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{}, "usage": g.usage(total)})
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	if flusher != nil {
 		flusher.Flush()
 	}
+}
+
+func (g *generation) whole(w http.ResponseWriter, total int, reason string) {
+	var reasoning, content strings.Builder
+	for i := 0; i < total; i++ {
+		if i < g.reasoning {
+			reasoning.WriteString(g.words[i])
+		} else {
+			content.WriteString(g.words[i])
+		}
+	}
+	var choice map[string]any
+	if g.chat {
+		msg := map[string]any{"role": "assistant", "content": content.String()}
+		if reasoning.Len() > 0 {
+			msg["reasoning_content"] = reasoning.String()
+		}
+		choice = map[string]any{"index": 0, "message": msg, "finish_reason": reason}
+	} else {
+		choice = map[string]any{"index": 0, "text": reasoning.String() + content.String(), "finish_reason": reason}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"id": g.id, "object": g.object(false), "created": time.Now().Unix(), "model": g.model,
+		"choices": []any{choice}, "usage": g.usage(total)})
 }

@@ -2,13 +2,13 @@
 // simulator: the default target of the demo and the tests. It speaks the
 // real protocol over real HTTP (/v1/completions, /v1/chat/completions with
 // SSE streaming and stream_options.include_usage, /v1/models, /tokenize in
-// vLLM's shape, /health), counts
-// prompt tokens with a real tokenizer, and times its responses with a cost
-// model. It can inject faults so every failure path of a client is testable.
-//
-// This first timing model treats each request independently: a prefill delay
-// of PrefillBase + PrefillPerToken·prompt_tokens, then one DecodePerToken per
-// output token. It has no batching or queueing; the engine loop comes later.
+// vLLM's shape, /health, /metrics with vLLM's metric names) and runs a
+// continuous-batching engine in real time: a waiting queue, iterations that
+// batch decodes with chunked prefills under a token budget, a KV cache of
+// blocks with prefix caching and LRU eviction, and preemption by recompute.
+// Iteration durations come from a cost model (see CostModel and the
+// presets). Faults can be injected per request, seeded, so every failure
+// path of a client is testable.
 package sim
 
 import (
@@ -25,64 +25,70 @@ import (
 	"github.com/servetrace/servetrace/tokenize"
 )
 
-// Options configures a simulator. Zero fields take DefaultOptions' values
-// where noted.
+// Options configures a simulator. DefaultOptions gives the default preset;
+// zero fields of the engine options take the preset's values in New.
 type Options struct {
 	// Models are the model names served; others get 404.
 	Models []string
-	// Tokenizer counts prompt tokens (default cl100k_base).
+	// Tokenizer counts and hashes prompt tokens (default cl100k_base).
 	Tokenizer string
-	// PrefillBase and PrefillPerToken make up the time to the first token.
-	PrefillBase     time.Duration
-	PrefillPerToken time.Duration
-	// DecodePerToken is the time between output tokens.
-	DecodePerToken time.Duration
+	// Preset names the engine constants started from (see Presets).
+	Preset string
+	// Engine holds the batching engine's constants.
+	Engine EngineOptions
 	// MaxModelLen is the longest prompt+output accepted; longer gets 400.
 	MaxModelLen int
 	// DefaultMaxTokens is the output length when a request gives none.
 	DefaultMaxTokens int
-	// FailRate is the share of requests answered with HTTP 500 (fault injection).
-	FailRate float64
-	// StreamErrorRate is the share of streamed requests that break off half
-	// way with an error object inside the 200 stream.
-	StreamErrorRate float64
-	// Seed makes the fault injection and generated text reproducible.
-	Seed uint64
+	// TokensPerChunk tokens are sent per streamed event (more than 1
+	// emulates speculative decoding).
+	TokensPerChunk int
+	// ReasoningRatio is the share of each chat output sent as reasoning
+	// deltas (reasoning_content) before the content.
+	ReasoningRatio float64
+	// StopRate is the share of requests that stop early (finish_reason
+	// "stop") at a uniform length, unless ignore_eos or min_tokens forbid.
+	StopRate float64
+
+	// Fault injection, each the share of requests it hits (seeded).
+	FailRate          float64       // HTTP 500 before the first byte
+	StreamErrorRate   float64       // an error object half way through a stream
+	ResetRate         float64       // the connection reset half way through a stream
+	StallRate         float64       // a stall of StallFor half way through a stream
+	StallFor          time.Duration //
+	MalformedRate     float64       // a malformed SSE line half way through a stream
+	SlowFirstByteRate float64       // response headers delayed by SlowFirstByteFor
+	SlowFirstByteFor  time.Duration //
+	Seed              uint64
 }
 
 // DefaultModel is the model name served when none is configured.
 const DefaultModel = "servetrace-sim"
 
-// DefaultOptions returns a timing model of roughly a 7-8B model on one
-// modern datacenter GPU at low load: 20 ms + 0.05 ms per prompt token to the
-// first token, then 15 ms per output token.
+// DefaultOptions returns the default preset (Llama 3.1 8B on an H100).
 func DefaultOptions() Options {
-	return Options{
-		Models:           []string{DefaultModel},
-		Tokenizer:        tokenize.DefaultEncoding,
-		PrefillBase:      20 * time.Millisecond,
-		PrefillPerToken:  50 * time.Microsecond,
-		DecodePerToken:   15 * time.Millisecond,
-		MaxModelLen:      131072,
-		DefaultMaxTokens: 256,
-	}
+	p, _ := LookupPreset(DefaultPreset)
+	return Options{Models: []string{DefaultModel}, Tokenizer: tokenize.DefaultEncoding, Preset: p.Name, Engine: p.Engine,
+		MaxModelLen: p.MaxModelLen, DefaultMaxTokens: 256, TokensPerChunk: 1, StallFor: 2 * time.Second, SlowFirstByteFor: time.Second}
 }
 
 // Server is a simulator instance. Use Handler to mount it or Start to serve
-// it on a loopback port.
+// it on a loopback port; Close stops its engine.
 type Server struct {
 	opts    Options
 	tok     *tokenize.Tokenizer
 	words   *tokenize.PromptBuilder
 	models  map[string]bool
 	created int64
+	engine  *engine
+	metrics *simMetrics
 
 	mu  sync.Mutex
-	rng *rand.Rand // fault injection draws
+	rng *rand.Rand // fault and early-stop draws
 	seq uint64
 }
 
-// New builds a simulator. It fails on an unknown tokenizer or bad option.
+// New builds a simulator and starts its engine.
 func New(opts Options) (*Server, error) {
 	def := DefaultOptions()
 	if len(opts.Models) == 0 {
@@ -94,11 +100,37 @@ func New(opts Options) (*Server, error) {
 	if opts.DefaultMaxTokens <= 0 {
 		opts.DefaultMaxTokens = def.DefaultMaxTokens
 	}
-	if opts.FailRate < 0 || opts.FailRate > 1 || opts.StreamErrorRate < 0 || opts.StreamErrorRate > 1 {
-		return nil, fmt.Errorf("sim: fault rates must be within [0, 1], got fail %v, stream error %v", opts.FailRate, opts.StreamErrorRate)
+	if opts.TokensPerChunk <= 0 {
+		opts.TokensPerChunk = 1
 	}
-	if opts.PrefillBase < 0 || opts.PrefillPerToken < 0 || opts.DecodePerToken < 0 {
-		return nil, errors.New("sim: timing constants must not be negative")
+	e := &opts.Engine
+	if e.MaxNumBatchedTokens <= 0 {
+		e.MaxNumBatchedTokens = def.Engine.MaxNumBatchedTokens
+	}
+	if e.MaxNumSeqs <= 0 {
+		e.MaxNumSeqs = def.Engine.MaxNumSeqs
+	}
+	if e.KVBlocks <= 0 {
+		e.KVBlocks = def.Engine.KVBlocks
+	}
+	if e.BlockSize <= 0 {
+		e.BlockSize = def.Engine.BlockSize
+	}
+	if e.MaxWaiting <= 0 {
+		e.MaxWaiting = def.Engine.MaxWaiting
+	}
+	for name, r := range map[string]float64{"fail": opts.FailRate, "stream error": opts.StreamErrorRate, "reset": opts.ResetRate,
+		"stall": opts.StallRate, "malformed": opts.MalformedRate, "slow first byte": opts.SlowFirstByteRate, "stop": opts.StopRate, "reasoning": opts.ReasoningRatio} {
+		if r < 0 || r > 1 {
+			return nil, fmt.Errorf("sim: the %s rate must be within [0, 1], got %v", name, r)
+		}
+	}
+	if sum := opts.FailRate + opts.StreamErrorRate + opts.ResetRate + opts.StallRate + opts.MalformedRate; sum > 1 {
+		return nil, fmt.Errorf("sim: fault rates add up to %v; a request gets at most one fault, so keep their sum within 1", sum)
+	}
+	c := e.Cost
+	if c.IterBase < 0 || c.PerPrefillToken < 0 || c.PerDecodeSeq < 0 || c.PerKVToken < 0 {
+		return nil, errors.New("sim: cost model constants must not be negative")
 	}
 	tok, err := tokenize.Get(opts.Tokenizer)
 	if err != nil {
@@ -109,12 +141,15 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	s := &Server{opts: opts, tok: tok, words: words, models: map[string]bool{}, created: time.Now().Unix(),
-		rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17))}
+		rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), engine: newEngine(opts.Engine), metrics: newSimMetrics()}
 	for _, m := range opts.Models {
 		s.models[m] = true
 	}
 	return s, nil
 }
+
+// Close stops the engine. Requests still running get no more tokens.
+func (s *Server) Close() { s.engine.stop() }
 
 // Options returns the simulator's effective options.
 func (s *Server) Options() Options { return s.opts }
@@ -126,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, true) })
 	mux.HandleFunc("GET /v1/models", s.serveModels)
 	mux.HandleFunc("POST /tokenize", s.serveTokenize)
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
@@ -138,6 +174,7 @@ type Running struct {
 	// URL is the base URL, e.g. http://127.0.0.1:8000.
 	URL string
 	srv *http.Server
+	sim *Server
 	err chan error
 }
 
@@ -159,19 +196,21 @@ func (s *Server) Start(addr string, allowRemote bool) (*Running, error) {
 	// HTTP/1.1, and HTTP/2 by prior knowledge for clients that ask for it.
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
-	rs := &Running{URL: "http://" + ln.Addr().String(), srv: srv, err: make(chan error, 1)}
+	rs := &Running{URL: "http://" + ln.Addr().String(), srv: srv, sim: s, err: make(chan error, 1)}
 	go func() { rs.err <- rs.srv.Serve(ln) }()
 	return rs, nil
 }
 
-// Close stops the server, ending open streams.
+// Close stops the server, ending open streams, and then its engine.
 func (rs *Running) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := rs.srv.Shutdown(ctx); err != nil {
-		return rs.srv.Close()
+	err := rs.srv.Shutdown(ctx)
+	if err != nil {
+		err = rs.srv.Close()
 	}
-	return nil
+	rs.sim.Close()
+	return err
 }
 
 // Wait blocks until the server stops and returns why.
@@ -191,10 +230,10 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// draw returns a uniform draw and a request sequence number.
-func (s *Server) draw() (float64, uint64) {
+// draw returns two uniform draws (fault, early stop) and a request number.
+func (s *Server) draw() (float64, float64, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	return s.rng.Float64(), s.seq
+	return s.rng.Float64(), s.rng.Float64(), s.seq
 }

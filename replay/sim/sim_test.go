@@ -27,7 +27,7 @@ func start(t *testing.T, opts Options) *Running {
 
 func fast() Options {
 	o := DefaultOptions()
-	o.PrefillBase, o.PrefillPerToken, o.DecodePerToken = time.Millisecond, 0, time.Millisecond
+	o.Engine.Cost = CostModel{IterBase: time.Millisecond}
 	return o
 }
 

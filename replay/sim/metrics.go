@@ -1,0 +1,112 @@
+package sim
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/servetrace/servetrace/internal/promtext"
+)
+
+// simMetrics holds the per-request figures of /metrics; the engine holds
+// the rest (running, waiting, KV usage, prefix cache, preemptions).
+//
+// Request and token counters count finished requests, so they equal what a
+// client recorded for its successful requests exactly.
+type simMetrics struct {
+	mu            sync.Mutex
+	success       map[string]uint64 // by finish reason
+	promptTokens  uint64
+	genTokens     uint64
+	abortedN      uint64
+	rejectedN     uint64
+	ttft, itl, e2 promtext.Histogram
+}
+
+func newSimMetrics() *simMetrics {
+	lat := []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	return &simMetrics{success: map[string]uint64{},
+		ttft: promtext.NewHistogram(lat...),
+		itl:  promtext.NewHistogram(0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5),
+		e2:   promtext.NewHistogram(0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480)}
+}
+
+func (m *simMetrics) firstToken(d time.Duration) {
+	m.mu.Lock()
+	m.ttft.Observe(d.Seconds())
+	m.mu.Unlock()
+}
+
+func (m *simMetrics) interToken(d time.Duration) {
+	m.mu.Lock()
+	m.itl.Observe(d.Seconds())
+	m.mu.Unlock()
+}
+
+func (m *simMetrics) finished(reason string, prompt, generated int, e2e time.Duration) {
+	m.mu.Lock()
+	m.success[reason]++
+	m.promptTokens += uint64(prompt)
+	m.genTokens += uint64(generated)
+	m.e2.Observe(e2e.Seconds())
+	m.mu.Unlock()
+}
+
+func (m *simMetrics) aborted() {
+	m.mu.Lock()
+	m.abortedN++
+	m.mu.Unlock()
+}
+
+func (m *simMetrics) rejected() {
+	m.mu.Lock()
+	m.rejectedN++
+	m.mu.Unlock()
+}
+
+// serveMetrics writes Prometheus text with vLLM's metric names where vLLM
+// has one; vllm:request_aborted_total and vllm:request_rejected_total are
+// the simulator's own.
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	es := s.engine.snapshot()
+	lbl := promtext.Labels("model_name", s.opts.Models[0])
+	gauge := func(name, help string, v float64) {
+		promtext.Header(w, name, "gauge", help)
+		promtext.Sample(w, name, lbl, v)
+	}
+	counter := func(name, help string, v float64) {
+		promtext.Header(w, name, "counter", help)
+		promtext.Sample(w, name, lbl, v)
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(es.running))
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(es.waiting))
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", es.kvUsage)
+	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", float64(es.prefixQueries))
+	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", float64(es.prefixHits))
+	counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", float64(es.preemptions))
+
+	m := s.metrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed (finished requests).", float64(m.promptTokens))
+	counter("vllm:generation_tokens_total", "Number of generation tokens processed (finished requests).", float64(m.genTokens))
+	promtext.Header(w, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
+	reasons := make([]string, 0, len(m.success))
+	for r := range m.success {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		promtext.Sample(w, "vllm:request_success_total", lbl+","+promtext.Labels("finished_reason", r), float64(m.success[r]))
+	}
+	counter("vllm:request_aborted_total", "Requests whose client went away before they finished (simulator).", float64(m.abortedN))
+	counter("vllm:request_rejected_total", "Requests refused with 429 because the waiting queue was full (simulator).", float64(m.rejectedN))
+	promtext.Header(w, "vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.")
+	m.ttft.Write(w, "vllm:time_to_first_token_seconds", lbl)
+	promtext.Header(w, "vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.")
+	m.itl.Write(w, "vllm:inter_token_latency_seconds", lbl)
+	promtext.Header(w, "vllm:e2e_request_latency_seconds", "histogram", "Histogram of end to end request latency in seconds.")
+	m.e2.Write(w, "vllm:e2e_request_latency_seconds", lbl)
+}

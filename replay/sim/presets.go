@@ -1,0 +1,87 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A Preset is a model/GPU pair's engine constants.
+//
+// The constants are first-order estimates from public spec sheets, not
+// measurements: the iteration base is the time to stream the weights once
+// from HBM (every decode step reads them all); the prefill cost per token is
+// 2 × parameters FLOPs at about half the GPU's dense bf16 peak; the KV read
+// per token is its KV size (2 × layers × KV heads × head dim × 2 bytes) over
+// HBM bandwidth; the KV cache is the HBM left after the weights, at 90%
+// utilisation, in 16-token blocks. Measure your own server and fit real
+// constants with `servetrace sim calibrate`.
+type Preset struct {
+	Name        string
+	Description string
+	Engine      EngineOptions
+	MaxModelLen int
+}
+
+// presets are the built-in model/GPU pairs.
+var presets = []Preset{
+	{
+		// 8B params, bf16: 16 GB of weights at 3.35 TB/s ≈ 4.8 ms; 16 GFLOP/token at
+		// ~400 TFLOP/s ≈ 40 µs; KV 32 layers × 8 heads × 128 × 2 × 2 B = 128 KiB/token
+		// at 3.35 TB/s ≈ 40 ns; (80 GB × 0.9 − 16 GB) / 128 KiB ≈ 430k tokens.
+		Name: "llama-3.1-8b-h100", Description: "Llama 3.1 8B, bf16, one H100 SXM 80 GB",
+		Engine: EngineOptions{Cost: CostModel{IterBase: 4800 * time.Microsecond, PerPrefillToken: 40 * time.Microsecond,
+			PerDecodeSeq: 20 * time.Microsecond, PerKVToken: 40 * time.Nanosecond},
+			MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, KVBlocks: 26880, BlockSize: 16, MaxWaiting: 4096, PrefixCaching: true},
+		MaxModelLen: 131072,
+	},
+	{
+		// 7.6B params, bf16: 15.2 GB at 2.0 TB/s ≈ 7.6 ms; 15.2 GFLOP/token at
+		// ~156 TFLOP/s ≈ 97 µs; KV 28 layers × 4 heads × 128 × 2 × 2 B = 56 KiB/token
+		// at 2 TB/s ≈ 28 ns; (80 GB × 0.9 − 15.2 GB) / 56 KiB ≈ 1.0M tokens.
+		Name: "qwen2.5-7b-a100", Description: "Qwen2.5 7B, bf16, one A100 SXM 80 GB",
+		Engine: EngineOptions{Cost: CostModel{IterBase: 7600 * time.Microsecond, PerPrefillToken: 97 * time.Microsecond,
+			PerDecodeSeq: 30 * time.Microsecond, PerKVToken: 28 * time.Nanosecond},
+			MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, KVBlocks: 63360, BlockSize: 16, MaxWaiting: 4096, PrefixCaching: true},
+		MaxModelLen: 32768,
+	},
+	{
+		// 70B params, bf16, tensor parallel 4: 35 GB per GPU at 3.35 TB/s ≈ 10.4 ms
+		// (+~1 ms all-reduce); 140 GFLOP/token over 4 × ~400 TFLOP/s ≈ 88 µs; KV
+		// 80 layers × 8 heads × 128 × 2 × 2 B = 320 KiB/token split 4 ways at
+		// 3.35 TB/s ≈ 25 ns; 4 × (72 − 35) GB / 320 KiB ≈ 450k tokens.
+		Name: "llama-3.1-70b-h100x4", Description: "Llama 3.1 70B, bf16, four H100 SXM 80 GB (TP 4)",
+		Engine: EngineOptions{Cost: CostModel{IterBase: 11400 * time.Microsecond, PerPrefillToken: 88 * time.Microsecond,
+			PerDecodeSeq: 40 * time.Microsecond, PerKVToken: 25 * time.Nanosecond},
+			MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, KVBlocks: 28200, BlockSize: 16, MaxWaiting: 4096, PrefixCaching: true},
+		MaxModelLen: 131072,
+	},
+	{
+		// No compute cost at all: the engine produces tokens as fast as it can.
+		// For measuring the client, not a server.
+		Name: "zero", Description: "no compute cost: for benchmarking clients",
+		Engine:      EngineOptions{MaxNumBatchedTokens: 1 << 20, MaxNumSeqs: 1 << 16, KVBlocks: 1 << 22, BlockSize: 16, MaxWaiting: 1 << 20, PrefixCaching: true},
+		MaxModelLen: 1 << 20,
+	},
+}
+
+// DefaultPreset names the preset DefaultOptions uses.
+const DefaultPreset = "llama-3.1-8b-h100"
+
+// Presets returns the built-in presets.
+func Presets() []Preset { return slices.Clone(presets) }
+
+// LookupPreset returns the named preset.
+func LookupPreset(name string) (Preset, error) {
+	for _, p := range presets {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	names := make([]string, len(presets))
+	for i, p := range presets {
+		names[i] = p.Name
+	}
+	return Preset{}, fmt.Errorf("unknown --preset %q; use one of: %s", name, strings.Join(names, ", "))
+}
