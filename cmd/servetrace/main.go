@@ -486,6 +486,55 @@ Examples:
 			go func() { <-c.Context.Done(); rs.Close() }()
 			return rs.Wait()
 		},
+		Subcommands: []*cli.Command{simCalibrateCmd()},
+	}
+}
+
+func simCalibrateCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "calibrate",
+		Usage:     "fit the simulator's cost model to a replay against a real endpoint",
+		ArgsUsage: "RUN_DIR",
+		Description: `Fits the engine cost model to a run: TTFT of requests that had the server to
+themselves against their prompt tokens (prefill cost per token), and token gaps
+with a steady batch against the batch size and the KV tokens it reads
+(iteration base, cost per decoding sequence, per KV token). The run should hold
+some requests spaced apart, of several prompt sizes, and bursts of concurrent
+streams of several sizes, streamed with one token per event (--ignore-eos helps).
+Prints the constants and the sim command line that reproduces them.
+
+Example:
+   servetrace replay probes --target http://gpu-box:8000 --ignore-eos --out runs/probe
+   servetrace sim calibrate runs/probe --out my-server.json`,
+		Flags: []cli.Flag{outFlag("write the calibration as JSON to this file", false)},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
+				return err
+			}
+			if _, err := trace.ReadRunInfo(c.Args().First()); err != nil {
+				return err
+			}
+			rows, err := trace.ReadResults(c.Args().First())
+			if err != nil {
+				return err
+			}
+			cal, err := sim.Calibrate(rows)
+			if err != nil {
+				return err
+			}
+			k := cal.Cost
+			fmt.Fprintf(c.App.Writer, "iteration base %v, prefill %v/token (R² %.3f, %d requests), decode %v/sequence, KV read %v/token (R² %.3f, %d token gaps)\n",
+				k.IterBase, k.PerPrefillToken, cal.PrefillR2, cal.PrefillSamples, k.PerDecodeSeq, k.PerKVToken, cal.DecodeR2, cal.DecodeSamples)
+			for _, n := range cal.Notes {
+				fmt.Fprintln(c.App.Writer, "note: "+n)
+			}
+			fmt.Fprintf(c.App.Writer, "simulate it: servetrace sim --iter-base %v --prefill-per-token %v --decode-per-seq %v --kv-per-token %v\n",
+				k.IterBase.Round(time.Microsecond), k.PerPrefillToken.Round(100*time.Nanosecond), k.PerDecodeSeq.Round(100*time.Nanosecond), k.PerKVToken)
+			if out := c.String("out"); out != "" {
+				return trace.WriteJSONAtomic(out, cal)
+			}
+			return nil
+		},
 	}
 }
 

@@ -93,6 +93,8 @@ func TestBadInputGivesOneLineErrorAndNoParquet(t *testing.T) {
 		{"unreachable endpoint", []string{"replay", wl, "--target", "http://127.0.0.1:1", "--out", filepath.Join(dir, "r1")}, []string{"cannot reach endpoint http://127.0.0.1:1", "servetrace sim"}, "r1"},
 		{"bad target URL", []string{"replay", wl, "--target", "localhost:8000", "--out", filepath.Join(dir, "r2")}, []string{"--target", "http://"}, "r2"},
 		{"analyze a non-run", []string{"analyze", dir}, []string{"not a servetrace run directory"}, ""},
+		{"calibrate a non-run", []string{"sim", "calibrate", dir}, []string{"not a servetrace run directory"}, ""},
+		{"unknown sim preset", []string{"sim", "--preset", "h200-dreams"}, []string{"--preset", "llama-3.1-8b-h100"}, ""},
 		{"bad percentiles", []string{"analyze", dir, "--percentiles", "50,abc"}, []string{"--percentiles", "abc"}, ""},
 		{"no arguments", []string{"fit", "--out", "x.json"}, []string{"missing BUCKET"}, ""},
 		{"unknown flag", []string{"analyze", "--frobnicate"}, []string{"frobnicate"}, ""},
