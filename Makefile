@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing demo bench bench-client lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing demo bench bench-client bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -32,6 +32,11 @@ bench:
 bench-client:
 	$(GO) test -c -o bin/replay.test ./replay
 	cd replay && SERVETRACE_SIM_CPU=1 taskset -c 0 ../bin/replay.test -test.run '^$$' -test.bench OpenLoopMaxRate -test.benchtime 1x -test.v
+
+## bench-sim: 2,000 concurrent streams against the simulator pinned to core 1; engine iteration overrun p99
+bench-sim:
+	$(GO) test -c -o bin/replay.test ./replay
+	cd replay && SERVETRACE_SIM_CPU=1 taskset -c 0 ../bin/replay.test -test.run '^$$' -test.bench Engine2000 -test.benchtime 1x -test.v
 
 vet:
 	$(GO) vet $(PKGS)

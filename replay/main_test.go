@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strconv"
 	"testing"
 
 	"github.com/servetrace/servetrace/replay/sim"
@@ -22,12 +24,25 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// serveSimChild serves a zero-delay simulator on a free loopback port,
-// prints its URL, and exits when standard input closes.
+// serveSimChild serves a simulator on a free loopback port, prints its
+// URL, and exits when standard input closes. SERVETRACE_SIM_PRESET picks the
+// preset (default zero) and SERVETRACE_SIM_MAX_SEQS the running limit.
 func serveSimChild() {
 	o := sim.DefaultOptions()
-	p, _ := sim.LookupPreset("zero")
-	o.Engine, o.Preset = p.Engine, p.Name
+	name := os.Getenv("SERVETRACE_SIM_PRESET")
+	if name == "" {
+		name = "zero"
+	}
+	p, err := sim.LookupPreset(name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	o.Engine, o.Preset, o.MaxModelLen = p.Engine, p.Name, p.MaxModelLen
+	if n, err := strconv.Atoi(os.Getenv("SERVETRACE_SIM_MAX_SEQS")); err == nil {
+		o.Engine.MaxNumSeqs = n
+	}
+	sim.LatencyGC(1 << 30) // as servetrace sim does by default
 	s, err := sim.New(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -37,6 +52,12 @@ func serveSimChild() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if path := os.Getenv("SERVETRACE_SIM_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
 	}
 	fmt.Println(rs.URL)
 	bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin

@@ -467,8 +467,10 @@ Examples:
 			&cli.Float64Flag{Name: "slow-first-byte-rate", Usage: "share of requests whose response headers are delayed by --slow-first-byte-for"},
 			&cli.DurationFlag{Name: "slow-first-byte-for", Value: def.SlowFirstByteFor, Usage: "delay of a slow first byte"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed for fault injection, early stops and generated text"},
+			&cli.Int64Flag{Name: "gc-memory-limit", Value: 1 << 30, Usage: "collect garbage only when the heap reaches this many bytes, so GC does not stall engine iterations (0: Go's default)"},
 		},
 		Action: func(c *cli.Context) error {
+			sim.LatencyGC(c.Int64("gc-memory-limit"))
 			opts, err := simOptions(c)
 			if err != nil {
 				return cli.Exit(err.Error(), 2)

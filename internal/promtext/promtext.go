@@ -31,6 +31,13 @@ func (h *Histogram) Observe(v float64) {
 	h.n++
 }
 
+// Clone returns an independent copy.
+func (h *Histogram) Clone() Histogram {
+	c := *h
+	c.counts = slices.Clone(h.counts)
+	return c
+}
+
 // Count returns the number of observations.
 func (h *Histogram) Count() uint64 { return h.n }
 

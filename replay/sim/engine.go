@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/servetrace/servetrace/internal/promtext"
 )
 
 // CostModel gives the duration of one engine iteration from what it
@@ -177,15 +179,16 @@ func (c *kvCache) release(b *block) {
 
 // engineStats are read by /metrics; the engine writes them under mu.
 type engineStats struct {
-	running, waiting       int
-	kvUsage                float64
-	prefixQueries          uint64 // prompt tokens looked up in the prefix cache
-	prefixHits             uint64 // of those, tokens found
-	preemptions            uint64
-	aborted                uint64
-	iterations             uint64
-	overrunsNs             []int64 // iteration overruns of the last window, for the benchmark
-	promptTokens, genToken uint64
+	running, waiting int
+	kvUsage          float64
+	prefixQueries    uint64 // prompt tokens looked up in the prefix cache
+	prefixHits       uint64 // of those, tokens found
+	preemptions      uint64
+	aborted          uint64
+	iterations       uint64
+	// overrun is how late iterations ended past their planned end: the
+	// simulator's own health (a saturated simulator is not a slow model).
+	overrun promtext.Histogram
 }
 
 // engine runs the batching loop in its own goroutine.
@@ -212,6 +215,7 @@ type engine struct {
 func newEngine(o EngineOptions) *engine {
 	e := &engine{opts: o, kv: newKVCache(o.KVBlocks), submitC: make(chan *seq, 1024), abortC: make(chan *seq, 1024),
 		stopC: make(chan struct{}), seed: maphash.MakeSeed(), waiting: list.New()}
+	e.stats.overrun = promtext.NewHistogram(1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 7.5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1)
 	e.wg.Go(e.loop)
 	return e
 }
@@ -449,9 +453,7 @@ func (e *engine) iterate() {
 	e.commit(&p)
 	e.mu.Lock()
 	e.stats.iterations++
-	if len(e.stats.overrunsNs) < 1<<16 {
-		e.stats.overrunsNs = append(e.stats.overrunsNs, int64(overrun))
-	}
+	e.stats.overrun.Observe(overrun.Seconds())
 	e.mu.Unlock()
 	e.publish()
 }
@@ -512,11 +514,8 @@ func (e *engine) prefillChunk(s *seq, budget int) int {
 // commit applies an iteration's results and tells the handlers.
 func (e *engine) commit(p *plan) {
 	now := time.Now()
-	var gen uint64
-	var promptDone uint64
 	emit := func(s *seq) {
 		s.generated++
-		gen++
 		if s.firstAt.IsZero() {
 			s.firstAt = now
 		}
@@ -552,7 +551,6 @@ func (e *engine) commit(p *plan) {
 				}
 			}
 			if s.generated == 0 {
-				promptDone += uint64(s.promptLen)
 				emit(s) // the first token comes with the last prefill chunk
 			}
 		}
@@ -571,10 +569,6 @@ func (e *engine) commit(p *plan) {
 	}
 	clear(e.running[len(kept):])
 	e.running = kept
-	e.mu.Lock()
-	e.stats.genToken += gen
-	e.stats.promptTokens += promptDone
-	e.mu.Unlock()
 }
 
 // publish copies the gauges for /metrics.
@@ -590,7 +584,7 @@ func (e *engine) snapshot() engineStats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.stats
-	s.overrunsNs = append([]int64(nil), e.stats.overrunsNs...)
+	s.overrun = e.stats.overrun.Clone()
 	return s
 }
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -167,10 +168,16 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
 		return
 	}
+	select {
+	case s.tokenizing <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
 	var ids []int
 	for _, p := range parts {
 		ids = append(ids, s.tok.Encode(p)...)
 	}
+	<-s.tokenizing
 	promptTokens := len(ids)
 	if promptTokens+maxTokens > s.opts.MaxModelLen {
 		writeError(w, http.StatusBadRequest, "invalid_request_error",
@@ -190,7 +197,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	}
 	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, maxTokens: maxTokens, stream: req.Stream,
 		id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n), words: s.words.Words(maxTokens, n),
-		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1}
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1, created: arrived.Unix()}
 	if chat {
 		g.reasoning = int(s.opts.ReasoningRatio * float64(stopAt))
 	}
@@ -258,6 +265,10 @@ type generation struct {
 	arrived      time.Time
 	fault        string // mid-stream fault kind, if any
 	faultAt      int    // token index at which it strikes, or -1
+	created      int64
+	buf          []byte // reused for token events
+	content      []byte // reused
+	reasonBuf    []byte // reused
 }
 
 func (g *generation) usage(generated int) map[string]any {
@@ -380,24 +391,77 @@ func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, fr
 	if from == 0 && g.chat && !g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil})) {
 		return false
 	}
-	var content, reasoning strings.Builder
+	// Token events are the hot path (tens of thousands a second): render
+	// them into a reused buffer from a fixed template, not through maps and
+	// encoding/json.
+	content, reasoning := g.content[:0], g.reasonBuf[:0]
 	for i := from; i < from+n; i++ {
 		if i < g.reasoning {
-			reasoning.WriteString(g.words[i])
+			reasoning = append(reasoning, g.words[i]...)
 		} else {
-			content.WriteString(g.words[i])
+			content = append(content, g.words[i]...)
 		}
 	}
+	g.content, g.reasonBuf = content, reasoning
+	buf := g.buf[:0]
 	if !g.chat {
-		return g.send(w, flusher, g.chunk(map[string]any{"index": 0, "text": content.String() + reasoning.String(), "finish_reason": nil}))
+		buf = g.appendChunkHead(buf)
+		buf = append(buf, `{"index":0,"text":`...)
+		buf = appendJSONString(buf, content) // reasoning deltas are chat-only
+		buf = append(buf, `,"finish_reason":null}]}`+"\n\n"...)
+	} else {
+		if len(reasoning) > 0 {
+			buf = g.appendChunkHead(buf)
+			buf = append(buf, `{"index":0,"delta":{"reasoning_content":`...)
+			buf = appendJSONString(buf, reasoning)
+			buf = append(buf, `},"finish_reason":null}]}`+"\n\n"...)
+		}
+		if len(content) > 0 {
+			buf = g.appendChunkHead(buf)
+			buf = append(buf, `{"index":0,"delta":{"content":`...)
+			buf = appendJSONString(buf, content)
+			buf = append(buf, `},"finish_reason":null}]}`+"\n\n"...)
+		}
 	}
-	if reasoning.Len() > 0 && !g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{"reasoning_content": reasoning.String()}, "finish_reason": nil})) {
+	g.buf = buf
+	if _, err := w.Write(buf); err != nil {
 		return false
 	}
-	if content.Len() > 0 {
-		return g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{"content": content.String()}, "finish_reason": nil}))
+	if flusher != nil {
+		flusher.Flush()
 	}
 	return true
+}
+
+// appendChunkHead appends `data: {"id":...,"choices":[` for a chunk.
+func (g *generation) appendChunkHead(buf []byte) []byte {
+	buf = append(buf, `data: {"id":"`...)
+	buf = append(buf, g.id...)
+	buf = append(buf, `","object":"`...)
+	buf = append(buf, g.object(true)...)
+	buf = append(buf, `","created":`...)
+	buf = strconv.AppendInt(buf, g.created, 10)
+	buf = append(buf, `,"model":`...)
+	buf = appendJSONString(buf, []byte(g.model))
+	return append(buf, `,"choices":[`...)
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, everything else (UTF-8) as is.
+func appendJSONString(buf, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			buf = append(buf, '\\', c)
+		case c < 0x20:
+			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			buf = append(buf, c)
+		}
+	}
+	return append(buf, '"')
 }
 
 func (g *generation) finishStream(w http.ResponseWriter, flusher http.Flusher, total int, reason string) {

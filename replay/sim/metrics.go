@@ -86,6 +86,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", float64(es.prefixQueries))
 	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", float64(es.prefixHits))
 	counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", float64(es.preemptions))
+	promtext.Header(w, "servetrace_sim_iteration_overrun_seconds", "histogram", "How late engine iterations ended past their planned end (the simulator's own health).")
+	es.overrun.Write(w, "servetrace_sim_iteration_overrun_seconds", lbl)
 
 	m := s.metrics
 	m.mu.Lock()

@@ -18,6 +18,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +84,10 @@ type Server struct {
 	created int64
 	engine  *engine
 	metrics *simMetrics
+	// tokenizing bounds concurrent prompt tokenization, as an API server's
+	// tokenizer pool does: a burst of arrivals then waits parked instead of
+	// crowding the run queue ahead of the engine loop.
+	tokenizing chan struct{}
 
 	mu  sync.Mutex
 	rng *rand.Rand // fault and early-stop draws
@@ -141,11 +147,24 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	s := &Server{opts: opts, tok: tok, words: words, models: map[string]bool{}, created: time.Now().Unix(),
-		rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), engine: newEngine(opts.Engine), metrics: newSimMetrics()}
+		rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), engine: newEngine(opts.Engine), metrics: newSimMetrics(),
+		tokenizing: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))}
 	for _, m := range opts.Models {
 		s.models[m] = true
 	}
 	return s, nil
+}
+
+// LatencyGC makes the process collect garbage only when its heap reaches
+// limit bytes (GOGC off, a soft memory limit), so collections do not stall
+// the engine's iterations; limit 0 leaves Go's default. It sets process-wide
+// runtime state: call it from a simulator's main, not from a library user.
+func LatencyGC(limit int64) {
+	if limit <= 0 {
+		return
+	}
+	debug.SetMemoryLimit(limit)
+	debug.SetGCPercent(-1)
 }
 
 // Close stops the engine. Requests still running get no more tokens.

@@ -197,3 +197,12 @@ func TestModelsAndHealth(t *testing.T) {
 	}
 	h.Body.Close()
 }
+
+func TestAppendJSONStringRoundTrips(t *testing.T) {
+	for _, s := range []string{"", " plain", `quote " and \ backslash`, "tab\tnewline\ncr\r\x00\x1f", "ünï 東京 🚀", "</script>"} {
+		var back string
+		if err := json.Unmarshal(appendJSONString(nil, []byte(s)), &back); err != nil || back != s {
+			t.Errorf("%q: encoded %s, decoded %q, %v", s, appendJSONString(nil, []byte(s)), back, err)
+		}
+	}
+}
