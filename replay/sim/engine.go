@@ -595,9 +595,10 @@ func (e *engine) referencedBlocks() int {
 	return int(e.stats.kvUsage*float64(e.kv.total) + 0.5)
 }
 
-// sleepUntilTime sleeps to about a millisecond before t, then yields until t.
+// sleepUntilTime sleeps to about 2 ms before t (timers can wake a
+// millisecond late), then yields until t.
 func sleepUntilTime(t time.Time) {
-	if d := time.Until(t) - time.Millisecond; d > 0 {
+	if d := time.Until(t) - 2*time.Millisecond; d > 0 {
 		time.Sleep(d)
 	}
 	for time.Now().Before(t) {

@@ -192,8 +192,10 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		minTokens = *req.MinTokens
 	}
 	if !req.IgnoreEOS && minTokens < maxTokens && stopDraw < s.opts.StopRate {
+		// stopDraw/StopRate is uniform on [0, 1) given that it stops: the
+		// length is uniform on [max(min_tokens, 1), max_tokens].
 		lo := max(minTokens, 1)
-		stopAt = lo + int(float64(maxTokens-lo+1)*fault)%(maxTokens-lo+1)
+		stopAt = lo + min(int(stopDraw/s.opts.StopRate*float64(maxTokens-lo+1)), maxTokens-lo)
 	}
 	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, maxTokens: maxTokens, stream: req.Stream,
 		id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n), words: s.words.Words(maxTokens, n),
