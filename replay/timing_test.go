@@ -30,9 +30,10 @@ func skipUnderRace(t *testing.T) {
 // that answers at once, and checks that the client sent on time.
 func TestTimingOpenLoopLateness(t *testing.T) {
 	skipUnderRace(t)
+	// A 5 ms decode step: the test is about the client, and an engine with
+	// shorter iterations spends most of them yielding on one of two cores.
 	o := sim.DefaultOptions()
-	p, _ := sim.LookupPreset("zero")
-	o.Engine = p.Engine
+	o.Engine.Cost = sim.CostModel{IterBase: 5 * time.Millisecond}
 	target := startSim(t, o)
 	wl := workload(t, 400, 5*time.Millisecond)
 	run := filepath.Join(t.TempDir(), "run")

@@ -448,6 +448,9 @@ func (e *engine) iterate() {
 		return
 	}
 	end := start.Add(cost)
+	if cost == 0 {
+		runtime.Gosched() // a free iteration still lets the process's other goroutines run
+	}
 	sleepUntilTime(end)
 	overrun := time.Since(end)
 	e.commit(&p)
@@ -595,10 +598,11 @@ func (e *engine) referencedBlocks() int {
 	return int(e.stats.kvUsage*float64(e.kv.total) + 0.5)
 }
 
-// sleepUntilTime sleeps to about 2 ms before t (timers can wake a
-// millisecond late), then yields until t.
+// sleepUntilTime sleeps to about a millisecond before t (timers round up
+// to about a millisecond), then yields until t. The yielding costs CPU in
+// proportion to the iteration rate; a longer pre-wake did not help.
 func sleepUntilTime(t time.Time) {
-	if d := time.Until(t) - 2*time.Millisecond; d > 0 {
+	if d := time.Until(t) - time.Millisecond; d > 0 {
 		time.Sleep(d)
 	}
 	for time.Now().Before(t) {
