@@ -39,7 +39,7 @@ func TestExpositionParsesWithPrometheus(t *testing.T) {
 		t.Errorf("gauge %v, want 3", v)
 	}
 	hist := fams["x_latency_seconds"].GetMetric()[0].GetHistogram()
-	want := []uint64{1, 3, 4} // cumulative: <=0.1, <=1, <=10
+	want := []uint64{1, 3, 4, 5} // cumulative: <=0.1, <=1, <=10, +Inf
 	for i, bk := range hist.GetBucket() {
 		if bk.GetCumulativeCount() != want[i] {
 			t.Errorf("bucket le=%v: %d, want %d", bk.GetUpperBound(), bk.GetCumulativeCount(), want[i])
