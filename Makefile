@@ -17,9 +17,9 @@ test: vet fmt-check test-timing test-unit
 test-unit:
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 
-## test-timing: tests whose figures -race would distort (named TestTiming*), run without -race
+## test-timing: tests whose figures -race would distort (TestTiming*) and long statistical checks (TestLong*), without -race
 test-timing:
-	$(GO) test -count=1 -timeout 5m -run '^TestTiming' $(PKGS)
+	$(GO) test -count=1 -timeout 8m -run '^(TestTiming|TestLong)' $(PKGS)
 
 demo: build
 	./$(BIN) demo --out demo-out

@@ -20,6 +20,7 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,12 +38,19 @@ const (
 type Options struct {
 	// TTFTMode is TTFTFirstContent (default) or TTFTFirstChunk.
 	TTFTMode string
-	// Percentiles to report, in percent (default 50, 90, 95, 99).
+	// Percentiles to report, in percent (default 50, 90, 95, 99, 99.9).
 	Percentiles []float64
+	// Bootstrap configures the bootstrap intervals of per-request metrics
+	// (TTFT, TPOT, E2E, lateness); pooled ITL events get none, as they are
+	// correlated within each request.
+	Bootstrap BootstrapOptions
+	// Precision is the target relative half-width for the stability figures
+	// (default 0.05).
+	Precision float64
 }
 
 // DefaultPercentiles are reported when none are asked for.
-var DefaultPercentiles = []float64{50, 90, 95, 99}
+var DefaultPercentiles = []float64{50, 90, 95, 99, 99.9}
 
 // RunSummary is what run.json says about one run directory.
 type RunSummary struct {
@@ -121,6 +129,12 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 	if len(opts.Percentiles) == 0 {
 		opts.Percentiles = DefaultPercentiles
 	}
+	if opts.Precision <= 0 {
+		opts.Precision = 0.05
+	}
+	if opts.Bootstrap.Resamples <= 0 {
+		opts.Bootstrap.Resamples = 2000
+	}
 	for _, p := range opts.Percentiles {
 		if !(p > 0 && p < 100) {
 			return nil, fmt.Errorf("--percentiles: %v is not between 0 and 100 (exclusive)", p)
@@ -165,7 +179,12 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 // compute fills the report's counts, metrics and throughput from rows.
 func compute(rep *Report, rows []trace.Result, opts Options) {
 	c := Counts{Outcomes: map[string]int{}}
-	samples := map[string][]float64{}
+	samples := map[string][]float64{} // pooled per event (ITL)
+	type timedValue struct {
+		at int64
+		v  float64
+	}
+	timed := map[string][]timedValue{} // one per request, put in time order later
 	add := func(name string, v float64) { samples[name] = append(samples[name], v) }
 	var first, last int64 = -1, -1
 	var outTokens, totalTokens int64
@@ -179,7 +198,7 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 		c.Counted++
 		c.Outcomes[r.Outcome]++
 		if r.SentNs != nil {
-			add("lateness_ms", nsToMs(*r.SentNs-r.AdmittedNs))
+			timed["lateness_ms"] = append(timed["lateness_ms"], timedValue{*r.SentNs, nsToMs(*r.SentNs - r.AdmittedNs)})
 		}
 		if r.Outcome != trace.OutcomeOK || r.SentNs == nil || r.DoneNs == nil {
 			continue
@@ -195,8 +214,9 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 			prompt = *r.UsagePromptTokens
 		}
 		totalTokens += prompt + r.ObservedOutputTokens
-		add("e2e_ms", nsToMs(done-sent))
-		add("e2e_from_scheduled_ms", nsToMs(done-r.ScheduledNs))
+		perRequest := func(name string, v float64) { timed[name] = append(timed[name], timedValue{sent, v}) }
+		perRequest("e2e_ms", nsToMs(done-sent))
+		perRequest("e2e_from_scheduled_ms", nsToMs(done-r.ScheduledNs))
 		ttftAt := r.FirstTokenNs
 		if opts.TTFTMode == TTFTFirstChunk {
 			ttftAt = r.FirstChunkNs
@@ -207,22 +227,46 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 			}
 			continue
 		}
-		add("ttft_ms", nsToMs(*ttftAt-sent))
-		add("ttft_from_scheduled_ms", nsToMs(*ttftAt-r.ScheduledNs))
+		perRequest("ttft_ms", nsToMs(*ttftAt-sent))
+		perRequest("ttft_from_scheduled_ms", nsToMs(*ttftAt-r.ScheduledNs))
 		for j := 1; j < len(r.TokenTimesNs); j++ {
 			add("itl_ms", nsToMs(r.TokenTimesNs[j]-r.TokenTimesNs[j-1]))
 		}
 		if r.FirstTokenNs != nil && r.ObservedOutputTokens > 1 {
-			add("tpot_ms", nsToMs(done-*r.FirstTokenNs)/float64(r.ObservedOutputTokens-1))
+			perRequest("tpot_ms", nsToMs(done-*r.FirstTokenNs)/float64(r.ObservedOutputTokens-1))
 		}
 	}
 	if c.Counted > 0 {
 		c.SuccessRate = float64(c.Outcomes[trace.OutcomeOK]) / float64(c.Counted)
 	}
 	rep.Requests = c
-	for _, name := range slices.Sorted(maps.Keys(samples)) {
-		d := Summarize(samples[name], opts.Percentiles)
-		rep.Metrics[name] = d
+	for name, tv := range timed {
+		slices.SortStableFunc(tv, func(a, b timedValue) int { return cmp.Compare(a.at, b.at) })
+		vals := make([]float64, len(tv))
+		for i, x := range tv {
+			vals[i] = x.v
+		}
+		rep.Metrics[name] = SummarizeBootstrap(vals, opts.Percentiles, opts.Bootstrap, opts.Precision)
+	}
+	for name, v := range samples {
+		rep.Metrics[name] = Summarize(v, opts.Percentiles)
+	}
+	for _, name := range slices.Sorted(maps.Keys(rep.Metrics)) {
+		d := rep.Metrics[name]
+		if name == "ttft_ms" || name == "e2e_ms" {
+			// Stability of the highest percentile that can be bounded.
+			for i := len(d.Quantiles) - 1; i >= 0; i-- {
+				q := d.Quantiles[i]
+				if q.CIHi == nil || q.RelHalfWidth == nil {
+					continue
+				}
+				if *q.RelHalfWidth > opts.Precision {
+					rep.Notes = append(rep.Notes, fmt.Sprintf("%s p%g is known to ±%.0f%% (bootstrap); ±%.0f%% needs about %d samples, %d here",
+						name, q.P, 100**q.RelHalfWidth, 100*opts.Precision, *q.NeededN, d.N))
+				}
+				break
+			}
+		}
 		for _, q := range d.Quantiles {
 			if q.CIHi == nil && (name == "ttft_ms" || name == "e2e_ms") {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s p%g: %d samples cannot bound its upper end (a 95%% interval needs at least %d): treat it as a floor",

@@ -83,11 +83,23 @@ type Quantile struct {
 	// sample is too small to bound that side.
 	CILo *float64 `json:"ci95_lo"`
 	CIHi *float64 `json:"ci95_hi"`
+	// BootLo and BootHi bound the 95% bootstrap interval (moving blocks when
+	// the series is correlated in time); nil where none was computed.
+	BootLo *float64 `json:"bootstrap_ci95_lo,omitempty"`
+	BootHi *float64 `json:"bootstrap_ci95_hi,omitempty"`
+	// RelHalfWidth is the bootstrap interval's half-width over the value;
+	// NeededN is about how many samples a half-width of Options.Precision
+	// needs (half-widths shrink as 1/√n).
+	RelHalfWidth *float64 `json:"rel_half_width,omitempty"`
+	NeededN      *int     `json:"samples_for_precision,omitempty"`
 }
 
 // Distribution summarises one metric's samples.
 type Distribution struct {
-	N         int        `json:"n"`
+	N int `json:"n"`
+	// Block is the bootstrap's block length in samples (1: independent
+	// resampling; 0: no bootstrap for this metric).
+	Block     int        `json:"bootstrap_block,omitempty"`
 	Mean      float64    `json:"mean"`
 	Max       float64    `json:"max"`
 	Quantiles []Quantile `json:"percentiles"`
@@ -116,6 +128,49 @@ func Summarize(x []float64, percentiles []float64) Distribution {
 			q.CIHi = new(x[hi-1])
 		}
 		d.Quantiles = append(d.Quantiles, q)
+	}
+	return d
+}
+
+// SummarizeBootstrap is Summarize plus, for each percentile, a bootstrap
+// interval from o (blocks chosen from the data unless o.Block says
+// otherwise) and the stability figures for a target relative half-width
+// precision. timeOrdered holds the values in the order they happened.
+func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o BootstrapOptions, precision float64) Distribution {
+	d := Summarize(slices.Clone(timeOrdered), percentiles)
+	if len(timeOrdered) < 2 || len(percentiles) == 0 {
+		return d
+	}
+	order := make([]int, len(percentiles))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		switch {
+		case percentiles[a] < percentiles[b]:
+			return -1
+		case percentiles[a] > percentiles[b]:
+			return 1
+		}
+		return 0
+	})
+	ps := make([]float64, len(order))
+	for k, i := range order {
+		ps[k] = percentiles[i] / 100
+	}
+	est, block := newSample(timeOrdered).replicates(timeOrdered, ps, o)
+	d.Block = block
+	for k, i := range order {
+		lo, hi := interval(est[k], 0.95)
+		q := &d.Quantiles[i]
+		q.BootLo, q.BootHi = new(lo), new(hi)
+		if q.Value > 0 {
+			rel := (hi - lo) / 2 / q.Value
+			q.RelHalfWidth = new(rel)
+			if precision > 0 {
+				q.NeededN = new(int(math.Ceil(float64(d.N) * (rel / precision) * (rel / precision))))
+			}
+		}
 	}
 	return d
 }

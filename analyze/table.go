@@ -64,6 +64,30 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(tw, "%s\t\n", num(d.Max))
 	}
 	tw.Flush()
+	// Bootstrap intervals of the per-request metrics.
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := false
+	for _, name := range MetricOrder {
+		d, ok := rep.Metrics[name]
+		if !ok || d.Block == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprint(&b, "\nbootstrap 95% intervals (moving blocks of the given length, in requests; 1 = independent)\n")
+			fmt.Fprint(tw, "metric\tblock\t")
+			for _, q := range d.Quantiles {
+				fmt.Fprintf(tw, "p%g\t", q.P)
+			}
+			fmt.Fprint(tw, "\n")
+			header = true
+		}
+		fmt.Fprintf(tw, "%s\t%d\t", strings.TrimSuffix(name, "_ms"), d.Block)
+		for _, q := range d.Quantiles {
+			fmt.Fprintf(tw, "[%s, %s]\t", bound(q.BootLo), bound(q.BootHi))
+		}
+		fmt.Fprint(tw, "\n")
+	}
+	tw.Flush()
 	b.WriteString("\n")
 	for _, name := range MetricOrder {
 		if _, ok := rep.Metrics[name]; ok {

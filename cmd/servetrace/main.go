@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -585,8 +586,11 @@ func analyzeCmd() *cli.Command {
 		Name:      "analyze",
 		Usage:     "report latency, throughput and outcomes of one or more runs",
 		ArgsUsage: "RUN_DIR...",
-		Description: `Every percentile comes with its sample count and a 95% distribution-free
-interval from order statistics; a bound the sample cannot give is shown as —.
+		Description: `Every percentile comes with its sample count, a 95% distribution-free
+interval from order statistics (a bound the sample cannot give is shown as —)
+and, for per-request metrics, a 95% bootstrap interval: moving blocks of
+requests when latencies are correlated in time, seeded and reproducible. The
+notes say how many samples a tail percentile would need for --precision.
 Several run directories are pooled.
 
 Example:
@@ -595,7 +599,11 @@ Example:
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk (first-chunk counts a role-only chunk, as vllm bench does)"},
-			&cli.StringFlag{Name: "percentiles", Value: "50,90,95,99", Usage: "comma-separated percentiles"},
+			&cli.StringFlag{Name: "percentiles", Value: "50,90,95,99,99.9", Usage: "comma-separated percentiles"},
+			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed (same seed, same intervals)"},
+			&cli.StringFlag{Name: "block", Value: "auto", Usage: "bootstrap block length in requests: auto (from the autocorrelation) or N (1 = independent)"},
+			&cli.Float64Flag{Name: "precision", Value: 0.05, Usage: "target relative half-width for the 'samples needed' figures"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
@@ -605,7 +613,19 @@ Example:
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
-			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts})
+			block := analyze.BlockAuto
+			if b := c.String("block"); b != "auto" {
+				n, err := strconv.Atoi(b)
+				if err != nil || n < 1 {
+					return cli.Exit(fmt.Sprintf("--block %q: use auto or a positive number of requests", b), 2)
+				}
+				block = n
+			}
+			if c.Int("resamples") < 100 || c.Float64("precision") <= 0 || c.Float64("precision") >= 1 {
+				return cli.Exit("--resamples must be at least 100 and --precision within (0, 1), e.g. --precision 0.05", 2)
+			}
+			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
+				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision")})
 			if err != nil {
 				return err
 			}
