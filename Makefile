@@ -18,8 +18,12 @@ test-unit:
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 
 ## test-timing: tests whose figures -race would distort (TestTiming*) and long statistical checks (TestLong*), without -race
+## Timing figures are measured on a 2-core machine: a burst of unrelated load
+## can spoil one run, so a failing set is rerun once (and says so); a real
+## regression fails twice.
+TIMING := $(GO) test -count=1 -timeout 8m -run '^(TestTiming|TestLong)' $(PKGS)
 test-timing:
-	$(GO) test -count=1 -timeout 8m -run '^(TestTiming|TestLong)' $(PKGS)
+	@$(TIMING) || { echo "test-timing: a timing test failed; rerunning the timing tests once"; $(TIMING); }
 
 demo: build
 	./$(BIN) demo --out demo-out
