@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,11 +21,18 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
+// skipUnderRace skips timing tests under -race and otherwise measures as
+// the replay command runs: GOGC 400 (servetrace replay sets it), starting
+// from a collected heap so garbage of earlier tests is not collected during
+// the measurement.
 func skipUnderRace(t *testing.T) {
 	t.Helper()
 	if raceEnabled {
 		t.Skip("timing figures are distorted by -race; run by make test-timing")
 	}
+	runtime.GC()
+	old := debug.SetGCPercent(400)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
 }
 
 // TestTimingOpenLoopLateness replays 200 req/s for 2 s against a simulator

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -303,6 +304,10 @@ Examples:
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
+			// The pacer shares the process with everything that allocates
+			// per request; fewer, larger collections keep GC work from
+			// showing up as send lateness. This process only replays.
+			debug.SetGCPercent(400)
 			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
 			if err != nil {
 				return err
