@@ -32,6 +32,43 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
+// startFastSim serves a simulator with 1 ms iterations for CLI tests.
+func startFastSim(t *testing.T, mod func(*sim.Options)) string {
+	t.Helper()
+	o := sim.DefaultOptions()
+	o.Engine.Cost = sim.CostModel{IterBase: time.Millisecond}
+	if mod != nil {
+		mod(&o)
+	}
+	s, err := sim.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Start("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return rs.URL
+}
+
+// workloadViaCLI converts a bundled dataset, fits it and generates duration
+// of workload through the CLI, into dir; it returns the workload directory.
+func workloadViaCLI(t *testing.T, dir, dataset, duration string) string {
+	t.Helper()
+	wl := filepath.Join(dir, "wl")
+	for _, step := range [][]string{
+		{"convert", dataset, "--out", filepath.Join(dir, "trace")},
+		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "m.json")},
+		{"generate", filepath.Join(dir, "m.json"), "--duration", duration, "--out", wl},
+	} {
+		if code, _, errOut := runCLI(t, step...); code != 0 {
+			t.Fatalf("%v: %s", step, errOut)
+		}
+	}
+	return wl
+}
+
 func writeFile(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -62,16 +99,7 @@ func TestBadInputGivesOneLineErrorAndNoParquet(t *testing.T) {
 	truncated := writeFile(t, dir, "trunc.jsonl", []byte(`{"timestamp": 0, "input_len`))
 	notModel := writeFile(t, dir, "model.json", []byte(`{"hello": 1}`))
 	// A real workload, for the replay case.
-	wl := filepath.Join(dir, "wl")
-	if code, _, errOut := runCLI(t, "convert", "azure-code-2023", "--out", filepath.Join(dir, "tr")); code != 0 {
-		t.Fatal(errOut)
-	}
-	if code, _, errOut := runCLI(t, "fit", filepath.Join(dir, "tr"), "--out", filepath.Join(dir, "m.json")); code != 0 {
-		t.Fatal(errOut)
-	}
-	if code, _, errOut := runCLI(t, "generate", filepath.Join(dir, "m.json"), "--duration", "5s", "--out", wl); code != 0 {
-		t.Fatal(errOut)
-	}
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "5s")
 
 	cases := []struct {
 		name string
@@ -251,28 +279,13 @@ func TestHoistFlags(t *testing.T) {
 
 func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
 	dir := t.TempDir()
-	o := sim.DefaultOptions()
-	o.Engine.Cost = sim.CostModel{IterBase: time.Millisecond}
-	s, _ := sim.New(o)
-	rs, err := s.Start("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	for _, step := range [][]string{
-		{"convert", "azure-code-2023", "--out", filepath.Join(dir, "trace")},
-		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "m.json")},
-		{"generate", filepath.Join(dir, "m.json"), "--duration", "30s", "--out", filepath.Join(dir, "wl")},
-	} {
-		if code, _, errOut := runCLI(t, step...); code != 0 {
-			t.Fatal(errOut)
-		}
-	}
+	target := startFastSim(t, nil)
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "30s")
 	// Cancelling the context is what SIGINT does through signal.NotifyContext.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"servetrace", "replay", filepath.Join(dir, "wl"), "--target", rs.URL, "--out", filepath.Join(dir, "run")}, &stdout, &stderr)
+	code := run(ctx, []string{"servetrace", "replay", wl, "--target", target, "--out", filepath.Join(dir, "run")}, &stdout, &stderr)
 	if code != 130 || !strings.Contains(stderr.String(), "replay incomplete") {
 		t.Fatalf("exit %d, stderr %q; want 130 and a note that the replay is incomplete", code, stderr.String())
 	}
@@ -284,26 +297,11 @@ func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
 
 func TestSecretsNeverReachTheRunDir(t *testing.T) {
 	dir := t.TempDir()
-	o := sim.DefaultOptions()
-	o.Engine.Cost = sim.CostModel{IterBase: time.Millisecond}
-	s, _ := sim.New(o)
-	rs, err := s.Start("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	for _, step := range [][]string{
-		{"convert", "mooncake-synthetic", "--out", filepath.Join(dir, "trace")},
-		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "m.json")},
-		{"generate", filepath.Join(dir, "m.json"), "--duration", "5s", "--out", filepath.Join(dir, "wl")},
-	} {
-		if code, _, errOut := runCLI(t, step...); code != 0 {
-			t.Fatal(errOut)
-		}
-	}
+	target := startFastSim(t, nil)
+	wl := workloadViaCLI(t, dir, "mooncake-synthetic", "5s")
 	const key, secret = "sk-test-KEY-8f3a", "hdr-SECRET-19c2"
 	t.Setenv("MY_KEY", key)
-	code, _, errOut := runCLI(t, "replay", filepath.Join(dir, "wl"), "--target", rs.URL, "--speed", "50",
+	code, _, errOut := runCLI(t, "replay", wl, "--target", target, "--speed", "50",
 		"--api-key-env", "MY_KEY", "--header", "X-Tenant-Token="+secret, "--out", filepath.Join(dir, "run"))
 	if code != 0 {
 		t.Fatal(errOut)
@@ -318,7 +316,7 @@ func TestSecretsNeverReachTheRunDir(t *testing.T) {
 		}
 		return nil
 	})
-	if code, _, errOut := runCLI(t, "replay", filepath.Join(dir, "wl"), "--api-key-env", "NOT_SET_ANYWHERE", "--out", filepath.Join(dir, "r2")); code == 0 || !strings.Contains(errOut, "NOT_SET_ANYWHERE") {
+	if code, _, errOut := runCLI(t, "replay", wl, "--api-key-env", "NOT_SET_ANYWHERE", "--out", filepath.Join(dir, "r2")); code == 0 || !strings.Contains(errOut, "NOT_SET_ANYWHERE") {
 		t.Errorf("unset key variable: exit %d, %s", code, errOut)
 	}
 }
@@ -448,16 +446,10 @@ func TestReplayFlagsReachTheServer(t *testing.T) {
 	}
 	go srv.Serve(ln)
 	defer srv.Close()
-	for _, step := range [][]string{
-		{"convert", "azure-code-2023", "--out", filepath.Join(dir, "trace")},
-		{"fit", filepath.Join(dir, "trace"), "--out", filepath.Join(dir, "m.json")},
-		{"generate", filepath.Join(dir, "m.json"), "--duration", "3s", "--out", filepath.Join(dir, "wl")},
-		{"replay", filepath.Join(dir, "wl"), "--target", "http://" + ln.Addr().String(), "--http", "2", "--force-output-len",
-			"--model", "mapped", "--speed", "10", "--out", filepath.Join(dir, "run")},
-	} {
-		if code, _, errOut := runCLI(t, step...); code != 0 {
-			t.Fatalf("%v: %s", step, errOut)
-		}
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "3s")
+	if code, _, errOut := runCLI(t, "replay", wl, "--target", "http://"+ln.Addr().String(), "--http", "2", "--force-output-len",
+		"--model", "mapped", "--speed", "10", "--out", filepath.Join(dir, "run")); code != 0 {
+		t.Fatal(errOut)
 	}
 	if len(bodies) == 0 {
 		t.Fatal("no request reached the server")
