@@ -47,6 +47,9 @@ type Options struct {
 	// Precision is the target relative half-width for the stability figures
 	// (default 0.05).
 	Precision float64
+	// SLO, when set, adds goodput: requests that succeeded and met every
+	// objective.
+	SLO SLO
 }
 
 // DefaultPercentiles are reported when none are asked for.
@@ -75,6 +78,7 @@ type Report struct {
 	// Metrics maps a metric name (ttft_ms, ...) to its distribution.
 	Metrics    map[string]Distribution `json:"metrics"`
 	Throughput Throughput              `json:"throughput"`
+	Goodput    *Goodput                `json:"goodput,omitempty"`
 	// Notes are warnings a reader must see: an incomplete run, a saturated
 	// client, percentiles the sample cannot bound.
 	Notes []string `json:"notes,omitempty"`
@@ -188,6 +192,7 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 	add := func(name string, v float64) { samples[name] = append(samples[name], v) }
 	var first, last int64 = -1, -1
 	var outTokens, totalTokens int64
+	met := 0
 	for i := range rows {
 		r := &rows[i]
 		c.Total++
@@ -225,6 +230,9 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 			if !r.Stream {
 				c.NotStreamed++
 			}
+			if opts.SLO.meets(0, 0, nsToMs(done-sent), false, false) {
+				met++
+			}
 			continue
 		}
 		perRequest("ttft_ms", nsToMs(*ttftAt-sent))
@@ -232,8 +240,13 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 		for j := 1; j < len(r.TokenTimesNs); j++ {
 			add("itl_ms", nsToMs(r.TokenTimesNs[j]-r.TokenTimesNs[j-1]))
 		}
+		tpot, hasTPOT := 0.0, false
 		if r.FirstTokenNs != nil && r.ObservedOutputTokens > 1 {
-			perRequest("tpot_ms", nsToMs(done-*r.FirstTokenNs)/float64(r.ObservedOutputTokens-1))
+			tpot, hasTPOT = nsToMs(done-*r.FirstTokenNs)/float64(r.ObservedOutputTokens-1), true
+			perRequest("tpot_ms", tpot)
+		}
+		if opts.SLO.meets(nsToMs(*ttftAt-sent), tpot, nsToMs(done-sent), true, hasTPOT) {
+			met++
 		}
 	}
 	if c.Counted > 0 {
@@ -281,6 +294,16 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 		span := float64(last-first) / 1e9
 		rep.Throughput = Throughput{DurationS: span, RequestsPerS: float64(c.Outcomes[trace.OutcomeOK]) / span,
 			OutputTokensPerS: float64(outTokens) / span, TotalTokensPerS: float64(totalTokens) / span}
+	}
+	if !opts.SLO.Empty() {
+		g := &Goodput{SLO: opts.SLO, Eligible: c.Counted, Met: met, ErrorBudgetUsed: c.Counted - met}
+		if c.Counted > 0 {
+			g.MetShare = float64(met) / float64(c.Counted)
+		}
+		if span := rep.Throughput.DurationS; span > 0 {
+			g.RequestsPerS, g.CI95 = float64(met)/span, poissonRateCI(met, span)
+		}
+		rep.Goodput = g
 	}
 }
 

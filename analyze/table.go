@@ -35,6 +35,10 @@ func WriteTable(w io.Writer, rep *Report) error {
 	b.WriteString("\n")
 	t := rep.Throughput
 	fmt.Fprintf(&b, "throughput (ok requests, %.1f s): %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", t.DurationS, t.RequestsPerS, t.OutputTokensPerS, t.TotalTokensPerS)
+	if g := rep.Goodput; g != nil {
+		fmt.Fprintf(&b, "goodput (ok and %s): %.2f req/s [95%% %.2f, %.2f]; %d of %d requests met it (%.1f%%), error budget used %d\n",
+			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], g.Met, g.Eligible, 100*g.MetShare, g.ErrorBudgetUsed)
+	}
 	fmt.Fprintf(&b, "latency in ms; TTFT mode %s; [95%% order-statistic interval]\n\n", rep.TTFTMode)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -116,4 +120,18 @@ func bound(p *float64) string {
 		return "—"
 	}
 	return num(*p)
+}
+
+func sloText(s SLO) string {
+	var parts []string
+	if s.TTFT > 0 {
+		parts = append(parts, "TTFT <= "+s.TTFT.String())
+	}
+	if s.TPOT > 0 {
+		parts = append(parts, "TPOT <= "+s.TPOT.String())
+	}
+	if s.E2E > 0 {
+		parts = append(parts, "E2E <= "+s.E2E.String())
+	}
+	return strings.Join(parts, ", ")
 }

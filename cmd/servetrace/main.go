@@ -600,7 +600,8 @@ Several run directories are pooled.
 
 Example:
    servetrace analyze runs/a
-   servetrace analyze runs/a --json --percentiles 50,99,99.9 --ttft-mode first-chunk`,
+   servetrace analyze runs/a --json --percentiles 50,99,99.9 --ttft-mode first-chunk
+   servetrace analyze runs/a --slo ttft=800ms,tpot=50ms`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk (first-chunk counts a role-only chunk, as vllm bench does)"},
@@ -609,6 +610,7 @@ Example:
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed (same seed, same intervals)"},
 			&cli.StringFlag{Name: "block", Value: "auto", Usage: "bootstrap block length in requests: auto (from the autocorrelation) or N (1 = independent)"},
 			&cli.Float64Flag{Name: "precision", Value: 0.05, Usage: "target relative half-width for the 'samples needed' figures"},
+			&cli.StringFlag{Name: "slo", Usage: "objectives for goodput, e.g. ttft=800ms,tpot=50ms,e2e=10s"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
@@ -629,8 +631,13 @@ Example:
 			if c.Int("resamples") < 100 || c.Float64("precision") <= 0 || c.Float64("precision") >= 1 {
 				return cli.Exit("--resamples must be at least 100 and --precision within (0, 1), e.g. --precision 0.05", 2)
 			}
+			slo, err := analyze.ParseSLO(c.String("slo"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
 			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
-				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision")})
+				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
+				SLO: slo})
 			if err != nil {
 				return err
 			}
