@@ -181,6 +181,7 @@ func (c *kvCache) release(b *block) {
 type engineStats struct {
 	running, waiting int
 	kvUsage          float64
+	usedBlocks       int    // blocks referenced by a sequence
 	prefixQueries    uint64 // prompt tokens looked up in the prefix cache
 	prefixHits       uint64 // of those, tokens found
 	preemptions      uint64
@@ -410,7 +411,7 @@ func (e *engine) iterate() {
 		if budget <= 0 {
 			break
 		}
-		if s.computed < s.target && !containsSeq(p.decodes, s) {
+		if s.computed < s.target { // still prefilling, so not among the decodes
 			if chunk := e.prefillChunk(s, budget); chunk > 0 {
 				p.prefills, p.chunks = append(p.prefills, s), append(p.chunks, chunk)
 				budget -= chunk
@@ -459,15 +460,6 @@ func (e *engine) iterate() {
 	e.stats.overrun.Observe(overrun.Seconds())
 	e.mu.Unlock()
 	e.publish()
-}
-
-func containsSeq(list []*seq, s *seq) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // admit takes prefix-cache hits for a new (or preempted) sequence and
@@ -579,6 +571,7 @@ func (e *engine) publish() {
 	e.mu.Lock()
 	e.stats.running, e.stats.waiting = len(e.running), int(e.waitingN.Load())
 	e.stats.kvUsage = float64(e.kv.used) / float64(e.kv.total)
+	e.stats.usedBlocks = e.kv.used
 	e.mu.Unlock()
 }
 
@@ -591,11 +584,11 @@ func (e *engine) snapshot() engineStats {
 	return s
 }
 
-// referencedBlocks counts blocks in use; for tests, from the engine's view.
+// referencedBlocks counts blocks in use, as last published by the engine.
 func (e *engine) referencedBlocks() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return int(e.stats.kvUsage*float64(e.kv.total) + 0.5)
+	return e.stats.usedBlocks
 }
 
 // sleepUntilTime sleeps to about a millisecond before t (timers round up
