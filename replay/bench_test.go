@@ -65,6 +65,7 @@ func BenchmarkScheduleLag(b *testing.B) {
 // the machine. Reported as max-rate-rps; each step replays 3 s.
 func BenchmarkOpenLoopMaxRate(b *testing.B) {
 	url := startSimChild(b, nil)
+	defer TuneGC()() // as servetrace replay runs
 	best := 0.0
 	for b.Loop() {
 		for _, rate := range []float64{500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000} {

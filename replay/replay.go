@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -575,4 +576,17 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // newRunID returns a sortable, unique run id: UTC time plus random bits.
 func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + randomHex(3)
+}
+
+// ReplayGCPercent is the GOGC a replay process runs with: fewer, larger
+// collections keep GC work (results parts are encoded mid-run) from showing
+// up as send lateness.
+const ReplayGCPercent = 400
+
+// TuneGC sets GOGC to ReplayGCPercent for a process that replays and returns
+// a function that restores the previous setting. It changes process-wide
+// runtime state: call it where the process is owned (a command, a test).
+func TuneGC() (restore func()) {
+	old := debug.SetGCPercent(ReplayGCPercent)
+	return func() { debug.SetGCPercent(old) }
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,7 +21,7 @@ import (
 )
 
 // skipUnderRace skips timing tests under -race and otherwise measures as
-// the replay command runs: GOGC 400 (servetrace replay sets it), starting
+// the replay command runs (TuneGC), starting
 // from a collected heap so garbage of earlier tests is not collected during
 // the measurement.
 func skipUnderRace(t *testing.T) {
@@ -31,8 +30,7 @@ func skipUnderRace(t *testing.T) {
 		t.Skip("timing figures are distorted by -race; run by make test-timing")
 	}
 	runtime.GC()
-	old := debug.SetGCPercent(400)
-	t.Cleanup(func() { debug.SetGCPercent(old) })
+	t.Cleanup(TuneGC())
 }
 
 // TestTimingOpenLoopLateness replays 200 req/s for 2 s against a simulator

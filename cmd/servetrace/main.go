@@ -13,7 +13,6 @@ import (
 	"maps"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -304,10 +303,7 @@ Examples:
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
-			// The pacer shares the process with everything that allocates
-			// per request; fewer, larger collections keep GC work from
-			// showing up as send lateness. This process only replays.
-			debug.SetGCPercent(400)
+			defer replay.TuneGC()() // this process only replays
 			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
 			if err != nil {
 				return err
