@@ -289,3 +289,24 @@ func TestConnectionsAreReused(t *testing.T) {
 		}
 	}
 }
+
+// replayTo replays wl against target with default options (adjusted by mod)
+// into a fresh run dir and returns the results and run.json.
+func replayTo(t *testing.T, target, wl string, mod func(*Options)) ([]trace.Result, *trace.RunInfo) {
+	t.Helper()
+	run := filepath.Join(t.TempDir(), "run")
+	opts := DefaultOptions()
+	opts.Target = target
+	if mod != nil {
+		mod(&opts)
+	}
+	info, err := Run(context.Background(), wl, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadResults(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, info
+}

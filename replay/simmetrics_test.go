@@ -1,9 +1,7 @@
 package replay
 
 import (
-	"context"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,13 +19,7 @@ func TestSimMetricsEqualClientRecords(t *testing.T) {
 	o.FailRate, o.StreamErrorRate, o.Seed = 0.1, 0.1, 11
 	target := startSim(t, o)
 	wl := workload(t, 150, 3*time.Millisecond)
-	run := filepath.Join(t.TempDir(), "run")
-	opts := DefaultOptions()
-	opts.Target = target
-	if _, err := Run(context.Background(), wl, run, opts); err != nil {
-		t.Fatal(err)
-	}
-	rows, _ := trace.ReadResults(run)
+	rows, _ := replayTo(t, target, wl, nil)
 	var ok, streamErr, prompt, gen float64
 	for _, r := range rows {
 		switch r.Outcome {

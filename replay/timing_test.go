@@ -43,13 +43,7 @@ func TestTimingOpenLoopLateness(t *testing.T) {
 	o.Engine.Cost = sim.CostModel{IterBase: 5 * time.Millisecond}
 	target := startSim(t, o)
 	wl := workload(t, 400, 5*time.Millisecond)
-	run := filepath.Join(t.TempDir(), "run")
-	opts := DefaultOptions()
-	opts.Target = target
-	info, err := Run(context.Background(), wl, run, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows, info := replayTo(t, target, wl, nil)
 	t.Logf("lateness p50 %.3f ms p99 %.3f ms max %.3f ms; offered %.1f/s achieved %.1f/s",
 		info.Lateness.P50Ms, info.Lateness.P99Ms, info.Lateness.MaxMs, info.OfferedRate, info.AchievedRate)
 	if info.ClientSaturated || info.Lateness.P99Ms > 5 {
@@ -59,7 +53,6 @@ func TestTimingOpenLoopLateness(t *testing.T) {
 		t.Errorf("achieved %.1f req/s vs offered %.1f", info.AchievedRate, info.OfferedRate)
 	}
 	// Sent times follow the schedule, not the responses.
-	rows, _ := trace.ReadResults(run)
 	for _, r := range rows {
 		if r.SentNs == nil || *r.SentNs < r.ScheduledNs {
 			t.Fatalf("request %s sent at %v before its schedule %d", r.RequestID, r.SentNs, r.ScheduledNs)
@@ -76,13 +69,7 @@ func TestTimingTokenPacing(t *testing.T) {
 	o.Engine.Cost = sim.CostModel{IterBase: 10 * time.Millisecond}
 	target := startSim(t, o)
 	wl := workload(t, 20, 20*time.Millisecond)
-	run := filepath.Join(t.TempDir(), "run")
-	opts := DefaultOptions()
-	opts.Target = target
-	if _, err := Run(context.Background(), wl, run, opts); err != nil {
-		t.Fatal(err)
-	}
-	rows, _ := trace.ReadResults(run)
+	rows, _ := replayTo(t, target, wl, nil)
 	var itl, ttft []float64
 	for _, r := range rows {
 		ttft = append(ttft, float64(*r.FirstTokenNs-*r.SentNs)/1e6)
