@@ -7,33 +7,67 @@ import (
 	"testing"
 )
 
-// TestQuantilesOfCountsMatchExpandedResample checks the counts shortcut
-// against building the resample and taking its type-7 percentile.
-func TestQuantilesOfCountsMatchExpandedResample(t *testing.T) {
+// TestCDFStandardErrorIID checks the plain bootstrap's standard error of
+// F̂ at a quantile against the binomial truth √(F(1−F)/n).
+func TestCDFStandardErrorIID(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := range 500 {
-		n := 1 + rng.IntN(40)
-		sorted := make([]float64, n)
-		for i := range sorted {
-			sorted[i] = float64(rng.IntN(10)) // ties on purpose
+	x := make([]float64, 5000)
+	for i := range x {
+		x[i] = rng.ExpFloat64()
+	}
+	for _, p := range []float64{0.5, 0.9, 0.99} {
+		se, block := newSample(x).cdfStandardErrors([]float64{p}, BootstrapOptions{Resamples: 4000, Seed: 3, Block: 1})
+		want := math.Sqrt(p * (1 - p) / 5000)
+		if block != 1 || math.Abs(se[0]/want-1) > 0.05 {
+			t.Errorf("p%v: se %.6f (block %d), want %.6f within 5%%", p, se[0], block, want)
 		}
-		slices.Sort(sorted)
-		counts := make([]int32, n)
-		for range n {
-			counts[rng.IntN(n)]++
-		}
-		var expanded []float64
-		for r, c := range counts {
-			for range c {
-				expanded = append(expanded, sorted[r])
+	}
+}
+
+// TestBlockTypesDrawMatchesEnumeration checks the multinomial draw over
+// block types against the exact bootstrap variance, computed by
+// enumerating every circular block: Var(Σ of b blocks) = b·Var(one block).
+func TestBlockTypesDrawMatchesEnumeration(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 5))
+	x := make([]float64, 301)
+	z := 0.0
+	for i := range x {
+		z = 0.8*z + rng.NormFloat64()
+		x[i] = z
+	}
+	s := newSample(x)
+	thresholds := []int32{30, 150, 290}
+	for _, l := range []int{1, 7, 40} { // 40: more types than blocks, drawn block by block
+		bt := s.blockCounts(thresholds, l)
+		// Exact mean and variance of one block's counts over the n starts.
+		n := len(x)
+		b := n / l
+		for j, th := range thresholds {
+			var sum, sum2 float64
+			for start := range n {
+				c := 0.0
+				for k := range l {
+					if s.rank[(start+k)%n] < th {
+						c++
+					}
+				}
+				sum += c
+				sum2 += c * c
 			}
-		}
-		ps := []float64{0, 0.1, 0.5, 0.9, 0.99, 1}
-		got := make([]float64, len(ps))
-		quantilesOfCounts(sorted, counts, n, ps, got)
-		for j, p := range ps {
-			if want := Percentile(expanded, p); math.Abs(got[j]-want) > 1e-12 {
-				t.Fatalf("trial %d p %v: counts give %v, expanded resample %v (sorted %v counts %v)", trial, p, got[j], want, sorted, counts)
+			mean := sum / float64(n)
+			wantVar := float64(b) * (sum2/float64(n) - mean*mean)
+			const reps = 20000
+			var got, got2 float64
+			for rep := range reps {
+				counts := make([]int64, len(thresholds))
+				bt.draw(b, rand.New(rand.NewPCG(9, uint64(rep))), counts)
+				got += float64(counts[j])
+				got2 += float64(counts[j]) * float64(counts[j])
+			}
+			gm := got / reps
+			gv := got2/reps - gm*gm
+			if math.Abs(gm-float64(b)*mean) > 0.02*float64(b)*mean+0.05 || math.Abs(gv/wantVar-1) > 0.06 {
+				t.Errorf("l=%d threshold %d: drawn mean %.3f var %.3f, exact %.3f and %.3f", l, th, gm, gv, float64(b)*mean, wantVar)
 			}
 		}
 	}
@@ -108,13 +142,8 @@ func TestLongIntervalCoverage(t *testing.T) {
 	if r := rate(bootCover); r < 0.92 || r > 0.98 {
 		t.Errorf("bootstrap interval covers %.3f, want 0.92-0.98", r)
 	}
-	// The issue asks for at least 0.85 here; the moving-block percentile
-	// interval measures about 0.82 for p99 at φ = 0.9 (about 105 effective
-	// samples) whatever the block length (58-300 tried) and about 0.83 with
-	// bias correction. What holds, and is asserted, is that blocks recover
-	// much of what the plain bootstrap loses.
-	if r, plain := rate(blockCover), rate(plainARCover); r < plain+0.15 {
-		t.Errorf("block bootstrap on AR(1) covers %.3f, plain %.3f: blocks should recover at least 15 points", r, plain)
+	if r := rate(blockCover); r < 0.85 {
+		t.Errorf("block bootstrap on AR(1) covers %.3f, want at least 0.85", r)
 	}
 	if r := rate(plainARCover); r > 0.75 {
 		t.Errorf("plain bootstrap on AR(1) covers %.3f; expected it to undercover (at most 0.75)", r)

@@ -158,14 +158,24 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 	for k, i := range order {
 		ps[k] = percentiles[i] / 100
 	}
-	est, block := newSample(timeOrdered).replicates(timeOrdered, ps, o)
+	smp := newSample(timeOrdered)
+	se, block := smp.cdfStandardErrors(ps, o)
 	d.Block = block
 	for k, i := range order {
-		lo, hi := interval(est[k], 0.95)
+		lo, hi, loOK, hiOK := smp.woodruff(ps[k], se[k], 0.95)
 		q := &d.Quantiles[i]
-		q.BootLo, q.BootHi = new(lo), new(hi)
+		if loOK {
+			q.BootLo = new(lo)
+		}
+		if !hiOK {
+			continue // the upper end is beyond the sample: no stability figure
+		}
+		q.BootHi = new(hi)
 		if q.Value > 0 {
-			rel := (hi - lo) / 2 / q.Value
+			rel := (hi - q.Value) / q.Value // one-sided when the lower end is unbounded
+			if loOK {
+				rel = (hi - lo) / 2 / q.Value
+			}
 			q.RelHalfWidth = new(rel)
 			if precision > 0 {
 				q.NeededN = new(int(math.Ceil(float64(d.N) * (rel / precision) * (rel / precision))))
