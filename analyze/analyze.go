@@ -145,7 +145,27 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		}
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Metrics: map[string]Distribution{}}
-	var rows []trace.Result
+	l, err := load(runDirs)
+	if err != nil {
+		return nil, err
+	}
+	rep.Runs, rep.Notes = l.runs, l.notes
+	compute(rep, l.rows, opts)
+	return rep, nil
+}
+
+// loaded is one or more run directories read into memory.
+type loaded struct {
+	runs  []RunSummary
+	infos []*trace.RunInfo
+	rows  []trace.Result
+	notes []string
+}
+
+// load reads the run directories' run.json and results, and notes what a
+// reader must know about each run.
+func load(runDirs []string) (*loaded, error) {
+	l := &loaded{}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
 		ri, err := trace.ReadRunInfo(dir)
@@ -156,43 +176,66 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, res...)
+		l.rows = append(l.rows, res...)
+		l.infos = append(l.infos, ri)
 		ids[ri.RunID] = true
-		rep.Runs = append(rep.Runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, Complete: ri.Complete, Reason: ri.Reason,
+		l.runs = append(l.runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, Complete: ri.Complete, Reason: ri.Reason,
 			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target,
 			Client: ri.Client})
 		if c := ri.Client; c.CPUUtilization > 0.8 || c.SchedLatencyP99Ms > 2 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("run %s: the client was busy (CPU %.0f%% of %d cores, Go scheduler latency p99 %.1f ms): token timestamps, and so ITL, may include client delay",
+			l.notes = append(l.notes, fmt.Sprintf("run %s: the client was busy (CPU %.0f%% of %d cores, Go scheduler latency p99 %.1f ms): token timestamps, and so ITL, may include client delay",
 				dir, 100*c.CPUUtilization, ri.GOMAXPROCS, c.SchedLatencyP99Ms))
 		}
 		if !ri.Complete {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("run %s is partial (%s): its figures cover only what was recorded", dir, ri.Reason))
+			l.notes = append(l.notes, fmt.Sprintf("run %s is partial (%s): its figures cover only what was recorded", dir, ri.Reason))
 		}
 		if ri.ClientSaturated {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("run %s: the client was saturated (lateness p99 %.1f ms > %.1f ms): latencies may reflect the load generator, not the server; lower the rate or use more client cores",
+			l.notes = append(l.notes, fmt.Sprintf("run %s: the client was saturated (lateness p99 %.1f ms > %.1f ms): latencies may reflect the load generator, not the server; lower the rate or use more client cores",
 				dir, ri.Lateness.P99Ms, ri.MaxLatenessMs))
 		}
 	}
 	if len(ids) > 1 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%d different run ids pooled as repeats of one configuration", len(ids)))
+		l.notes = append(l.notes, fmt.Sprintf("%d different run ids pooled as repeats of one configuration", len(ids)))
 	}
-	compute(rep, rows, opts)
-	return rep, nil
+	return l, nil
 }
 
-// compute fills the report's counts, metrics and throughput from rows.
-func compute(rep *Report, rows []trace.Result, opts Options) {
-	c := Counts{Outcomes: map[string]int{}}
-	samples := map[string][]float64{} // pooled per event (ITL)
-	type timedValue struct {
-		at int64
-		v  float64
+// timedValue is one request's value of a metric, at its send time.
+type timedValue struct {
+	at int64
+	v  float64
+}
+
+// extracted holds the per-request metric values and tallies of a set of
+// result rows.
+type extracted struct {
+	counts  Counts
+	timed   map[string][]timedValue // one per request, in time order
+	pooled  map[string][]float64    // per event (ITL)
+	first   int64                   // first send, -1 if none
+	last    int64                   // last completion
+	outTok  int64
+	totTok  int64
+	met     int     // requests meeting the SLO
+	prompts []int64 // prompt tokens sent, per successful request
+	outputs []int64 // output tokens observed, per successful request
+}
+
+// values returns a metric's per-request values in time order.
+func (x *extracted) values(name string) []float64 {
+	tv := x.timed[name]
+	vals := make([]float64, len(tv))
+	for i, t := range tv {
+		vals[i] = t.v
 	}
-	timed := map[string][]timedValue{} // one per request, put in time order later
-	add := func(name string, v float64) { samples[name] = append(samples[name], v) }
-	var first, last int64 = -1, -1
-	var outTokens, totalTokens int64
-	met := 0
+	return vals
+}
+
+// extract computes every per-request metric of rows (DESIGN.md definitions).
+func extract(rows []trace.Result, opts Options) *extracted {
+	x := &extracted{counts: Counts{Outcomes: map[string]int{}}, timed: map[string][]timedValue{}, pooled: map[string][]float64{}, first: -1, last: -1}
+	c := &x.counts
+	add := func(name string, v float64) { x.pooled[name] = append(x.pooled[name], v) }
 	for i := range rows {
 		r := &rows[i]
 		c.Total++
@@ -203,23 +246,25 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 		c.Counted++
 		c.Outcomes[r.Outcome]++
 		if r.SentNs != nil {
-			timed["lateness_ms"] = append(timed["lateness_ms"], timedValue{*r.SentNs, nsToMs(*r.SentNs - r.AdmittedNs)})
+			x.timed["lateness_ms"] = append(x.timed["lateness_ms"], timedValue{*r.SentNs, nsToMs(*r.SentNs - r.AdmittedNs)})
 		}
 		if r.Outcome != trace.OutcomeOK || r.SentNs == nil || r.DoneNs == nil {
 			continue
 		}
 		sent, done := *r.SentNs, *r.DoneNs
-		if first < 0 || sent < first {
-			first = sent
+		if x.first < 0 || sent < x.first {
+			x.first = sent
 		}
-		last = max(last, done)
-		outTokens += r.ObservedOutputTokens
+		x.last = max(x.last, done)
+		x.outTok += r.ObservedOutputTokens
 		prompt := r.PromptTokensSent
 		if r.UsagePromptTokens != nil {
 			prompt = *r.UsagePromptTokens
 		}
-		totalTokens += prompt + r.ObservedOutputTokens
-		perRequest := func(name string, v float64) { timed[name] = append(timed[name], timedValue{sent, v}) }
+		x.totTok += prompt + r.ObservedOutputTokens
+		x.prompts = append(x.prompts, r.PromptTokensSent)
+		x.outputs = append(x.outputs, r.ObservedOutputTokens)
+		perRequest := func(name string, v float64) { x.timed[name] = append(x.timed[name], timedValue{sent, v}) }
 		perRequest("e2e_ms", nsToMs(done-sent))
 		perRequest("e2e_from_scheduled_ms", nsToMs(done-r.ScheduledNs))
 		ttftAt := r.FirstTokenNs
@@ -231,7 +276,7 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 				c.NotStreamed++
 			}
 			if opts.SLO.meets(0, 0, nsToMs(done-sent), false, false) {
-				met++
+				x.met++
 			}
 			continue
 		}
@@ -246,22 +291,27 @@ func compute(rep *Report, rows []trace.Result, opts Options) {
 			perRequest("tpot_ms", tpot)
 		}
 		if opts.SLO.meets(nsToMs(*ttftAt-sent), tpot, nsToMs(done-sent), true, hasTPOT) {
-			met++
+			x.met++
 		}
 	}
+	for _, tv := range x.timed {
+		slices.SortStableFunc(tv, func(a, b timedValue) int { return cmp.Compare(a.at, b.at) })
+	}
+	return x
+}
+
+// compute fills the report's counts, metrics and throughput from rows.
+func compute(rep *Report, rows []trace.Result, opts Options) {
+	x := extract(rows, opts)
+	c, first, last, outTokens, totalTokens, met := x.counts, x.first, x.last, x.outTok, x.totTok, x.met
 	if c.Counted > 0 {
 		c.SuccessRate = float64(c.Outcomes[trace.OutcomeOK]) / float64(c.Counted)
 	}
 	rep.Requests = c
-	for name, tv := range timed {
-		slices.SortStableFunc(tv, func(a, b timedValue) int { return cmp.Compare(a.at, b.at) })
-		vals := make([]float64, len(tv))
-		for i, x := range tv {
-			vals[i] = x.v
-		}
-		rep.Metrics[name] = SummarizeBootstrap(vals, opts.Percentiles, opts.Bootstrap, opts.Precision)
+	for name := range x.timed {
+		rep.Metrics[name] = SummarizeBootstrap(x.values(name), opts.Percentiles, opts.Bootstrap, opts.Precision)
 	}
-	for name, v := range samples {
+	for name, v := range x.pooled {
 		rep.Metrics[name] = Summarize(v, opts.Percentiles)
 	}
 	for _, name := range slices.Sorted(maps.Keys(rep.Metrics)) {

@@ -173,6 +173,26 @@ type blockTypes struct {
 func (s *sample) blockCounts(thresholds []int32, l int) blockTypes {
 	n, m := len(s.rank), len(thresholds)
 	bt := blockTypes{m: m}
+	if l == 1 {
+		// One observation per block: the types are the bins between
+		// thresholds (ascending), a bin's vector is 1 from its threshold on.
+		prev := int32(0)
+		for b := 0; b <= m; b++ {
+			upper := int32(n)
+			if b < m {
+				upper = thresholds[b]
+			}
+			if upper > prev {
+				for j := range m {
+					bt.vec = append(bt.vec, int32(b2i(b <= j)))
+				}
+				bt.freq = append(bt.freq, int64(upper-prev))
+			}
+			prev = max(prev, upper)
+		}
+		bt.cumulate()
+		return bt
+	}
 	below := func(t int, j int) int32 {
 		if s.rank[t%n] < thresholds[j] {
 			return 1
@@ -204,12 +224,23 @@ func (s *sample) blockCounts(thresholds []int32, l int) blockTypes {
 			window[j] += below(start+l, j) - below(start, j)
 		}
 	}
+	bt.cumulate()
+	return bt
+}
+
+func (bt *blockTypes) cumulate() {
 	var c int64
 	for _, f := range bt.freq {
 		c += f
 		bt.cum = append(bt.cum, c)
 	}
-	return bt
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cdfStandardErrors returns, for each level ps[j], the bootstrap standard

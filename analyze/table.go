@@ -135,3 +135,48 @@ func sloText(s SLO) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// WriteComparisonTable prints a comparison: the reasons it cannot conclude,
+// warnings, then one line per metric and statistic.
+func WriteComparisonTable(w io.Writer, c *Comparison) error {
+	var b strings.Builder
+	side := func(name string, runs []RunSummary) {
+		ids := make([]string, len(runs))
+		for i, r := range runs {
+			ids[i] = r.RunID
+		}
+		fmt.Fprintf(&b, "%s: %d run(s) %s\n", name, len(runs), strings.Join(ids, ", "))
+	}
+	side("A", c.A)
+	side("B", c.B)
+	if !c.Comparable {
+		b.WriteString("NOT COMPARABLE, every verdict is inconclusive:\n")
+		for _, r := range c.Reasons {
+			fmt.Fprintf(&b, "  - %s\n", r)
+		}
+	}
+	for _, wn := range c.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", wn)
+	}
+	fmt.Fprintf(&b, "B against A at %.0f%% confidence (Holm-corrected across %d rows; lower is better):\n", 100*c.Confidence, len(c.Rows))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "metric\tstat\tA\tB\tB−A [interval]\tB/A [interval]\tp (Holm)\tverdict")
+	for _, r := range c.Rows {
+		diff, ratio := "—", "—"
+		if r.Why == "" {
+			diff = fmt.Sprintf("%+.2f [%+.2f, %+.2f]", r.Diff, r.DiffLo, r.DiffHi)
+			if r.Ratio > 0 {
+				ratio = fmt.Sprintf("%.3f [%.3f, %.3f]", r.Ratio, r.RatioLo, r.RatioHi)
+			}
+		}
+		verdict := r.Verdict
+		if r.Why != "" {
+			verdict += " (" + r.Why + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%s\t%s\t%.3g\t%s\n", r.Metric, r.Stat, r.A, r.B, diff, ratio, r.PHolm, verdict)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "token distributions (Kolmogorov–Smirnov distance): prompt %.3f, output %.3f\n", c.KS["prompt_tokens"], c.KS["output_tokens"])
+	_, err := io.WriteString(w, b.String())
+	return err
+}

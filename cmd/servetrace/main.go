@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -644,6 +645,7 @@ Example:
 			}
 			return analyze.WriteTable(c.App.Writer, rep)
 		},
+		Subcommands: []*cli.Command{compareCmd()},
 	}
 }
 
@@ -690,4 +692,95 @@ func contains(list []string, s string) bool {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func compareCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "did B really move the latency of A? per metric: better, worse or inconclusive",
+		ArgsUsage: "A B",
+		Description: `A and B are each a run directory, a comma-separated list of run
+directories (repeats of one configuration), or a directory whose
+subdirectories are run directories. For TTFT, TPOT and E2E at p50 and p99 it
+prints B−A and B/A with intervals and a verdict; Holm's correction keeps the
+chance of any false verdict across the rows under 1 − --confidence.
+
+The verdict is inconclusive, with the reason, when the sides are not
+comparable: different workload sha256, token distributions that differ
+(Kolmogorov–Smirnov distance above --max-ks), different error rates, a
+client-saturated run, or run.json labels or server fingerprints that differ
+in anything but the label named by --testing.
+
+Example:
+   servetrace analyze compare runs/base runs/new --testing config`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},
+			&cli.Float64Flag{Name: "confidence", Value: 0.95, Usage: "confidence of intervals and verdicts (family-wise)"},
+			&cli.StringFlag{Name: "testing", Usage: "the run.json label under test (set with replay --label KEY=VALUE); it may differ between the sides"},
+			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk"},
+			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed"},
+			&cli.Float64Flag{Name: "max-ks", Value: 0.05, Usage: "largest token-distribution KS distance still comparable"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return cli.Exit(fmt.Sprintf("compare: want two sides A and B, got %d argument(s) (see 'servetrace analyze compare --help')", c.NArg()), 2)
+			}
+			if c.Int("resamples") < 100 {
+				return cli.Exit("--resamples must be at least 100", 2)
+			}
+			a, err := runDirList(c.Args().Get(0))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			b, err := runDirList(c.Args().Get(1))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			res, err := analyze.Compare(a, b, analyze.CompareOptions{TTFTMode: c.String("ttft-mode"), Confidence: c.Float64("confidence"),
+				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed")}, Testing: c.String("testing"), MaxKS: c.Float64("max-ks")})
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			return analyze.WriteComparisonTable(c.App.Writer, res)
+		},
+	}
+}
+
+// runDirList expands one side of a comparison: a run directory, a
+// comma-separated list of them, or a directory of run directories.
+func runDirList(arg string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(arg, ",") {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(p, "run.json")); err == nil {
+			out = append(out, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a run directory (no run.json) and not readable as a directory of runs: %w", p, err)
+		}
+		found := 0
+		for _, e := range entries {
+			if _, err := os.Stat(filepath.Join(p, e.Name(), "run.json")); e.IsDir() && err == nil {
+				out = append(out, filepath.Join(p, e.Name()))
+				found++
+			}
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%s: no run.json in it or in its subdirectories: give a run directory written by servetrace replay", p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%q names no run directory", arg)
+	}
+	return out, nil
 }

@@ -1,0 +1,382 @@
+package analyze
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// Verdicts of a comparison row.
+const (
+	VerdictBetter       = "better"
+	VerdictWorse        = "worse"
+	VerdictInconclusive = "inconclusive"
+)
+
+// CompareOptions controls Compare.
+type CompareOptions struct {
+	// TTFTMode as in Options.
+	TTFTMode string
+	// Confidence of the intervals and of the family of verdicts (default
+	// 0.95): Holm's correction keeps the chance of any false "better" or
+	// "worse" across the rows under 1 − Confidence.
+	Confidence float64
+	// Bootstrap configures the standard errors of the percentiles.
+	Bootstrap BootstrapOptions
+	// Testing names the run.json label under test: it may differ between
+	// A and B; any other label or server fingerprint difference makes the
+	// comparison inconclusive.
+	Testing string
+	// MaxKS is the largest Kolmogorov–Smirnov distance between A's and B's
+	// prompt and output token distributions for the runs to be comparable
+	// (default 0.05).
+	MaxKS float64
+}
+
+// ComparedMetrics are the per-request metrics compare tests, at p50 and p99.
+var ComparedMetrics = []string{"ttft_ms", "tpot_ms", "e2e_ms"}
+
+// comparedPercentiles are the statistics compared per metric.
+var comparedPercentiles = []float64{50, 99}
+
+// Comparison is the result of comparing B against A.
+type Comparison struct {
+	A          []RunSummary `json:"a"`
+	B          []RunSummary `json:"b"`
+	Confidence float64      `json:"confidence"`
+	// Comparable is false when the runs differ in something other than the
+	// configuration under test; Reasons says what, and every verdict is then
+	// inconclusive.
+	Comparable bool     `json:"comparable"`
+	Reasons    []string `json:"reasons,omitempty"`
+	// Warnings do not block verdicts but qualify them.
+	Warnings []string        `json:"warnings,omitempty"`
+	Rows     []ComparisonRow `json:"rows"`
+	// KS holds the token-distribution distances checked.
+	KS map[string]float64 `json:"ks_distance"`
+}
+
+// ComparisonRow compares one statistic of one metric. Diff is B − A and
+// Ratio is B / A, each with an interval at the comparison's confidence.
+type ComparisonRow struct {
+	Metric  string  `json:"metric"`
+	Stat    string  `json:"stat"`
+	A       float64 `json:"a"`
+	B       float64 `json:"b"`
+	NA      int     `json:"n_a"`
+	NB      int     `json:"n_b"`
+	Diff    float64 `json:"diff"`
+	DiffLo  float64 `json:"diff_lo"`
+	DiffHi  float64 `json:"diff_hi"`
+	Ratio   float64 `json:"ratio"`
+	RatioLo float64 `json:"ratio_lo"`
+	RatioHi float64 `json:"ratio_hi"`
+	// PValue is the two-sided p-value of no difference; PHolm the same
+	// after Holm's step-down correction across the rows.
+	PValue  float64 `json:"p_value"`
+	PHolm   float64 `json:"p_holm"`
+	Verdict string  `json:"verdict"`
+	// Why explains an inconclusive verdict that is not just a small effect.
+	Why string `json:"why,omitempty"`
+}
+
+// Compare reads run directories for A and B (each one or more repeats) and
+// says, per metric and statistic, whether B is better, worse or not
+// distinguishable from A. Lower latency is better.
+func Compare(aDirs, bDirs []string, o CompareOptions) (*Comparison, error) {
+	if len(aDirs) == 0 || len(bDirs) == 0 {
+		return nil, fmt.Errorf("compare needs at least one run directory on each side")
+	}
+	if o.TTFTMode == "" {
+		o.TTFTMode = TTFTFirstContent
+	}
+	if o.Confidence == 0 {
+		o.Confidence = 0.95
+	}
+	if !(o.Confidence > 0.5 && o.Confidence < 1) {
+		return nil, fmt.Errorf("--confidence %v: use a level between 0.5 and 1, e.g. 0.95", o.Confidence)
+	}
+	if o.MaxKS == 0 {
+		o.MaxKS = 0.05
+	}
+	la, err := load(aDirs)
+	if err != nil {
+		return nil, fmt.Errorf("side A: %w", err)
+	}
+	lb, err := load(bDirs)
+	if err != nil {
+		return nil, fmt.Errorf("side B: %w", err)
+	}
+	xa, xb := extract(la.rows, Options{TTFTMode: o.TTFTMode}), extract(lb.rows, Options{TTFTMode: o.TTFTMode})
+	cmpn := &Comparison{A: la.runs, B: lb.runs, Confidence: o.Confidence, Comparable: true, KS: map[string]float64{}}
+	cmpn.checkComparable(la, lb, xa, xb, o)
+	a, b := map[string][]float64{}, map[string][]float64{}
+	for _, m := range ComparedMetrics {
+		a[m], b[m] = xa.values(m), xb.values(m)
+	}
+	cmpn.Rows = compareSamples(a, b, o)
+	if !cmpn.Comparable {
+		for i := range cmpn.Rows {
+			if cmpn.Rows[i].Verdict != VerdictInconclusive {
+				cmpn.Rows[i].Verdict, cmpn.Rows[i].Why = VerdictInconclusive, "runs not comparable (see reasons)"
+			}
+		}
+	}
+	return cmpn, nil
+}
+
+// checkComparable records why A and B may not be compared.
+func (c *Comparison) checkComparable(la, lb *loaded, xa, xb *extracted, o CompareOptions) {
+	block := func(format string, args ...any) {
+		c.Comparable = false
+		c.Reasons = append(c.Reasons, fmt.Sprintf(format, args...))
+	}
+	shas := func(l *loaded) []string {
+		var out []string
+		for _, ri := range l.infos {
+			if !slices.Contains(out, ri.WorkloadSHA256) {
+				out = append(out, ri.WorkloadSHA256)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if sa, sb := shas(la), shas(lb); !slices.Equal(sa, sb) {
+		block("different workloads (sha256 %v vs %v): replay the same workload on both sides", short(sa), short(sb))
+	}
+	for name, pair := range map[string][2][]int64{"prompt_tokens": {xa.prompts, xb.prompts}, "output_tokens": {xa.outputs, xb.outputs}} {
+		d := ksDistance(pair[0], pair[1])
+		c.KS[name] = d
+		if d > o.MaxKS {
+			block("%s distributions differ (Kolmogorov–Smirnov distance %.3f > %.2f): the two sides served different work", name, d, o.MaxKS)
+		}
+	}
+	if ea, eb, differ := errorRatesDiffer(xa.counts, xb.counts, o.Confidence); differ {
+		block("error rates differ (A %.2f%%, B %.2f%%): latency of the successes alone would mislead", 100*ea, 100*eb)
+	}
+	for side, l := range map[string]*loaded{"A": la, "B": lb} {
+		for _, r := range l.runs {
+			if r.ClientSaturated {
+				block("run %s (%s) had a saturated client: its latencies may be the load generator's", r.Dir, side)
+			}
+		}
+	}
+	for _, d := range fingerprintDiffs(la.infos, lb.infos, o.Testing) {
+		block("%s differs between the sides, and it is not the label under test (--testing %q)", d, o.Testing)
+	}
+	lastA, firstB, lastB, firstA := int64(math.MinInt64), int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64)
+	for _, ri := range la.infos {
+		lastA, firstA = max(lastA, ri.EndUnixNs), min(firstA, ri.StartUnixNs)
+	}
+	for _, ri := range lb.infos {
+		firstB, lastB = min(firstB, ri.StartUnixNs), max(lastB, ri.EndUnixNs)
+	}
+	if lastA <= firstB || lastB <= firstA {
+		c.Warnings = append(c.Warnings, "every run of one side came before every run of the other: a drift in time (thermal, neighbours, cache state) is confounded with the change; interleave repeats A B A B")
+	}
+}
+
+// short abbreviates sha256 hex strings for messages.
+func short(shas []string) []string {
+	out := make([]string, len(shas))
+	for i, s := range shas {
+		out[i] = s[:min(12, len(s))]
+	}
+	return out
+}
+
+// fingerprintDiffs lists the run.json labels and server fingerprint
+// fields that differ between the sides, except the label under test.
+func fingerprintDiffs(a, b []*trace.RunInfo, testing string) []string {
+	labels := func(infos []*trace.RunInfo) map[string][]string {
+		out := map[string][]string{}
+		for _, ri := range infos {
+			for k, v := range ri.Labels {
+				if !slices.Contains(out[k], v) {
+					out[k] = append(out[k], v)
+				}
+			}
+		}
+		return out
+	}
+	la, lb := labels(a), labels(b)
+	var diffs []string
+	keys := slices.Sorted(maps.Keys(la))
+	for k := range lb {
+		if _, ok := la[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		va, vb := la[k], lb[k]
+		slices.Sort(va)
+		slices.Sort(vb)
+		if k != testing && !slices.Equal(va, vb) {
+			diffs = append(diffs, fmt.Sprintf("label %s (%v vs %v)", k, va, vb))
+		}
+	}
+	if testing != "server" {
+		if !reflect.DeepEqual(a[0].ServerHeader, b[0].ServerHeader) {
+			diffs = append(diffs, fmt.Sprintf("server header (%q vs %q)", a[0].ServerHeader, b[0].ServerHeader))
+		}
+		if !reflect.DeepEqual(a[0].ServerModels, b[0].ServerModels) {
+			diffs = append(diffs, "the server's /v1/models answer")
+		}
+	}
+	return diffs
+}
+
+// errorRatesDiffer tests the two failure rates with a two-proportion z test
+// at the confidence level, and asks for at least half a point of
+// difference, so that a huge run does not flag a trivial one.
+func errorRatesDiffer(a, b Counts, conf float64) (ea, eb float64, differ bool) {
+	if a.Counted == 0 || b.Counted == 0 {
+		return 0, 0, false
+	}
+	fa, fb := float64(a.Counted-a.Outcomes[trace.OutcomeOK]), float64(b.Counted-b.Outcomes[trace.OutcomeOK])
+	na, nb := float64(a.Counted), float64(b.Counted)
+	ea, eb = fa/na, fb/nb
+	pool := (fa + fb) / (na + nb)
+	se := math.Sqrt(pool * (1 - pool) * (1/na + 1/nb))
+	if se == 0 {
+		return ea, eb, false
+	}
+	return ea, eb, math.Abs(ea-eb)/se > zFor(conf) && math.Abs(ea-eb) > 0.005
+}
+
+// ksDistance is the two-sample Kolmogorov–Smirnov distance: the largest
+// gap between the empirical CDFs.
+func ksDistance(a, b []int64) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	var i, j int
+	d := 0.0
+	for i < len(a) && j < len(b) {
+		v := min(a[i], b[j])
+		for i < len(a) && a[i] == v {
+			i++
+		}
+		for j < len(b) && b[j] == v {
+			j++
+		}
+		d = max(d, math.Abs(float64(i)/float64(len(a))-float64(j)/float64(len(b))))
+	}
+	return d
+}
+
+// compareSamples compares per-request metric samples (time-ordered) of A
+// and B at comparedPercentiles, with Holm's correction across every row.
+//
+// Each side's percentile has a bootstrap standard error (Woodruff: the
+// bootstrap standard error of the empirical CDF at the estimate, mapped
+// through the sorted sample), the sides are independent, so the difference
+// has se = √(se_A² + se_B²) and the log ratio √((se_A/A)² + (se_B/B)²).
+func compareSamples(a, b map[string][]float64, o CompareOptions) []ComparisonRow {
+	var rows []ComparisonRow
+	z := zFor(o.Confidence)
+	ps := make([]float64, len(comparedPercentiles))
+	for i, pc := range comparedPercentiles {
+		ps[i] = pc / 100
+	}
+	for _, m := range ComparedMetrics {
+		sa, sb := a[m], b[m]
+		ea, eb := percentileSEs(sa, ps, o.Bootstrap), percentileSEs(sb, ps, o.Bootstrap)
+		for i, pc := range comparedPercentiles {
+			row := ComparisonRow{Metric: m, Stat: fmt.Sprintf("p%g", pc), NA: len(sa), NB: len(sb), PValue: 1, Verdict: VerdictInconclusive}
+			row.A, row.B = ea[i].value, eb[i].value
+			switch {
+			case len(sa) < 2 || len(sb) < 2:
+				row.Why = "too few samples"
+			case !ea[i].ok || !eb[i].ok:
+				row.Why = fmt.Sprintf("too few samples to bound p%g (a 95%% interval needs at least %d per side)", pc, minSamplesForUpper(pc/100))
+			default:
+				row.Diff = eb[i].value - ea[i].value
+				se := math.Hypot(ea[i].se, eb[i].se)
+				row.DiffLo, row.DiffHi = row.Diff-z*se, row.Diff+z*se
+				if ea[i].value > 0 && eb[i].value > 0 {
+					row.Ratio = eb[i].value / ea[i].value
+					sl := math.Hypot(ea[i].se/ea[i].value, eb[i].se/eb[i].value)
+					row.RatioLo, row.RatioHi = row.Ratio*math.Exp(-z*sl), row.Ratio*math.Exp(z*sl)
+				}
+				switch {
+				case se > 0:
+					row.PValue = 2 * distuv.UnitNormal.Survival(math.Abs(row.Diff)/se)
+				case row.Diff != 0:
+					row.PValue = 0
+				}
+			}
+			rows = append(rows, row)
+		}
+	}
+	holm(rows, 1-o.Confidence)
+	return rows
+}
+
+// percentileEstimate is a percentile with its bootstrap standard error on
+// the value scale; ok is false when the sample cannot bound it.
+type percentileEstimate struct {
+	value, se float64
+	ok        bool
+}
+
+// percentileSEs estimates the ascending ps-quantiles of timeOrdered and
+// their standard errors from the bootstrap Woodruff intervals at 95%.
+func percentileSEs(timeOrdered []float64, ps []float64, o BootstrapOptions) []percentileEstimate {
+	out := make([]percentileEstimate, len(ps))
+	if len(timeOrdered) < 2 {
+		for i := range out {
+			if len(timeOrdered) == 1 {
+				out[i].value = timeOrdered[0]
+			}
+		}
+		return out
+	}
+	s := newSample(timeOrdered)
+	se, _ := s.cdfStandardErrors(ps, o)
+	for i, p := range ps {
+		lo, hi, loOK, hiOK := s.woodruff(p, se[i], 0.95)
+		out[i] = percentileEstimate{value: Percentile(s.sorted, p), ok: loOK && hiOK}
+		if out[i].ok {
+			out[i].se = (hi - lo) / (2 * zFor(0.95))
+		}
+	}
+	return out
+}
+
+// holm applies Holm's step-down correction and sets the verdicts: a row
+// whose adjusted p-value is below alpha is better (B lower) or worse.
+func holm(rows []ComparisonRow, alpha float64) {
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(x, y int) bool { return rows[idx[x]].PValue < rows[idx[y]].PValue })
+	m := len(rows)
+	running := 0.0
+	for rank, i := range idx {
+		adj := math.Min(1, float64(m-rank)*rows[i].PValue)
+		running = math.Max(running, adj)
+		rows[i].PHolm = running
+		if rows[i].Why != "" {
+			continue
+		}
+		if running < alpha {
+			if rows[i].Diff < 0 {
+				rows[i].Verdict = VerdictBetter
+			} else {
+				rows[i].Verdict = VerdictWorse
+			}
+		}
+	}
+}

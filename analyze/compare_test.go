@@ -1,0 +1,93 @@
+package analyze
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestHolmHandComputed(t *testing.T) {
+	// p-values 0.01, 0.04, 0.03, 0.20 with m = 4: adjusted 0.04, 0.09, 0.09,
+	// 0.20 (step-down, monotone); at alpha 0.05 only the first is flagged.
+	rows := []ComparisonRow{{PValue: 0.01, Diff: 1}, {PValue: 0.04, Diff: -1}, {PValue: 0.03, Diff: 1}, {PValue: 0.20, Diff: 1}}
+	holm(rows, 0.05)
+	want := []float64{0.04, 0.09, 0.09, 0.20}
+	for i, r := range rows {
+		if math.Abs(r.PHolm-want[i]) > 1e-12 {
+			t.Errorf("row %d: Holm p %v, want %v", i, r.PHolm, want[i])
+		}
+	}
+	if rows[0].Verdict != VerdictWorse || rows[1].Verdict != "" || rows[2].Verdict != "" {
+		t.Errorf("verdicts %q %q %q, want worse and two unset", rows[0].Verdict, rows[1].Verdict, rows[2].Verdict)
+	}
+}
+
+func TestKSDistanceHandComputed(t *testing.T) {
+	cases := []struct {
+		a, b []int64
+		want float64
+	}{
+		{[]int64{1, 2, 3, 4}, []int64{1, 2, 3, 4}, 0},
+		{[]int64{1, 2, 3, 4}, []int64{5, 6, 7, 8}, 1},
+		{[]int64{1, 2, 3, 4}, []int64{3, 4, 5, 6}, 0.5}, // at 2: 0.5 vs 0
+		{[]int64{1, 1, 2}, []int64{1, 2, 2}, 1.0 / 3},   // ties: at 1, 2/3 vs 1/3
+	}
+	for _, c := range cases {
+		if got := ksDistance(c.a, c.b); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("ks(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestLongCompareCalibration is the Done-means check: lognormal σ = 0.5,
+// 20,000 samples per side, 200 seeds. A/A must flag no metric in at least
+// 93% of seeds; B 10% slower must be "worse" on p99 in at least 95%.
+func TestLongCompareCalibration(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("a long statistical check: run by make test-timing")
+	}
+	const seeds, n = 200, 20000
+	draw := func(rng *rand.Rand, scale float64) map[string][]float64 {
+		out := map[string][]float64{}
+		for _, m := range ComparedMetrics {
+			x := make([]float64, n)
+			for i := range x {
+				x[i] = scale * math.Exp(0.5*rng.NormFloat64())
+			}
+			out[m] = x
+		}
+		return out
+	}
+	o := CompareOptions{Confidence: 0.95, Bootstrap: BootstrapOptions{Resamples: 2000, Block: BlockAuto}}
+	quiet, worse, rowFP := 0, 0, 0
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 99))
+		o.Bootstrap.Seed = uint64(seed)
+		a, a2, b := draw(rng, 1), draw(rng, 1), draw(rng, 1.1)
+		flagged := false
+		for _, r := range compareSamples(a, a2, o) {
+			if r.Verdict != VerdictInconclusive {
+				flagged = true
+			}
+			if r.PValue < 0.05 {
+				rowFP++
+			}
+		}
+		if !flagged {
+			quiet++
+		}
+		for _, r := range compareSamples(a, b, o) {
+			if r.Metric == "ttft_ms" && r.Stat == "p99" && r.Verdict == VerdictWorse {
+				worse++
+			}
+		}
+	}
+	t.Logf("A/A: no metric flagged in %d of %d seeds (unadjusted p < 0.05 in %.1f%% of rows); 10%% slower: p99 worse in %d of %d",
+		quiet, seeds, 100*float64(rowFP)/float64(seeds*len(ComparedMetrics)*len(comparedPercentiles)), worse, seeds)
+	if float64(quiet) < 0.93*seeds {
+		t.Errorf("A/A flagged a metric in %d of %d seeds; want inconclusive in at least 93%%", seeds-quiet, seeds)
+	}
+	if float64(worse) < 0.95*seeds {
+		t.Errorf("a 10%% p99 shift was called worse in %d of %d seeds; want at least 95%%", worse, seeds)
+	}
+}
