@@ -150,7 +150,7 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep.Runs, rep.Notes = l.runs, l.notes
-	compute(rep, l.rows, opts)
+	compute(rep, l.cols, opts)
 	return rep, nil
 }
 
@@ -158,25 +158,23 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 type loaded struct {
 	runs  []RunSummary
 	infos []*trace.RunInfo
-	rows  []trace.Result
+	cols  *resultColumns
 	notes []string
 }
 
 // load reads the run directories' run.json and results, and notes what a
 // reader must know about each run.
 func load(runDirs []string) (*loaded, error) {
-	l := &loaded{}
+	l := &loaded{cols: &resultColumns{}}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
 		ri, err := trace.ReadRunInfo(dir)
 		if err != nil {
 			return nil, err
 		}
-		res, err := trace.ReadResults(dir)
-		if err != nil {
+		if err := readResultColumns(dir, l.cols); err != nil {
 			return nil, err
 		}
-		l.rows = append(l.rows, res...)
 		l.infos = append(l.infos, ri)
 		ids[ri.RunID] = true
 		l.runs = append(l.runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, Complete: ri.Complete, Reason: ri.Reason,
@@ -232,67 +230,71 @@ func (x *extracted) values(name string) []float64 {
 }
 
 // extract computes every per-request metric of rows (DESIGN.md definitions).
-func extract(rows []trace.Result, opts Options) *extracted {
+func extract(c *resultColumns, opts Options) *extracted {
 	x := &extracted{counts: Counts{Outcomes: map[string]int{}}, timed: map[string][]timedValue{}, pooled: map[string][]float64{}, first: -1, last: -1}
-	c := &x.counts
-	add := func(name string, v float64) { x.pooled[name] = append(x.pooled[name], v) }
-	for i := range rows {
-		r := &rows[i]
-		c.Total++
-		if r.Warmup {
-			c.Warmup++
+	cnt := &x.counts
+	perRequest := func(name string, at int64, v float64) { x.timed[name] = append(x.timed[name], timedValue{at, v}) }
+	itl := make([]float64, 0, max(0, len(c.tokenTimes)-c.n))
+	for i := range c.n {
+		cnt.Total++
+		if c.warmup[i] {
+			cnt.Warmup++
 			continue
 		}
-		c.Counted++
-		c.Outcomes[r.Outcome]++
-		if r.SentNs != nil {
-			x.timed["lateness_ms"] = append(x.timed["lateness_ms"], timedValue{*r.SentNs, nsToMs(*r.SentNs - r.AdmittedNs)})
+		cnt.Counted++
+		cnt.Outcomes[c.outcome[i]]++
+		sent, done := c.sent[i], c.done[i]
+		if sent != null {
+			perRequest("lateness_ms", sent, nsToMs(sent-c.admitted[i]))
 		}
-		if r.Outcome != trace.OutcomeOK || r.SentNs == nil || r.DoneNs == nil {
+		if c.outcome[i] != trace.OutcomeOK || sent == null || done == null {
 			continue
 		}
-		sent, done := *r.SentNs, *r.DoneNs
 		if x.first < 0 || sent < x.first {
 			x.first = sent
 		}
 		x.last = max(x.last, done)
-		x.outTok += r.ObservedOutputTokens
-		prompt := r.PromptTokensSent
-		if r.UsagePromptTokens != nil {
-			prompt = *r.UsagePromptTokens
+		out := c.observedOut[i]
+		x.outTok += out
+		prompt := c.promptSent[i]
+		if c.usagePrompt[i] != null {
+			prompt = c.usagePrompt[i]
 		}
-		x.totTok += prompt + r.ObservedOutputTokens
-		x.prompts = append(x.prompts, r.PromptTokensSent)
-		x.outputs = append(x.outputs, r.ObservedOutputTokens)
-		perRequest := func(name string, v float64) { x.timed[name] = append(x.timed[name], timedValue{sent, v}) }
-		perRequest("e2e_ms", nsToMs(done-sent))
-		perRequest("e2e_from_scheduled_ms", nsToMs(done-r.ScheduledNs))
-		ttftAt := r.FirstTokenNs
+		x.totTok += prompt + out
+		x.prompts = append(x.prompts, c.promptSent[i])
+		x.outputs = append(x.outputs, out)
+		perRequest("e2e_ms", sent, nsToMs(done-sent))
+		perRequest("e2e_from_scheduled_ms", sent, nsToMs(done-c.scheduled[i]))
+		ttftAt := c.firstToken[i]
 		if opts.TTFTMode == TTFTFirstChunk {
-			ttftAt = r.FirstChunkNs
+			ttftAt = c.firstChunk[i]
 		}
-		if ttftAt == nil {
-			if !r.Stream {
-				c.NotStreamed++
+		if ttftAt == null {
+			if !c.stream[i] {
+				cnt.NotStreamed++
 			}
 			if opts.SLO.meets(0, 0, nsToMs(done-sent), false, false) {
 				x.met++
 			}
 			continue
 		}
-		perRequest("ttft_ms", nsToMs(*ttftAt-sent))
-		perRequest("ttft_from_scheduled_ms", nsToMs(*ttftAt-r.ScheduledNs))
-		for j := 1; j < len(r.TokenTimesNs); j++ {
-			add("itl_ms", nsToMs(r.TokenTimesNs[j]-r.TokenTimesNs[j-1]))
+		perRequest("ttft_ms", sent, nsToMs(ttftAt-sent))
+		perRequest("ttft_from_scheduled_ms", sent, nsToMs(ttftAt-c.scheduled[i]))
+		times := c.tokenTimes[c.tokenOffsets[i]:c.tokenOffsets[i+1]]
+		for j := 1; j < len(times); j++ {
+			itl = append(itl, nsToMs(times[j]-times[j-1]))
 		}
 		tpot, hasTPOT := 0.0, false
-		if r.FirstTokenNs != nil && r.ObservedOutputTokens > 1 {
-			tpot, hasTPOT = nsToMs(done-*r.FirstTokenNs)/float64(r.ObservedOutputTokens-1), true
-			perRequest("tpot_ms", tpot)
+		if ft := c.firstToken[i]; ft != null && out > 1 {
+			tpot, hasTPOT = nsToMs(done-ft)/float64(out-1), true
+			perRequest("tpot_ms", sent, tpot)
 		}
-		if opts.SLO.meets(nsToMs(*ttftAt-sent), tpot, nsToMs(done-sent), true, hasTPOT) {
+		if opts.SLO.meets(nsToMs(ttftAt-sent), tpot, nsToMs(done-sent), true, hasTPOT) {
 			x.met++
 		}
+	}
+	if len(itl) > 0 {
+		x.pooled["itl_ms"] = itl
 	}
 	for _, tv := range x.timed {
 		slices.SortStableFunc(tv, func(a, b timedValue) int { return cmp.Compare(a.at, b.at) })
@@ -301,8 +303,8 @@ func extract(rows []trace.Result, opts Options) *extracted {
 }
 
 // compute fills the report's counts, metrics and throughput from rows.
-func compute(rep *Report, rows []trace.Result, opts Options) {
-	x := extract(rows, opts)
+func compute(rep *Report, cols *resultColumns, opts Options) {
+	x := extract(cols, opts)
 	c, first, last, outTokens, totalTokens, met := x.counts, x.first, x.last, x.outTok, x.totTok, x.met
 	if c.Counted > 0 {
 		c.SuccessRate = float64(c.Outcomes[trace.OutcomeOK]) / float64(c.Counted)

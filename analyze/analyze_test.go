@@ -113,7 +113,7 @@ func handRows() []trace.Result {
 
 func TestComputeHandCheckedMetrics(t *testing.T) {
 	rep := &Report{Metrics: map[string]Distribution{}}
-	compute(rep, handRows(), Options{TTFTMode: TTFTFirstContent, Percentiles: []float64{50}})
+	compute(rep, columnsOf(handRows()), Options{TTFTMode: TTFTFirstContent, Percentiles: []float64{50}})
 	c := rep.Requests
 	if c.Total != 5 || c.Warmup != 1 || c.Counted != 4 || c.Outcomes[trace.OutcomeOK] != 2 || c.Outcomes[trace.OutcomeHTTPError] != 1 || c.Outcomes[trace.OutcomeNotSent] != 1 || c.SuccessRate != 0.5 {
 		t.Fatalf("counts %+v", c)
@@ -145,7 +145,7 @@ func TestComputeHandCheckedMetrics(t *testing.T) {
 	}
 	// First-chunk mode moves TTFT 1 ms earlier.
 	rep = &Report{Metrics: map[string]Distribution{}}
-	compute(rep, handRows(), Options{TTFTMode: TTFTFirstChunk, Percentiles: []float64{50}})
+	compute(rep, columnsOf(handRows()), Options{TTFTMode: TTFTFirstChunk, Percentiles: []float64{50}})
 	if d := rep.Metrics["ttft_ms"]; d.Mean != 19 {
 		t.Errorf("first-chunk TTFT mean %v, want 19", d.Mean)
 	}

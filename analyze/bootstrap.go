@@ -54,25 +54,101 @@ type sample struct {
 
 func newSample(timeOrdered []float64) *sample {
 	n := len(timeOrdered)
-	idx := make([]int32, n)
-	for i := range idx {
-		idx[i] = int32(i)
+	type valueAt struct {
+		v float64
+		i int32
 	}
-	slices.SortStableFunc(idx, func(a, b int32) int {
-		switch x, y := timeOrdered[a], timeOrdered[b]; {
-		case x < y:
+	pairs := make([]valueAt, n)
+	for i, v := range timeOrdered {
+		pairs[i] = valueAt{v, int32(i)}
+	}
+	// Ties keep time order, so ranks are deterministic.
+	sortParallel(pairs, func(a, b valueAt) int {
+		switch {
+		case a.v < b.v:
 			return -1
-		case x > y:
+		case a.v > b.v:
+			return 1
+		}
+		return int(a.i - b.i)
+	})
+	s := &sample{timeOrdered: timeOrdered, sorted: make([]float64, n), rank: make([]int32, n)}
+	for r, p := range pairs {
+		s.sorted[r] = p.v
+		s.rank[p.i] = int32(r)
+	}
+	return s
+}
+
+// sortParallel sorts x with cmp on up to GOMAXPROCS cores: chunks sorted
+// concurrently, then merged pairwise. Below 1<<16 elements it is
+// slices.SortFunc.
+func sortParallel[T any](x []T, cmp func(a, b T) int) {
+	sortChunksAndMerge(x, func(c []T) { slices.SortFunc(c, cmp) }, cmp)
+}
+
+// sortFloatsParallel is sortParallel for float64 with the ordered
+// (non-NaN) comparison, whose chunk sort is slices.Sort's specialised one.
+func sortFloatsParallel(x []float64) {
+	sortChunksAndMerge(x, slices.Sort[[]float64], func(a, b float64) int {
+		if a < b {
+			return -1
+		}
+		if a > b {
 			return 1
 		}
 		return 0
 	})
-	s := &sample{timeOrdered: timeOrdered, sorted: make([]float64, n), rank: make([]int32, n)}
-	for r, i := range idx {
-		s.sorted[r] = timeOrdered[i]
-		s.rank[i] = int32(r)
+}
+
+// sortChunksAndMerge sorts chunks of x concurrently with sortChunk and
+// merges them pairwise with cmp.
+func sortChunksAndMerge[T any](x []T, sortChunk func([]T), cmp func(a, b T) int) {
+	workers := runtime.GOMAXPROCS(0)
+	if len(x) < 1<<16 || workers < 2 {
+		sortChunk(x)
+		return
 	}
-	return s
+	workers = min(workers, 8)
+	bounds := make([]int, workers+1)
+	for w := range bounds {
+		bounds[w] = len(x) * w / workers
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { sortChunk(x[bounds[w]:bounds[w+1]]) })
+	}
+	wg.Wait()
+	buf := make([]T, len(x))
+	src, dst := x, buf
+	for width := 1; width < workers; width *= 2 {
+		for w := 0; w < workers; w += 2 * width {
+			lo, mid, hi := bounds[w], bounds[min(w+width, workers)], bounds[min(w+2*width, workers)]
+			wg.Go(func() { mergeInto(dst[lo:hi], src[lo:mid], src[mid:hi], cmp) })
+		}
+		wg.Wait()
+		src, dst = dst, src
+	}
+	if &src[0] != &x[0] {
+		copy(x, src)
+	}
+}
+
+// mergeInto merges sorted a and b into dst (len(a)+len(b)), a first on ties.
+func mergeInto[T any](dst, a, b []T, cmp func(a, b T) int) {
+	i, j, k := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		if cmp(b[j], a[i]) < 0 {
+			dst[k] = b[j]
+			j++
+		} else {
+			dst[k] = a[i]
+			i++
+		}
+		k++
+	}
+	k += copy(dst[k:], a[i:])
+	copy(dst[k:], b[j:])
 }
 
 // autoBlock chooses a moving-block length from the series' autocorrelation:

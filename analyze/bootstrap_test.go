@@ -180,3 +180,25 @@ func TestSummarizeBootstrapFields(t *testing.T) {
 		t.Errorf("a quarter of the data widened the median interval %.2fx, want about 2x", r)
 	}
 }
+
+func TestSortParallelMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, n := range []int{0, 1, 1000, 1<<16 + 7, 300001} {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(rng.IntN(5000)) / 7 // ties on purpose
+		}
+		want := slices.Clone(x)
+		slices.Sort(want)
+		sortFloatsParallel(x)
+		if !slices.Equal(x, want) {
+			t.Fatalf("n=%d: parallel sort differs from slices.Sort", n)
+		}
+		s := newSample(want) // already sorted: ranks must be the identity
+		for i, r := range s.rank {
+			if int(r) != i {
+				t.Fatalf("n=%d: rank[%d] = %d on sorted input with ties", n, i, r)
+			}
+		}
+	}
+}

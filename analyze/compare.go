@@ -114,7 +114,7 @@ func Compare(aDirs, bDirs []string, o CompareOptions) (*Comparison, error) {
 	if err != nil {
 		return nil, fmt.Errorf("side B: %w", err)
 	}
-	xa, xb := extract(la.rows, Options{TTFTMode: o.TTFTMode}), extract(lb.rows, Options{TTFTMode: o.TTFTMode})
+	xa, xb := extract(la.cols, Options{TTFTMode: o.TTFTMode}), extract(lb.cols, Options{TTFTMode: o.TTFTMode})
 	cmpn := &Comparison{A: la.runs, B: lb.runs, Confidence: o.Confidence, Comparable: true, KS: map[string]float64{}}
 	cmpn.checkComparable(la, lb, xa, xb, o)
 	a, b := map[string][]float64{}, map[string][]float64{}

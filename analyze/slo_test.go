@@ -27,7 +27,7 @@ func TestGoodputOnHandCheckedRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := &Report{Metrics: map[string]Distribution{}}
-		compute(rep, handRows(), Options{TTFTMode: TTFTFirstContent, Percentiles: []float64{50}, SLO: slo})
+		compute(rep, columnsOf(handRows()), Options{TTFTMode: TTFTFirstContent, Percentiles: []float64{50}, SLO: slo})
 		g := rep.Goodput
 		if g == nil || g.Eligible != 4 || g.Met != c.met || g.ErrorBudgetUsed != 4-c.met {
 			t.Fatalf("%s: goodput %+v, want %d of 4 met", c.slo, g, c.met)

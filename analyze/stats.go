@@ -108,11 +108,19 @@ type Distribution struct {
 // Summarize sorts x in place and describes it at the given percentiles
 // (in percent), each with its 95% order-statistic interval.
 func Summarize(x []float64, percentiles []float64) Distribution {
+	if len(x) == 0 {
+		return Distribution{}
+	}
+	sortFloatsParallel(x)
+	return summarizeSorted(x, percentiles)
+}
+
+// summarizeSorted is Summarize of an already sorted sample.
+func summarizeSorted(x []float64, percentiles []float64) Distribution {
 	d := Distribution{N: len(x)}
 	if len(x) == 0 {
 		return d
 	}
-	slices.Sort(x)
 	sum := 0.0
 	for _, v := range x {
 		sum += v
@@ -137,10 +145,11 @@ func Summarize(x []float64, percentiles []float64) Distribution {
 // otherwise) and the stability figures for a target relative half-width
 // precision. timeOrdered holds the values in the order they happened.
 func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o BootstrapOptions, precision float64) Distribution {
-	d := Summarize(slices.Clone(timeOrdered), percentiles)
 	if len(timeOrdered) < 2 || len(percentiles) == 0 {
-		return d
+		return Summarize(slices.Clone(timeOrdered), percentiles)
 	}
+	smp := newSample(timeOrdered)
+	d := summarizeSorted(smp.sorted, percentiles)
 	order := make([]int, len(percentiles))
 	for i := range order {
 		order[i] = i
@@ -158,7 +167,6 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 	for k, i := range order {
 		ps[k] = percentiles[i] / 100
 	}
-	smp := newSample(timeOrdered)
 	se, block := smp.cdfStandardErrors(ps, o)
 	d.Block = block
 	for k, i := range order {

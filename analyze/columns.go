@@ -1,0 +1,255 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// null marks an absent optional int64 in resultColumns.
+const null = math.MinInt64
+
+// resultColumns holds the result columns analysis needs, column by column,
+// read with arrow-go record batches: only these columns are decoded, and no
+// per-row struct is built.
+type resultColumns struct {
+	n                            int
+	warmup, stream               []bool
+	outcome                      []string
+	scheduled, admitted          []int64
+	sent, firstChunk, firstToken []int64 // null where absent
+	done, usagePrompt            []int64 // null where absent
+	observedOut, promptSent      []int64
+	// Row i's token times are tokenTimes[tokenOffsets[i]:tokenOffsets[i+1]].
+	tokenOffsets []int64
+	tokenTimes   []int64
+}
+
+// analysisColumns are the Parquet leaf columns read, by top-level name.
+var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "admitted_ns", "sent_ns", "first_chunk_ns", "first_token_ns",
+	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns"}
+
+// readResultColumns reads every result part of a run directory (the parts
+// on disk, as trace.ReadResults does) into cols.
+func readResultColumns(runDir string, cols *resultColumns) error {
+	dir := filepath.Join(runDir, trace.ResultsDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read results of %s: %w", runDir, err)
+	}
+	for _, e := range ents {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".parquet") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := cols.readPart(path); err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// readPart appends one Parquet part's rows.
+func (c *resultColumns) readPart(path string) (err error) {
+	defer func() {
+		if r := recover(); r != nil { // a corrupt file must not take the process down
+			err = fmt.Errorf("corrupt Parquet data: %v", r)
+		}
+	}()
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return err
+	}
+	defer pf.Close()
+	// A plain Go allocator: the checked one reports a library-side leak
+	// in the delta decoder (trace/arrow_test.go).
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 64 << 10}, memory.NewGoAllocator())
+	if err != nil {
+		return err
+	}
+	schema := pf.MetaData().Schema
+	var leaves []int
+	for i := range schema.NumColumns() {
+		top, _, _ := strings.Cut(schema.Column(i).Path(), ".")
+		if slices.Contains(analysisColumns, top) {
+			leaves = append(leaves, i)
+		}
+	}
+	rr, err := fr.GetRecordReader(context.Background(), leaves, nil)
+	if err != nil {
+		return err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if err := c.appendBatch(rr.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil && err.Error() != "EOF" {
+		return err
+	}
+	return nil
+}
+
+// appendBatch appends a record batch's rows.
+func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
+	col := func(name string) (arrow.Array, error) {
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("no column %q: not a servetrace results file, or from an incompatible version", name)
+		}
+		return rec.Column(idx[0]), nil
+	}
+	n := int(rec.NumRows())
+	for _, spec := range []struct {
+		name string
+		dst  *[]int64
+		opt  bool
+	}{
+		{"scheduled_ns", &c.scheduled, false}, {"admitted_ns", &c.admitted, false}, {"sent_ns", &c.sent, true},
+		{"first_chunk_ns", &c.firstChunk, true}, {"first_token_ns", &c.firstToken, true}, {"done_ns", &c.done, true},
+		{"usage_prompt_tokens", &c.usagePrompt, true}, {"observed_output_tokens", &c.observedOut, false}, {"prompt_tokens_sent", &c.promptSent, false},
+	} {
+		a, err := col(spec.name)
+		if err != nil {
+			return err
+		}
+		ints, ok := a.(*array.Int64)
+		if !ok {
+			return fmt.Errorf("column %q is %s, want int64", spec.name, a.DataType())
+		}
+		vals := ints.Int64Values()
+		if ints.NullN() == 0 {
+			*spec.dst = append(*spec.dst, vals...)
+			continue
+		}
+		for i := range n {
+			if ints.IsNull(i) {
+				*spec.dst = append(*spec.dst, null)
+			} else {
+				*spec.dst = append(*spec.dst, vals[i])
+			}
+		}
+	}
+	for _, spec := range []struct {
+		name string
+		dst  *[]bool
+	}{{"warmup", &c.warmup}, {"stream", &c.stream}} {
+		a, err := col(spec.name)
+		if err != nil {
+			return err
+		}
+		b, ok := a.(*array.Boolean)
+		if !ok {
+			return fmt.Errorf("column %q is %s, want bool", spec.name, a.DataType())
+		}
+		for i := range n {
+			*spec.dst = append(*spec.dst, b.Value(i))
+		}
+	}
+	a, err := col("outcome")
+	if err != nil {
+		return err
+	}
+	if err := appendStrings(&c.outcome, a); err != nil {
+		return fmt.Errorf("column outcome: %w", err)
+	}
+	a, err = col("token_times_ns")
+	if err != nil {
+		return err
+	}
+	list, ok := a.(*array.List)
+	if !ok {
+		return fmt.Errorf("column token_times_ns is %s, want a list of int64", a.DataType())
+	}
+	values, ok := list.ListValues().(*array.Int64)
+	if !ok {
+		return fmt.Errorf("column token_times_ns holds %s, want int64", list.ListValues().DataType())
+	}
+	if len(c.tokenOffsets) == 0 {
+		c.tokenOffsets = append(c.tokenOffsets, 0)
+	}
+	base := int64(len(c.tokenTimes))
+	offs := list.Offsets()
+	first := int64(offs[0])
+	c.tokenTimes = append(c.tokenTimes, values.Int64Values()[first:offs[n]]...)
+	for i := range n {
+		c.tokenOffsets = append(c.tokenOffsets, base+int64(offs[i+1])-first)
+	}
+	c.n += n
+	return nil
+}
+
+// appendStrings appends a string or dictionary-of-strings column,
+// interning repeated values.
+func appendStrings(dst *[]string, a arrow.Array) error {
+	switch a := a.(type) {
+	case *array.String:
+		var last string
+		for i := range a.Len() {
+			v := a.Value(i)
+			if v != last {
+				last = strings.Clone(v)
+			}
+			*dst = append(*dst, last)
+		}
+	case *array.Dictionary:
+		dict, ok := a.Dictionary().(*array.String)
+		if !ok {
+			return fmt.Errorf("dictionary of %s, want strings", a.Dictionary().DataType())
+		}
+		words := make([]string, dict.Len())
+		for i := range words {
+			words[i] = strings.Clone(dict.Value(i))
+		}
+		for i := range a.Len() {
+			*dst = append(*dst, words[a.GetValueIndex(i)])
+		}
+	default:
+		return fmt.Errorf("type %s, want string", a.DataType())
+	}
+	return nil
+}
+
+// columnsOf lays out result rows (already in memory) as resultColumns, so
+// one extraction serves both paths.
+func columnsOf(rows []trace.Result) *resultColumns {
+	c := &resultColumns{tokenOffsets: []int64{0}}
+	opt := func(p *int64) int64 {
+		if p == nil {
+			return null
+		}
+		return *p
+	}
+	for i := range rows {
+		r := &rows[i]
+		c.warmup = append(c.warmup, r.Warmup)
+		c.stream = append(c.stream, r.Stream)
+		c.outcome = append(c.outcome, r.Outcome)
+		c.scheduled = append(c.scheduled, r.ScheduledNs)
+		c.admitted = append(c.admitted, r.AdmittedNs)
+		c.sent = append(c.sent, opt(r.SentNs))
+		c.firstChunk = append(c.firstChunk, opt(r.FirstChunkNs))
+		c.firstToken = append(c.firstToken, opt(r.FirstTokenNs))
+		c.done = append(c.done, opt(r.DoneNs))
+		c.usagePrompt = append(c.usagePrompt, opt(r.UsagePromptTokens))
+		c.observedOut = append(c.observedOut, r.ObservedOutputTokens)
+		c.promptSent = append(c.promptSent, r.PromptTokensSent)
+		c.tokenTimes = append(c.tokenTimes, r.TokenTimesNs...)
+		c.tokenOffsets = append(c.tokenOffsets, int64(len(c.tokenTimes)))
+	}
+	c.n = len(rows)
+	return c
+}
