@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/servetrace/servetrace/trace"
 )
@@ -50,7 +52,17 @@ type Options struct {
 	// SLO, when set, adds goodput: requests that succeeded and met every
 	// objective.
 	SLO SLO
+	// Stall is the gap between token events counted as a stall (default
+	// DefaultStall).
+	Stall time.Duration
+	// By lists breakdown dimensions (see Dimensions).
+	By []string
+	// Window, when set, adds a time series of windows of this length.
+	Window time.Duration
 }
+
+// DefaultStall is the token gap counted as a stall when none is given.
+const DefaultStall = 500 * time.Millisecond
 
 // DefaultPercentiles are reported when none are asked for.
 var DefaultPercentiles = []float64{50, 90, 95, 99, 99.9}
@@ -79,6 +91,14 @@ type Report struct {
 	Metrics    map[string]Distribution `json:"metrics"`
 	Throughput Throughput              `json:"throughput"`
 	Goodput    *Goodput                `json:"goodput,omitempty"`
+	// Sent describes what was actually sent and served.
+	Sent Sent `json:"sent"`
+	// Smoothness describes the streams' token pacing.
+	Smoothness Smoothness `json:"smoothness"`
+	// Breakdowns maps a dimension (--by) to its groups.
+	Breakdowns map[string][]Group `json:"breakdowns,omitempty"`
+	// Series is the time series (--window), with regions and recovery.
+	Series *Series `json:"series,omitempty"`
 	// Notes are warnings a reader must see: an incomplete run, a saturated
 	// client, percentiles the sample cannot bound.
 	Notes []string `json:"notes,omitempty"`
@@ -144,6 +164,11 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("--percentiles: %v is not between 0 and 100 (exclusive)", p)
 		}
 	}
+	for _, d := range opts.By {
+		if !slices.Contains(Dimensions, d) {
+			return nil, fmt.Errorf("--by %q: use one or more of %s", d, strings.Join(Dimensions, ", "))
+		}
+	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Metrics: map[string]Distribution{}}
 	l, err := load(runDirs)
 	if err != nil {
@@ -151,6 +176,20 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 	}
 	rep.Runs, rep.Notes = l.runs, l.notes
 	compute(rep, l.cols, opts)
+	rep.Sent = summarizeSent(l.cols)
+	if len(opts.By) > 0 {
+		rep.Breakdowns = map[string][]Group{}
+		for _, d := range opts.By {
+			rep.Breakdowns[d] = breakdown(l.cols, d, opts, rep.Throughput.DurationS)
+		}
+	}
+	if opts.Window > 0 {
+		scrapes, err := readScrapes(l.dirs)
+		if err != nil {
+			return nil, err
+		}
+		rep.Series = timeSeries(l.cols, scrapes, opts)
+	}
 	return rep, nil
 }
 
@@ -159,6 +198,7 @@ type loaded struct {
 	runs  []RunSummary
 	infos []*trace.RunInfo
 	cols  *resultColumns
+	dirs  []string
 	notes []string
 }
 
@@ -176,6 +216,7 @@ func load(runDirs []string) (*loaded, error) {
 			return nil, err
 		}
 		l.infos = append(l.infos, ri)
+		l.dirs = append(l.dirs, dir)
 		ids[ri.RunID] = true
 		l.runs = append(l.runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, Complete: ri.Complete, Reason: ri.Reason,
 			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target,
@@ -207,16 +248,21 @@ type timedValue struct {
 // extracted holds the per-request metric values and tallies of a set of
 // result rows.
 type extracted struct {
-	counts  Counts
-	timed   map[string][]timedValue // one per request, in time order
-	pooled  map[string][]float64    // per event (ITL)
-	first   int64                   // first send, -1 if none
-	last    int64                   // last completion
-	outTok  int64
-	totTok  int64
-	met     int     // requests meeting the SLO
-	prompts []int64 // prompt tokens sent, per successful request
-	outputs []int64 // output tokens observed, per successful request
+	counts Counts
+	timed  map[string][]timedValue // one per request, in time order
+	pooled map[string][]float64    // per event (ITL)
+	first  int64                   // first send, -1 if none
+	last   int64                   // last completion
+	outTok int64
+	totTok int64
+	met    int // requests meeting the SLO
+	// Streaming smoothness: gaps above the stall threshold, the longest
+	// gap, and the output tokens of the streams they came from.
+	stalls         int
+	longestStallNs int64
+	streamedTokens int64
+	prompts        []int64 // prompt tokens sent, per successful request
+	outputs        []int64 // output tokens observed, per successful request
 }
 
 // values returns a metric's per-request values in time order.
@@ -230,12 +276,30 @@ func (x *extracted) values(name string) []float64 {
 }
 
 // extract computes every per-request metric of rows (DESIGN.md definitions).
-func extract(c *resultColumns, opts Options) *extracted {
+func extract(c *resultColumns, opts Options) *extracted { return extractRows(c, opts, nil) }
+
+// extractRows is extract over the rows idx (nil: every row).
+func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 	x := &extracted{counts: Counts{Outcomes: map[string]int{}}, timed: map[string][]timedValue{}, pooled: map[string][]float64{}, first: -1, last: -1}
 	cnt := &x.counts
 	perRequest := func(name string, at int64, v float64) { x.timed[name] = append(x.timed[name], timedValue{at, v}) }
-	itl := make([]float64, 0, max(0, len(c.tokenTimes)-c.n))
-	for i := range c.n {
+	var itl []float64
+	if idx == nil {
+		itl = make([]float64, 0, max(0, len(c.tokenTimes)-c.n))
+	}
+	stallNs := int64(opts.Stall)
+	if stallNs <= 0 {
+		stallNs = int64(DefaultStall)
+	}
+	n := c.n
+	if idx != nil {
+		n = len(idx)
+	}
+	for k := range n {
+		i := k
+		if idx != nil {
+			i = int(idx[k])
+		}
 		cnt.Total++
 		if c.warmup[i] {
 			cnt.Warmup++
@@ -280,10 +344,16 @@ func extract(c *resultColumns, opts Options) *extracted {
 		}
 		perRequest("ttft_ms", sent, nsToMs(ttftAt-sent))
 		perRequest("ttft_from_scheduled_ms", sent, nsToMs(ttftAt-c.scheduled[i]))
-		times := c.tokenTimes[c.tokenOffsets[i]:c.tokenOffsets[i+1]]
+		times := c.tokenTimesOf(i)
 		for j := 1; j < len(times); j++ {
-			itl = append(itl, nsToMs(times[j]-times[j-1]))
+			gap := times[j] - times[j-1]
+			itl = append(itl, nsToMs(gap))
+			if gap > stallNs {
+				x.stalls++
+			}
+			x.longestStallNs = max(x.longestStallNs, gap)
 		}
+		x.streamedTokens += out
 		tpot, hasTPOT := 0.0, false
 		if ft := c.firstToken[i]; ft != null && out > 1 {
 			tpot, hasTPOT = nsToMs(done-ft)/float64(out-1), true
@@ -339,6 +409,7 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 			}
 		}
 	}
+	rep.Smoothness = smoothness(x, opts)
 	if c.NotStreamed > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d successful requests were not streamed: they have E2E but no TTFT, ITL or TPOT", c.NotStreamed))
 	}

@@ -31,9 +31,16 @@ func writeSyntheticRun(tb testing.TB, dir string, n int) {
 			t += int64(20e6 * (0.5 + rng.ExpFloat64()*0.5))
 		}
 		done := sent + times[15] + 1e5
-		w.Write(trace.Result{Identity: trace.Identity{RequestID: "r" + strconv.Itoa(i)}, ScheduledNs: sched, AdmittedNs: sched, SentNs: &sent,
+		r := trace.Result{Identity: trace.Identity{RequestID: "r" + strconv.Itoa(i), Tenant: "t" + strconv.Itoa(i%3), Turn: int32(i % 4), Model: "m"},
+			ScheduledNs: sched, AdmittedNs: sched, SentNs: &sent,
 			FirstChunkNs: &first, FirstTokenNs: &first, DoneNs: &done, TokenTimesNs: times, ObservedOutputTokens: 16, PromptTokensSent: 512,
-			HTTPStatus: 200, Outcome: trace.OutcomeOK, RunID: "bench", Shape: trace.Shape{Stream: true}})
+			HTTPStatus: 200, Outcome: trace.OutcomeOK, RunID: "bench", ObservedFinishReason: "length",
+			Shape: trace.Shape{Stream: true, InputTokens: 512, OutputTokens: 16, MaxTokens: 16}}
+		if i%5 == 0 {
+			r.Features = []string{"tools", "json"}
+			r.PrefixBlocks = []int64{int64(i % 7), int64(i)}
+		}
+		w.Write(r)
 	}
 	if err := w.Flush(); err != nil {
 		tb.Fatal(err)

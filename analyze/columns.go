@@ -35,11 +35,38 @@ type resultColumns struct {
 	// Row i's token times are tokenTimes[tokenOffsets[i]:tokenOffsets[i+1]].
 	tokenOffsets []int64
 	tokenTimes   []int64
+
+	// What was sent, and how to group it.
+	tenant, model, adapter, phase []string
+	finishReason                  []string
+	turn                          []int64
+	inputTokens, requestedOutput  []int64 // intended prompt tokens; output tokens the workload asked for
+	maxTokens                     []int64
+	featureOffsets                []int64
+	features                      []string
+	prefixOffsets                 []int64
+	prefixBlocks                  []int64
+}
+
+// tokenTimesOf returns row i's token times.
+func (c *resultColumns) tokenTimesOf(i int) []int64 {
+	return c.tokenTimes[c.tokenOffsets[i]:c.tokenOffsets[i+1]]
+}
+
+// featuresOf returns row i's feature tags.
+func (c *resultColumns) featuresOf(i int) []string {
+	return c.features[c.featureOffsets[i]:c.featureOffsets[i+1]]
+}
+
+// prefixBlocksOf returns row i's prefix block ids.
+func (c *resultColumns) prefixBlocksOf(i int) []int64 {
+	return c.prefixBlocks[c.prefixOffsets[i]:c.prefixOffsets[i+1]]
 }
 
 // analysisColumns are the Parquet leaf columns read, by top-level name.
 var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "admitted_ns", "sent_ns", "first_chunk_ns", "first_token_ns",
-	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns"}
+	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns",
+	"tenant", "model", "adapter", "phase", "observed_finish_reason", "turn", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks"}
 
 // readResultColumns reads every result part of a run directory (the parts
 // on disk, as trace.ReadResults does) into cols.
@@ -121,6 +148,7 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		{"scheduled_ns", &c.scheduled, false}, {"admitted_ns", &c.admitted, false}, {"sent_ns", &c.sent, true},
 		{"first_chunk_ns", &c.firstChunk, true}, {"first_token_ns", &c.firstToken, true}, {"done_ns", &c.done, true},
 		{"usage_prompt_tokens", &c.usagePrompt, true}, {"observed_output_tokens", &c.observedOut, false}, {"prompt_tokens_sent", &c.promptSent, false},
+		{"input_tokens", &c.inputTokens, false}, {"output_tokens", &c.requestedOutput, false}, {"max_tokens", &c.maxTokens, false},
 	} {
 		a, err := col(spec.name)
 		if err != nil {
@@ -159,37 +187,77 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 			*spec.dst = append(*spec.dst, b.Value(i))
 		}
 	}
-	a, err := col("outcome")
+	for _, spec := range []struct {
+		name string
+		dst  *[]string
+	}{{"outcome", &c.outcome}, {"tenant", &c.tenant}, {"model", &c.model}, {"adapter", &c.adapter}, {"phase", &c.phase}, {"observed_finish_reason", &c.finishReason}} {
+		a, err := col(spec.name)
+		if err != nil {
+			return err
+		}
+		if err := appendStrings(spec.dst, a); err != nil {
+			return fmt.Errorf("column %s: %w", spec.name, err)
+		}
+	}
+	a, err := col("turn")
 	if err != nil {
 		return err
 	}
-	if err := appendStrings(&c.outcome, a); err != nil {
-		return fmt.Errorf("column outcome: %w", err)
+	turns, ok := a.(*array.Int32)
+	if !ok {
+		return fmt.Errorf("column turn is %s, want int32", a.DataType())
 	}
-	a, err = col("token_times_ns")
+	for _, v := range turns.Int32Values() {
+		c.turn = append(c.turn, int64(v))
+	}
+	for _, spec := range []struct {
+		name string
+		offs *[]int64
+		vals *[]int64
+	}{{"token_times_ns", &c.tokenOffsets, &c.tokenTimes}, {"prefix_blocks", &c.prefixOffsets, &c.prefixBlocks}} {
+		a, err := col(spec.name)
+		if err != nil {
+			return err
+		}
+		list, ok := a.(*array.List)
+		if !ok {
+			return fmt.Errorf("column %s is %s, want a list of int64", spec.name, a.DataType())
+		}
+		values, ok := list.ListValues().(*array.Int64)
+		if !ok {
+			return fmt.Errorf("column %s holds %s, want int64", spec.name, list.ListValues().DataType())
+		}
+		appendList(spec.offs, list, n, func(from, to int) { *spec.vals = append(*spec.vals, values.Int64Values()[from:to]...) }, int64(len(*spec.vals)))
+	}
+	a, err = col("features")
 	if err != nil {
 		return err
 	}
 	list, ok := a.(*array.List)
 	if !ok {
-		return fmt.Errorf("column token_times_ns is %s, want a list of int64", a.DataType())
+		return fmt.Errorf("column features is %s, want a list of strings", a.DataType())
 	}
-	values, ok := list.ListValues().(*array.Int64)
-	if !ok {
-		return fmt.Errorf("column token_times_ns holds %s, want int64", list.ListValues().DataType())
+	var words []string
+	if err := appendStrings(&words, list.ListValues()); err != nil {
+		return fmt.Errorf("column features: %w", err)
 	}
-	if len(c.tokenOffsets) == 0 {
-		c.tokenOffsets = append(c.tokenOffsets, 0)
-	}
-	base := int64(len(c.tokenTimes))
-	offs := list.Offsets()
-	first := int64(offs[0])
-	c.tokenTimes = append(c.tokenTimes, values.Int64Values()[first:offs[n]]...)
-	for i := range n {
-		c.tokenOffsets = append(c.tokenOffsets, base+int64(offs[i+1])-first)
-	}
+	appendList(&c.featureOffsets, list, n, func(from, to int) { c.features = append(c.features, words[from:to]...) }, int64(len(c.features)))
 	c.n += n
 	return nil
+}
+
+// appendList appends n rows of a list column: take(from, to) appends the
+// values slice [from, to) and offsets grow from base.
+func appendList(offsets *[]int64, list *array.List, n int, take func(from, to int), base int64) {
+	if len(*offsets) == 0 {
+		*offsets = append(*offsets, 0)
+	}
+	offs := list.Offsets()
+	first := int64(offs[0])
+	take(int(first), int(offs[n]))
+	for i := range n {
+		*offsets = append(*offsets, base+int64(offs[i+1])-first)
+	}
 }
 
 // appendStrings appends a string or dictionary-of-strings column,
@@ -226,7 +294,7 @@ func appendStrings(dst *[]string, a arrow.Array) error {
 // columnsOf lays out result rows (already in memory) as resultColumns, so
 // one extraction serves both paths.
 func columnsOf(rows []trace.Result) *resultColumns {
-	c := &resultColumns{tokenOffsets: []int64{0}}
+	c := &resultColumns{tokenOffsets: []int64{0}, featureOffsets: []int64{0}, prefixOffsets: []int64{0}}
 	opt := func(p *int64) int64 {
 		if p == nil {
 			return null
@@ -249,6 +317,19 @@ func columnsOf(rows []trace.Result) *resultColumns {
 		c.promptSent = append(c.promptSent, r.PromptTokensSent)
 		c.tokenTimes = append(c.tokenTimes, r.TokenTimesNs...)
 		c.tokenOffsets = append(c.tokenOffsets, int64(len(c.tokenTimes)))
+		c.tenant = append(c.tenant, r.Tenant)
+		c.model = append(c.model, r.Model)
+		c.adapter = append(c.adapter, r.Adapter)
+		c.phase = append(c.phase, r.Phase)
+		c.finishReason = append(c.finishReason, r.ObservedFinishReason)
+		c.turn = append(c.turn, int64(r.Turn))
+		c.inputTokens = append(c.inputTokens, r.InputTokens)
+		c.requestedOutput = append(c.requestedOutput, r.OutputTokens)
+		c.maxTokens = append(c.maxTokens, r.MaxTokens)
+		c.features = append(c.features, r.Features...)
+		c.featureOffsets = append(c.featureOffsets, int64(len(c.features)))
+		c.prefixBlocks = append(c.prefixBlocks, r.PrefixBlocks...)
+		c.prefixOffsets = append(c.prefixOffsets, int64(len(c.prefixBlocks)))
 	}
 	c.n = len(rows)
 	return c

@@ -3,6 +3,8 @@ package analyze
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -92,6 +94,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprint(tw, "\n")
 	}
 	tw.Flush()
+	writeSentAndSmoothness(&b, rep)
+	writeBreakdowns(&b, rep)
+	writeSeries(&b, rep)
 	b.WriteString("\n")
 	for _, name := range MetricOrder {
 		if _, ok := rep.Metrics[name]; ok {
@@ -179,4 +184,117 @@ func WriteComparisonTable(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(&b, "token distributions (Kolmogorov–Smirnov distance): prompt %.3f, output %.3f\n", c.KS["prompt_tokens"], c.KS["output_tokens"])
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func writeSentAndSmoothness(b *strings.Builder, rep *Report) {
+	s := rep.Sent
+	tok := func(name string, t TokenStats) {
+		if t.N > 0 {
+			fmt.Fprintf(b, "  %-24s p10 %s  p50 %s  p90 %s  p99 %s  max %s  (n %d)\n", name, num(t.P10), num(t.P50), num(t.P90), num(t.P99), num(t.Max), t.N)
+		}
+	}
+	b.WriteString("\nwhat was sent (tokens):\n")
+	tok("input", s.InputTokens)
+	tok("requested output", s.RequestedOutputTokens)
+	tok("output (ok requests)", s.OutputTokens)
+	if s.PromptGap != nil {
+		tok("served − intended prompt", *s.PromptGap)
+	}
+	if len(s.FinishReasons) > 0 {
+		fmt.Fprintf(b, "  finish reasons: %s\n", countsText(s.FinishReasons))
+	}
+	if s.PrefixKnown > 0 {
+		fmt.Fprintf(b, "  reused prefix: %.1f%% of prompt blocks were sent before (%d requests with block ids)\n", 100*s.ReusedPrefixShare, s.PrefixKnown)
+	}
+	if len(s.FeatureShares) > 0 {
+		var parts []string
+		for _, f := range slices.Sorted(maps.Keys(s.FeatureShares)) {
+			parts = append(parts, fmt.Sprintf("%s %.1f%%", f, 100*s.FeatureShares[f]))
+		}
+		fmt.Fprintf(b, "  features: %s\n", strings.Join(parts, ", "))
+	}
+	if sm := rep.Smoothness; rep.Metrics["itl_ms"].N > 0 {
+		fmt.Fprintf(b, "streaming smoothness: ITL CV %.2f; %d stalls above %s ms (%.2f per 1,000 tokens); longest gap %s ms\n",
+			sm.ITLCV, sm.Stalls, num(sm.StallMs), sm.StallsPer1kTokens, num(sm.LongestStallMs))
+	}
+}
+
+func countsText(m map[string]int) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func writeBreakdowns(b *strings.Builder, rep *Report) {
+	for _, dim := range slices.Sorted(maps.Keys(rep.Breakdowns)) {
+		fmt.Fprintf(b, "\nby %s (p50 / p99 in ms; intervals in --json):\n", dim)
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "group\tcounted\tok %\treq/s\tout tok/s\tttft\ttpot\titl\te2e\t\n")
+		for _, g := range rep.Breakdowns[dim] {
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%.1f\t", g.Value, g.Counted, 100*g.SuccessRate, g.RequestsPerS, g.OutputTokensPerS)
+			for _, m := range []string{"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"} {
+				fmt.Fprintf(tw, "%s\t", p50p99(g.Metrics[m]))
+			}
+			fmt.Fprint(tw, "\n")
+		}
+		tw.Flush()
+	}
+}
+
+// p50p99 prints a distribution's p50 / p99 where they were computed.
+func p50p99(d Distribution) string {
+	if d.N == 0 {
+		return "—"
+	}
+	var p50, p99 = "—", "—"
+	for _, q := range d.Quantiles {
+		switch q.P {
+		case 50:
+			p50 = num(q.Value)
+		case 99:
+			p99 = num(q.Value)
+			if q.CIHi == nil {
+				p99 += "≥" // the sample cannot bound it: a floor
+			}
+		}
+	}
+	return p50 + " / " + p99
+}
+
+func writeSeries(b *strings.Builder, rep *Report) {
+	ser := rep.Series
+	if ser == nil {
+		return
+	}
+	fmt.Fprintf(b, "\ntime series (%s s windows; TTFT of requests sent in the window):\n", num(ser.WindowS))
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "start s\tsent/s\tdone/s\tfailed\tout tok/s\tttft p50\tttft p99\tin flight\trunning\twaiting\tkv\tregion\t\n")
+	opt := func(p *float64) string {
+		if p == nil {
+			return "—"
+		}
+		return num(*p)
+	}
+	for _, w := range ser.Windows {
+		region := w.Region
+		if w.BreaksSLO {
+			region += " (SLO broken)"
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", num(w.StartS), w.SendRate, w.CompletionRate, w.Failed, w.OutputTokensPerS,
+			opt(w.TTFTP50Ms), opt(w.TTFTP99Ms), w.InFlight, opt(w.Running), opt(w.Waiting), opt(w.KVUsage), region)
+	}
+	tw.Flush()
+	if r := ser.Recovery; r != nil {
+		fmt.Fprintf(b, "overload: first broken window at %s s", num(r.FirstBreakS))
+		if r.LoadDropS != nil {
+			fmt.Fprintf(b, ", load dropped at %s s", num(*r.LoadDropS))
+		}
+		if r.RecoveryS != nil {
+			fmt.Fprintf(b, ", recovered at %s s: recovery took %s s", num(*r.RecoveredS), num(*r.RecoveryS))
+		}
+		fmt.Fprintf(b, " (%s)\n", r.Note)
+	}
 }

@@ -608,6 +608,9 @@ Example:
 			&cli.StringFlag{Name: "block", Value: "auto", Usage: "bootstrap block length in requests: auto (from the autocorrelation) or N (1 = independent)"},
 			&cli.Float64Flag{Name: "precision", Value: 0.05, Usage: "target relative half-width for the 'samples needed' figures"},
 			&cli.StringFlag{Name: "slo", Usage: "objectives for goodput, e.g. ttft=800ms,tpot=50ms,e2e=10s"},
+			&cli.StringFlag{Name: "by", Usage: "breakdowns, comma-separated: " + strings.Join(analyze.Dimensions, ", ")},
+			&cli.DurationFlag{Name: "stall", Value: analyze.DefaultStall, Usage: "a gap between token events above this is a stall"},
+			&cli.DurationFlag{Name: "window", Usage: "add a time series in windows of this length (e.g. 10s), with regions and recovery"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
@@ -625,6 +628,9 @@ Example:
 				}
 				block = n
 			}
+			if c.Duration("stall") <= 0 || c.Duration("window") < 0 {
+				return cli.Exit("--stall must be positive and --window not negative, e.g. --stall 500ms --window 10s", 2)
+			}
 			if c.Int("resamples") < 100 || c.Float64("precision") <= 0 || c.Float64("precision") >= 1 {
 				return cli.Exit("--resamples must be at least 100 and --precision within (0, 1), e.g. --precision 0.05", 2)
 			}
@@ -634,7 +640,7 @@ Example:
 			}
 			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
-				SLO: slo})
+				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window")})
 			if err != nil {
 				return err
 			}
@@ -783,4 +789,15 @@ func runDirList(arg string) ([]string, error) {
 		return nil, fmt.Errorf("%q names no run directory", arg)
 	}
 	return out, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

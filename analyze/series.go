@@ -1,0 +1,450 @@
+package analyze
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// Regions of a time series.
+const (
+	RegionCold       = "cold"
+	RegionWarm       = "warm"
+	RegionSteady     = "steady"
+	RegionSaturated  = "saturated"
+	RegionRecovering = "recovering"
+)
+
+// Series is a run's time series in fixed windows, with regions and the
+// recovery after an overload.
+//
+// Regions, in this order of precedence:
+//   - saturated: the queue grows through the window: in-flight requests rise
+//     by more than 10% and by more than Poisson noise (twice the square root
+//     of sends plus completions) while completions fall short of 95% of
+//     sends, or the server's waiting gauge rises by at least 2 and 10%.
+//   - recovering: after a saturated window, until p99 TTFT, in-flight
+//     requests and (where scraped) waiting requests and KV usage are back
+//     within 10% of their steady values.
+//   - cold: leading windows whose TTFT p50 exceeds 1.5× the steady p50,
+//     beyond its own noise (the lower end of its 95% interval).
+//   - warm: leading windows after those, still above 1.1× the steady p50.
+//   - steady: the rest.
+//
+// Steady values are medians over the windows before the first saturated
+// one (all non-saturated windows when the run starts saturated).
+type Series struct {
+	WindowS float64  `json:"window_s"`
+	Windows []Window `json:"windows"`
+	// Steady holds the reference values the regions are judged against.
+	Steady SteadyValues `json:"steady"`
+	// Recovery is set when some window broke the SLO (or, without --slo,
+	// was saturated).
+	Recovery *Recovery `json:"recovery,omitempty"`
+}
+
+// Window is one interval [StartS, StartS+WindowS) of the run's clock.
+// Latency percentiles are over the requests sent in the window.
+type Window struct {
+	StartS           float64  `json:"start_s"`
+	Sent             int      `json:"sent"`
+	Completed        int      `json:"completed_ok"`
+	Failed           int      `json:"failed"`
+	SendRate         float64  `json:"send_rate"`
+	CompletionRate   float64  `json:"completion_rate"`
+	OutputTokensPerS float64  `json:"output_tokens_per_s"`
+	GoodputPerS      *float64 `json:"goodput_per_s,omitempty"`
+	TTFTP50Ms        *float64 `json:"ttft_p50_ms,omitempty"`
+	TTFTP99Ms        *float64 `json:"ttft_p99_ms,omitempty"`
+	E2EP99Ms         *float64 `json:"e2e_p99_ms,omitempty"`
+	// InFlight counts requests sent and not finished at the window's end.
+	InFlight int `json:"in_flight"`
+	// Server gauges from the last scrape in the window (--metrics-url).
+	Running   *float64 `json:"server_running,omitempty"`
+	Waiting   *float64 `json:"server_waiting,omitempty"`
+	KVUsage   *float64 `json:"server_kv_usage,omitempty"`
+	Region    string   `json:"region"`
+	BreaksSLO bool     `json:"breaks_slo,omitempty"`
+}
+
+// SteadyValues are the medians the regions are judged against.
+type SteadyValues struct {
+	TTFTP50Ms float64  `json:"ttft_p50_ms"`
+	TTFTP99Ms float64  `json:"ttft_p99_ms"`
+	InFlight  float64  `json:"in_flight"`
+	Waiting   *float64 `json:"server_waiting,omitempty"`
+	KVUsage   *float64 `json:"server_kv_usage,omitempty"`
+}
+
+// Recovery measures an overload: from the first window that breaks the
+// SLO to the first window after the load drops where p99 TTFT, the queue
+// and KV usage are back within 10% of their steady values.
+type Recovery struct {
+	FirstBreakS float64 `json:"first_break_s"`
+	// LoadDropS is the start of the first window after the break that is
+	// no longer saturated.
+	LoadDropS *float64 `json:"load_drop_s,omitempty"`
+	// RecoveredS is the start of the first window back within 10%.
+	RecoveredS *float64 `json:"recovered_s,omitempty"`
+	// RecoveryS is RecoveredS − FirstBreakS.
+	RecoveryS *float64 `json:"recovery_s,omitempty"`
+	Note      string   `json:"note"`
+}
+
+// scrape is one server metrics scrape on the run's clock.
+type scrape struct {
+	atNs                     int64
+	running, waiting, kvUsed float64
+	hasRunning, hasWaiting   bool
+	hasKV                    bool
+}
+
+// Gauge names of vLLM, SGLang and TGI.
+var (
+	runningGauges = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"}
+	waitingGauges = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"}
+	kvGauges      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
+)
+
+// readScrapes reads the metrics/*.prom scrapes of the run directories.
+func readScrapes(dirs []string) ([]scrape, error) {
+	var out []scrape
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "metrics", "*.prom"))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			if s, ok := parseScrape(b); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b scrape) int { return int(a.atNs - b.atNs) })
+	return out, nil
+}
+
+// parseScrape reads a scrape file: the servetrace header's run_ns and the
+// busy and KV gauges, summed over label sets. A failed scrape is skipped.
+func parseScrape(b []byte) (scrape, bool) {
+	var s scrape
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	header := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "# servetrace scrape ") {
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "run_ns="); ok {
+					n, err := strconv.ParseInt(v, 10, 64)
+					if err == nil {
+						s.atNs, header = n, true
+					}
+				}
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "# scrape failed") {
+			return s, false
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		f := strings.Fields(line[strings.LastIndexByte(line, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case slices.Contains(runningGauges, name):
+			s.running, s.hasRunning = s.running+v, true
+		case slices.Contains(waitingGauges, name):
+			s.waiting, s.hasWaiting = s.waiting+v, true
+		case slices.Contains(kvGauges, name):
+			s.kvUsed, s.hasKV = s.kvUsed+v, true
+		}
+	}
+	return s, header
+}
+
+// timeSeries builds the windows, labels regions and measures recovery.
+func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
+	w := int64(opts.Window)
+	var end int64
+	for i := range c.n {
+		end = max(end, c.scheduled[i])
+		if c.done[i] != null {
+			end = max(end, c.done[i])
+		}
+	}
+	nw := int(end/w) + 1
+	ser := &Series{WindowS: float64(w) / 1e9, Windows: make([]Window, nw)}
+	ttfts := make([][]float64, nw)
+	e2es := make([][]float64, nw)
+	outTok := make([]float64, nw)
+	good := make([]int, nw)
+	delta := make([]int, nw+1) // in-flight changes at window boundaries
+	p50Lo := make([]float64, nw) // lower 95% bound of each window's TTFT p50
+	slo := !opts.SLO.Empty()
+	for i := range c.n {
+		if c.warmup[i] || c.sent[i] == null {
+			continue
+		}
+		sent := c.sent[i]
+		ws := int(sent / w)
+		ser.Windows[ws].Sent++
+		finish := c.done[i]
+		if finish == null {
+			finish = sent
+		}
+		fw := min(int(finish/w), nw-1)
+		// In flight at the end of windows ws..fw-1.
+		delta[ws]++
+		delta[fw]--
+		if c.outcome[i] != trace.OutcomeOK || c.done[i] == null {
+			ser.Windows[fw].Failed++
+			continue
+		}
+		ser.Windows[fw].Completed++
+		e2e := nsToMs(c.done[i] - sent)
+		e2es[ws] = append(e2es[ws], e2e)
+		ttftAt := c.firstToken[i]
+		if opts.TTFTMode == TTFTFirstChunk {
+			ttftAt = c.firstChunk[i]
+		}
+		ttft, hasTTFT := 0.0, ttftAt != null
+		if hasTTFT {
+			ttft = nsToMs(ttftAt - sent)
+			ttfts[ws] = append(ttfts[ws], ttft)
+		}
+		times := c.tokenTimesOf(i)
+		if len(times) > 0 {
+			per := float64(c.observedOut[i]) / float64(len(times))
+			for _, t := range times {
+				outTok[min(int((sent+t)/w), nw-1)] += per
+			}
+		}
+		tpot, hasTPOT := 0.0, false
+		if ft := c.firstToken[i]; ft != null && c.observedOut[i] > 1 {
+			tpot, hasTPOT = nsToMs(c.done[i]-ft)/float64(c.observedOut[i]-1), true
+		}
+		if slo && opts.SLO.meets(ttft, tpot, e2e, hasTTFT, hasTPOT) {
+			good[fw]++
+		}
+	}
+	sec := float64(w) / 1e9
+	inFlight := 0
+	si := 0
+	for k := range ser.Windows {
+		win := &ser.Windows[k]
+		win.StartS = float64(k) * sec
+		win.SendRate, win.CompletionRate, win.OutputTokensPerS = float64(win.Sent)/sec, float64(win.Completed)/sec, outTok[k]/sec
+		if slo {
+			win.GoodputPerS = new(float64(good[k]) / sec)
+		}
+		inFlight += delta[k]
+		win.InFlight = inFlight
+		if v := ttfts[k]; len(v) > 0 {
+			slices.Sort(v)
+			win.TTFTP50Ms, win.TTFTP99Ms = new(Percentile(v, 0.5)), new(Percentile(v, 0.99))
+			if lo, _, ok, _ := OrderStatCI(len(v), 0.5, 0.95); ok {
+				p50Lo[k] = v[lo-1]
+			}
+		}
+		if v := e2es[k]; len(v) > 0 {
+			slices.Sort(v)
+			win.E2EP99Ms = new(Percentile(v, 0.99))
+		}
+		var last *scrape
+		for si < len(scrapes) && scrapes[si].atNs < int64(k+1)*w {
+			last = &scrapes[si]
+			si++
+		}
+		if last != nil {
+			if last.hasRunning {
+				win.Running = new(last.running)
+			}
+			if last.hasWaiting {
+				win.Waiting = new(last.waiting)
+			}
+			if last.hasKV {
+				win.KVUsage = new(last.kvUsed)
+			}
+		}
+		if slo {
+			win.BreaksSLO = (opts.SLO.TTFT > 0 && win.TTFTP99Ms != nil && *win.TTFTP99Ms > ms(opts.SLO.TTFT)) ||
+				(opts.SLO.E2E > 0 && win.E2EP99Ms != nil && *win.E2EP99Ms > ms(opts.SLO.E2E))
+		}
+	}
+	labelRegions(ser, slo, p50Lo)
+	return ser
+}
+
+// labelRegions sets each window's region and the recovery (see Series).
+func labelRegions(ser *Series, slo bool, p50Lo []float64) {
+	ws := ser.Windows
+	prevInFlight := 0
+	var prevWaiting *float64
+	firstSat := -1
+	for k := range ws {
+		win := &ws[k]
+		// A rise beyond Poisson noise: twice the standard deviation of
+		// sends minus completions, and at least 10%.
+		rise := float64(win.InFlight - prevInFlight)
+		noise := 2 * math.Sqrt(float64(win.Sent+win.Completed))
+		grows := rise > max(noise, 0.1*float64(prevInFlight), 1) && float64(win.Completed) < 0.95*float64(win.Sent)
+		if win.Waiting != nil && prevWaiting != nil && *win.Waiting-*prevWaiting >= max(2, 0.1**prevWaiting) {
+			grows = true
+		}
+		if grows {
+			win.Region = RegionSaturated
+			if firstSat < 0 {
+				firstSat = k
+			}
+		}
+		prevInFlight, prevWaiting = win.InFlight, win.Waiting
+	}
+	// Steady values: before the first saturated window, else all others.
+	var ref []Window
+	for k := range ws {
+		if ws[k].Region == "" && ws[k].Sent > 0 && (firstSat < 0 || k < firstSat) {
+			ref = append(ref, ws[k])
+		}
+	}
+	if len(ref) == 0 {
+		for k := range ws {
+			if ws[k].Region == "" && ws[k].Sent > 0 {
+				ref = append(ref, ws[k])
+			}
+		}
+	}
+	ser.Steady = steadyOf(ref)
+	st := ser.Steady
+	within := func(v, ref float64) bool { return v <= 1.1*ref+1e-9 }
+	recovered := func(win Window) bool {
+		if win.TTFTP99Ms != nil && st.TTFTP99Ms > 0 && !within(*win.TTFTP99Ms, st.TTFTP99Ms) {
+			return false
+		}
+		if float64(win.InFlight) > 1.1*st.InFlight+1 {
+			return false
+		}
+		if st.Waiting != nil && win.Waiting != nil && *win.Waiting > 1.1**st.Waiting+1 {
+			return false
+		}
+		return st.KVUsage == nil || win.KVUsage == nil || within(*win.KVUsage, *st.KVUsage+0.01)
+	}
+	// Recovering: after a saturated window until back within 10%.
+	recovering := false
+	for k := range ws {
+		switch {
+		case ws[k].Region == RegionSaturated:
+			recovering = true
+		case recovering && !recovered(ws[k]):
+			ws[k].Region = RegionRecovering
+		default:
+			recovering = false
+		}
+	}
+	// Cold and warm: leading windows slower than steady.
+	leading := true
+	for k := range ws {
+		if ws[k].Region != "" {
+			leading = false
+			continue
+		}
+		lo := p50Lo[k] // slower than steady beyond the window's own noise
+		switch {
+		case leading && st.TTFTP50Ms > 0 && lo > 1.5*st.TTFTP50Ms:
+			ws[k].Region = RegionCold
+		case leading && st.TTFTP50Ms > 0 && lo > 1.1*st.TTFTP50Ms:
+			ws[k].Region = RegionWarm
+		default:
+			leading = false
+			ws[k].Region = RegionSteady
+		}
+	}
+	// Recovery.
+	first := -1
+	for k := range ws {
+		if (slo && ws[k].BreaksSLO) || (!slo && ws[k].Region == RegionSaturated) {
+			first = k
+			break
+		}
+	}
+	if first < 0 {
+		return
+	}
+	rec := &Recovery{FirstBreakS: ws[first].StartS}
+	drop := -1
+	for k := first + 1; k < len(ws); k++ {
+		if ws[k].Region != RegionSaturated {
+			drop = k
+			break
+		}
+	}
+	if drop < 0 {
+		rec.Note = "the load never dropped below saturation before the run ended"
+		ser.Recovery = rec
+		return
+	}
+	rec.LoadDropS = new(ws[drop].StartS)
+	for k := drop; k < len(ws); k++ {
+		if ws[k].Region != RegionRecovering && ws[k].Region != RegionSaturated && recovered(ws[k]) && !(slo && ws[k].BreaksSLO) {
+			rec.RecoveredS = new(ws[k].StartS)
+			rec.RecoveryS = new(ws[k].StartS - rec.FirstBreakS)
+			rec.Note = "p99 TTFT, queue and KV usage back within 10% of steady"
+			ser.Recovery = rec
+			return
+		}
+	}
+	rec.Note = "not back within 10% of steady by the end of the run"
+	ser.Recovery = rec
+}
+
+// steadyOf takes the medians of the reference windows.
+func steadyOf(ref []Window) SteadyValues {
+	med := func(get func(Window) *float64) *float64 {
+		var v []float64
+		for _, w := range ref {
+			if p := get(w); p != nil {
+				v = append(v, *p)
+			}
+		}
+		if len(v) == 0 {
+			return nil
+		}
+		slices.Sort(v)
+		return new(Percentile(v, 0.5))
+	}
+	var st SteadyValues
+	if p := med(func(w Window) *float64 { return w.TTFTP50Ms }); p != nil {
+		st.TTFTP50Ms = *p
+	}
+	if p := med(func(w Window) *float64 { return w.TTFTP99Ms }); p != nil {
+		st.TTFTP99Ms = *p
+	}
+	if p := med(func(w Window) *float64 { return new(float64(w.InFlight)) }); p != nil {
+		st.InFlight = *p
+	}
+	st.Waiting = med(func(w Window) *float64 { return w.Waiting })
+	st.KVUsage = med(func(w Window) *float64 { return w.KVUsage })
+	return st
+}
