@@ -201,7 +201,7 @@ func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 	e2es := make([][]float64, nw)
 	outTok := make([]float64, nw)
 	good := make([]int, nw)
-	delta := make([]int, nw+1) // in-flight changes at window boundaries
+	delta := make([]int, nw+1)   // in-flight changes at window boundaries
 	p50Lo := make([]float64, nw) // lower 95% bound of each window's TTFT p50
 	slo := !opts.SLO.Empty()
 	for i := range c.n {
