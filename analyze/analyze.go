@@ -59,6 +59,9 @@ type Options struct {
 	By []string
 	// Window, when set, adds a time series of windows of this length.
 	Window time.Duration
+	// Curves adds quantile curves with bands and the ITL histogram, for
+	// plots, and a time series (about 40 windows) when Window is unset.
+	Curves bool
 }
 
 // DefaultStall is the token gap counted as a stall when none is given.
@@ -99,6 +102,10 @@ type Report struct {
 	Breakdowns map[string][]Group `json:"breakdowns,omitempty"`
 	// Series is the time series (--window), with regions and recovery.
 	Series *Series `json:"series,omitempty"`
+	// Curves are quantile functions with 95% bands (Options.Curves).
+	Curves map[string]Curve `json:"curves,omitempty"`
+	// ITLHistogram bins the pooled inter-token gaps (Options.Curves).
+	ITLHistogram *Histogram `json:"itl_histogram,omitempty"`
 	// Notes are warnings a reader must see: an incomplete run, a saturated
 	// client, percentiles the sample cannot bound.
 	Notes []string `json:"notes,omitempty"`
@@ -182,6 +189,9 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		for _, d := range opts.By {
 			rep.Breakdowns[d] = breakdown(l.cols, d, opts, rep.Throughput.DurationS)
 		}
+	}
+	if opts.Window == 0 && opts.Curves && rep.Throughput.DurationS > 0 {
+		opts.Window = niceWindow(rep.Throughput.DurationS / 40)
 	}
 	if opts.Window > 0 {
 		scrapes, err := readScrapes(l.dirs)
@@ -384,7 +394,23 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 		rep.Metrics[name] = SummarizeBootstrap(x.values(name), opts.Percentiles, opts.Bootstrap, opts.Precision)
 	}
 	for name, v := range x.pooled {
-		rep.Metrics[name] = Summarize(v, opts.Percentiles)
+		rep.Metrics[name] = Summarize(v, opts.Percentiles) // sorts v
+		if opts.Curves && name == "itl_ms" {
+			rep.Curves = map[string]Curve{name: curveOf(v)}
+			h := histogramOf(v, 60)
+			rep.ITLHistogram = &h
+		}
+	}
+	if opts.Curves {
+		if rep.Curves == nil {
+			rep.Curves = map[string]Curve{}
+		}
+		for _, name := range []string{"ttft_ms", "tpot_ms", "e2e_ms"} {
+			if v := x.values(name); len(v) > 1 {
+				sortFloatsParallel(v)
+				rep.Curves[name] = curveOf(v)
+			}
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(rep.Metrics)) {
 		d := rep.Metrics[name]
@@ -441,3 +467,16 @@ func minSamplesForUpper(p float64) int {
 }
 
 func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }
+
+// niceWindow rounds a window length in seconds up to 1, 2 or 5 times a
+// power of ten, at least one second.
+func niceWindow(s float64) time.Duration {
+	for _, base := range []float64{1, 10, 100, 1000} {
+		for _, m := range []float64{1, 2, 5} {
+			if s <= m*base {
+				return time.Duration(m * base * float64(time.Second))
+			}
+		}
+	}
+	return time.Duration(s * float64(time.Second))
+}

@@ -109,16 +109,22 @@ func runDemo(c *cli.Context) error {
 	}
 	step("replay", t0, fmt.Sprintf("%d requests → %s", info.Scheduled, runDir))
 
-	rep, err := analyze.Analyze([]string{runDir}, analyze.Options{})
+	rep, err := analyze.Analyze([]string{runDir}, analyze.Options{Curves: true, By: []string{"input_bucket"}})
 	if err != nil {
 		return fmt.Errorf("demo analyze: %w", err)
 	}
 	fmt.Fprintln(w)
-	if err := analyze.WriteTable(w, rep); err != nil {
+	short := *rep
+	short.Series = nil // the time series is in the HTML report
+	if err := analyze.WriteTable(w, &short); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nartifacts:\n  trace bucket  %s/\n  model         %s\n  workload      %s/\n  run           %s/ (results/*.parquet, run.json)\n",
-		tracesDir, modelPath, workloadDir, runDir)
+	reportPath := filepath.Join(out, "report.html")
+	if err := writeHTMLReport(reportPath, rep); err != nil {
+		return fmt.Errorf("demo report: %w", err)
+	}
+	fmt.Fprintf(w, "\nartifacts:\n  trace bucket  %s/\n  model         %s\n  workload      %s/\n  run           %s/ (results/*.parquet, run.json)\n  report        %s (open in a browser)\n",
+		tracesDir, modelPath, workloadDir, runDir, reportPath)
 	fmt.Fprintf(w, "next: servetrace analyze %s --json   |   duckdb -c \"SELECT outcome, count(*) FROM '%s/results/*.parquet' GROUP BY 1\"\n", runDir, runDir)
 	return nil
 }

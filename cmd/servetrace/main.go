@@ -611,6 +611,7 @@ Example:
 			&cli.StringFlag{Name: "by", Usage: "breakdowns, comma-separated: " + strings.Join(analyze.Dimensions, ", ")},
 			&cli.DurationFlag{Name: "stall", Value: analyze.DefaultStall, Usage: "a gap between token events above this is a stall"},
 			&cli.DurationFlag{Name: "window", Usage: "add a time series in windows of this length (e.g. 10s), with regions and recovery"},
+			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report with plots to this file"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
@@ -640,9 +641,15 @@ Example:
 			}
 			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
-				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window")})
+				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != ""})
 			if err != nil {
 				return err
+			}
+			if path := c.String("html"); path != "" {
+				if err := writeHTMLReport(path, rep); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "wrote %s\n", path)
 			}
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
@@ -800,4 +807,32 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// writeHTMLReport renders the report's plots and writes the page to path
+// through a temporary file, so a failure never leaves half a page.
+func writeHTMLReport(path string, rep *analyze.Report) error {
+	figs, err := analyze.Figures(rep)
+	if err != nil {
+		return fmt.Errorf("--html: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
+	if err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := analyze.WriteHTML(tmp, rep, figs); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	return nil
 }
