@@ -23,6 +23,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -124,11 +125,22 @@ type Counts struct {
 }
 
 // Throughput over the measured span.
+//
+// Intervals (95%) treat completions as a Poisson process over the span:
+// exact for the request rate, and for token rates the compound-Poisson
+// normal interval Σx ± 1.96·√(Σx²) over the span, x the tokens of each
+// request.
 type Throughput struct {
-	DurationS        float64 `json:"duration_s"`
-	RequestsPerS     float64 `json:"requests_per_s"`
-	OutputTokensPerS float64 `json:"output_tokens_per_s"`
-	TotalTokensPerS  float64 `json:"total_tokens_per_s"`
+	DurationS          float64    `json:"duration_s"`
+	RequestsPerS       float64    `json:"requests_per_s"`
+	RequestsPerSCI     [2]float64 `json:"requests_per_s_ci95"`
+	OutputTokensPerS   float64    `json:"output_tokens_per_s"`
+	OutputTokensPerSCI [2]float64 `json:"output_tokens_per_s_ci95"`
+	TotalTokensPerS    float64    `json:"total_tokens_per_s"`
+	TotalTokensPerSCI  [2]float64 `json:"total_tokens_per_s_ci95"`
+	// InputTokens and OutputTokens are the totals of successful requests.
+	InputTokens  float64 `json:"input_tokens"`
+	OutputTokens float64 `json:"output_tokens"`
 }
 
 // MetricOrder lists metric names in report order.
@@ -218,6 +230,16 @@ func load(runDirs []string) (*loaded, error) {
 	l := &loaded{cols: &resultColumns{}}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
+		if isVLLMResult(dir) {
+			cols, sum, notes, err := readVLLMResult(dir)
+			if err != nil {
+				return nil, err
+			}
+			l.cols.appendColumns(cols)
+			l.runs, l.notes = append(l.runs, sum), append(l.notes, notes...)
+			ids[sum.RunID] = true
+			continue
+		}
 		ri, err := trace.ReadRunInfo(dir)
 		if err != nil {
 			return nil, err
@@ -265,7 +287,9 @@ type extracted struct {
 	last   int64                   // last completion
 	outTok int64
 	totTok int64
-	met    int // requests meeting the SLO
+	// Sums of squared per-request tokens, for throughput intervals.
+	outTokSq, totTokSq float64
+	met                int // requests meeting the SLO
 	// Streaming smoothness: gaps above the stall threshold, the longest
 	// gap, and the output tokens of the streams they came from.
 	stalls         int
@@ -335,6 +359,8 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 			prompt = c.usagePrompt[i]
 		}
 		x.totTok += prompt + out
+		x.outTokSq += float64(out) * float64(out)
+		x.totTokSq += float64(prompt+out) * float64(prompt+out)
 		x.prompts = append(x.prompts, c.promptSent[i])
 		x.outputs = append(x.outputs, out)
 		perRequest("e2e_ms", sent, nsToMs(done-sent))
@@ -441,8 +467,15 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 	}
 	if last > first && first >= 0 {
 		span := float64(last-first) / 1e9
-		rep.Throughput = Throughput{DurationS: span, RequestsPerS: float64(c.Outcomes[trace.OutcomeOK]) / span,
-			OutputTokensPerS: float64(outTokens) / span, TotalTokensPerS: float64(totalTokens) / span}
+		ok := c.Outcomes[trace.OutcomeOK]
+		rate := func(sum, sumSq float64) [2]float64 {
+			h := 1.959963984540054 * math.Sqrt(sumSq)
+			return [2]float64{max(0, sum-h) / span, (sum + h) / span}
+		}
+		rep.Throughput = Throughput{DurationS: span, RequestsPerS: float64(ok) / span, RequestsPerSCI: poissonRateCI(ok, span),
+			OutputTokensPerS: float64(outTokens) / span, OutputTokensPerSCI: rate(float64(outTokens), x.outTokSq),
+			TotalTokensPerS: float64(totalTokens) / span, TotalTokensPerSCI: rate(float64(totalTokens), x.totTokSq),
+			InputTokens: float64(totalTokens - outTokens), OutputTokens: float64(outTokens)}
 	}
 	if !opts.SLO.Empty() {
 		g := &Goodput{SLO: opts.SLO, Eligible: c.Counted, Met: met, ErrorBudgetUsed: c.Counted - met}

@@ -195,6 +195,9 @@ func short(shas []string) []string {
 // fingerprintDiffs lists the run.json labels and server fingerprint
 // fields that differ between the sides, except the label under test.
 func fingerprintDiffs(a, b []*trace.RunInfo, testing string) []string {
+	if len(a) == 0 || len(b) == 0 {
+		return nil // a vLLM result file carries no fingerprint
+	}
 	labels := func(infos []*trace.RunInfo) map[string][]string {
 		out := map[string][]string{}
 		for _, ri := range infos {

@@ -99,8 +99,12 @@ type Distribution struct {
 	N int `json:"n"`
 	// Block is the bootstrap's block length in samples (1: independent
 	// resampling; 0: no bootstrap for this metric).
-	Block     int        `json:"bootstrap_block,omitempty"`
-	Mean      float64    `json:"mean"`
+	Block int     `json:"bootstrap_block,omitempty"`
+	Mean  float64 `json:"mean"`
+	// Std is the population standard deviation (numpy's default, as vLLM
+	// reports it); Median is the type-7 p50.
+	Std       float64    `json:"std"`
+	Median    float64    `json:"median"`
 	Max       float64    `json:"max"`
 	Quantiles []Quantile `json:"percentiles"`
 }
@@ -125,7 +129,12 @@ func summarizeSorted(x []float64, percentiles []float64) Distribution {
 	for _, v := range x {
 		sum += v
 	}
-	d.Mean, d.Max = sum/float64(len(x)), x[len(x)-1]
+	d.Mean, d.Max, d.Median = sum/float64(len(x)), x[len(x)-1], Percentile(x, 0.5)
+	var ss float64
+	for _, v := range x {
+		ss += (v - d.Mean) * (v - d.Mean)
+	}
+	d.Std = math.Sqrt(ss / float64(len(x)))
 	for _, pc := range percentiles {
 		q := Quantile{P: pc, Value: Percentile(x, pc/100)}
 		lo, hi, loOK, hiOK := OrderStatCI(len(x), pc/100, 0.95)

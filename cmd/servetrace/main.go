@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -587,20 +588,23 @@ func analyzeCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "analyze",
 		Usage:     "report latency, throughput and outcomes of one or more runs",
-		ArgsUsage: "RUN_DIR...",
+		ArgsUsage: "RUN_DIR|VLLM_RESULT.json...",
 		Description: `Every percentile comes with its sample count, a 95% distribution-free
 interval from order statistics (a bound the sample cannot give is shown as —)
 and, for per-request metrics, a 95% bootstrap interval: moving blocks of
 requests when latencies are correlated in time, seeded and reproducible. The
 notes say how many samples a tail percentile would need for --precision.
-Several run directories are pooled.
+Several run directories are pooled. A vllm bench serve result saved with
+--save-result --save-detailed can be given instead of a run directory, so a
+vLLM run gets the same intervals.
 
 Example:
    servetrace analyze runs/a
    servetrace analyze runs/a --json --percentiles 50,99,99.9 --ttft-mode first-chunk
    servetrace analyze runs/a --slo ttft=800ms,tpot=50ms`,
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (same as --format json)"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table|json|markdown|vllm (vllm: the JSON field names of vllm bench serve results)"},
 			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk (first-chunk counts a role-only chunk, as vllm bench does)"},
 			&cli.StringFlag{Name: "percentiles", Value: "50,90,95,99,99.9", Usage: "comma-separated percentiles"},
 			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
@@ -629,6 +633,9 @@ Example:
 				}
 				block = n
 			}
+			if f := c.String("format"); !slices.Contains([]string{"table", "json", "markdown", "vllm"}, f) {
+				return cli.Exit(fmt.Sprintf("--format %q: use table, json, markdown or vllm", f), 2)
+			}
 			if c.Duration("stall") <= 0 || c.Duration("window") < 0 {
 				return cli.Exit("--stall must be positive and --window not negative, e.g. --stall 500ms --window 10s", 2)
 			}
@@ -651,10 +658,19 @@ Example:
 				}
 				fmt.Fprintf(c.App.ErrWriter, "wrote %s\n", path)
 			}
+			format := c.String("format")
 			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
+				format = "json"
+			}
+			enc := json.NewEncoder(c.App.Writer)
+			enc.SetIndent("", "  ")
+			switch format {
+			case "json":
 				return enc.Encode(rep)
+			case "vllm":
+				return enc.Encode(analyze.VLLMFormat(rep))
+			case "markdown":
+				return analyze.WriteMarkdown(c.App.Writer, rep)
 			}
 			return analyze.WriteTable(c.App.Writer, rep)
 		},
