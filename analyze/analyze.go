@@ -103,6 +103,8 @@ type Report struct {
 	Breakdowns map[string][]Group `json:"breakdowns,omitempty"`
 	// Series is the time series (--window), with regions and recovery.
 	Series *Series `json:"series,omitempty"`
+	// Repeats is set when the directories hold several runs.
+	Repeats *Repeats `json:"repeats,omitempty"`
 	// Curves are quantile functions with 95% bands (Options.Curves).
 	Curves map[string]Curve `json:"curves,omitempty"`
 	// ITLHistogram bins the pooled inter-token gaps (Options.Curves).
@@ -196,6 +198,9 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 	rep.Runs, rep.Notes = l.runs, l.notes
 	compute(rep, l.cols, opts)
 	rep.Sent = summarizeSent(l.cols)
+	if len(l.runIDs) > 1 {
+		rep.Repeats = repeats(l.cols, l.runIDs, l.runRows, opts)
+	}
 	if len(opts.By) > 0 {
 		rep.Breakdowns = map[string][]Group{}
 		for _, d := range opts.By {
@@ -222,12 +227,25 @@ type loaded struct {
 	cols  *resultColumns
 	dirs  []string
 	notes []string
+	// runIDs in first-seen order, and each run's rows (shards merged).
+	runIDs  []string
+	runRows map[string][]int32
+}
+
+// addRows records rows [from, to) as belonging to run id.
+func (l *loaded) addRows(id string, from, to int) {
+	if _, ok := l.runRows[id]; !ok {
+		l.runIDs = append(l.runIDs, id)
+	}
+	for i := from; i < to; i++ {
+		l.runRows[id] = append(l.runRows[id], int32(i))
+	}
 }
 
 // load reads the run directories' run.json and results, and notes what a
 // reader must know about each run.
 func load(runDirs []string) (*loaded, error) {
-	l := &loaded{cols: &resultColumns{}}
+	l := &loaded{cols: &resultColumns{}, runRows: map[string][]int32{}}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
 		if isVLLMResult(dir) {
@@ -235,7 +253,9 @@ func load(runDirs []string) (*loaded, error) {
 			if err != nil {
 				return nil, err
 			}
+			from := l.cols.n
 			l.cols.appendColumns(cols)
+			l.addRows(sum.RunID, from, l.cols.n)
 			l.runs, l.notes = append(l.runs, sum), append(l.notes, notes...)
 			ids[sum.RunID] = true
 			continue
@@ -244,9 +264,11 @@ func load(runDirs []string) (*loaded, error) {
 		if err != nil {
 			return nil, err
 		}
+		from := l.cols.n
 		if err := readResultColumns(dir, l.cols); err != nil {
 			return nil, err
 		}
+		l.addRows(ri.RunID, from, l.cols.n)
 		l.infos = append(l.infos, ri)
 		l.dirs = append(l.dirs, dir)
 		ids[ri.RunID] = true
@@ -266,7 +288,7 @@ func load(runDirs []string) (*loaded, error) {
 		}
 	}
 	if len(ids) > 1 {
-		l.notes = append(l.notes, fmt.Sprintf("%d different run ids pooled as repeats of one configuration", len(ids)))
+		l.notes = append(l.notes, fmt.Sprintf("%d different run ids: pooled above as repeats of one configuration; the repeats section gives the interval with runs as the unit", len(ids)))
 	}
 	return l, nil
 }

@@ -97,6 +97,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	writeSentAndSmoothness(&b, rep)
 	writeBreakdowns(&b, rep)
 	writeSeries(&b, rep)
+	writeRepeats(&b, rep)
 	b.WriteString("\n")
 	for _, name := range MetricOrder {
 		if _, ok := rep.Metrics[name]; ok {
@@ -296,5 +297,41 @@ func writeSeries(b *strings.Builder, rep *Report) {
 			fmt.Fprintf(b, ", recovered at %s s: recovery took %s s", num(*r.RecoveredS), num(*r.RecoveryS))
 		}
 		fmt.Fprintf(b, " (%s)\n", r.Note)
+	}
+}
+
+func writeRepeats(b *strings.Builder, rep *Report) {
+	r := rep.Repeats
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(b, "\nrepeats: %d runs as the unit (t interval across run estimates; ms):\n", len(r.Runs))
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "metric\tstat\tmean [95%]\tbetween-run sd\twithin-run se\theterogeneity p\tper run\t\n")
+	for _, m := range repeatMetrics {
+		for _, st := range r.Metrics[m] {
+			per := make([]string, len(st.PerRun))
+			for i, v := range st.PerRun {
+				per[i] = num(v)
+			}
+			het := "—"
+			if st.Heterogeneity >= 0 {
+				het = fmt.Sprintf("%.3g", st.Heterogeneity)
+			}
+			mean := fmt.Sprintf("%s [%s, %s]", num(st.Mean), num(st.CI95[0]), num(st.CI95[1]))
+			if st.Unbounded {
+				mean += " (a run cannot bound it)"
+			}
+			fmt.Fprintf(tw, "%s\tp%g\t%s\t%s\t%s\t%s\t%s\t\n", strings.TrimSuffix(m, "_ms"), st.P, mean, num(st.BetweenSD), num(st.WithinSE), het, strings.Join(per, " "))
+		}
+	}
+	tw.Flush()
+	for _, m := range repeatMetrics {
+		for _, st := range r.Metrics[m] {
+			if st.Heterogeneity >= 0 && st.Heterogeneity < 0.05 {
+				fmt.Fprintf(b, "note: %s p%g differs between runs beyond their sampling noise (heterogeneity p %.2g): more runs narrow it, longer runs do not\n",
+					strings.TrimSuffix(m, "_ms"), st.P, st.Heterogeneity)
+			}
+		}
 	}
 }
