@@ -40,6 +40,7 @@ type resultColumns struct {
 	tenant, model, adapter, phase []string
 	finishReason                  []string
 	turn                          []int64
+	status                        []int64 // HTTP status
 	inputTokens, requestedOutput  []int64 // intended prompt tokens; output tokens the workload asked for
 	maxTokens                     []int64
 	featureOffsets                []int64
@@ -66,7 +67,7 @@ func (c *resultColumns) prefixBlocksOf(i int) []int64 {
 // analysisColumns are the Parquet leaf columns read, by top-level name.
 var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "admitted_ns", "sent_ns", "first_chunk_ns", "first_token_ns",
 	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns",
-	"tenant", "model", "adapter", "phase", "observed_finish_reason", "turn", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks"}
+	"tenant", "model", "adapter", "phase", "observed_finish_reason", "turn", "http_status", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks"}
 
 // readResultColumns reads every result part of a run directory (the parts
 // on disk, as trace.ReadResults does) into cols.
@@ -210,6 +211,17 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 	for _, v := range turns.Int32Values() {
 		c.turn = append(c.turn, int64(v))
 	}
+	a, err = col("http_status")
+	if err != nil {
+		return err
+	}
+	statuses, ok := a.(*array.Int32)
+	if !ok {
+		return fmt.Errorf("column http_status is %s, want int32", a.DataType())
+	}
+	for _, v := range statuses.Int32Values() {
+		c.status = append(c.status, int64(v))
+	}
 	for _, spec := range []struct {
 		name string
 		offs *[]int64
@@ -323,6 +335,7 @@ func columnsOf(rows []trace.Result) *resultColumns {
 		c.phase = append(c.phase, r.Phase)
 		c.finishReason = append(c.finishReason, r.ObservedFinishReason)
 		c.turn = append(c.turn, int64(r.Turn))
+		c.status = append(c.status, int64(r.HTTPStatus))
 		c.inputTokens = append(c.inputTokens, r.InputTokens)
 		c.requestedOutput = append(c.requestedOutput, r.OutputTokens)
 		c.maxTokens = append(c.maxTokens, r.MaxTokens)

@@ -100,3 +100,34 @@ pre{font-size:12px;background:#f7f7f7;padding:.8rem;overflow-x:auto}
 <pre>{{.Text}}</pre>
 </body></html>
 `))
+
+// WriteFigurePage writes a self-contained page of figures under a title,
+// with a text section (a table's output) below them.
+func WriteFigurePage(w io.Writer, title, text string, figs []Figure) error {
+	type fig struct {
+		Title, Caption string
+		SVG            template.HTML
+	}
+	data := struct {
+		Title   string
+		Figures []fig
+		Text    string
+	}{Title: title, Text: text}
+	for _, f := range figs {
+		data.Figures = append(data.Figures, fig{Title: f.Title, Caption: f.Caption, SVG: template.HTML(f.SVG)}) // #nosec: SVG rendered by gonum/plot here
+	}
+	return figurePage.Execute(w, data)
+}
+
+var figurePage = template.Must(template.New("figures").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
+<style>
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
+h1{font-size:1.5rem}figure{margin:1.2rem 0}figcaption{color:#555;font-size:13px;max-width:760px}
+figure svg{max-width:100%;height:auto}pre{font-size:12px;background:#f7f7f7;padding:.8rem;overflow-x:auto}
+</style></head><body>
+<h1>{{.Title}}</h1>
+{{range .Figures}}<figure><div class="plot">{{.SVG}}</div><figcaption><b>{{.Title}}.</b> {{.Caption}}</figcaption></figure>
+{{end}}<pre>{{.Text}}</pre>
+</body></html>
+`))

@@ -332,3 +332,60 @@ func Figures(rep *Report) ([]Figure, error) {
 	}
 	return figs, nil
 }
+
+// EnvelopeFigures plots completed and good throughput against offered
+// load, with 95% intervals, the y = x line and the knee.
+func EnvelopeFigures(e *Envelope) ([]Figure, error) {
+	if len(e.Steps) == 0 {
+		return nil, nil
+	}
+	p := newPlot("service envelope", "offered load (req/s)", "req/s")
+	var off, done, good []float64
+	top := 0.0
+	for _, s := range e.Steps {
+		off, done, good = append(off, s.OfferedRate), append(done, s.CompletedRate), append(good, s.GoodputRate)
+		top = max(top, s.OfferedRate, s.CompletedRate)
+	}
+	ideal := line([]float64{0, top}, []float64{0, top}, colGrey, true)
+	ld, lg := line(off, done, colBlue, false), line(off, good, colGreen, false)
+	p.Add(ideal, ld, lg)
+	for _, series := range []struct {
+		rate func(Step) float64
+		ci   func(Step) [2]float64
+		col  color.RGBA
+	}{{func(s Step) float64 { return s.CompletedRate }, func(s Step) [2]float64 { return s.CompletedCI }, colBlue},
+		{func(s Step) float64 { return s.GoodputRate }, func(s Step) [2]float64 { return s.GoodputCI }, colGreen}} {
+		pts := struct {
+			plotter.XYs
+			plotter.YErrors
+		}{}
+		for _, s := range e.Steps {
+			c, r := series.ci(s), series.rate(s)
+			pts.XYs = append(pts.XYs, plotter.XY{X: s.OfferedRate, Y: r})
+			pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{r - c[0], c[1] - r})
+		}
+		bars, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return nil, err
+		}
+		bars.Color = series.col
+		p.Add(bars)
+	}
+	p.Legend.Add("offered (y = x)", ideal)
+	p.Legend.Add("completed", ld)
+	p.Legend.Add("goodput", lg)
+	if e.Knee >= 0 {
+		k := e.Steps[e.Knee]
+		knee := line([]float64{k.OfferedRate, k.OfferedRate}, []float64{0, top}, colRed, true)
+		p.Add(knee)
+		p.Legend.Add(fmt.Sprintf("knee (%.1f req/s)", k.OfferedRate), knee)
+	}
+	p.Legend.Left = true
+	p.X.Min, p.Y.Min = 0, 0
+	svg, err := svgOf(p, 7*vg.Inch, 4*vg.Inch)
+	if err != nil {
+		return nil, err
+	}
+	return []Figure{{Title: "throughput and goodput against offered load", SVG: svg,
+		Caption: "Completed and good requests per second at each step, with 95% Poisson intervals; the dashed grey line is what was offered."}}, nil
+}

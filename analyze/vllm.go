@@ -85,6 +85,11 @@ func readVLLMResult(path string) (*resultColumns, RunSummary, []string, error) {
 		c.requestedOutput, c.maxTokens = append(c.requestedOutput, v.OutputLens[i]), append(c.maxTokens, 0)
 		c.tenant, c.model, c.adapter, c.phase = append(c.tenant, ""), append(c.model, v.ModelID), append(c.adapter, ""), append(c.phase, "")
 		c.finishReason, c.turn = append(c.finishReason, ""), append(c.turn, 0)
+		status := int64(200)
+		if !ok {
+			status = 0 // vLLM records the error text, not the status
+		}
+		c.status = append(c.status, status)
 		c.featureOffsets, c.prefixOffsets = append(c.featureOffsets, 0), append(c.prefixOffsets, 0)
 		if !ok {
 			c.outcome = append(c.outcome, trace.OutcomeHTTPError)
@@ -136,7 +141,7 @@ func (c *resultColumns) appendColumns(o *resultColumns) {
 	c.firstChunk, c.firstToken, c.done = append(c.firstChunk, o.firstChunk...), append(c.firstToken, o.firstToken...), append(c.done, o.done...)
 	c.usagePrompt, c.observedOut, c.promptSent = append(c.usagePrompt, o.usagePrompt...), append(c.observedOut, o.observedOut...), append(c.promptSent, o.promptSent...)
 	c.tenant, c.model, c.adapter, c.phase = append(c.tenant, o.tenant...), append(c.model, o.model...), append(c.adapter, o.adapter...), append(c.phase, o.phase...)
-	c.finishReason, c.turn = append(c.finishReason, o.finishReason...), append(c.turn, o.turn...)
+	c.finishReason, c.turn, c.status = append(c.finishReason, o.finishReason...), append(c.turn, o.turn...), append(c.status, o.status...)
 	c.inputTokens, c.requestedOutput, c.maxTokens = append(c.inputTokens, o.inputTokens...), append(c.requestedOutput, o.requestedOutput...), append(c.maxTokens, o.maxTokens...)
 	c.n += o.n
 }

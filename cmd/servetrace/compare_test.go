@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,6 +60,18 @@ func TestCompareCLI(t *testing.T) {
 		if strings.Contains(line, "ttft_ms") && !strings.Contains(line, "inconclusive") {
 			t.Errorf("a verdict on incomparable runs: %s", line)
 		}
+	}
+	// The same runs as a (flat) sweep: two steps, a table and a page.
+	page := filepath.Join(dir, "env.html")
+	code, out, errOut = runCLI(t, "analyze", "envelope", a, other, "--slo", "ttft=5s", "--html", page)
+	if code != 0 || !strings.Contains(out, "service envelope") || strings.Count(out, "\n") < 5 {
+		t.Errorf("envelope: code %d\n%s%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("envelope page: %v", err)
+	}
+	if code, _, errOut := runCLI(t, "analyze", "envelope", a); code == 0 || !strings.Contains(errOut, "phase") {
+		t.Errorf("one run without phases: code %d, %q", code, errOut)
 	}
 	// Bad arguments name what is wrong.
 	if code, _, errOut := runCLI(t, "analyze", "compare", a); code != 2 || !strings.Contains(errOut, "two sides") {

@@ -1,0 +1,343 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// EnvelopeOptions controls Envelope.
+type EnvelopeOptions struct {
+	Options
+	// Attainment is the share of requests that must meet the SLO for a step
+	// to pass (default 0.99: the SLO holds at p99).
+	Attainment float64
+}
+
+// Envelope is a service envelope across a load sweep: per step, what was
+// offered, accepted, completed and good, the knee where goodput stops
+// growing, and the highest rate that met the SLO.
+type Envelope struct {
+	SLO        SLO     `json:"slo"`
+	Attainment float64 `json:"attainment"`
+	// Steps are ordered by offered rate.
+	Steps []Step `json:"steps"`
+	// Knee is the index of the last step whose goodput grew significantly
+	// over the step before (-1 when every step kept growing or there is one
+	// step).
+	Knee int `json:"knee"`
+	// MaxRateMeetingSLO is the highest offered rate whose step met the SLO
+	// below the first step that did not; MaxRateInterval brackets the true
+	// limit between it and the first failing step's rate (the sweep's
+	// resolution; +Inf as 0 when no step failed).
+	MaxRateMeetingSLO *float64   `json:"max_rate_meeting_slo,omitempty"`
+	MaxRateInterval   [2]float64 `json:"max_rate_interval"`
+	// Recovery says whether latency came back after the overload.
+	Recovery string   `json:"recovery"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Step is one load level: a run of a sweep, or one phase of a ramp run.
+type Step struct {
+	Name string `json:"name"`
+	// StartNs orders steps in time within one run (phases).
+	StartNs   int64   `json:"-"`
+	DurationS float64 `json:"duration_s"`
+	// Rates in requests per second. Accepted excludes requests the server
+	// refused (HTTP 429 or 503); Completed counts successes; Goodput counts
+	// successes that met the SLO. Intervals are exact Poisson.
+	OfferedRate   float64    `json:"offered_rps"`
+	AcceptedRate  float64    `json:"accepted_rps"`
+	CompletedRate float64    `json:"completed_rps"`
+	CompletedCI   [2]float64 `json:"completed_ci95"`
+	GoodputRate   float64    `json:"goodput_rps"`
+	GoodputCI     [2]float64 `json:"goodput_ci95"`
+	// Attainment is the share of counted requests meeting the SLO.
+	Attainment float64      `json:"attainment"`
+	MeetsSLO   bool         `json:"meets_slo"`
+	TTFT       Distribution `json:"ttft_ms"`
+	E2E        Distribution `json:"e2e_ms"`
+	Counted    int          `json:"counted"`
+}
+
+// AnalyzeEnvelope analyses a load sweep: each run (run id) is a step; a single
+// run with several phases is split by phase.
+func AnalyzeEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
+	if len(runDirs) == 0 {
+		return nil, fmt.Errorf("envelope needs the run directories of a sweep, or one run with phases")
+	}
+	if o.Attainment == 0 {
+		o.Attainment = 0.99
+	}
+	if !(o.Attainment > 0 && o.Attainment <= 1) {
+		return nil, fmt.Errorf("--attainment %v: use a share in (0, 1], e.g. 0.99", o.Attainment)
+	}
+	if o.TTFTMode == "" {
+		o.TTFTMode = TTFTFirstContent
+	}
+	if len(o.Percentiles) == 0 {
+		o.Percentiles = []float64{50, 99}
+	}
+	l, err := load(runDirs)
+	if err != nil {
+		return nil, err
+	}
+	env := &Envelope{SLO: o.SLO, Attainment: o.Attainment, Knee: -1, Notes: l.notes}
+	type group struct {
+		name    string
+		rows    []int32
+		offered float64
+	}
+	var groups []group
+	if len(l.runIDs) > 1 {
+		for _, id := range l.runIDs {
+			g := group{name: id, rows: l.runRows[id]}
+			for i, r := range l.runs {
+				if r.RunID == id && l.runs[i].OfferedRate > 0 {
+					g.offered = l.runs[i].OfferedRate
+				}
+			}
+			groups = append(groups, g)
+		}
+	} else {
+		byPhase := map[string][]int32{}
+		var order []string
+		for i := range l.cols.n {
+			ph := l.cols.phase[i]
+			if ph == "" || ph == "warmup" {
+				continue
+			}
+			if _, ok := byPhase[ph]; !ok {
+				order = append(order, ph)
+			}
+			byPhase[ph] = append(byPhase[ph], int32(i))
+		}
+		if len(order) < 2 {
+			return nil, fmt.Errorf("%s is one run without phases: give the run directories of a sweep (one per rate), or a ramp run whose workload has a phase column", runDirs[0])
+		}
+		for _, ph := range order {
+			groups = append(groups, group{name: ph, rows: byPhase[ph]})
+		}
+	}
+	for _, g := range groups {
+		env.Steps = append(env.Steps, step(l.cols, g.name, g.rows, g.offered, o))
+	}
+	timeOrder := slices.Clone(env.Steps)
+	slices.SortStableFunc(env.Steps, func(a, b Step) int { return cmp.Compare(a.OfferedRate, b.OfferedRate) })
+	env.findKnee()
+	env.findMaxRate()
+	env.Recovery = recoveryOf(timeOrder, l, runDirs)
+	return env, nil
+}
+
+// step summarises one load level.
+func step(c *resultColumns, name string, rows []int32, offered float64, o EnvelopeOptions) Step {
+	x := extractRows(c, o.Options, rows)
+	s := Step{Name: name, Counted: x.counts.Counted}
+	var first, last int64 = math.MaxInt64, math.MinInt64
+	accepted := 0
+	for _, i := range rows {
+		if c.warmup[i] {
+			continue
+		}
+		first = min(first, c.scheduled[i])
+		last = max(last, c.scheduled[i])
+		if c.done[i] != null {
+			last = max(last, c.done[i])
+		}
+		if c.sent[i] != null && c.status[i] != 429 && c.status[i] != 503 {
+			accepted++
+		}
+	}
+	s.StartNs = first
+	if last <= first {
+		return s
+	}
+	span := float64(last-first) / 1e9
+	s.DurationS = span
+	ok := x.counts.Outcomes[trace.OutcomeOK]
+	if offered <= 0 {
+		offered = float64(x.counts.Counted) / span
+	}
+	good := ok
+	if !o.SLO.Empty() {
+		good = x.met
+	}
+	s.OfferedRate, s.AcceptedRate = offered, float64(accepted)/span
+	s.CompletedRate, s.CompletedCI = float64(ok)/span, poissonRateCI(ok, span)
+	s.GoodputRate, s.GoodputCI = float64(good)/span, poissonRateCI(good, span)
+	if x.counts.Counted > 0 {
+		s.Attainment = float64(good) / float64(x.counts.Counted)
+	}
+	s.MeetsSLO = s.Attainment >= o.Attainment
+	s.TTFT = Summarize(x.values("ttft_ms"), o.Percentiles)
+	s.E2E = Summarize(x.values("e2e_ms"), o.Percentiles)
+	return s
+}
+
+// findKnee sets the last step whose goodput grew significantly: the next
+// higher offered rate's goodput does not exceed it beyond its own interval.
+// Steps repeating a rate count as one level (the better of them).
+func (e *Envelope) findKnee() {
+	best := 0
+	for k := 1; k < len(e.Steps); k++ {
+		s, b := e.Steps[k], e.Steps[best]
+		switch {
+		case s.OfferedRate == b.OfferedRate:
+			if s.GoodputRate > b.GoodputRate {
+				best = k
+			}
+		case s.GoodputCI[0] > b.GoodputRate:
+			best = k
+		default:
+			e.Knee = best
+			return
+		}
+	}
+}
+
+// findMaxRate sets the highest rate meeting the SLO below the first
+// failing step.
+func (e *Envelope) findMaxRate() {
+	last := -1
+	for k, s := range e.Steps {
+		if !s.MeetsSLO {
+			break
+		}
+		last = k
+	}
+	if last < 0 {
+		if len(e.Steps) > 0 {
+			e.Notes = append(e.Notes, fmt.Sprintf("no step met the SLO at %.1f%% attainment: the limit is below %.2f req/s", 100*e.Attainment, e.Steps[0].OfferedRate))
+		}
+		return
+	}
+	e.MaxRateMeetingSLO = new(e.Steps[last].OfferedRate)
+	e.MaxRateInterval[0] = e.Steps[last].OfferedRate
+	if last+1 < len(e.Steps) {
+		e.MaxRateInterval[1] = e.Steps[last+1].OfferedRate
+	} else {
+		e.Notes = append(e.Notes, "every step met the SLO: the sweep did not reach the limit; extend it to higher rates")
+	}
+}
+
+// recoveryOf says whether latency recovered after the first failing step:
+// for a sweep, a later step at or below an earlier passing step's rate must
+// have p99 TTFT within 10% of it; for a ramp (one run), the time series
+// recovery decides.
+func recoveryOf(timeOrder []Step, l *loaded, runDirs []string) string {
+	failed := -1
+	for k, s := range timeOrder {
+		if !s.MeetsSLO {
+			failed = k
+			break
+		}
+	}
+	if failed < 0 {
+		return "no step failed the SLO, so there was no overload to recover from"
+	}
+	for k := failed + 1; k < len(timeOrder); k++ {
+		later := timeOrder[k]
+		for _, earlier := range timeOrder[:failed] {
+			if later.OfferedRate <= earlier.OfferedRate*1.1 && later.OfferedRate >= earlier.OfferedRate*0.9 {
+				a, b := p99(earlier.TTFT), p99(later.TTFT)
+				if b <= 1.1*a {
+					return fmt.Sprintf("recovered: after the overload (%s), step %s at %.2f req/s has p99 TTFT %s ms, within 10%% of %s ms before it",
+						timeOrder[failed].Name, later.Name, later.OfferedRate, num(b), num(a))
+				}
+				return fmt.Sprintf("NOT recovered: after the overload (%s), step %s at %.2f req/s has p99 TTFT %s ms against %s ms before it",
+					timeOrder[failed].Name, later.Name, later.OfferedRate, num(b), num(a))
+			}
+		}
+	}
+	if len(l.runIDs) == 1 {
+		ser := timeSeries(l.cols, nil, Options{Window: niceWindow(float64(maxTime(l.cols)) / 1e9 / 40)})
+		if r := ser.Recovery; r != nil && r.RecoveryS != nil {
+			return fmt.Sprintf("recovered %s s after the first saturated window (%s s into the run)", num(*r.RecoveryS), num(r.FirstBreakS))
+		} else if r != nil {
+			return "NOT recovered: " + r.Note
+		}
+	}
+	return fmt.Sprintf("not measured: no step after the overload (%s) repeats an earlier, passing rate; end the sweep with a step back at a passing rate", timeOrder[failed].Name)
+}
+
+func p99(d Distribution) float64 {
+	for _, q := range d.Quantiles {
+		if q.P == 99 {
+			return q.Value
+		}
+	}
+	return d.Max
+}
+
+func maxTime(c *resultColumns) int64 {
+	var t int64
+	for i := range c.n {
+		t = max(t, c.scheduled[i])
+		if c.done[i] != null {
+			t = max(t, c.done[i])
+		}
+	}
+	return t
+}
+
+// WriteEnvelopeTable prints the envelope: one line per step, then the
+// knee, the highest rate meeting the SLO and recovery.
+func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
+	var b strings.Builder
+	slo := "none (goodput = completed)"
+	if !e.SLO.Empty() {
+		slo = sloText(e.SLO)
+	}
+	fmt.Fprintf(&b, "service envelope: SLO %s, a step passes when %.1f%% of its requests meet it; rates in req/s [95%% Poisson interval]\n", slo, 100*e.Attainment)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "step\toffered\taccepted\tcompleted\tgoodput\tattainment\tttft p50\tttft p99\te2e p99\tpasses\t\n")
+	for k, s := range e.Steps {
+		mark := ""
+		if k == e.Knee {
+			mark = " ← knee"
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f [%.2f, %.2f]\t%.2f [%.2f, %.2f]\t%.1f%%\t%s\t%s\t%s\t%v%s\t\n", s.Name, s.OfferedRate, s.AcceptedRate,
+			s.CompletedRate, s.CompletedCI[0], s.CompletedCI[1], s.GoodputRate, s.GoodputCI[0], s.GoodputCI[1], 100*s.Attainment,
+			pct(s.TTFT, 50), pct(s.TTFT, 99), pct(s.E2E, 99), s.MeetsSLO, mark)
+	}
+	tw.Flush()
+	if e.Knee >= 0 {
+		fmt.Fprintf(&b, "knee: goodput stops growing after %.2f req/s offered (%.2f req/s good)\n", e.Steps[e.Knee].OfferedRate, e.Steps[e.Knee].GoodputRate)
+	} else {
+		b.WriteString("knee: not reached (goodput grew at every step)\n")
+	}
+	if e.MaxRateMeetingSLO != nil {
+		if e.MaxRateInterval[1] > 0 {
+			fmt.Fprintf(&b, "highest rate meeting the SLO: %.2f req/s; the limit lies in [%.2f, %.2f) at this sweep's resolution\n", *e.MaxRateMeetingSLO, e.MaxRateInterval[0], e.MaxRateInterval[1])
+		} else {
+			fmt.Fprintf(&b, "highest rate meeting the SLO: at least %.2f req/s (no step failed)\n", *e.MaxRateMeetingSLO)
+		}
+	}
+	fmt.Fprintf(&b, "recovery: %s\n", e.Recovery)
+	for _, n := range e.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// pct prints a distribution's percentile, marked as a floor where the
+// sample cannot bound it.
+func pct(d Distribution, p float64) string {
+	for _, q := range d.Quantiles {
+		if q.P == p {
+			if q.CIHi == nil {
+				return num(q.Value) + "≥"
+			}
+			return num(q.Value)
+		}
+	}
+	return "—"
+}

@@ -1,0 +1,83 @@
+package analyze
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// writeRun writes rows as a run directory with the given id and offered
+// rate.
+func writeRun(t *testing.T, dir, id string, rows []trace.Result, offered float64) {
+	t.Helper()
+	w, err := trace.NewResultWriter(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		r.RunID = id
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ri := trace.RunInfo{SchemaVersion: 1, RunID: id, Complete: true, OfferedRate: offered, Parts: w.Parts(), WorkloadSHA256: "w"}
+	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), ri); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnvelopeSweep: a FIFO server of 20 req/s (50 ms service), steps of
+// 30 s at 5, 10, 15, 19, 25 and 30 req/s, then 10 req/s again, SLO TTFT
+// 200 ms. Below capacity nothing queues (every request meets the SLO); above
+// it the queue grows without bound. So: completed and goodput grow to 19,
+// the knee is the 19 req/s step, the highest passing rate is 19 with the
+// limit in [19, 25), and the last step shows recovery.
+func TestEnvelopeSweep(t *testing.T) {
+	dir := t.TempDir()
+	var dirs []string
+	for i, rate := range []float64{5, 10, 15, 19, 25, 30, 10} {
+		rows := queueRun(50*time.Millisecond, []struct {
+			until time.Duration
+			rate  float64
+		}{{30 * time.Second, rate}})
+		d := filepath.Join(dir, fmt.Sprintf("step%d", i))
+		writeRun(t, d, fmt.Sprintf("run-%d", i), rows, rate)
+		dirs = append(dirs, d)
+	}
+	env, err := AnalyzeEnvelope(dirs, EnvelopeOptions{Options: Options{SLO: SLO{TTFT: 200 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rates []float64
+	for _, s := range env.Steps {
+		rates = append(rates, s.OfferedRate)
+	}
+	t.Logf("offered %v", rates)
+	if len(env.Steps) != 7 || env.Steps[0].OfferedRate != 5 || env.Steps[6].OfferedRate != 30 {
+		t.Fatalf("steps not ordered by offered rate: %v", rates)
+	}
+	if k := env.Knee; k < 0 || env.Steps[k].OfferedRate != 19 {
+		t.Errorf("knee at step %d, want the 19 req/s step", k)
+	}
+	if env.MaxRateMeetingSLO == nil || *env.MaxRateMeetingSLO != 19 || env.MaxRateInterval != [2]float64{19, 25} {
+		t.Errorf("max rate meeting the SLO %v in %v, want 19 in [19, 25)", env.MaxRateMeetingSLO, env.MaxRateInterval)
+	}
+	for _, s := range env.Steps {
+		if s.OfferedRate <= 19 && (s.Attainment != 1 || s.CompletedRate < 0.9*s.OfferedRate) {
+			t.Errorf("step %s at %v req/s: attainment %.3f, completed %.2f/s", s.Name, s.OfferedRate, s.Attainment, s.CompletedRate)
+		}
+		if s.OfferedRate >= 25 && s.MeetsSLO {
+			t.Errorf("overloaded step at %v req/s met the SLO", s.OfferedRate)
+		}
+	}
+	if !strings.HasPrefix(env.Recovery, "recovered") {
+		t.Errorf("recovery: %s", env.Recovery)
+	}
+}
