@@ -60,6 +60,10 @@ type Options struct {
 	By []string
 	// Window, when set, adds a time series of windows of this length.
 	Window time.Duration
+	// VsLogged, when set, compares replayed TTFT and E2E with those the
+	// source trace logged for the same requests: a trace bucket path, or
+	// VsLoggedAuto for run.json's workload.
+	VsLogged string
 	// Curves adds quantile curves with bands and the ITL histogram, for
 	// plots, and a time series (about 40 windows) when Window is unset.
 	Curves bool
@@ -103,6 +107,8 @@ type Report struct {
 	Breakdowns map[string][]Group `json:"breakdowns,omitempty"`
 	// Series is the time series (--window), with regions and recovery.
 	Series *Series `json:"series,omitempty"`
+	// VsLogged compares the replay with the source trace's log.
+	VsLogged *VsLogged `json:"vs_logged,omitempty"`
 	// Repeats is set when the directories hold several runs.
 	Repeats *Repeats `json:"repeats,omitempty"`
 	// Curves are quantile functions with 95% bands (Options.Curves).
@@ -146,7 +152,7 @@ type Throughput struct {
 }
 
 // MetricOrder lists metric names in report order.
-var MetricOrder = []string{"ttft_ms", "ttft_from_scheduled_ms", "itl_ms", "tpot_ms", "e2e_ms", "e2e_from_scheduled_ms", "lateness_ms"}
+var MetricOrder = []string{"ttft_ms", "ttft_from_scheduled_ms", "itl_ms", "tpot_ms", "e2e_ms", "e2e_from_scheduled_ms", "queue_wait_ms", "lateness_ms"}
 
 // metricHelp describes each metric in one line.
 var metricHelp = map[string]string{
@@ -156,6 +162,7 @@ var metricHelp = map[string]string{
 	"tpot_ms":                "time per output token after the first",
 	"e2e_ms":                 "send to last byte",
 	"e2e_from_scheduled_ms":  "intended send time to last byte",
+	"queue_wait_ms":          "client queue wait under a concurrency cap: admitted minus intended",
 	"lateness_ms":            "client lateness: sent minus admitted",
 }
 
@@ -191,7 +198,7 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		}
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Metrics: map[string]Distribution{}}
-	l, err := load(runDirs)
+	l, err := loadColumns(runDirs, opts.VsLogged != "")
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +213,19 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		for _, d := range opts.By {
 			rep.Breakdowns[d] = breakdown(l.cols, d, opts, rep.Throughput.DurationS)
 		}
+	}
+	if src := opts.VsLogged; src != "" {
+		if src == VsLoggedAuto {
+			if len(l.infos) == 0 || l.infos[0].Workload == "" {
+				return nil, fmt.Errorf("--vs-logged: run.json names no workload; give the source trace's path")
+			}
+			src = l.infos[0].Workload
+		}
+		v, err := vsLogged(l.cols, src, opts)
+		if err != nil {
+			return nil, err
+		}
+		rep.VsLogged = v
 	}
 	if opts.Window == 0 && opts.Curves && rep.Throughput.DurationS > 0 {
 		opts.Window = niceWindow(rep.Throughput.DurationS / 40)
@@ -244,8 +264,11 @@ func (l *loaded) addRows(id string, from, to int) {
 
 // load reads the run directories' run.json and results, and notes what a
 // reader must know about each run.
-func load(runDirs []string) (*loaded, error) {
-	l := &loaded{cols: &resultColumns{}, runRows: map[string][]int32{}}
+func load(runDirs []string) (*loaded, error) { return loadColumns(runDirs, false) }
+
+// loadColumns is load, reading request ids too when ids is set.
+func loadColumns(runDirs []string, withIDs bool) (*loaded, error) {
+	l := &loaded{cols: &resultColumns{wantIDs: withIDs}, runRows: map[string][]int32{}}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
 		if isVLLMResult(dir) {
@@ -366,6 +389,7 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 		sent, done := c.sent[i], c.done[i]
 		if sent != null {
 			perRequest("lateness_ms", sent, nsToMs(sent-c.admitted[i]))
+			perRequest("queue_wait_ms", sent, nsToMs(c.admitted[i]-c.scheduled[i]))
 		}
 		if c.outcome[i] != trace.OutcomeOK || sent == null || done == null {
 			continue
@@ -439,6 +463,9 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 	}
 	rep.Requests = c
 	for name := range x.timed {
+		if name == "queue_wait_ms" && !slices.ContainsFunc(x.timed[name], func(t timedValue) bool { return t.v != 0 }) {
+			continue // no concurrency cap held anything back
+		}
 		rep.Metrics[name] = SummarizeBootstrap(x.values(name), opts.Percentiles, opts.Bootstrap, opts.Precision)
 	}
 	for name, v := range x.pooled {

@@ -41,12 +41,15 @@ type resultColumns struct {
 	finishReason                  []string
 	turn                          []int64
 	status                        []int64 // HTTP status
-	inputTokens, requestedOutput  []int64 // intended prompt tokens; output tokens the workload asked for
-	maxTokens                     []int64
-	featureOffsets                []int64
-	features                      []string
-	prefixOffsets                 []int64
-	prefixBlocks                  []int64
+	// requestID is read only when wantIDs is set (--vs-logged).
+	requestID                    []string
+	wantIDs                      bool
+	inputTokens, requestedOutput []int64 // intended prompt tokens; output tokens the workload asked for
+	maxTokens                    []int64
+	featureOffsets               []int64
+	features                     []string
+	prefixOffsets                []int64
+	prefixBlocks                 []int64
 }
 
 // tokenTimesOf returns row i's token times.
@@ -111,7 +114,7 @@ func (c *resultColumns) readPart(path string) (err error) {
 	var leaves []int
 	for i := range schema.NumColumns() {
 		top, _, _ := strings.Cut(schema.Column(i).Path(), ".")
-		if slices.Contains(analysisColumns, top) {
+		if slices.Contains(analysisColumns, top) || c.wantIDs && top == "request_id" {
 			leaves = append(leaves, i)
 		}
 	}
@@ -198,6 +201,15 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		}
 		if err := appendStrings(spec.dst, a); err != nil {
 			return fmt.Errorf("column %s: %w", spec.name, err)
+		}
+	}
+	if c.wantIDs {
+		a, err := col("request_id")
+		if err != nil {
+			return err
+		}
+		if err := appendStrings(&c.requestID, a); err != nil {
+			return fmt.Errorf("column request_id: %w", err)
 		}
 	}
 	a, err := col("turn")
@@ -306,7 +318,7 @@ func appendStrings(dst *[]string, a arrow.Array) error {
 // columnsOf lays out result rows (already in memory) as resultColumns, so
 // one extraction serves both paths.
 func columnsOf(rows []trace.Result) *resultColumns {
-	c := &resultColumns{tokenOffsets: []int64{0}, featureOffsets: []int64{0}, prefixOffsets: []int64{0}}
+	c := &resultColumns{tokenOffsets: []int64{0}, featureOffsets: []int64{0}, prefixOffsets: []int64{0}, wantIDs: true}
 	opt := func(p *int64) int64 {
 		if p == nil {
 			return null
@@ -336,6 +348,7 @@ func columnsOf(rows []trace.Result) *resultColumns {
 		c.finishReason = append(c.finishReason, r.ObservedFinishReason)
 		c.turn = append(c.turn, int64(r.Turn))
 		c.status = append(c.status, int64(r.HTTPStatus))
+		c.requestID = append(c.requestID, r.RequestID)
 		c.inputTokens = append(c.inputTokens, r.InputTokens)
 		c.requestedOutput = append(c.requestedOutput, r.OutputTokens)
 		c.maxTokens = append(c.maxTokens, r.MaxTokens)

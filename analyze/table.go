@@ -98,6 +98,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	writeBreakdowns(&b, rep)
 	writeSeries(&b, rep)
 	writeRepeats(&b, rep)
+	writeVsLogged(&b, rep)
 	b.WriteString("\n")
 	for _, name := range MetricOrder {
 		if _, ok := rep.Metrics[name]; ok {
@@ -334,4 +335,24 @@ func writeRepeats(b *strings.Builder, rep *Report) {
 			}
 		}
 	}
+}
+
+func writeVsLogged(b *strings.Builder, rep *Report) {
+	v := rep.VsLogged
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(b, "\nreplayed vs logged in %s (%d ok replayed requests, joined by request id):\n", v.Source, v.Replayed)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "metric\tpaired\tlogged p50\treplayed p50\tratio\tlogged p99\treplayed p99\tratio\tmedian diff\tspearman\t\n")
+	for _, name := range []string{"ttft_ms", "e2e_ms"} {
+		m, ok := v.Metrics[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\t%s\t%s\t%.2f\t%+.1f\t%.2f\t\n", strings.TrimSuffix(name, "_ms"), m.Paired, num(m.Logged.Median), num(m.Replayed.Median),
+			m.RatioP50, pct(m.Logged, 99), pct(m.Replayed, 99), m.RatioP99, m.MedianDiffMs, m.Spearman)
+	}
+	tw.Flush()
+	fmt.Fprintf(b, "note: %s\n", v.Note)
 }

@@ -90,6 +90,7 @@ func readVLLMResult(path string) (*resultColumns, RunSummary, []string, error) {
 			status = 0 // vLLM records the error text, not the status
 		}
 		c.status = append(c.status, status)
+		c.requestID = append(c.requestID, strconv.Itoa(i))
 		c.featureOffsets, c.prefixOffsets = append(c.featureOffsets, 0), append(c.prefixOffsets, 0)
 		if !ok {
 			c.outcome = append(c.outcome, trace.OutcomeHTTPError)
@@ -142,6 +143,9 @@ func (c *resultColumns) appendColumns(o *resultColumns) {
 	c.usagePrompt, c.observedOut, c.promptSent = append(c.usagePrompt, o.usagePrompt...), append(c.observedOut, o.observedOut...), append(c.promptSent, o.promptSent...)
 	c.tenant, c.model, c.adapter, c.phase = append(c.tenant, o.tenant...), append(c.model, o.model...), append(c.adapter, o.adapter...), append(c.phase, o.phase...)
 	c.finishReason, c.turn, c.status = append(c.finishReason, o.finishReason...), append(c.turn, o.turn...), append(c.status, o.status...)
+	if c.wantIDs {
+		c.requestID = append(c.requestID, o.requestID...)
+	}
 	c.inputTokens, c.requestedOutput, c.maxTokens = append(c.inputTokens, o.inputTokens...), append(c.requestedOutput, o.requestedOutput...), append(c.maxTokens, o.maxTokens...)
 	c.n += o.n
 }

@@ -616,6 +616,7 @@ Example:
 			&cli.DurationFlag{Name: "stall", Value: analyze.DefaultStall, Usage: "a gap between token events above this is a stall"},
 			&cli.DurationFlag{Name: "window", Usage: "add a time series in windows of this length (e.g. 10s), with regions and recovery"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report with plots to this file"},
+			&cli.StringFlag{Name: "vs-logged", Usage: "compare replayed TTFT/E2E with those the source trace logged for the same requests: auto (run.json's workload) or a trace bucket path"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
@@ -648,7 +649,7 @@ Example:
 			}
 			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
-				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != ""})
+				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged")})
 			if err != nil {
 				return err
 			}

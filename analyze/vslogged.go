@@ -1,0 +1,159 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// VsLoggedAuto asks for the source trace named in run.json's workload.
+const VsLoggedAuto = "auto"
+
+// VsLogged puts a replayed incident beside what the source trace logged
+// for the same requests (joined by request id): the same window, the same
+// requests, two measurements.
+type VsLogged struct {
+	Source string `json:"source"`
+	// Replayed counts successful replayed requests; Paired those whose
+	// source row logged the metric.
+	Replayed int                       `json:"replayed_ok"`
+	Metrics  map[string]VsLoggedMetric `json:"metrics"`
+	Note     string                    `json:"note"`
+}
+
+// VsLoggedMetric compares one metric on the paired requests.
+type VsLoggedMetric struct {
+	Paired   int          `json:"paired"`
+	Logged   Distribution `json:"logged"`
+	Replayed Distribution `json:"replayed"`
+	// RatioP50 and RatioP99 are replayed / logged.
+	RatioP50 float64 `json:"ratio_p50"`
+	RatioP99 float64 `json:"ratio_p99"`
+	// MedianDiffMs is the median of replayed − logged per request.
+	MedianDiffMs float64 `json:"median_paired_diff_ms"`
+	// Spearman is the rank correlation of the paired values: whether the
+	// replay reproduces which requests were slow, not only how many.
+	Spearman float64 `json:"spearman"`
+}
+
+// vsLogged joins the run's results with the source trace's logged TTFT and
+// E2E.
+func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) {
+	if _, err := os.Stat(source); err != nil {
+		return nil, fmt.Errorf("--vs-logged: source trace %s: %w (give its path: --vs-logged PATH)", source, err)
+	}
+	type logged struct{ ttft, e2e *float64 }
+	byID := map[string]logged{}
+	b, err := trace.OpenBucket(source)
+	if err != nil {
+		return nil, fmt.Errorf("--vs-logged: %w", err)
+	}
+	err = b.Scan(context.Background(), func(r *trace.Request) error {
+		if r.TTFTMs != nil || r.E2EMs != nil {
+			byID[r.RequestID] = logged{r.TTFTMs, r.E2EMs}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--vs-logged: read %s: %w", source, err)
+	}
+	v := &VsLogged{Source: source, Metrics: map[string]VsLoggedMetric{},
+		Note: "logged latencies were measured where the source logged them (a gateway, a server log), replayed ones at this client: compare shapes and ratios, not single milliseconds"}
+	pairs := map[string][2][]float64{}
+	for i := range c.n {
+		if c.warmup[i] || c.outcome[i] != trace.OutcomeOK || c.sent[i] == null || c.done[i] == null {
+			continue
+		}
+		v.Replayed++
+		l, ok := byID[c.requestID[i]]
+		if !ok {
+			continue
+		}
+		sent := c.sent[i]
+		ft := c.firstToken[i]
+		if opts.TTFTMode == TTFTFirstChunk {
+			ft = c.firstChunk[i]
+		}
+		if l.ttft != nil && ft != null {
+			p := pairs["ttft_ms"]
+			pairs["ttft_ms"] = [2][]float64{append(p[0], *l.ttft), append(p[1], nsToMs(ft-sent))}
+		}
+		if l.e2e != nil {
+			p := pairs["e2e_ms"]
+			pairs["e2e_ms"] = [2][]float64{append(p[0], *l.e2e), append(p[1], nsToMs(c.done[i]-sent))}
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, fmt.Errorf("--vs-logged: none of the %d replayed requests has a logged ttft_ms or e2e_ms in %s (joined by request_id)", v.Replayed, source)
+	}
+	for name, p := range pairs {
+		lg, rp := p[0], p[1]
+		m := VsLoggedMetric{Paired: len(lg), Spearman: spearman(lg, rp)}
+		diffs := make([]float64, len(lg))
+		for i := range lg {
+			diffs[i] = rp[i] - lg[i]
+		}
+		slices.Sort(diffs)
+		m.MedianDiffMs = Percentile(diffs, 0.5)
+		m.Logged = Summarize(slices.Clone(lg), opts.Percentiles)
+		m.Replayed = Summarize(slices.Clone(rp), opts.Percentiles)
+		if l50 := m.Logged.Median; l50 > 0 {
+			m.RatioP50 = m.Replayed.Median / l50
+		}
+		if l99 := p99(m.Logged); l99 > 0 {
+			m.RatioP99 = p99(m.Replayed) / l99
+		}
+		v.Metrics[name] = m
+	}
+	return v, nil
+}
+
+// spearman is the rank correlation of paired samples (average ranks for
+// ties).
+func spearman(a, b []float64) float64 {
+	if len(a) < 3 {
+		return math.NaN()
+	}
+	r := stat.Correlation(ranks(a), ranks(b), nil)
+	if math.IsNaN(r) {
+		return 0
+	}
+	return r
+}
+
+func ranks(x []float64) []float64 {
+	idx := make([]int, len(x))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(i, j int) int { return compareFloat(x[i], x[j]) })
+	out := make([]float64, len(x))
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && x[idx[j+1]] == x[idx[i]] {
+			j++
+		}
+		avg := float64(i+j)/2 + 1
+		for k := i; k <= j; k++ {
+			out[idx[k]] = avg
+		}
+		i = j + 1
+	}
+	return out
+}
+
+func compareFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
