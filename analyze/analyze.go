@@ -152,13 +152,14 @@ type Throughput struct {
 }
 
 // MetricOrder lists metric names in report order.
-var MetricOrder = []string{"ttft_ms", "ttft_from_scheduled_ms", "itl_ms", "tpot_ms", "e2e_ms", "e2e_from_scheduled_ms", "queue_wait_ms", "lateness_ms"}
+var MetricOrder = []string{"ttft_ms", "ttft_from_scheduled_ms", "itl_ms", "itl_per_request_ms", "tpot_ms", "e2e_ms", "e2e_from_scheduled_ms", "queue_wait_ms", "lateness_ms"}
 
 // metricHelp describes each metric in one line.
 var metricHelp = map[string]string{
 	"ttft_ms":                "time to first token, from send",
 	"ttft_from_scheduled_ms": "time to first token, from the intended send time",
-	"itl_ms":                 "gap between token events",
+	"itl_ms":                 "gap between token events, pooled over every event",
+	"itl_per_request_ms":     "each request's mean gap between token events",
 	"tpot_ms":                "time per output token after the first",
 	"e2e_ms":                 "send to last byte",
 	"e2e_from_scheduled_ms":  "intended send time to last byte",
@@ -427,6 +428,9 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 		perRequest("ttft_ms", sent, nsToMs(ttftAt-sent))
 		perRequest("ttft_from_scheduled_ms", sent, nsToMs(ttftAt-c.scheduled[i]))
 		times := c.tokenTimesOf(i)
+		if len(times) > 1 {
+			perRequest("itl_per_request_ms", sent, nsToMs(times[len(times)-1]-times[0])/float64(len(times)-1))
+		}
 		for j := 1; j < len(times); j++ {
 			gap := times[j] - times[j-1]
 			itl = append(itl, nsToMs(gap))

@@ -52,7 +52,7 @@ func htmlRows(rep *Report) []htmlRow {
 		}
 		r := htmlRow{Name: strings.TrimSuffix(name, "_ms"), Help: metricHelp[name], N: d.N}
 		for _, q := range d.Quantiles {
-			cell := fmt.Sprintf("%s [%s, %s]", num(q.Value), bound(q.CILo), bound(q.CIHi))
+			cell := quantileCell(q)
 			r.Cells = append(r.Cells, cell)
 		}
 		r.Cells = append(r.Cells, num(d.Max))

@@ -47,7 +47,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 		cells := make([]string, len(d.Quantiles))
 		for i, q := range d.Quantiles {
-			cells[i] = fmt.Sprintf("%s [%s, %s]", num(q.Value), bound(q.CILo), bound(q.CIHi))
+			cells[i] = quantileCell(q)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", strings.TrimSuffix(name, "_ms"), d.N, num(d.Mean), strings.Join(cells, " | "), num(d.Max))
 	}

@@ -66,6 +66,10 @@ func TestSmoothnessHandComputed(t *testing.T) {
 	if sm.Stalls != 2 || sm.LongestStallMs != 700 || math.Abs(sm.StallsPer1kTokens-2000.0/9) > 1e-9 {
 		t.Errorf("stalls %d (longest %v ms, %.2f per 1k tokens), want 2, 700, 222.22", sm.Stalls, sm.LongestStallMs, sm.StallsPer1kTokens)
 	}
+	// Per request mean gaps: (10+10+700)/3 = 240, 20, (30+600)/2 = 315.
+	if d := rep.Metrics["itl_per_request_ms"]; d.N != 3 || d.Median != 240 || d.Max != 315 {
+		t.Errorf("per-request ITL n %d median %v max %v, want 3, 240, 315", d.N, d.Median, d.Max)
+	}
 	gaps := []float64{10, 10, 700, 20, 30, 600}
 	mean, ss := 0.0, 0.0
 	for _, g := range gaps {

@@ -41,7 +41,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(&b, "goodput (ok and %s): %.2f req/s [95%% %.2f, %.2f]; %d of %d requests met it (%.1f%%), error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], g.Met, g.Eligible, 100*g.MetShare, g.ErrorBudgetUsed)
 	}
-	fmt.Fprintf(&b, "latency in ms; TTFT mode %s; [95%% order-statistic interval]\n\n", rep.TTFTMode)
+	fmt.Fprintf(&b, "latency in ms; TTFT mode %s; [95%% order-statistic interval]; \"≥x (n too small)\": the sample cannot bound that percentile, only say it is at least x\n\n", rep.TTFTMode)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var pcts []float64
@@ -65,7 +65,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t", strings.TrimSuffix(name, "_ms"), d.N, num(d.Mean))
 		for _, q := range d.Quantiles {
-			fmt.Fprintf(tw, "%s [%s, %s]\t", num(q.Value), bound(q.CILo), bound(q.CIHi))
+			fmt.Fprintf(tw, "%s\t", quantileCell(q))
 		}
 		fmt.Fprintf(tw, "%s\t\n", num(d.Max))
 	}
@@ -120,6 +120,16 @@ func num(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// quantileCell prints a percentile with its 95% order-statistic interval.
+// Where the sample cannot bound it from above (p99 needs 368 samples), it
+// says so instead of printing a number: only the lower bound is known.
+func quantileCell(q Quantile) string {
+	if q.CIHi == nil {
+		return "≥" + bound(q.CILo) + " (n too small)"
+	}
+	return fmt.Sprintf("%s [%s, %s]", num(q.Value), bound(q.CILo), bound(q.CIHi))
 }
 
 func bound(p *float64) string {

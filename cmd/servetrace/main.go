@@ -604,6 +604,7 @@ Example:
    servetrace analyze runs/a --slo ttft=800ms,tpot=50ms`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (same as --format json)"},
+			&cli.BoolFlag{Name: "markdown", Usage: "print the report as Markdown (same as --format markdown)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table|json|markdown|vllm (vllm: the JSON field names of vllm bench serve results)"},
 			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk (first-chunk counts a role-only chunk, as vllm bench does)"},
 			&cli.StringFlag{Name: "percentiles", Value: "50,90,95,99,99.9", Usage: "comma-separated percentiles"},
@@ -662,6 +663,9 @@ Example:
 			format := c.String("format")
 			if c.Bool("json") {
 				format = "json"
+			}
+			if c.Bool("markdown") {
+				format = "markdown"
 			}
 			enc := json.NewEncoder(c.App.Writer)
 			enc.SetIndent("", "  ")
