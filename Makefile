@@ -20,8 +20,10 @@ test-unit:
 ## test-timing: tests whose figures -race would distort (TestTiming*) and long statistical checks (TestLong*), without -race
 ## Timing figures are measured on a 2-core machine: a burst of unrelated load
 ## can spoil one run, so a failing set is rerun once (and says so); a real
-## regression fails twice.
-TIMING := $(GO) test -count=1 -timeout 8m -run '^(TestTiming|TestLong)' $(PKGS)
+## regression fails twice. -p 1 runs one package at a time, so a long
+## statistical check in one package never competes with a timing test in
+## another for the two cores.
+TIMING := $(GO) test -p 1 -count=1 -timeout 8m -run '^(TestTiming|TestLong)' $(PKGS)
 test-timing:
 	@$(TIMING) || { echo "test-timing: a timing test failed; rerunning the timing tests once"; $(TIMING); }
 
