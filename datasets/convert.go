@@ -1,7 +1,10 @@
 package datasets
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,6 +22,9 @@ type ConvertOptions struct {
 	Options
 	// Force replaces an existing bucket in the output directory.
 	Force bool
+	// MaxRejectRatio fails the conversion when more than this share of
+	// lines is rejected (default 0.01; negative: never).
+	MaxRejectRatio float64
 }
 
 // Convert reads each input (a bundled dataset's name, a file path, or "-"
@@ -62,6 +68,22 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		if st.TimesRelative {
 			m.TimesRelative, m.Anchor = true, opts.startOrDefault()
 		}
+		for r, n := range st.RejectReasons {
+			if m.RejectReasons == nil {
+				m.RejectReasons = map[string]int64{}
+			}
+			m.RejectReasons[r] += n
+		}
+		if st.PrefixSalted {
+			salt := opts.Log.Salt
+			m.PrefixIDs, m.SaltFingerprint, m.SaltRandom = trace.PrefixIDsSaltedHash, salt.Fingerprint(), salt.Random
+			if opts.Log.Tokenizer != nil {
+				m.Tokenizer = opts.Log.Tokenizer.Name()
+			}
+			if salt.Random && !slices.Contains(m.Notes, noteRandomSalt) {
+				m.Notes = append(m.Notes, noteRandomSalt)
+			}
+		}
 		if st.BlockSize > 0 {
 			if m.BlockSize != 0 && m.BlockSize != st.BlockSize {
 				w.Abort()
@@ -74,6 +96,15 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		rejects := w.Rejects()
 		w.Abort()
 		return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): check the input's format or pass --format", inputs, rejects)
+	}
+	ratio := opts.MaxRejectRatio
+	if ratio == 0 {
+		ratio = 0.01
+	}
+	if total := w.Rows() + w.Rejects(); ratio >= 0 && total > 0 && float64(w.Rejects()) > ratio*float64(total) {
+		w.Abort()
+		return nil, fmt.Errorf("%d of %d lines rejected (%.1f%%), more than --max-reject-ratio %.1f%%: %s; nothing was written (fix the input or the --map, or raise --max-reject-ratio)",
+			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, reasonsText(m.RejectReasons))
 	}
 	if err := w.Close(m); err != nil {
 		return nil, err
@@ -110,11 +141,70 @@ func convertOne(ctx context.Context, in string, opts Options, w *trace.BucketWri
 	}
 	h := sha256.New()
 	opts.Name = src.Name
-	st, err := Read(ctx, io.TeeReader(r, h), opts, w)
+	cs := &countingSink{Sink: w}
+	st, err := Read(ctx, io.TeeReader(r, h), opts, cs)
+	st.RejectReasons = cs.reasons
 	if err != nil {
 		return src, st, err
 	}
 	src.SHA256 = hex.EncodeToString(h.Sum(nil))
 	src.Format, src.Rows, src.Rejects, src.TimeResolutionUs = st.Format, st.Rows, st.Rejects, st.TimeResolutionUs
 	return src, st, nil
+}
+
+// noteRandomSalt is the manifest note for a conversion without a salt.
+const noteRandomSalt = "no salt was given (--salt-file or $SERVETRACE_SALT): a random one keyed the ids and prefix hashes, so they will not link with any other conversion"
+
+// reasonsText lists reject counts by reason, largest first.
+func reasonsText(m map[string]int64) string {
+	type rc struct {
+		r string
+		n int64
+	}
+	var all []rc
+	for r, n := range m {
+		all = append(all, rc{r, n})
+	}
+	slices.SortFunc(all, func(a, b rc) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.r, b.r)) })
+	parts := make([]string, 0, len(all))
+	for _, x := range all {
+		parts = append(parts, fmt.Sprintf("%d × %s", x.n, x.r))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ReasonsText lists a manifest's reject counts by reason, largest first.
+func ReasonsText(m map[string]int64) string { return reasonsText(m) }
+
+// countingSink tallies reject reasons, numbers folded to N so that one kind
+// of fault is one line of the summary.
+type countingSink struct {
+	Sink
+	reasons map[string]int64
+}
+
+func (c *countingSink) Reject(r trace.Reject) error {
+	if c.reasons == nil {
+		c.reasons = map[string]int64{}
+	}
+	c.reasons[foldDigits(r.Reason)]++
+	return c.Sink.Reject(r)
+}
+
+// foldDigits replaces each run of digits by N.
+func foldDigits(s string) string {
+	var b strings.Builder
+	inNum := false
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			if !inNum {
+				b.WriteByte('N')
+			}
+			inNum = true
+			continue
+		}
+		inNum = false
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -24,7 +26,7 @@ const (
 )
 
 // Formats lists the formats Read understands.
-var Formats = []string{FormatAzure, FormatMooncake}
+var Formats = []string{FormatAzure, FormatMooncake, FormatOpenAILog}
 
 // MaxLineBytes is the longest input line accepted; a longer one is rejected.
 const MaxLineBytes = 16 << 20
@@ -42,6 +44,8 @@ type Options struct {
 	Stream bool
 	// Model fills the model column where the source is silent.
 	Model string
+	// Log configures request-log conversion (FormatOpenAILog).
+	Log LogOptions
 }
 
 // Sink receives converted rows and rejected lines.
@@ -61,6 +65,11 @@ type Stats struct {
 	TimeResolutionUs int64
 	// BlockSize is the prefix block size the source's ids use, or 0.
 	BlockSize int
+	// PrefixSalted says the prefix ids were computed here, keyed by the
+	// salt (not copied from the source).
+	PrefixSalted bool
+	// RejectReasons counts rejected lines by reason.
+	RejectReasons map[string]int64
 }
 
 // ErrUnknownFormat is returned when the first line matches no format.
@@ -82,7 +91,12 @@ func Detect(firstLine []byte) (string, error) {
 		if hasHash || hasIn {
 			return FormatMooncake, nil
 		}
-		return "", fmt.Errorf("%w: the first line is JSON but has no Mooncake fields (input_length, hash_ids); pass --format", ErrUnknownFormat)
+		for _, k := range []string{"request", "messages", "request_body", "startTime", "prompt", "model_parameters"} {
+			if _, ok := probe[k]; ok {
+				return FormatOpenAILog, nil
+			}
+		}
+		return "", fmt.Errorf("%w: the first line is JSON but neither Mooncake (input_length, hash_ids) nor a request log (request, messages, request_body, startTime); pass --format", ErrUnknownFormat)
 	}
 	header := strings.ToLower(string(line))
 	if strings.Contains(header, "contexttokens") && strings.Contains(header, "generatedtokens") {
@@ -111,6 +125,13 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		}
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 1<<20)
+	} else if magic, _ := br.Peek(4); len(magic) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd {
+		zr, err := zstd.NewReader(br)
+		if err != nil {
+			return Stats{}, fmt.Errorf("%s: zstd: %w", opts.Name, err)
+		}
+		defer zr.Close()
+		br = bufio.NewReaderSize(zr, 1<<20)
 	}
 	if opts.Format == "" {
 		first, err := peekLine(br)
@@ -130,6 +151,8 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		st, err = readAzure(ctx, br, opts, sink)
 	case FormatMooncake:
 		st, err = readMooncake(ctx, br, opts, sink)
+	case FormatOpenAILog:
+		st, err = readOpenAILog(ctx, br, opts, sink)
 	default:
 		return Stats{}, fmt.Errorf("unknown format %q; use one of: %s", opts.Format, strings.Join(Formats, ", "))
 	}

@@ -76,6 +76,13 @@ type Manifest struct {
 	// SaltFingerprint identifies the salt that keyed ids and hashes, without
 	// revealing it; empty where no salt was used.
 	SaltFingerprint string `json:"salt_fingerprint,omitempty"`
+	// SaltRandom says no salt was given: ids and hashes will not link with
+	// any other conversion.
+	SaltRandom bool `json:"salt_random,omitempty"`
+	// RejectReasons counts rejected lines by reason.
+	RejectReasons map[string]int64 `json:"reject_reasons,omitempty"`
+	// Notes says what a reader of the bucket must know.
+	Notes []string `json:"notes,omitempty"`
 	// Generator records how a synthetic workload was made (model, seed, ...).
 	Generator map[string]any `json:"generator,omitempty"`
 	Parts     []Part         `json:"parts"`

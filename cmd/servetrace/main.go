@@ -29,6 +29,7 @@ import (
 	"github.com/servetrace/servetrace/synth"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 func main() {
@@ -132,10 +133,22 @@ Example:
 			&cli.BoolFlag{Name: "stream", Value: true, Usage: "stream column where the source does not say"},
 			&cli.StringFlag{Name: "model", Usage: "model column where the source does not say"},
 			&cli.BoolFlag{Name: "force", Usage: "replace a bucket that already exists at --out"},
+			&cli.Float64Flag{Name: "max-reject-ratio", Value: 0.01, Usage: "fail, writing nothing, when more than this share of lines is rejected"},
+			&cli.StringFlag{Name: "map", Value: "openai", Usage: "request logs: where each field is, a preset (" + strings.Join(datasets.MappingPresets(), ", ") + ") or a mapping file ('field: json.path | other.path' per line)"},
+			&cli.StringFlag{Name: "salt-file", Usage: "request logs: file holding the salt (hex or base64, at least 128 bits) that keys ids and prefix hashes; default $SERVETRACE_SALT, else random (ids then do not link across conversions)"},
+			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "request logs: tokenizer for counts where usage is missing and for prefix blocks: " + strings.Join(tokenize.Encodings, "|") + " or a rank file"},
+			&cli.IntFlag{Name: "block-size", Value: 512, Usage: "request logs: prefix block size in tokens"},
+			&cli.DurationFlag{Name: "session-idle", Value: 30 * time.Minute, Usage: "request logs: a conversation idle this long ends its inferred session"},
+			&cli.BoolFlag{Name: "hash-names", Usage: "request logs: replace model and adapter names by keyed hashes"},
+			&cli.DurationFlag{Name: "max-disorder", Value: time.Hour, Usage: "request logs: reject a row earlier than this before the latest row seen"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "INPUT"); err != nil {
 				return err
+			}
+			logOpts, err := logOptions(c)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
 			}
 			api := c.String("api")
 			if api != trace.APIChat && api != trace.APICompletions {
@@ -145,8 +158,9 @@ Example:
 				return cli.Exit(fmt.Sprintf("--format %q: use one of %s", f, strings.Join(datasets.Formats, ", ")), 2)
 			}
 			m, err := datasets.Convert(c.Context, c.Args().Slice(), c.String("out"), datasets.ConvertOptions{
-				Options: datasets.Options{Format: c.String("format"), Start: startTime(c), API: api, Stream: c.Bool("stream"), Model: c.String("model")},
-				Force:   c.Bool("force"),
+				Options:        datasets.Options{Format: c.String("format"), Start: startTime(c), API: api, Stream: c.Bool("stream"), Model: c.String("model"), Log: logOpts},
+				Force:          c.Bool("force"),
+				MaxRejectRatio: c.Float64("max-reject-ratio"),
 			})
 			if err != nil {
 				return err
@@ -154,7 +168,13 @@ Example:
 			fmt.Fprintf(c.App.Writer, "converted %d rows (%d rejected) from %d input(s), %s to %s, into %s\n",
 				m.Rows, m.Rejects, len(m.Sources), m.Start.Format(time.RFC3339), m.End.Format(time.RFC3339), c.String("out"))
 			if m.Rejects > 0 {
+				if len(m.RejectReasons) > 0 {
+					fmt.Fprintf(c.App.Writer, "rejected by reason: %s\n", datasets.ReasonsText(m.RejectReasons))
+				}
 				fmt.Fprintf(c.App.Writer, "rejected lines and reasons: %s/%s\n", c.String("out"), trace.RejectsName)
+			}
+			for _, n := range m.Notes {
+				fmt.Fprintf(c.App.Writer, "note: %s\n", n)
 			}
 			return nil
 		},
@@ -929,4 +949,25 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// logOptions reads the request-log flags of convert.
+func logOptions(c *cli.Context) (datasets.LogOptions, error) {
+	mapping, err := datasets.LoadMapping(c.String("map"))
+	if err != nil {
+		return datasets.LogOptions{}, err
+	}
+	salt, err := anon.LoadSalt(c.String("salt-file"))
+	if err != nil {
+		return datasets.LogOptions{}, err
+	}
+	tok, err := tokenize.Open(c.String("tokenizer"), "")
+	if err != nil {
+		return datasets.LogOptions{}, fmt.Errorf("--tokenizer: %w", err)
+	}
+	if c.Int("block-size") < 1 {
+		return datasets.LogOptions{}, fmt.Errorf("--block-size %d: use a positive number of tokens, e.g. 512", c.Int("block-size"))
+	}
+	return datasets.LogOptions{Mapping: mapping, Salt: salt, Tokenizer: tok, BlockSize: c.Int("block-size"), SessionIdle: c.Duration("session-idle"),
+		HashNames: c.Bool("hash-names"), MaxDisorder: c.Duration("max-disorder")}, nil
 }

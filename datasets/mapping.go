@@ -1,0 +1,226 @@
+package datasets
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// LogFields are the fields a request-log mapping can bind to JSON paths.
+// Times (ts, first_token_ts, end_ts) are epoch seconds, milliseconds,
+// microseconds or nanoseconds (told apart by magnitude) or RFC 3339 text;
+// ttft_ms and e2e_ms are durations where the log has them directly.
+var LogFields = []string{
+	"ts", "first_token_ts", "end_ts", "ttft_ms", "e2e_ms",
+	"request_id", "session_id", "tenant", "user", "model", "adapter",
+	"messages", "prompt", "response_text",
+	"max_tokens", "temperature", "top_p", "n", "stream", "response_format", "tools", "logprobs",
+	"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+	"status", "error_code", "finish_reason", "cancelled",
+}
+
+// Mapping names, for each log field, the JSON paths that may hold it: the
+// first present wins. A path is dot-separated keys; a number indexes an
+// array ("response.choices.0.finish_reason").
+type Mapping struct {
+	Name  string
+	Paths map[string][][]string
+}
+
+// mappingPresets are the ready mappings, in the mapping file syntax.
+var mappingPresets = map[string]string{
+	// A plain request/response log: the OpenAI request body under
+	// "request", the response body under "response", timing beside them.
+	"openai": `
+ts: timestamp | start_time | created_at | request_time
+first_token_ts: first_token_time
+end_ts: end_time | response_time
+ttft_ms: ttft_ms
+e2e_ms: e2e_ms | latency_ms | duration_ms
+request_id: id | request_id
+session_id: conversation_id | session_id
+tenant: tenant | organization | org_id
+user: user | user_id | request.user
+model: request.model | response.model | model
+adapter: adapter
+messages: request.messages
+prompt: request.prompt
+response_text: response.choices.0.message.content | response.choices.0.text
+max_tokens: request.max_completion_tokens | request.max_tokens
+temperature: request.temperature
+top_p: request.top_p
+n: request.n
+stream: request.stream
+response_format: request.response_format.type
+tools: request.tools
+logprobs: request.logprobs
+prompt_tokens: response.usage.prompt_tokens | usage.prompt_tokens
+completion_tokens: response.usage.completion_tokens | usage.completion_tokens
+cached_tokens: response.usage.prompt_tokens_details.cached_tokens | usage.prompt_tokens_details.cached_tokens
+reasoning_tokens: response.usage.completion_tokens_details.reasoning_tokens | usage.completion_tokens_details.reasoning_tokens
+status: status | status_code | http_status
+error_code: error.code
+finish_reason: response.choices.0.finish_reason
+cancelled: cancelled | client_disconnected
+`,
+	// LiteLLM's StandardLoggingPayload (docs.litellm.ai/docs/proxy/logging_spec):
+	// epoch-second floats, status "success"|"failure", team and user ids in
+	// metadata, the request parameters in model_parameters.
+	"litellm": `
+ts: startTime
+first_token_ts: completionStartTime
+end_ts: endTime
+request_id: id
+session_id: metadata.spend_logs_metadata.session_id
+tenant: metadata.user_api_key_team_id | metadata.user_api_key_org_id
+user: end_user | metadata.user_api_key_user_id
+model: model_group | model
+messages: messages
+response_text: response.choices.0.message.content
+max_tokens: model_parameters.max_completion_tokens | model_parameters.max_tokens
+temperature: model_parameters.temperature
+top_p: model_parameters.top_p
+n: model_parameters.n
+stream: stream | model_parameters.stream
+response_format: model_parameters.response_format.type
+tools: model_parameters.tools
+logprobs: model_parameters.logprobs
+prompt_tokens: prompt_tokens
+completion_tokens: completion_tokens
+cached_tokens: response.usage.prompt_tokens_details.cached_tokens
+reasoning_tokens: response.usage.completion_tokens_details.reasoning_tokens
+status: status
+error_code: error_information.error_code
+finish_reason: response.choices.0.finish_reason
+`,
+	// Helicone's request records (its HeliconeRequest schema, as the
+	// @helicone/export tool writes them with --include-body): ISO times,
+	// delay_ms and time_to_first_token in milliseconds.
+	"helicone": `
+ts: request_created_at
+end_ts: response_created_at
+ttft_ms: time_to_first_token
+e2e_ms: delay_ms
+request_id: request_id
+session_id: request_properties.Helicone-Session-Id
+user: request_user_id | helicone_user
+model: request_model | response_model
+messages: request_body.messages
+prompt: request_body.prompt
+response_text: response_body.choices.0.message.content | response_body.choices.0.text
+max_tokens: request_body.max_completion_tokens | request_body.max_tokens
+temperature: request_body.temperature
+top_p: request_body.top_p
+n: request_body.n
+stream: request_body.stream
+response_format: request_body.response_format.type
+tools: request_body.tools
+logprobs: request_body.logprobs
+prompt_tokens: prompt_tokens
+completion_tokens: completion_tokens
+cached_tokens: prompt_cache_read_tokens
+reasoning_tokens: response_body.usage.completion_tokens_details.reasoning_tokens
+status: response_status
+finish_reason: response_body.choices.0.finish_reason
+`,
+}
+
+// MappingPresets lists the ready mappings.
+func MappingPresets() []string {
+	out := make([]string, 0, len(mappingPresets))
+	for k := range mappingPresets {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LoadMapping returns a preset by name, or reads a mapping file: one
+// "field: path | path ..." per line, # comments (a small YAML subset).
+func LoadMapping(nameOrFile string) (*Mapping, error) {
+	if nameOrFile == "" {
+		nameOrFile = "openai"
+	}
+	if text, ok := mappingPresets[nameOrFile]; ok {
+		return parseMapping(nameOrFile, text)
+	}
+	b, err := os.ReadFile(nameOrFile)
+	if err != nil {
+		return nil, fmt.Errorf("--map %s: not a preset (%s) and not a readable mapping file: %w", nameOrFile, strings.Join(MappingPresets(), ", "), err)
+	}
+	m, err := parseMapping(nameOrFile, string(b))
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// parseMapping reads mapping text; errors name the line.
+func parseMapping(name, text string) (*Mapping, error) {
+	m := &Mapping{Name: name, Paths: map[string][][]string{}}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if i := strings.Index(s, "#"); i >= 0 {
+			s = strings.TrimSpace(s[:i])
+		}
+		if s == "" {
+			continue
+		}
+		field, paths, ok := strings.Cut(s, ":")
+		field = strings.TrimSpace(field)
+		if !ok || strings.TrimSpace(paths) == "" {
+			return nil, fmt.Errorf("mapping %s line %d: want 'field: json.path | other.path', got %q", name, line, s)
+		}
+		if !slices.Contains(LogFields, field) {
+			return nil, fmt.Errorf("mapping %s line %d: unknown field %q (fields: %s)", name, line, field, strings.Join(LogFields, ", "))
+		}
+		for _, p := range strings.Split(paths, "|") {
+			p = strings.Trim(strings.TrimSpace(p), `"'`)
+			if p == "" {
+				return nil, fmt.Errorf("mapping %s line %d: empty path for %s", name, line, field)
+			}
+			m.Paths[field] = append(m.Paths[field], strings.Split(p, "."))
+		}
+	}
+	if len(m.Paths["ts"]) == 0 {
+		return nil, fmt.Errorf("mapping %s: no path for ts (the request's arrival time), which every row needs", name)
+	}
+	return m, nil
+}
+
+// lookup returns the first present value of a field in a decoded record.
+func (m *Mapping) lookup(rec map[string]any, field string) (any, bool) {
+	for _, path := range m.Paths[field] {
+		if v, ok := walk(rec, path); ok && v != nil {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// walk follows a path through maps and arrays.
+func walk(v any, path []string) (any, bool) {
+	for _, key := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok := x[key]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}

@@ -1,0 +1,725 @@
+package datasets
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/servetrace/servetrace/tokenize"
+	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
+)
+
+// FormatOpenAILog is a JSONL log of OpenAI-style requests and responses
+// (a gateway's or a server's), read through a Mapping.
+const FormatOpenAILog = "openai-log"
+
+// LogOptions controls how request logs are anonymised.
+type LogOptions struct {
+	// Mapping names where each field is (default: the openai preset).
+	Mapping *Mapping
+	// Salt keys every id and hash (anon.LoadSalt).
+	Salt anon.Salt
+	// Tokenizer counts tokens where usage is missing and tokenizes prompts
+	// for prefix blocks.
+	Tokenizer *tokenize.Tokenizer
+	// BlockSize is the prefix block size in tokens (default 512).
+	BlockSize int
+	// SessionIdle ends an inferred session after this long without a turn
+	// (default 30 minutes); it bounds the memory sessions take.
+	SessionIdle time.Duration
+	// HashNames replaces model and adapter names by HMACs.
+	HashNames bool
+	// MaxDisorder is how far (back in time) a row may be from the latest
+	// seen before it is rejected as out of order (default 1 hour).
+	MaxDisorder time.Duration
+}
+
+func (o *LogOptions) defaults() error {
+	if o.Mapping == nil {
+		m, err := LoadMapping("openai")
+		if err != nil {
+			return err
+		}
+		o.Mapping = m
+	}
+	if o.BlockSize <= 0 {
+		o.BlockSize = 512
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = 30 * time.Minute
+	}
+	if o.MaxDisorder <= 0 {
+		o.MaxDisorder = time.Hour
+	}
+	if o.Tokenizer == nil {
+		t, err := tokenize.Get("cl100k_base")
+		if err != nil {
+			return err
+		}
+		o.Tokenizer = t
+	}
+	if len(o.Salt.Fingerprint()) == 0 {
+		o.Salt = anon.RandomSalt()
+	}
+	return nil
+}
+
+// rowError is a reason to reject one log line: the field and what is wrong,
+// never the value.
+type rowError struct{ field, reason string }
+
+func (e *rowError) Error() string {
+	if e.field == "" {
+		return e.reason
+	}
+	return e.field + ": " + e.reason
+}
+
+func bad(field, format string, args ...any) error {
+	return &rowError{field, fmt.Sprintf(format, args...)}
+}
+
+// sessionState is an inferred session's latest turn.
+type sessionState struct {
+	id      string
+	turn    int32
+	endUs   int64
+	expires int64
+}
+
+// sessionKey is a keyed hash of a conversation's messages (and tenant),
+// never the text.
+type sessionKey [16]byte
+
+// logReader converts one log source.
+type logReader struct {
+	opts     Options
+	lo       LogOptions
+	sessions map[sessionKey]*sessionState
+	expiry   []struct {
+		key     sessionKey
+		expires int64
+	}
+	latestUs int64
+}
+
+func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+	lo := opts.Log
+	if err := lo.defaults(); err != nil {
+		return Stats{}, err
+	}
+	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}}
+	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true}
+	var res resolution
+	lines := lineReader{br: br}
+	for lineNo := int64(1); ; lineNo++ {
+		if lineNo&1023 == 0 && ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		line, err := lines.next()
+		if err == io.EOF {
+			break
+		}
+		reject := func(reason string) error {
+			st.Rejects++
+			return sink.Reject(trace.Reject{File: opts.Name, Line: lineNo, Reason: reason})
+		}
+		if errors.Is(err, errLineTooLong) {
+			if err := reject(err.Error()); err != nil {
+				return st, err
+			}
+			continue
+		}
+		if err != nil {
+			return st, fmt.Errorf("%s line %d: %w", opts.Name, lineNo, err)
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		req, err := lr.convert(line, lineNo)
+		if err != nil {
+			var re *rowError
+			if !errors.As(err, &re) {
+				return st, fmt.Errorf("%s line %d: %w", opts.Name, lineNo, err)
+			}
+			if err := reject(re.Error()); err != nil {
+				return st, err
+			}
+			continue
+		}
+		if err := sink.Write(req); err != nil {
+			return st, err
+		}
+		res.add(req.TS)
+		st.Rows++
+	}
+	st.TimeResolutionUs = res.micros()
+	return st, nil
+}
+
+// convert turns one log line into a request, or a rowError.
+func (lr *logReader) convert(line []byte, lineNo int64) (trace.Request, error) {
+	m := lr.lo.Mapping
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	var rec map[string]any
+	if err := dec.Decode(&rec); err != nil {
+		return trace.Request{}, bad("", "malformed JSON: %s", jsonReason(err))
+	}
+	get := func(f string) (any, bool) { return m.lookup(rec, f) }
+	var req trace.Request
+	tsV, ok := get("ts")
+	if !ok {
+		return req, bad("ts", "missing (the arrival time)")
+	}
+	ts, err := parseLogTime(tsV)
+	if err != nil {
+		return req, bad("ts", "%v", err)
+	}
+	req.TS = ts
+	if ts < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
+		return req, bad("ts", "%s earlier than a row before it (more than --max-disorder)", time.Duration(lr.latestUs-ts)*time.Microsecond)
+	}
+	lr.latestUs = max(lr.latestUs, ts)
+
+	// Identity, keyed.
+	salt := lr.lo.Salt
+	rawID := fmt.Sprintf("%s:%d", lr.opts.Name, lineNo)
+	if v, ok := get("request_id"); ok {
+		rawID = fmt.Sprint(v)
+	}
+	req.RequestID = salt.ID("request", rawID)
+	tenant := ""
+	if v, ok := get("tenant"); ok {
+		tenant = fmt.Sprint(v)
+	} else if v, ok := get("user"); ok {
+		tenant = fmt.Sprint(v)
+	}
+	if tenant != "" {
+		req.Tenant = salt.HMAC("tenant", tenant)
+	}
+	if v, ok := get("model"); ok {
+		req.Model = fmt.Sprint(v)
+	} else {
+		req.Model = lr.opts.Model
+	}
+	if v, ok := get("adapter"); ok {
+		req.Adapter = fmt.Sprint(v)
+	}
+	if lr.lo.HashNames {
+		if req.Model != "" {
+			req.Model = "model-" + salt.HMAC("model", req.Model)[:12]
+		}
+		if req.Adapter != "" {
+			req.Adapter = "adapter-" + salt.HMAC("adapter", req.Adapter)[:12]
+		}
+	}
+
+	// Shape: the prompt is tokenized (never kept) for counts and blocks.
+	req.API, req.Stream, req.N = trace.APICompletions, false, 1
+	var tokens []int
+	var msgs []message
+	if v, ok := get("messages"); ok {
+		req.API = trace.APIChat
+		msgs, err = parseMessages(v)
+		if err != nil {
+			return req, err
+		}
+		for _, msg := range msgs {
+			tokens = append(tokens, lr.lo.Tokenizer.Encode(msg.render())...)
+			if msg.image {
+				req.Features = appendFeature(req.Features, "image")
+			}
+		}
+	} else if v, ok := get("prompt"); ok {
+		text, err := promptText(v)
+		if err != nil {
+			return req, err
+		}
+		tokens = lr.lo.Tokenizer.Encode(text)
+	}
+	if n, ok, err := count(get, "prompt_tokens"); err != nil {
+		return req, err
+	} else if ok {
+		req.InputTokens = n
+	} else if tokens != nil {
+		req.InputTokens = int64(len(tokens))
+	} else {
+		return req, bad("prompt_tokens", "missing, and no messages or prompt to count")
+	}
+	if len(tokens) > 0 {
+		req.PrefixBlocks = salt.PrefixBlocks(tokens, lr.lo.BlockSize)
+		if int64(len(req.PrefixBlocks)) != (req.InputTokens+int64(lr.lo.BlockSize)-1)/int64(lr.lo.BlockSize) {
+			// usage and our tokenizer disagree on the length: keep the
+			// blocks consistent with input_tokens (DESIGN: ceil(input/B)).
+			req.PrefixBlocks = resizeBlocks(req.PrefixBlocks, req.InputTokens, lr.lo.BlockSize, salt, rawID)
+		}
+	}
+	if n, ok, err := count(get, "completion_tokens"); err != nil {
+		return req, err
+	} else if ok {
+		req.OutputTokens = n
+	} else if v, ok := get("response_text"); ok {
+		req.OutputTokens = int64(lr.lo.Tokenizer.Count(fmt.Sprint(v)))
+	}
+	if n, ok, err := count(get, "max_tokens"); err != nil {
+		return req, err
+	} else if ok {
+		req.MaxTokens = n
+	} else {
+		req.MaxTokens = req.OutputTokens
+	}
+	if v, ok := get("stream"); ok {
+		b, err := parseBool(v)
+		if err != nil {
+			return req, bad("stream", "%v", err)
+		}
+		req.Stream = b
+	} else {
+		req.Stream = lr.opts.Stream
+	}
+	if v, ok := get("n"); ok {
+		n, err := parseInt(v)
+		if err != nil || n < 1 {
+			return req, bad("n", "not a positive whole number")
+		}
+		req.N = int32(n)
+	}
+	for _, f := range []struct {
+		field string
+		dst   **float64
+	}{{"temperature", &req.Temperature}, {"top_p", &req.TopP}} {
+		if v, ok := get(f.field); ok {
+			x, err := parseFloat(v)
+			if err != nil || x < 0 {
+				return req, bad(f.field, "not a non-negative number")
+			}
+			*f.dst = &x
+		}
+	}
+	if v, ok := get("response_format"); ok {
+		switch fmt.Sprint(v) {
+		case "json_schema":
+			req.Features = appendFeature(req.Features, "json_schema")
+		case "json_object":
+			req.Features = appendFeature(req.Features, "json")
+		}
+	}
+	if v, ok := get("tools"); ok {
+		if a, isArr := v.([]any); !isArr || len(a) > 0 {
+			req.Features = appendFeature(req.Features, "tools")
+		}
+	}
+	if v, ok := get("logprobs"); ok {
+		if b, err := parseBool(v); err == nil && b {
+			req.Features = appendFeature(req.Features, "logprobs")
+		}
+	}
+	if n, ok, err := count(get, "reasoning_tokens"); err != nil {
+		return req, err
+	} else if ok && n > 0 {
+		req.Features = appendFeature(req.Features, "reasoning")
+	}
+	if n, ok, err := count(get, "cached_tokens"); err != nil {
+		return req, err
+	} else if ok {
+		req.CachedTokens = &n
+	}
+
+	// Outcome and timing as logged.
+	if v, ok := get("status"); ok {
+		code, err := parseStatus(v, get)
+		if err != nil {
+			return req, bad("status", "%v", err)
+		}
+		req.Status = &code
+	}
+	if v, ok := get("finish_reason"); ok {
+		s := fmt.Sprint(v)
+		req.FinishReason = &s
+	}
+	var endUs, firstUs int64 = -1, -1
+	if v, ok := get("end_ts"); ok {
+		if endUs, err = parseLogTime(v); err != nil {
+			return req, bad("end_ts", "%v", err)
+		}
+		if endUs < ts {
+			return req, bad("end_ts", "before ts")
+		}
+		req.E2EMs = new(float64(endUs-ts) / 1000)
+	}
+	if v, ok := get("first_token_ts"); ok {
+		if firstUs, err = parseLogTime(v); err != nil {
+			return req, bad("first_token_ts", "%v", err)
+		}
+		if firstUs >= ts {
+			req.TTFTMs = new(float64(firstUs-ts) / 1000)
+		}
+	}
+	for _, f := range []struct {
+		field string
+		dst   **float64
+	}{{"ttft_ms", &req.TTFTMs}, {"e2e_ms", &req.E2EMs}} {
+		if v, ok := get(f.field); ok {
+			x, err := parseFloat(v)
+			if err != nil || x < 0 {
+				return req, bad(f.field, "not a non-negative number of milliseconds")
+			}
+			*f.dst = &x
+		}
+	}
+	if endUs < 0 && req.E2EMs != nil {
+		endUs = ts + int64(*req.E2EMs*1000)
+	}
+	// A client disconnect: status 499, a cancelled flag, or no finish
+	// reason on a response that ended. It replays as a cancel after the
+	// same time.
+	cancelled := req.Status != nil && *req.Status == 499
+	if v, ok := get("cancelled"); ok {
+		if b, err := parseBool(v); err == nil && b {
+			cancelled = true
+		}
+	}
+	if cancelled {
+		req.Cancelled = new(true)
+		if req.E2EMs != nil {
+			req.CancelAfterMs = new(*req.E2EMs)
+		}
+	}
+
+	// Session: a logged conversation id, else inferred from the messages.
+	if v, ok := get("session_id"); ok {
+		req.SessionID = salt.ID("session", fmt.Sprint(v))
+		lr.linkLogged(&req, endUs)
+	} else if len(msgs) > 0 {
+		lr.linkByPrefix(&req, msgs, tenant, rec, endUs)
+	}
+	return req, nil
+}
+
+// linkLogged numbers turns of a logged conversation id.
+func (lr *logReader) linkLogged(req *trace.Request, endUs int64) {
+	var key sessionKey
+	copy(key[:], req.SessionID)
+	lr.expire(req.TS)
+	if s, ok := lr.sessions[key]; ok {
+		s.turn++
+		req.Turn = s.turn
+		if s.endUs >= 0 && req.TS >= s.endUs {
+			req.ThinkTimeMs = new(float64(req.TS-s.endUs) / 1000)
+		}
+		s.endUs = max(endUs, req.TS)
+		lr.touch(key, s)
+		return
+	}
+	s := &sessionState{id: req.SessionID, endUs: max(endUs, req.TS)}
+	lr.sessions[key] = s
+	lr.touch(key, s)
+}
+
+// linkByPrefix makes a chat request the next turn of an earlier one whose
+// conversation (messages, plus its reply where logged) its own messages
+// extend: same tenant, within the idle window. Only keyed hashes of the
+// messages are kept, never text.
+func (lr *logReader) linkByPrefix(req *trace.Request, msgs []message, tenant string, rec map[string]any, endUs int64) {
+	lr.expire(req.TS)
+	prefix := make([]sessionKey, len(msgs)+1) // prefix[k] covers msgs[:k]
+	h := lr.lo.Salt.HMAC("session-prefix", tenant)
+	copy(prefix[0][:], h)
+	for k, msg := range msgs {
+		prefix[k+1] = lr.chain(prefix[k], msg.render())
+	}
+	var parent *sessionState
+	for k := len(msgs) - 1; k >= 1; k-- {
+		if s, ok := lr.sessions[prefix[k]]; ok {
+			parent = s
+			break
+		}
+	}
+	s := &sessionState{id: salt16(lr.lo.Salt, req.RequestID), endUs: max(endUs, req.TS)}
+	if parent != nil {
+		s.id, s.turn = parent.id, parent.turn+1
+		req.Turn = s.turn
+		if parent.endUs >= 0 && req.TS >= parent.endUs {
+			req.ThinkTimeMs = new(float64(req.TS-parent.endUs) / 1000)
+		}
+	}
+	req.SessionID = s.id
+	// Register this conversation, with and without the logged reply.
+	full := prefix[len(msgs)]
+	lr.sessions[full] = s
+	lr.touch(full, s)
+	if v, ok := lr.lo.Mapping.lookup(rec, "response_text"); ok {
+		withReply := lr.chain(full, message{role: "assistant", text: fmt.Sprint(v)}.render())
+		lr.sessions[withReply] = s
+		lr.touch(withReply, s)
+	}
+}
+
+// salt16 derives a session id from the first request's id.
+func salt16(s anon.Salt, requestID string) string { return s.ID("session", "first:"+requestID) }
+
+// chain extends a keyed prefix hash by one rendered message.
+func (lr *logReader) chain(prev sessionKey, text string) sessionKey {
+	var k sessionKey
+	copy(k[:], lr.lo.Salt.HMAC("session-chain", string(prev[:])+text))
+	return k
+}
+
+// touch schedules a session entry's expiry.
+func (lr *logReader) touch(key sessionKey, s *sessionState) {
+	s.expires = s.endUs + lr.lo.SessionIdle.Microseconds()
+	lr.expiry = append(lr.expiry, struct {
+		key     sessionKey
+		expires int64
+	}{key, s.expires})
+}
+
+// expire forgets sessions idle past the window, so memory stays bounded by
+// the number of conversations active within it.
+func (lr *logReader) expire(nowUs int64) {
+	i := 0
+	for ; i < len(lr.expiry) && lr.expiry[i].expires < nowUs; i++ {
+		e := lr.expiry[i]
+		if s, ok := lr.sessions[e.key]; ok && s.expires <= e.expires {
+			delete(lr.sessions, e.key)
+		}
+	}
+	if i > 0 {
+		lr.expiry = append(lr.expiry[:0], lr.expiry[i:]...)
+	}
+}
+
+// message is one chat message reduced to what shapes load: its role, its
+// text (tokenized, never stored) and whether it carried an image.
+type message struct {
+	role, text string
+	image      bool
+}
+
+func (m message) render() string { return m.role + "\n" + m.text + "\n" }
+
+// parseMessages reads an OpenAI messages array: content as a string or as
+// parts (text parts kept for tokenizing, image parts flagged), tool calls as
+// their function names and arguments.
+func parseMessages(v any) ([]message, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, bad("messages", "not an array")
+	}
+	out := make([]message, 0, len(arr))
+	for i, item := range arr {
+		obj, ok := item.(map[string]any)
+		if !ok {
+			return nil, bad("messages", "element %d is not an object", i)
+		}
+		msg := message{role: fmt.Sprint(obj["role"])}
+		var sb strings.Builder
+		switch c := obj["content"].(type) {
+		case nil:
+		case string:
+			sb.WriteString(c)
+		case []any:
+			for _, p := range c {
+				part, ok := p.(map[string]any)
+				if !ok {
+					continue
+				}
+				switch part["type"] {
+				case "text", "input_text":
+					sb.WriteString(fmt.Sprint(part["text"]))
+				case "image_url", "input_image", "image":
+					msg.image = true
+				}
+			}
+		default:
+			return nil, bad("messages", "element %d content is neither text nor parts", i)
+		}
+		if calls, ok := obj["tool_calls"].([]any); ok {
+			for _, c := range calls {
+				if call, ok := c.(map[string]any); ok {
+					if fn, ok := call["function"].(map[string]any); ok {
+						sb.WriteString(fmt.Sprint(fn["name"], fn["arguments"]))
+					}
+				}
+			}
+		}
+		msg.text = sb.String()
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// promptText reads a completions prompt: a string or an array of strings.
+func promptText(v any) (string, error) {
+	switch p := v.(type) {
+	case string:
+		return p, nil
+	case []any:
+		var sb strings.Builder
+		for _, s := range p {
+			str, ok := s.(string)
+			if !ok {
+				return "", bad("prompt", "token-id prompts are not supported; log text prompts or usage")
+			}
+			sb.WriteString(str)
+		}
+		return sb.String(), nil
+	}
+	return "", bad("prompt", "neither text nor an array of text")
+}
+
+// resizeBlocks fits block ids to ceil(input/B) when the logged token count
+// and our tokenizer disagree: extra ids are dropped, missing ones are
+// derived from the request (unique to it, so they never fake sharing).
+func resizeBlocks(blocks []int64, input int64, b int, salt anon.Salt, rawID string) []int64 {
+	want := int((input + int64(b) - 1) / int64(b))
+	if len(blocks) >= want {
+		return blocks[:want]
+	}
+	for i := len(blocks); i < want; i++ {
+		blocks = append(blocks, salt.ID64("pad-block", rawID+":"+strconv.Itoa(i)))
+	}
+	return blocks
+}
+
+func appendFeature(fs []string, f string) []string {
+	for _, x := range fs {
+		if x == f {
+			return fs
+		}
+	}
+	return append(fs, f)
+}
+
+// count reads a non-negative token count field.
+func count(get func(string) (any, bool), field string) (int64, bool, error) {
+	v, ok := get(field)
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := parseInt(v)
+	if err != nil {
+		return 0, false, bad(field, "not a whole number")
+	}
+	if n < 0 {
+		return 0, false, bad(field, "negative")
+	}
+	return n, true, nil
+}
+
+func parseInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n, nil
+		}
+		f, err := x.Float64()
+		if err != nil || f != math.Trunc(f) {
+			return 0, errors.New("not a whole number")
+		}
+		return int64(f), nil
+	case string:
+		return strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+	}
+	return 0, errors.New("not a number")
+}
+
+func parseFloat(v any) (float64, error) {
+	switch x := v.(type) {
+	case json.Number:
+		return x.Float64()
+	case string:
+		return strconv.ParseFloat(strings.TrimSpace(x), 64)
+	}
+	return 0, errors.New("not a number")
+}
+
+func parseBool(v any) (bool, error) {
+	switch x := v.(type) {
+	case bool:
+		return x, nil
+	case string:
+		return strconv.ParseBool(x)
+	case json.Number:
+		n, err := x.Int64()
+		return n != 0, err
+	}
+	return false, errors.New("not a boolean")
+}
+
+// parseStatus reads an HTTP status, or a gateway's success/failure word
+// (failure takes error_code when it is an HTTP status, else 500).
+func parseStatus(v any, get func(string) (any, bool)) (int32, error) {
+	if s, ok := v.(string); ok {
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "success", "ok", "succeeded":
+			return 200, nil
+		case "failure", "failed", "error":
+			if c, ok := get("error_code"); ok {
+				if n, err := parseInt(c); err == nil && n >= 100 && n < 600 {
+					return int32(n), nil
+				}
+			}
+			return 500, nil
+		}
+	}
+	n, err := parseInt(v)
+	if err != nil || n < 100 || n > 599 {
+		return 0, errors.New("not an HTTP status (100-599) or success/failure")
+	}
+	return int32(n), nil
+}
+
+// parseLogTime reads a timestamp as microseconds since the epoch: epoch
+// seconds, milliseconds, microseconds or nanoseconds by magnitude, or RFC
+// 3339 text (a space for the T and a missing zone, meaning UTC, are
+// accepted).
+func parseLogTime(v any) (int64, error) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil {
+			return 0, errors.New("not a number or a date")
+		}
+		return epochMicros(f)
+	case string:
+		s := strings.TrimSpace(x)
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return epochMicros(f)
+		}
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+			if t, err := time.Parse(layout, s); err == nil {
+				return t.UnixMicro(), nil
+			}
+		}
+		return 0, errors.New("not an RFC 3339 date or epoch number")
+	}
+	return 0, errors.New("not a number or a date")
+}
+
+// epochMicros scales an epoch number by its magnitude: dates from 2001 to
+// 2286 in seconds, milliseconds, microseconds or nanoseconds.
+func epochMicros(f float64) (int64, error) {
+	switch {
+	case f >= 1e9 && f < 1e10:
+		return int64(math.Round(f * 1e6)), nil
+	case f >= 1e12 && f < 1e13:
+		return int64(math.Round(f * 1e3)), nil
+	case f >= 1e15 && f < 1e16:
+		return int64(f), nil
+	case f >= 1e18 && f < 1e19:
+		return int64(f / 1e3), nil
+	}
+	return 0, errors.New("an epoch number outside 2001-2286 in s, ms, µs or ns")
+}
