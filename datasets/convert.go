@@ -3,8 +3,6 @@ package datasets
 import (
 	"cmp"
 	"context"
-	"slices"
-	"strings"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,6 +10,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/servetrace/servetrace/trace"
@@ -77,9 +77,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		if st.PrefixSalted {
 			salt := opts.Log.Salt
 			m.PrefixIDs, m.SaltFingerprint, m.SaltRandom = trace.PrefixIDsSaltedHash, salt.Fingerprint(), salt.Random
-			if opts.Log.Tokenizer != nil {
-				m.Tokenizer = opts.Log.Tokenizer.Name()
-			}
+			m.Tokenizer = st.Tokenizer
 			if salt.Random && !slices.Contains(m.Notes, noteRandomSalt) {
 				m.Notes = append(m.Notes, noteRandomSalt)
 			}
@@ -89,7 +87,10 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 				w.Abort()
 				return nil, fmt.Errorf("input %s uses %d-token prefix blocks, an earlier input %d: convert them into separate buckets", in, st.BlockSize, m.BlockSize)
 			}
-			m.BlockSize, m.PrefixIDs = st.BlockSize, trace.PrefixIDsSource
+			m.BlockSize = st.BlockSize
+			if !st.PrefixSalted {
+				m.PrefixIDs = trace.PrefixIDsSource
+			}
 		}
 	}
 	if w.Rows() == 0 {

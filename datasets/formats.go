@@ -68,6 +68,8 @@ type Stats struct {
 	// PrefixSalted says the prefix ids were computed here, keyed by the
 	// salt (not copied from the source).
 	PrefixSalted bool
+	// Tokenizer names the tokenizer that counted and hashed prompts.
+	Tokenizer string
 	// RejectReasons counts rejected lines by reason.
 	RejectReasons map[string]int64
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,7 +119,7 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 		return Stats{}, err
 	}
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}}
-	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true}
+	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name()}
 	var res resolution
 	lines := lineReader{br: br}
 	for lineNo := int64(1); ; lineNo++ {
@@ -335,6 +336,8 @@ func (lr *logReader) convert(line []byte, lineNo int64) (trace.Request, error) {
 	} else if ok {
 		req.CachedTokens = &n
 	}
+
+	slices.Sort(req.Features) // one order, whatever the log's key order
 
 	// Outcome and timing as logged.
 	if v, ok := get("status"); ok {
