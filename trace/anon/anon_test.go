@@ -18,9 +18,9 @@ func TestParseSalt(t *testing.T) {
 	cases := []struct {
 		text, err string
 	}{
-		{"00112233445566778899aabbccddeeff", ""},                     // 128 bits hex
-		{"ABEiM0RVZneImaq7zN3u/w==", ""},                             // 128 bits base64
-		{"0011223344556677", "64 bits"},                             // too short
+		{"00112233445566778899aabbccddeeff", ""},                   // 128 bits hex
+		{"ABEiM0RVZneImaq7zN3u/w==", ""},                           // 128 bits base64
+		{"0011223344556677", "64 bits"},                            // too short
 		{"correct horse battery staple", "neither hex nor base64"}, // a passphrase
 	}
 	for _, c := range cases {
