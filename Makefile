@@ -6,13 +6,18 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing demo bench bench-client bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop demo bench bench-client bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
 
 ## test: everything CI runs — vet, gofmt check, timing tests without -race, then every test under -race
-test: vet fmt-check test-timing test-unit
+test: vet fmt-check test-timing test-unit test-interop
+
+## test-interop: other tools read our files (DuckDB through its Go driver, cgo);
+## a separate module, so the main one builds without cgo
+test-interop:
+	cd interop && $(GO) test -count=1 -timeout 5m ./...
 
 test-unit:
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
