@@ -79,7 +79,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 trace against the built-in simulator. Each command below has --help with an
 example.`,
 		Commands: []*cli.Command{
-			convertCmd(), fitCmd(), generateCmd(), replayCmd(), simCmd(), analyzeCmd(), datasetsCmd(), demoCmd(),
+			convertCmd(), exportCmd(), fitCmd(), generateCmd(), replayCmd(), simCmd(), analyzeCmd(), datasetsCmd(), demoCmd(),
 		},
 		// run prints errors and picks the exit code; urfave's default
 		// handler would call os.Exit itself.
@@ -970,4 +970,51 @@ func logOptions(c *cli.Context) (datasets.LogOptions, error) {
 	}
 	return datasets.LogOptions{Mapping: mapping, Salt: salt, Tokenizer: tok, BlockSize: c.Int("block-size"), SessionIdle: c.Duration("session-idle"),
 		HashNames: c.Bool("hash-names"), MaxDisorder: c.Duration("max-disorder")}, nil
+}
+
+func exportCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "export",
+		Usage:     "write a trace bucket in a public trace format (Azure CSV, Mooncake JSONL)",
+		ArgsUsage: "BUCKET",
+		Description: `Writes the bucket's rows, in arrival order, as an Azure LLM trace CSV
+(TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL (timestamp in ms
+from the bucket's anchor, lengths, hash_ids). --dense-ids renumbers prefix
+block ids 0, 1, 2... by first appearance, as Mooncake's traces are, so a
+bucket converted from logs (salted 64-bit ids) can feed tools that expect
+Mooncake's ids.
+
+Example:
+   servetrace export traces/mine --format mooncake --dense-ids --out mine.jsonl`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Required: true, Usage: strings.Join(datasets.ExportFormats, "|")},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"},
+			&cli.BoolFlag{Name: "dense-ids", Usage: "renumber prefix block ids by first appearance (Mooncake style)"},
+			&cli.IntFlag{Name: "max-dense-ids", Value: datasets.DefaultMaxDenseIDs, Usage: "bound on the dense-id map; older ids seen again get new numbers"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "BUCKET"); err != nil {
+				return err
+			}
+			if f := c.String("format"); !slices.Contains(datasets.ExportFormats, f) {
+				return cli.Exit(fmt.Sprintf("--format %q: use %s", f, strings.Join(datasets.ExportFormats, " or ")), 2)
+			}
+			o := datasets.ExportOptions{DenseIDs: c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids")}
+			if path := c.String("out"); path != "" {
+				var n int64
+				err := writeFileAtomic(path, func(w io.Writer) error {
+					var err error
+					n, err = datasets.Export(c.Context, c.Args().First(), w, c.String("format"), o)
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("export to %s: %w", path, err)
+				}
+				fmt.Fprintf(c.App.ErrWriter, "wrote %d rows to %s\n", n, path)
+				return nil
+			}
+			_, err := datasets.Export(c.Context, c.Args().First(), c.App.Writer, c.String("format"), o)
+			return err
+		},
+	}
 }
