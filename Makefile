@@ -6,13 +6,24 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop demo bench bench-client bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz demo bench bench-client bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
 
 ## test: everything CI runs — vet, gofmt check, timing tests without -race, then every test under -race
-test: vet fmt-check test-timing test-unit test-interop
+test: vet fmt-check test-timing test-unit test-interop test-fuzz
+
+## test-fuzz: every input parser under the fuzzer for FUZZTIME each (seeds in
+## testdata/ and testdata/fuzz/; a failure leaves its input there)
+FUZZTIME ?= 5s
+FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
+	./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent
+test-fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($(FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) >/tmp/servetrace-fuzz.log 2>&1 || { cat /tmp/servetrace-fuzz.log; exit 1; }; \
+	done
 
 ## test-interop: other tools read our files (DuckDB through its Go driver, cgo);
 ## a separate module, so the main one builds without cgo

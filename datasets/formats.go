@@ -260,11 +260,6 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 		if err == io.EOF {
 			break
 		}
-		line, _ := cr.FieldPos(0)
-		reject := func(reason string) error {
-			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: reason})
-		}
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -275,6 +270,11 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 				continue
 			}
 			return st, fmt.Errorf("%s: read CSV: %w", opts.Name, err)
+		}
+		line, _ := cr.FieldPos(0) // only valid for a record Read returned
+		reject := func(reason string) error {
+			st.Rejects++
+			return sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: reason})
 		}
 		if len(rec) < need {
 			if err := reject(fmt.Sprintf("%d fields, want at least %d", len(rec), need)); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/servetrace/servetrace/trace/anon"
 )
 
-func testSalt(t *testing.T) anon.Salt {
+func testSalt(t testing.TB) anon.Salt {
 	t.Helper()
 	s, err := anon.ParseSalt("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")
 	if err != nil {
