@@ -25,7 +25,22 @@ type ConvertOptions struct {
 	// MaxRejectRatio fails the conversion when more than this share of
 	// lines is rejected (default 0.01; negative: never).
 	MaxRejectRatio float64
+	// DenseIDs renumbers prefix block ids by first appearance (Mooncake
+	// style) through a map of at most MaxDenseIDs ids.
+	DenseIDs    bool
+	MaxDenseIDs int
+	// TimeResolution coarsens arrival times down to a multiple of it.
+	TimeResolution time.Duration
+	// MinTenantRequests folds tenants with fewer requests into one
+	// "(small tenants)" tenant, so a rare tenant cannot be singled out. It
+	// reads the inputs twice, so it needs files, not standard input.
+	MinTenantRequests int
+	// WriterOptions tunes the bucket writer (buffer bounds).
+	Writer trace.WriterOptions
 }
+
+// SmallTenants is the tenant that --min-tenant-requests folds rare ones into.
+const SmallTenants = "(small tenants)"
 
 // Convert reads each input (a bundled dataset's name, a file path, or "-"
 // for standard input) and writes one bucket to outDir. On any error nothing
@@ -53,13 +68,33 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 			return nil, fmt.Errorf("input %s is a directory; give the log files inside it", in)
 		}
 	}
-	w, err := trace.NewBucketWriter(outDir, trace.WriterOptions{Force: opts.Force})
+	var tenantCounts map[string]int
+	if opts.MinTenantRequests > 1 {
+		if slices.Contains(inputs, "-") {
+			return nil, errors.New("--min-tenant-requests reads the inputs twice: give files, not '-' (standard input)")
+		}
+		counter := &tenantCounter{counts: map[string]int{}}
+		for _, in := range inputs {
+			if _, _, err := convertOne(ctx, in, opts.Options, counter); err != nil {
+				return nil, err
+			}
+		}
+		tenantCounts = counter.counts
+	}
+	wo := opts.Writer
+	wo.Force = opts.Force
+	w, err := trace.NewBucketWriter(outDir, wo)
 	if err != nil {
 		return nil, err
 	}
+	var sink Sink = w
+	if opts.DenseIDs || opts.TimeResolution > 0 || tenantCounts != nil {
+		sink = &postSink{Sink: w, dense: newDenseIDs(ExportOptions{DenseIDs: opts.DenseIDs, MaxDenseIDs: opts.MaxDenseIDs}),
+			resolution: opts.TimeResolution.Microseconds(), tenants: tenantCounts, minTenant: opts.MinTenantRequests}
+	}
 	m := &trace.Manifest{Kind: "trace", PrefixIDs: trace.PrefixIDsNone}
 	for _, in := range inputs {
-		src, st, err := convertOne(ctx, in, opts.Options, w)
+		src, st, err := convertOne(ctx, in, opts.Options, sink)
 		if err != nil {
 			w.Abort()
 			return nil, err
@@ -107,6 +142,25 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		return nil, fmt.Errorf("%d of %d lines rejected (%.1f%%), more than --max-reject-ratio %.1f%%: %s; nothing was written (fix the input or the --map, or raise --max-reject-ratio)",
 			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, reasonsText(m.RejectReasons))
 	}
+	if opts.DenseIDs && m.PrefixIDs != trace.PrefixIDsNone {
+		m.PrefixIDs = trace.PrefixIDsDense
+		m.Notes = append(m.Notes, "prefix block ids were renumbered 0, 1, 2... by first appearance (--dense-ids)")
+	}
+	if opts.TimeResolution > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("arrival times were coarsened to multiples of %s (--time-resolution)", opts.TimeResolution))
+		for i := range m.Sources {
+			m.Sources[i].TimeResolutionUs = max(m.Sources[i].TimeResolutionUs, opts.TimeResolution.Microseconds())
+		}
+	}
+	if tenantCounts != nil {
+		folded := 0
+		for _, n := range tenantCounts {
+			if n < opts.MinTenantRequests {
+				folded++
+			}
+		}
+		m.Notes = append(m.Notes, fmt.Sprintf("%d tenants with fewer than %d requests were folded into %q (--min-tenant-requests)", folded, opts.MinTenantRequests, SmallTenants))
+	}
 	if err := w.Close(m); err != nil {
 		return nil, err
 	}
@@ -121,7 +175,7 @@ func (o Options) startOrDefault() time.Time {
 }
 
 // convertOne reads one input into w and describes it as a manifest source.
-func convertOne(ctx context.Context, in string, opts Options, w *trace.BucketWriter) (trace.Source, Stats, error) {
+func convertOne(ctx context.Context, in string, opts Options, w Sink) (trace.Source, Stats, error) {
 	var r io.Reader
 	src := trace.Source{Name: in}
 	if d, ok := Lookup(in); ok {
@@ -208,4 +262,38 @@ func foldDigits(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// tenantCounter counts requests per tenant (the first pass of
+// --min-tenant-requests); it writes nothing.
+type tenantCounter struct{ counts map[string]int }
+
+func (c *tenantCounter) Write(r trace.Request) error { c.counts[r.Tenant]++; return nil }
+func (c *tenantCounter) Reject(trace.Reject) error   { return nil }
+
+// postSink applies the bucket-wide anonymisation options to each row:
+// dense block ids, coarser times, folded rare tenants.
+type postSink struct {
+	Sink
+	dense      *denseIDs
+	resolution int64 // µs
+	tenants    map[string]int
+	minTenant  int
+}
+
+func (p *postSink) Write(r trace.Request) error {
+	if p.dense.on && len(r.PrefixBlocks) > 0 {
+		blocks := make([]int64, len(r.PrefixBlocks))
+		for i, b := range r.PrefixBlocks {
+			blocks[i] = p.dense.id(b)
+		}
+		r.PrefixBlocks = blocks
+	}
+	if p.resolution > 1 {
+		r.TS -= r.TS % p.resolution
+	}
+	if p.tenants != nil && r.Tenant != "" && p.tenants[r.Tenant] < p.minTenant {
+		r.Tenant = SmallTenants
+	}
+	return p.Sink.Write(r)
 }

@@ -156,3 +156,43 @@ func TestMappingFileErrors(t *testing.T) {
 		t.Errorf("unknown preset: %v", err)
 	}
 }
+
+func TestConvertAnonymisationOptions(t *testing.T) {
+	m, _ := LoadMapping("openai")
+	convert := func(o ConvertOptions) []trace.Request {
+		t.Helper()
+		o.Format, o.Log = FormatOpenAILog, LogOptions{Mapping: m, Salt: testSalt(t)}
+		o.MaxRejectRatio = -1
+		out := filepath.Join(t.TempDir(), "b")
+		if _, err := Convert(context.Background(), []string{"testdata/logs/openai.jsonl"}, out, o); err != nil {
+			t.Fatal(err)
+		}
+		rows, _, err := trace.ReadAll(context.Background(), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	// Dense ids: three different prompts, one block each: 0, 1, 2.
+	rows := convert(ConvertOptions{DenseIDs: true})
+	for i, r := range rows {
+		if len(r.PrefixBlocks) != 1 || r.PrefixBlocks[0] != int64(i) {
+			t.Errorf("row %d dense blocks %v, want [%d]", i, r.PrefixBlocks, i)
+		}
+	}
+	// Coarser times: every arrival a whole second; line 1 was 10:00:00.000.
+	for _, r := range convert(ConvertOptions{TimeResolution: time.Second}) {
+		if r.TS%1e6 != 0 {
+			t.Errorf("ts %d not a whole second", r.TS)
+		}
+	}
+	// acme-corp has 3 requests: kept with k = 3, folded with k = 4.
+	if rows := convert(ConvertOptions{MinTenantRequests: 3}); rows[0].Tenant == SmallTenants {
+		t.Error("a tenant with 3 requests was folded at k = 3")
+	}
+	for _, r := range convert(ConvertOptions{MinTenantRequests: 4}) {
+		if r.Tenant != SmallTenants {
+			t.Errorf("tenant %q not folded at k = 4", r.Tenant)
+		}
+	}
+}

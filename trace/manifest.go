@@ -28,6 +28,7 @@ const (
 	PrefixIDsSource     = "source"      // ids copied from the source (e.g. Mooncake's remapped hash_ids)
 	PrefixIDsSaltedHash = "salted-hash" // keyed 64-bit hashes computed by servetrace
 	PrefixIDsSynthetic  = "synthetic"   // ids invented by a generator
+	PrefixIDsDense      = "dense"       // renumbered 0, 1, 2... by first appearance
 )
 
 // Source describes one input that went into a bucket.

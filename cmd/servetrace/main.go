@@ -141,6 +141,10 @@ Example:
 			&cli.DurationFlag{Name: "session-idle", Value: 30 * time.Minute, Usage: "request logs: a conversation idle this long ends its inferred session"},
 			&cli.BoolFlag{Name: "hash-names", Usage: "request logs: replace model and adapter names by keyed hashes"},
 			&cli.DurationFlag{Name: "max-disorder", Value: time.Hour, Usage: "request logs: reject a row earlier than this before the latest row seen"},
+			&cli.BoolFlag{Name: "dense-ids", Usage: "renumber prefix block ids 0, 1, 2... by first appearance (Mooncake style)"},
+			&cli.IntFlag{Name: "max-dense-ids", Value: datasets.DefaultMaxDenseIDs, Usage: "bound on the dense-id map; older ids seen again get new numbers"},
+			&cli.DurationFlag{Name: "time-resolution", Usage: "coarsen arrival times to multiples of this (e.g. 1s)"},
+			&cli.IntFlag{Name: "min-tenant-requests", Usage: "fold tenants with fewer requests into one (reads the inputs twice)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "INPUT"); err != nil {
@@ -161,6 +165,8 @@ Example:
 				Options:        datasets.Options{Format: c.String("format"), Start: startTime(c), API: api, Stream: c.Bool("stream"), Model: c.String("model"), Log: logOpts},
 				Force:          c.Bool("force"),
 				MaxRejectRatio: c.Float64("max-reject-ratio"),
+				DenseIDs:       c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids"),
+				TimeResolution: c.Duration("time-resolution"), MinTenantRequests: c.Int("min-tenant-requests"),
 			})
 			if err != nil {
 				return err
