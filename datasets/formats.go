@@ -26,7 +26,7 @@ const (
 )
 
 // Formats lists the formats Read understands.
-var Formats = []string{FormatAzure, FormatMooncake, FormatOpenAILog}
+var Formats = []string{FormatAzure, FormatMooncake, FormatOpenAILog, FormatCSV}
 
 // MaxLineBytes is the longest input line accepted; a longer one is rejected.
 const MaxLineBytes = 16 << 20
@@ -155,6 +155,8 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		st, err = readMooncake(ctx, br, opts, sink)
 	case FormatOpenAILog:
 		st, err = readOpenAILog(ctx, br, opts, sink)
+	case FormatCSV:
+		st, err = readCSVLog(ctx, br, opts, sink)
 	default:
 		return Stats{}, fmt.Errorf("unknown format %q; use one of: %s", opts.Format, strings.Join(Formats, ", "))
 	}

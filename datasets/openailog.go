@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,6 +112,8 @@ type logReader struct {
 		expires int64
 	}
 	latestUs int64
+	// csv is set for CSV input, where every value is text.
+	csv bool
 }
 
 func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
@@ -170,14 +173,26 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 
 // convert turns one log line into a request, or a rowError.
 func (lr *logReader) convert(line []byte, lineNo int64) (trace.Request, error) {
-	m := lr.lo.Mapping
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	var rec map[string]any
 	if err := dec.Decode(&rec); err != nil {
 		return trace.Request{}, bad("", "malformed JSON: %s", jsonReason(err))
 	}
-	get := func(f string) (any, bool) { return m.lookup(rec, f) }
+	return lr.convertRecord(rec, lineNo)
+}
+
+// convertRecord turns one decoded record (a JSON object, or a CSV row as
+// column → text) into a request, or a rowError.
+func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Request, error) {
+	m := lr.lo.Mapping
+	get := func(f string) (any, bool) {
+		v, ok := m.lookup(rec, f)
+		if s, isStr := v.(string); ok && isStr && s == "" && lr.csv {
+			return nil, false // an empty CSV cell is an absent value
+		}
+		return v, ok
+	}
 	var req trace.Request
 	tsV, ok := get("ts")
 	if !ok {
@@ -725,4 +740,104 @@ func epochMicros(f float64) (int64, error) {
 		return int64(f / 1e3), nil
 	}
 	return 0, errors.New("an epoch number outside 2001-2286 in s, ms, µs or ns")
+}
+
+// FormatCSV is a CSV or TSV log with a header row, read through a Mapping
+// whose paths are column names.
+const FormatCSV = "csv"
+
+// readCSVLog converts a CSV/TSV log (the delimiter is detected from the
+// header) through the mapping: each row becomes column → text and goes
+// through the same conversion as a JSON log.
+func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+	lo := opts.Log
+	if err := lo.defaults(); err != nil {
+		return Stats{}, err
+	}
+	first, err := peekLine(br)
+	if err != nil {
+		return Stats{}, fmt.Errorf("%s: %w", opts.Name, err)
+	}
+	cr := csv.NewReader(br)
+	if bytes.Count(first, []byte("\t")) > bytes.Count(first, []byte(",")) {
+		cr.Comma = '\t'
+	}
+	cr.FieldsPerRecord = -1
+	cr.LazyQuotes = true
+	header, err := cr.Read()
+	if err != nil {
+		return Stats{}, fmt.Errorf("%s line 1: read header: %w", opts.Name, err)
+	}
+	for i := range header {
+		header[i] = strings.TrimSpace(strings.TrimPrefix(header[i], "\ufeff"))
+	}
+	for field, paths := range lo.Mapping.Paths {
+		for _, p := range paths {
+			if len(p) > 1 {
+				return Stats{}, fmt.Errorf("--map %s: %s names a nested path %q, but a CSV has only columns", lo.Mapping.Name, field, strings.Join(p, "."))
+			}
+		}
+	}
+	if _, ok := lo.Mapping.lookup(headerRecord(header), "ts"); !ok {
+		return Stats{}, fmt.Errorf("%s line 1: the mapping's ts column (%v) is not in the header; write a --map naming your columns", opts.Name, lo.Mapping.Paths["ts"])
+	}
+	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: true}
+	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name()}
+	var res resolution
+	for {
+		if st.Rows&1023 == 0 && ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				st.Rejects++
+				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
+					return st, err
+				}
+				continue
+			}
+			return st, fmt.Errorf("%s: read CSV: %w", opts.Name, err)
+		}
+		line, _ := cr.FieldPos(0)
+		row := make(map[string]any, len(header))
+		for i, h := range header {
+			if i < len(rec) {
+				row[h] = rec[i]
+			}
+		}
+		req, err := lr.convertRecord(row, int64(line))
+		if err != nil {
+			var re *rowError
+			if !errors.As(err, &re) {
+				return st, fmt.Errorf("%s line %d: %w", opts.Name, line, err)
+			}
+			st.Rejects++
+			if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: re.Error()}); err != nil {
+				return st, err
+			}
+			continue
+		}
+		if err := sink.Write(req); err != nil {
+			return st, err
+		}
+		res.add(req.TS)
+		st.Rows++
+	}
+	st.TimeResolutionUs = res.micros()
+	return st, nil
+}
+
+// headerRecord is a record whose every column is present, to check that
+// the mapping names existing columns.
+func headerRecord(header []string) map[string]any {
+	m := make(map[string]any, len(header))
+	for _, h := range header {
+		m[h] = "x"
+	}
+	return m
 }

@@ -22,15 +22,21 @@ func testSalt(t testing.TB) anon.Salt {
 }
 
 // convertLog converts one log file with a mapping and reads the bucket back.
-func convertLog(t *testing.T, path, mapping string, ratio float64) ([]trace.Request, *trace.Manifest, string) {
+func convertLog(t *testing.T, path, mapping string) ([]trace.Request, *trace.Manifest, string) {
+	t.Helper()
+	return convertLogFormat(t, path, mapping, FormatOpenAILog)
+}
+
+// convertLogFormat is convertLog for a given format, accepting any rejects.
+func convertLogFormat(t *testing.T, path, mapping, format string) ([]trace.Request, *trace.Manifest, string) {
 	t.Helper()
 	m, err := LoadMapping(mapping)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "bucket")
-	_, err = Convert(context.Background(), []string{path}, out, ConvertOptions{MaxRejectRatio: ratio,
-		Options: Options{Format: FormatOpenAILog, Log: LogOptions{Mapping: m, Salt: testSalt(t)}}})
+	_, err = Convert(context.Background(), []string{path}, out, ConvertOptions{MaxRejectRatio: -1,
+		Options: Options{Format: format, Log: LogOptions{Mapping: m, Salt: testSalt(t)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +48,7 @@ func convertLog(t *testing.T, path, mapping string, ratio float64) ([]trace.Requ
 }
 
 func TestOpenAILogPreset(t *testing.T) {
-	rows, man, out := convertLog(t, "testdata/logs/openai.jsonl", "openai", -1)
+	rows, man, out := convertLog(t, "testdata/logs/openai.jsonl", "openai")
 	if len(rows) != 3 || man.Rejects != 2 {
 		t.Fatalf("%d rows, %d rejects; want 3 and 2", len(rows), man.Rejects)
 	}
@@ -91,7 +97,7 @@ func TestOpenAILogPreset(t *testing.T) {
 }
 
 func TestLiteLLMPreset(t *testing.T) {
-	rows, _, _ := convertLog(t, "testdata/logs/litellm.jsonl", "litellm", -1)
+	rows, _, _ := convertLog(t, "testdata/logs/litellm.jsonl", "litellm")
 	if len(rows) != 2 {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -111,7 +117,7 @@ func TestLiteLLMPreset(t *testing.T) {
 }
 
 func TestHeliconePreset(t *testing.T) {
-	rows, _, _ := convertLog(t, "testdata/logs/helicone.jsonl", "helicone", -1)
+	rows, _, _ := convertLog(t, "testdata/logs/helicone.jsonl", "helicone")
 	if len(rows) != 2 {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -194,5 +200,32 @@ func TestConvertAnonymisationOptions(t *testing.T) {
 		if r.Tenant != SmallTenants {
 			t.Errorf("tenant %q not folded at k = 4", r.Tenant)
 		}
+	}
+}
+
+func TestCSVLogWithMappingFile(t *testing.T) {
+	rows, man, out := convertLogFormat(t, "testdata/logs/gateway.csv", "testdata/logs/gateway.map", FormatCSV)
+	if len(rows) != 3 || man.Rejects != 1 {
+		t.Fatalf("%d rows, %d rejects; want 3 and 1", len(rows), man.Rejects)
+	}
+	a, b, c := rows[0], rows[1], rows[2]
+	if a.InputTokens != 1200 || a.OutputTokens != 80 || *a.TTFTMs != 310.5 || *a.E2EMs != 2400 || *a.Status != 200 || a.Model != "llama-70b" {
+		t.Errorf("row 1: %+v", a)
+	}
+	if want := time.Date(2025, 3, 1, 10, 0, 0, 125e6, time.UTC).UnixMicro(); a.TS != want {
+		t.Errorf("row 1 ts %v", a.Time())
+	}
+	if b.OutputTokens != 0 || b.TTFTMs == nil || b.Cancelled != nil {
+		t.Errorf("row 2 (empty out_tok cell): %+v", b)
+	}
+	if c.Cancelled == nil || !*c.Cancelled || *c.CancelAfterMs != 1500 || c.TTFTMs != nil {
+		t.Errorf("row 3 (disconnect): cancelled %v after %v", c.Cancelled, c.CancelAfterMs)
+	}
+	if a.Tenant != c.Tenant || a.Tenant == b.Tenant || a.Tenant == "cust-a" {
+		t.Error("tenants were not keyed consistently")
+	}
+	rej, _ := os.ReadFile(filepath.Join(out, trace.RejectsName))
+	if !strings.Contains(string(rej), "prompt_tokens: negative") || !strings.Contains(string(rej), `"line":5`) {
+		t.Errorf("rejects: %s", rej)
 	}
 }
