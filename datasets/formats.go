@@ -26,7 +26,7 @@ const (
 )
 
 // Formats lists the formats Read understands.
-var Formats = []string{FormatAzure, FormatMooncake, FormatOpenAILog, FormatCSV}
+var Formats = []string{FormatAzure, FormatMooncake, FormatBurstGPT, FormatOpenAILog, FormatCSV}
 
 // MaxLineBytes is the longest input line accepted; a longer one is rejected.
 const MaxLineBytes = 16 << 20
@@ -104,6 +104,9 @@ func Detect(firstLine []byte) (string, error) {
 	if strings.Contains(header, "contexttokens") && strings.Contains(header, "generatedtokens") {
 		return FormatAzure, nil
 	}
+	if strings.Contains(header, "request tokens") && strings.Contains(header, "response tokens") {
+		return FormatBurstGPT, nil
+	}
 	return "", fmt.Errorf("%w: expected an Azure LLM trace CSV header (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL; pass --format %s", ErrUnknownFormat, strings.Join(Formats, "|"))
 }
 
@@ -157,6 +160,8 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		st, err = readOpenAILog(ctx, br, opts, sink)
 	case FormatCSV:
 		st, err = readCSVLog(ctx, br, opts, sink)
+	case FormatBurstGPT:
+		st, err = readBurstGPT(ctx, br, opts, sink)
 	default:
 		return Stats{}, fmt.Errorf("unknown format %q; use one of: %s", opts.Format, strings.Join(Formats, ", "))
 	}

@@ -147,3 +147,9 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func FuzzReadBurstGPT(f *testing.F) {
+	seedFiles(f, "testdata/burstgpt/*.csv")
+	f.Add([]byte("Timestamp,Request tokens,Response tokens\n" + fuzzMarker + ",1,2\n"))
+	f.Fuzz(func(t *testing.T, data []byte) { checkRead(t, data, Options{Name: "fuzz", Format: FormatBurstGPT}) })
+}

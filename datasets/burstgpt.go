@@ -1,0 +1,168 @@
+package datasets
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
+)
+
+// FormatBurstGPT is the BurstGPT trace CSV (Wang et al., 2024): Timestamp
+// (seconds from the trace's start), Model, Request tokens, Response tokens,
+// Total tokens, Log Type, and in later releases Session ID and Elapsed time
+// (seconds). Failed requests show 0 response tokens.
+const FormatBurstGPT = "burstgpt"
+
+// burstGPTSession is a session's latest turn.
+type burstGPTSession struct {
+	turn  int32
+	endUs int64 // -1 when the trace has no elapsed times
+}
+
+func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+	cr := csv.NewReader(br)
+	cr.FieldsPerRecord = -1
+	header, err := cr.Read()
+	if err != nil {
+		return Stats{}, fmt.Errorf("%s line 1: read CSV header: %w", opts.Name, err)
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.ToLower(strings.Join(strings.Fields(strings.TrimPrefix(h, "\ufeff")), " "))] = i
+	}
+	need := func(names ...string) (int, bool) {
+		for _, n := range names {
+			if i, ok := col[n]; ok {
+				return i, true
+			}
+		}
+		return -1, false
+	}
+	iTS, ok1 := need("timestamp")
+	iIn, ok2 := need("request tokens")
+	iOut, ok3 := need("response tokens")
+	if !ok1 || !ok2 || !ok3 {
+		return Stats{}, fmt.Errorf("%s line 1: BurstGPT header needs Timestamp, Request tokens and Response tokens, found %d columns", opts.Name, len(header))
+	}
+	iModel, _ := need("model")
+	iLog, _ := need("log type")
+	iSession, hasSession := need("session id", "sessionid", "session_id")
+	iElapsed, hasElapsed := need("elapsed time", "elapsed_time", "elapsed")
+	salt := opts.Log.Salt
+	if len(salt.Fingerprint()) == 0 || !hasSession {
+		salt = anon.RandomSalt()
+	}
+	sessions := map[string]*burstGPTSession{}
+	anchor := opts.Start.UnixMicro()
+	st := Stats{TimesRelative: true}
+	var res resolution
+	for {
+		if st.Rows&4095 == 0 && ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				st.Rejects++
+				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
+					return st, err
+				}
+				continue
+			}
+			return st, fmt.Errorf("%s: read CSV: %w", opts.Name, err)
+		}
+		line, _ := cr.FieldPos(0)
+		field := func(i int) string {
+			if i < 0 || i >= len(rec) {
+				return ""
+			}
+			return strings.TrimSpace(rec[i])
+		}
+		req, reason := burstGPTRow(field, iTS, iIn, iOut, anchor)
+		if reason == "" && hasElapsed && field(iElapsed) != "" {
+			e, err := strconv.ParseFloat(field(iElapsed), 64)
+			if err != nil || e < 0 || math.IsNaN(e) {
+				reason = "Elapsed time is not a non-negative number of seconds"
+			} else {
+				req.E2EMs = new(e * 1000)
+			}
+		}
+		if reason != "" {
+			st.Rejects++
+			if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: reason}); err != nil {
+				return st, err
+			}
+			continue
+		}
+		req.RequestID = fmt.Sprintf("%s-%d", idPrefix(opts.Name), line)
+		req.Model = cmpOr(field(iModel), opts.Model)
+		if lt := field(iLog); lt != "" {
+			req.Features = []string{strings.ReplaceAll(strings.ToLower(lt), " ", "_")}
+		}
+		req.API, req.Stream = opts.API, opts.Stream
+		if hasSession && field(iSession) != "" {
+			raw := field(iSession)
+			req.SessionID = salt.ID("session", raw)
+			s, ok := sessions[raw]
+			if !ok {
+				s = &burstGPTSession{turn: -1, endUs: -1}
+				sessions[raw] = s
+			}
+			s.turn++
+			req.Turn = s.turn
+			if s.endUs >= 0 && req.TS >= s.endUs {
+				req.ThinkTimeMs = new(float64(req.TS-s.endUs) / 1000)
+			}
+			s.endUs = -1
+			if req.E2EMs != nil {
+				s.endUs = req.TS + int64(*req.E2EMs*1000)
+			}
+		}
+		if err := sink.Write(req); err != nil {
+			return st, err
+		}
+		res.add(req.TS)
+		st.Rows++
+	}
+	st.TimeResolutionUs = res.micros()
+	return st, nil
+}
+
+// burstGPTRow reads the required columns; a non-empty reason rejects.
+func burstGPTRow(field func(int) string, iTS, iIn, iOut int, anchor int64) (trace.Request, string) {
+	var req trace.Request
+	ts, err := strconv.ParseFloat(field(iTS), 64)
+	if err != nil || ts < 0 || math.IsNaN(ts) || math.IsInf(ts, 0) {
+		return req, "Timestamp is not a non-negative number of seconds"
+	}
+	in, err := parseCount(field(iIn), "Request tokens")
+	if err != nil {
+		return req, err.Error()
+	}
+	out, err := parseCount(field(iOut), "Response tokens")
+	if err != nil {
+		return req, err.Error()
+	}
+	req.TS = anchor + int64(math.Round(ts*1e6))
+	req.InputTokens, req.OutputTokens, req.MaxTokens, req.N = in, out, out, 1
+	return req, ""
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
