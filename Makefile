@@ -18,7 +18,7 @@ test: vet fmt-check test-timing test-unit test-interop test-fuzz
 ## testdata/ and testdata/fuzz/; a failure leaves its input there)
 FUZZTIME ?= 5s
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
-	./datasets:FuzzReadBurstGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent
+	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($(FUZZTIME))"; \

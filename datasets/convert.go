@@ -100,6 +100,9 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 			return nil, err
 		}
 		m.Sources = append(m.Sources, src)
+		if st.SyntheticTimes {
+			m.Notes = append(m.Notes, fmt.Sprintf("%s has no arrival times: rows were spaced %s apart in file order; take arrivals from fit and generate, or replay --rate", src.Name, ShareGPTGap))
+		}
 		if st.TimesRelative {
 			m.TimesRelative, m.Anchor = true, opts.startOrDefault()
 		}

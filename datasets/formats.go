@@ -26,7 +26,7 @@ const (
 )
 
 // Formats lists the formats Read understands.
-var Formats = []string{FormatAzure, FormatMooncake, FormatBurstGPT, FormatOpenAILog, FormatCSV}
+var Formats = []string{FormatAzure, FormatMooncake, FormatBurstGPT, FormatShareGPT, FormatOpenAILog, FormatCSV}
 
 // MaxLineBytes is the longest input line accepted; a longer one is rejected.
 const MaxLineBytes = 16 << 20
@@ -70,6 +70,9 @@ type Stats struct {
 	PrefixSalted bool
 	// Tokenizer names the tokenizer that counted and hashed prompts.
 	Tokenizer string
+	// SyntheticTimes says the source had no times and rows were spaced
+	// by the reader.
+	SyntheticTimes bool
 	// RejectReasons counts rejected lines by reason.
 	RejectReasons map[string]int64
 }
@@ -83,10 +86,16 @@ func Detect(firstLine []byte) (string, error) {
 	if len(line) == 0 {
 		return "", fmt.Errorf("%w: the input is empty", ErrUnknownFormat)
 	}
+	if bytes.HasPrefix(line, []byte("[")) {
+		return FormatShareGPT, nil // a JSON array: ShareGPT conversations
+	}
 	if bytes.HasPrefix(line, []byte("{")) {
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(line, &probe); err != nil {
 			return "", fmt.Errorf("%w: the first line starts like JSON but does not parse (%s): truncated or corrupt?", ErrUnknownFormat, jsonReason(err))
+		}
+		if _, ok := probe["conversations"]; ok {
+			return FormatShareGPT, nil
 		}
 		_, hasHash := probe["hash_ids"]
 		_, hasIn := probe["input_length"]
@@ -162,6 +171,8 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		st, err = readCSVLog(ctx, br, opts, sink)
 	case FormatBurstGPT:
 		st, err = readBurstGPT(ctx, br, opts, sink)
+	case FormatShareGPT:
+		st, err = readShareGPT(ctx, br, opts, sink)
 	default:
 		return Stats{}, fmt.Errorf("unknown format %q; use one of: %s", opts.Format, strings.Join(Formats, ", "))
 	}

@@ -38,8 +38,10 @@ func checkRead(t *testing.T, data []byte, opts Options) {
 	if err != nil {
 		return // an unreadable source is an error, which is fine
 	}
+	// A line holds at most one row (ShareGPT aside: a conversation, on one
+	// line or many, gives a row per human turn).
 	lines := int64(bytes.Count(data, []byte("\n")) + 1)
-	if st.Rows+st.Rejects > lines {
+	if opts.Format != FormatShareGPT && st.Rows+st.Rejects > lines {
 		t.Fatalf("%d rows + %d rejects from %d lines", st.Rows, st.Rejects, lines)
 	}
 	for _, r := range sink.rows {
@@ -152,4 +154,12 @@ func FuzzReadBurstGPT(f *testing.F) {
 	seedFiles(f, "testdata/burstgpt/*.csv")
 	f.Add([]byte("Timestamp,Request tokens,Response tokens\n" + fuzzMarker + ",1,2\n"))
 	f.Fuzz(func(t *testing.T, data []byte) { checkRead(t, data, Options{Name: "fuzz", Format: FormatBurstGPT}) })
+}
+
+func FuzzReadShareGPT(f *testing.F) {
+	seedFiles(f, "testdata/sharegpt/*.json")
+	f.Add([]byte(`{"id": 1, "conversations": [{"from": "human", "value": "` + fuzzMarker + `"}]}` + "\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkRead(t, data, Options{Name: "fuzz", Format: FormatShareGPT, Log: LogOptions{Salt: testSalt(t)}})
+	})
 }
