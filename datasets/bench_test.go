@@ -1,7 +1,10 @@
 package datasets
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/servetrace/servetrace/trace"
@@ -34,4 +37,37 @@ func BenchmarkReadMooncake(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(3993*b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// benchLog builds n request-log lines with chat messages of about 1 kB of
+// text each, half of them without usage (so the tokenizer counts).
+func benchLog(n int) []byte {
+	var sb strings.Builder
+	para := strings.Repeat("The quick brown fox jumps over the lazy dog while the committee reviews the quarterly numbers. ", 10)
+	for i := range n {
+		usage := ""
+		if i%2 == 0 {
+			usage = `,"usage":{"prompt_tokens":250,"completion_tokens":40}`
+		}
+		fmt.Fprintf(&sb, `{"id":"r%d","timestamp":%d.5,"end_time":%d.9,"user":"u%d","status":200,"request":{"model":"m","stream":true,"max_tokens":64,"messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"%s %d"}]},"response":{"choices":[{"message":{"content":"Sure, here it is."},"finish_reason":"stop"}]%s}}`+"\n",
+			i, 1740823200+i, 1740823200+i, i%50, para, i, usage)
+	}
+	return []byte(sb.String())
+}
+
+// BenchmarkReadOpenAILog converts request logs with text: JSON decoding,
+// tokenizing every prompt for its prefix blocks (and its length where usage
+// is missing), salted hashing and session linking. Reports MB/s and rows/s.
+func BenchmarkReadOpenAILog(b *testing.B) {
+	data := benchLog(2000)
+	m, _ := LoadMapping("openai")
+	salt := testSalt(b)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Read(context.Background(), bytes.NewReader(data), Options{Name: "bench", Format: FormatOpenAILog, Log: LogOptions{Mapping: m, Salt: salt}}, discard{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(2000*b.N)/b.Elapsed().Seconds(), "rows/s")
 }
