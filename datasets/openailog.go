@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/servetrace/servetrace/tokenize"
@@ -124,67 +126,215 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}}
 	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name()}
 	var res resolution
-	lines := lineReader{br: br}
-	for lineNo := int64(1); ; lineNo++ {
-		if lineNo&1023 == 0 && ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		line, err := lines.next()
-		if err == io.EOF {
-			break
-		}
+	emit := func(r logLine) error {
 		reject := func(reason string) error {
 			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: lineNo, Reason: reason})
+			return sink.Reject(trace.Reject{File: opts.Name, Line: r.lineNo, Reason: reason})
 		}
-		if errors.Is(err, errLineTooLong) {
-			if err := reject(err.Error()); err != nil {
-				return st, err
+		if r.err != nil {
+			var re *rowError
+			if errors.As(r.err, &re) {
+				return reject(re.Error())
 			}
-			continue
+			if errors.Is(r.err, errLineTooLong) {
+				return reject(r.err.Error())
+			}
+			return fmt.Errorf("%s line %d: %w", opts.Name, r.lineNo, r.err)
 		}
-		if err != nil {
-			return st, fmt.Errorf("%s line %d: %w", opts.Name, lineNo, err)
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		req, err := lr.convert(line, lineNo)
+		req, err := lr.finish(r.p)
 		if err != nil {
 			var re *rowError
-			if !errors.As(err, &re) {
-				return st, fmt.Errorf("%s line %d: %w", opts.Name, lineNo, err)
+			if errors.As(err, &re) {
+				return reject(re.Error())
 			}
-			if err := reject(re.Error()); err != nil {
-				return st, err
-			}
-			continue
+			return err
 		}
 		if err := sink.Write(req); err != nil {
-			return st, err
+			return err
 		}
 		res.add(req.TS)
 		st.Rows++
+		return nil
 	}
+	err := prepareLines(ctx, br, lr, emit)
 	st.TimeResolutionUs = res.micros()
-	return st, nil
+	return st, err
+}
+
+// logLine is one input line, prepared (or failed) by a worker.
+type logLine struct {
+	lineNo int64
+	raw    []byte
+	p      prepared
+	err    error
+}
+
+// logBatch is a run of consecutive lines, the unit of parallel work.
+type logBatch struct {
+	seq   int
+	lines []logLine
+}
+
+// prepareLines reads lines, prepares them on every core (JSON decoding and
+// tokenizing dominate), and hands them to emit in input order, so session
+// linking and the order check stay sequential. Memory is bounded by the
+// batches in flight.
+func prepareLines(ctx context.Context, br *bufio.Reader, lr *logReader, emit func(logLine) error) error {
+	const batchLines = 128
+	workers := max(1, runtime.GOMAXPROCS(0))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	todo := make(chan logBatch, workers)
+	done := make(chan logBatch, workers)
+	readErr := make(chan error, 1)
+	go func() { // reader
+		defer close(todo)
+		lines := lineReader{br: br}
+		b := logBatch{}
+		for lineNo := int64(1); ; lineNo++ {
+			line, err := lines.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil && !errors.Is(err, errLineTooLong) {
+				readErr <- fmt.Errorf("%s line %d: %w", lr.opts.Name, lineNo, err)
+				return
+			}
+			line = bytes.TrimSpace(line)
+			if err == nil && len(line) == 0 {
+				continue
+			}
+			b.lines = append(b.lines, logLine{lineNo: lineNo, raw: bytes.Clone(line), err: err})
+			if len(b.lines) == batchLines {
+				select {
+				case todo <- b:
+				case <-ctx.Done():
+					return
+				}
+				b = logBatch{seq: b.seq + 1}
+			}
+		}
+		if len(b.lines) > 0 {
+			select {
+			case todo <- b:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for b := range todo {
+				for i := range b.lines {
+					l := &b.lines[i]
+					if l.err == nil {
+						l.p, l.err = lr.prepareLine(l.raw, l.lineNo)
+					}
+					l.raw = nil
+				}
+				select {
+				case done <- b:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	pending := map[int]logBatch{}
+	next := 0
+	for b := range done {
+		pending[b.seq] = b
+		for {
+			nb, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			for _, l := range nb.lines {
+				if err := emit(l); err != nil {
+					cancel()
+					for range done { // let the workers finish
+					}
+					return err
+				}
+			}
+		}
+		if next&7 == 0 && ctx.Err() != nil {
+			break
+		}
+	}
+	select {
+	case err := <-readErr:
+		return err
+	default:
+	}
+	return ctx.Err()
 }
 
 // convert turns one log line into a request, or a rowError.
 func (lr *logReader) convert(line []byte, lineNo int64) (trace.Request, error) {
+	p, err := lr.prepareLine(line, lineNo)
+	if err != nil {
+		return trace.Request{}, err
+	}
+	return lr.finish(p)
+}
+
+// prepareLine decodes a JSON line and prepares it (safe to run in parallel).
+func (lr *logReader) prepareLine(line []byte, lineNo int64) (prepared, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	var rec map[string]any
 	if err := dec.Decode(&rec); err != nil {
-		return trace.Request{}, bad("", "malformed JSON: %s", jsonReason(err))
+		return prepared{}, bad("", "malformed JSON: %s", jsonReason(err))
 	}
-	return lr.convertRecord(rec, lineNo)
+	return lr.prepare(rec, lineNo)
 }
 
-// convertRecord turns one decoded record (a JSON object, or a CSV row as
-// column → text) into a request, or a rowError.
+// convertRecord turns one decoded record into a request, or a rowError.
 func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Request, error) {
+	p, err := lr.prepare(rec, lineNo)
+	if err != nil {
+		return trace.Request{}, err
+	}
+	return lr.finish(p)
+}
+
+// prepared is a record converted as far as it can be without knowing the
+// rows before it: everything but the order check and session linking.
+// prepare is safe for concurrent use; finish is not and runs in order.
+type prepared struct {
+	req   trace.Request
+	endUs int64
+	// logged: a session id the log named; else, for chat requests, the
+	// keyed hashes of the message prefixes (prefix[k] covers messages[:k])
+	// and of the conversation with its logged reply.
+	logged    bool
+	prefix    []sessionKey
+	withReply *sessionKey
+}
+
+// finish checks the row's order and links its session, in input order.
+func (lr *logReader) finish(p prepared) (trace.Request, error) {
+	req := p.req
+	if req.TS < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
+		return req, bad("ts", "%s earlier than a row before it (more than --max-disorder)", time.Duration(lr.latestUs-req.TS)*time.Microsecond)
+	}
+	lr.latestUs = max(lr.latestUs, req.TS)
+	switch {
+	case p.logged:
+		lr.linkLogged(&req, p.endUs)
+	case len(p.prefix) > 1:
+		lr.linkByPrefix(&req, p.prefix, p.withReply, p.endUs)
+	}
+	return req, nil
+}
+
+// prepare turns one decoded record (a JSON object, or a CSV row as column
+// → text) into a prepared row, or a rowError.
+func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error) {
 	m := lr.lo.Mapping
 	get := func(f string) (any, bool) {
 		v, ok := m.lookup(rec, f)
@@ -196,17 +346,13 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	var req trace.Request
 	tsV, ok := get("ts")
 	if !ok {
-		return req, bad("ts", "missing (the arrival time)")
+		return prepared{}, bad("ts", "missing (the arrival time)")
 	}
 	ts, err := parseLogTime(tsV)
 	if err != nil {
-		return req, bad("ts", "%v", err)
+		return prepared{}, bad("ts", "%v", err)
 	}
 	req.TS = ts
-	if ts < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
-		return req, bad("ts", "%s earlier than a row before it (more than --max-disorder)", time.Duration(lr.latestUs-ts)*time.Microsecond)
-	}
-	lr.latestUs = max(lr.latestUs, ts)
 
 	// Identity, keyed.
 	salt := lr.lo.Salt
@@ -249,7 +395,7 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 		req.API = trace.APIChat
 		msgs, err = parseMessages(v)
 		if err != nil {
-			return req, err
+			return prepared{}, err
 		}
 		for _, msg := range msgs {
 			tokens = append(tokens, lr.lo.Tokenizer.Encode(msg.render())...)
@@ -260,18 +406,18 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	} else if v, ok := get("prompt"); ok {
 		text, err := promptText(v)
 		if err != nil {
-			return req, err
+			return prepared{}, err
 		}
 		tokens = lr.lo.Tokenizer.Encode(text)
 	}
 	if n, ok, err := count(get, "prompt_tokens"); err != nil {
-		return req, err
+		return prepared{}, err
 	} else if ok {
 		req.InputTokens = n
 	} else if tokens != nil {
 		req.InputTokens = int64(len(tokens))
 	} else {
-		return req, bad("prompt_tokens", "missing, and no messages or prompt to count")
+		return prepared{}, bad("prompt_tokens", "missing, and no messages or prompt to count")
 	}
 	if len(tokens) > 0 {
 		req.PrefixBlocks = salt.PrefixBlocks(tokens, lr.lo.BlockSize)
@@ -282,14 +428,14 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 		}
 	}
 	if n, ok, err := count(get, "completion_tokens"); err != nil {
-		return req, err
+		return prepared{}, err
 	} else if ok {
 		req.OutputTokens = n
 	} else if v, ok := get("response_text"); ok {
 		req.OutputTokens = int64(lr.lo.Tokenizer.Count(fmt.Sprint(v)))
 	}
 	if n, ok, err := count(get, "max_tokens"); err != nil {
-		return req, err
+		return prepared{}, err
 	} else if ok {
 		req.MaxTokens = n
 	} else {
@@ -298,7 +444,7 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	if v, ok := get("stream"); ok {
 		b, err := parseBool(v)
 		if err != nil {
-			return req, bad("stream", "%v", err)
+			return prepared{}, bad("stream", "%v", err)
 		}
 		req.Stream = b
 	} else {
@@ -307,7 +453,7 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	if v, ok := get("n"); ok {
 		n, err := parseInt(v)
 		if err != nil || n < 1 {
-			return req, bad("n", "not a positive whole number")
+			return prepared{}, bad("n", "not a positive whole number")
 		}
 		req.N = int32(n)
 	}
@@ -318,7 +464,7 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 		if v, ok := get(f.field); ok {
 			x, err := parseFloat(v)
 			if err != nil || x < 0 {
-				return req, bad(f.field, "not a non-negative number")
+				return prepared{}, bad(f.field, "not a non-negative number")
 			}
 			*f.dst = &x
 		}
@@ -342,12 +488,12 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 		}
 	}
 	if n, ok, err := count(get, "reasoning_tokens"); err != nil {
-		return req, err
+		return prepared{}, err
 	} else if ok && n > 0 {
 		req.Features = appendFeature(req.Features, "reasoning")
 	}
 	if n, ok, err := count(get, "cached_tokens"); err != nil {
-		return req, err
+		return prepared{}, err
 	} else if ok {
 		req.CachedTokens = &n
 	}
@@ -358,7 +504,7 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	if v, ok := get("status"); ok {
 		code, err := parseStatus(v, get)
 		if err != nil {
-			return req, bad("status", "%v", err)
+			return prepared{}, bad("status", "%v", err)
 		}
 		req.Status = &code
 	}
@@ -369,16 +515,16 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	var endUs, firstUs int64 = -1, -1
 	if v, ok := get("end_ts"); ok {
 		if endUs, err = parseLogTime(v); err != nil {
-			return req, bad("end_ts", "%v", err)
+			return prepared{}, bad("end_ts", "%v", err)
 		}
 		if endUs < ts {
-			return req, bad("end_ts", "before ts")
+			return prepared{}, bad("end_ts", "before ts")
 		}
 		req.E2EMs = new(float64(endUs-ts) / 1000)
 	}
 	if v, ok := get("first_token_ts"); ok {
 		if firstUs, err = parseLogTime(v); err != nil {
-			return req, bad("first_token_ts", "%v", err)
+			return prepared{}, bad("first_token_ts", "%v", err)
 		}
 		if firstUs >= ts {
 			req.TTFTMs = new(float64(firstUs-ts) / 1000)
@@ -391,7 +537,7 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 		if v, ok := get(f.field); ok {
 			x, err := parseFloat(v)
 			if err != nil || x < 0 {
-				return req, bad(f.field, "not a non-negative number of milliseconds")
+				return prepared{}, bad(f.field, "not a non-negative number of milliseconds")
 			}
 			*f.dst = &x
 		}
@@ -416,13 +562,23 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	}
 
 	// Session: a logged conversation id, else inferred from the messages.
+	p := prepared{endUs: endUs}
 	if v, ok := get("session_id"); ok {
 		req.SessionID = salt.ID("session", fmt.Sprint(v))
-		lr.linkLogged(&req, endUs)
+		p.logged = true
 	} else if len(msgs) > 0 {
-		lr.linkByPrefix(&req, msgs, tenant, rec, endUs)
+		p.prefix = make([]sessionKey, len(msgs)+1)
+		copy(p.prefix[0][:], salt.HMAC("session-prefix", tenant))
+		for k, msg := range msgs {
+			p.prefix[k+1] = lr.chain(p.prefix[k], msg.render())
+		}
+		if v, ok := m.lookup(rec, "response_text"); ok {
+			k := lr.chain(p.prefix[len(msgs)], message{role: "assistant", text: fmt.Sprint(v)}.render())
+			p.withReply = &k
+		}
 	}
-	return req, nil
+	p.req = req
+	return p, nil
 }
 
 // linkLogged numbers turns of a logged conversation id.
@@ -449,16 +605,11 @@ func (lr *logReader) linkLogged(req *trace.Request, endUs int64) {
 // conversation (messages, plus its reply where logged) its own messages
 // extend: same tenant, within the idle window. Only keyed hashes of the
 // messages are kept, never text.
-func (lr *logReader) linkByPrefix(req *trace.Request, msgs []message, tenant string, rec map[string]any, endUs int64) {
+func (lr *logReader) linkByPrefix(req *trace.Request, prefix []sessionKey, withReply *sessionKey, endUs int64) {
 	lr.expire(req.TS)
-	prefix := make([]sessionKey, len(msgs)+1) // prefix[k] covers msgs[:k]
-	h := lr.lo.Salt.HMAC("session-prefix", tenant)
-	copy(prefix[0][:], h)
-	for k, msg := range msgs {
-		prefix[k+1] = lr.chain(prefix[k], msg.render())
-	}
+	n := len(prefix) - 1 // messages
 	var parent *sessionState
-	for k := len(msgs) - 1; k >= 1; k-- {
+	for k := n - 1; k >= 1; k-- {
 		if s, ok := lr.sessions[prefix[k]]; ok {
 			parent = s
 			break
@@ -474,13 +625,11 @@ func (lr *logReader) linkByPrefix(req *trace.Request, msgs []message, tenant str
 	}
 	req.SessionID = s.id
 	// Register this conversation, with and without the logged reply.
-	full := prefix[len(msgs)]
-	lr.sessions[full] = s
-	lr.touch(full, s)
-	if v, ok := lr.lo.Mapping.lookup(rec, "response_text"); ok {
-		withReply := lr.chain(full, message{role: "assistant", text: fmt.Sprint(v)}.render())
-		lr.sessions[withReply] = s
-		lr.touch(withReply, s)
+	lr.sessions[prefix[n]] = s
+	lr.touch(prefix[n], s)
+	if withReply != nil {
+		lr.sessions[*withReply] = s
+		lr.touch(*withReply, s)
 	}
 }
 
