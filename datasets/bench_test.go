@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,4 +71,35 @@ func BenchmarkReadOpenAILog(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(2000*b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkConvertAzure is the whole conversion of the bundled Azure
+// sample: CSV parsing, hour partitioning, sorting, Parquet (zstd) writing
+// and the manifest. Reports rows/s.
+func BenchmarkConvertAzure(b *testing.B) {
+	d, _ := Lookup("azure-code-2023")
+	b.SetBytes(int64(len(d.Bytes())))
+	b.ReportAllocs()
+	for b.Loop() {
+		out := filepath.Join(b.TempDir(), "b")
+		if _, err := Convert(context.Background(), []string{"azure-code-2023"}, out, ConvertOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(8819*b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkConvertAzureLarge converts 500,000 Azure-format rows (20 per
+// second over about seven hours), where per-file setup no longer dominates.
+func BenchmarkConvertAzureLarge(b *testing.B) {
+	in := filepath.Join(b.TempDir(), "azure.csv")
+	writeAzureCSV(b, in, 500_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		out := filepath.Join(b.TempDir(), "b")
+		if _, err := Convert(context.Background(), []string{in}, out, ConvertOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(500_000*b.N)/b.Elapsed().Seconds(), "rows/s")
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -223,4 +224,30 @@ func datasetHead(t *testing.T, name string, lines int) []byte {
 		out = append(out, l...)
 	}
 	return out
+}
+
+// TestFastAzureTimeMatchesTimeParse checks the fast timestamp parser against
+// time.Parse on valid, edge and broken inputs: where the fast path answers,
+// it must agree exactly.
+func TestFastAzureTimeMatchesTimeParse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := []string{"2023-11-16 18:17:03.9799600", "2023-11-16 18:17:03", "2024-02-29 23:59:59.123456789", "2023-02-29 00:00:00",
+		"2023-11-16 24:00:00", "2023-11-16 18:17:03.", "2023-11-16 18:17:03.1234567890", "2023-13-01 00:00:00", "2023-11-16T18:17:03.5", "0000-01-01 00:00:00"}
+	for range 20000 {
+		b := []byte("2023-11-16 18:17:03.9799600")
+		for range 1 + rng.IntN(3) {
+			b[rng.IntN(len(b))] = "0123456789:-. 9"[rng.IntN(15)]
+		}
+		cases = append(cases, string(b[:rng.IntN(len(b)+1)]))
+	}
+	for _, s := range cases {
+		fast, ok := fastAzureTime(s)
+		if !ok {
+			continue
+		}
+		slow, err := time.Parse("2006-01-02 15:04:05.999999999", s)
+		if err != nil || !slow.Equal(fast) {
+			t.Fatalf("%q: fast %v, time.Parse %v (%v)", s, fast, slow, err)
+		}
+	}
 }

@@ -21,7 +21,8 @@ type WriterOptions struct {
 	// are sorted and written as a part file (default 512k).
 	PartRows int
 	// MaxBufferedRows bounds the rows held in memory across all partitions;
-	// past it the largest partition is flushed (default 2M).
+	// past it the largest partition is flushed (default 512k rows, about
+	// 170 MB).
 	MaxBufferedRows int
 	// RowGroupRows is the Parquet row-group size (default 128k).
 	RowGroupRows int
@@ -32,7 +33,7 @@ type WriterOptions struct {
 
 // DefaultWriterOptions returns the options a newcomer can live with.
 func DefaultWriterOptions() WriterOptions {
-	return WriterOptions{PartRows: 512 << 10, MaxBufferedRows: 2 << 20, RowGroupRows: DefaultRowGroupRows}
+	return WriterOptions{PartRows: 512 << 10, MaxBufferedRows: 512 << 10, RowGroupRows: DefaultRowGroupRows}
 }
 
 // Reject is one input line that could not be converted. It names the file,
@@ -48,17 +49,22 @@ type Reject struct {
 // ts, then a manifest. Parts appear only under their final name once whole;
 // the manifest is written last, so a directory without one is not a bucket.
 type BucketWriter struct {
-	dir     string
-	opts    WriterOptions
-	tag     string
-	seq     int
-	buf     map[string][]Request // partition path -> rows
-	nbuf    int
-	parts   []Part
-	rejects *os.File
-	nrej    int64
-	rejPath string
-	closed  bool
+	dir  string
+	opts WriterOptions
+	tag  string
+	seq  int
+	buf  map[string]*partBuf // partition path -> rows
+	nbuf int
+	// pw writes every part with one reusable Parquet writer.
+	pw *partWriter[Request]
+	// lastHour and lastDir cache the partition path of the last row's hour.
+	lastHour int64
+	lastDir  string
+	parts    []Part
+	rejects  *os.File
+	nrej     int64
+	rejPath  string
+	closed   bool
 }
 
 // NewBucketWriter prepares dir for a new bucket. It refuses a directory that
@@ -86,7 +92,7 @@ func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	return &BucketWriter{dir: dir, opts: opts, tag: newWriterTag(), buf: map[string][]Request{},
+	return &BucketWriter{dir: dir, opts: opts, tag: newWriterTag(), buf: map[string]*partBuf{},
 		rejPath: filepath.Join(dir, RejectsName)}, nil
 }
 
@@ -111,21 +117,75 @@ func partitionDir(tsMicros int64) string {
 	return fmt.Sprintf("date=%s/hour=%02d", t.Format("2006-01-02"), t.Hour())
 }
 
+// partitionOf returns partitionDir(ts), remembering the last hour's
+// path: rows mostly arrive in time order, and formatting a path per row
+// costs more than the rest of a row's bookkeeping.
+func (w *BucketWriter) partitionOf(ts int64) string {
+	const hour = int64(time.Hour / time.Microsecond)
+	h := ts / hour
+	if ts < 0 && ts%hour != 0 {
+		h-- // floor for times before 1970
+	}
+	if w.lastHour != h || w.lastDir == "" {
+		w.lastHour, w.lastDir = h, partitionDir(ts)
+	}
+	return w.lastDir
+}
+
+// partBuf holds a partition's buffered rows in fixed-size chunks, so that
+// growing it never copies what it holds (rows are some 300 bytes each).
+type partBuf struct {
+	chunks [][]Request
+	n      int
+}
+
+const partChunkRows = 4096
+
+func (b *partBuf) add(r Request) {
+	if len(b.chunks) == 0 || len(b.chunks[len(b.chunks)-1]) == partChunkRows {
+		b.chunks = append(b.chunks, make([]Request, 0, partChunkRows))
+	}
+	last := &b.chunks[len(b.chunks)-1]
+	*last = append(*last, r)
+	b.n++
+}
+
+// rows returns the buffered rows as one slice (one copy), or the single
+// chunk itself.
+func (b *partBuf) rows() []Request {
+	if b == nil {
+		return nil
+	}
+	if len(b.chunks) == 1 {
+		return b.chunks[0]
+	}
+	out := make([]Request, 0, b.n)
+	for _, c := range b.chunks {
+		out = append(out, c...)
+	}
+	return out
+}
+
 // Write adds one request. Its slices are kept, not copied.
 func (w *BucketWriter) Write(r Request) error {
 	if w.closed {
 		return errors.New("trace: write to a closed bucket writer")
 	}
-	p := partitionDir(r.TS)
-	w.buf[p] = append(w.buf[p], r)
+	p := w.partitionOf(r.TS)
+	pb := w.buf[p]
+	if pb == nil {
+		pb = &partBuf{}
+		w.buf[p] = pb
+	}
+	pb.add(r)
 	w.nbuf++
-	if len(w.buf[p]) >= w.opts.PartRows {
+	if pb.n >= w.opts.PartRows {
 		return w.flushPartition(p)
 	}
 	if w.nbuf >= w.opts.MaxBufferedRows {
 		largest := ""
-		for k, rows := range w.buf {
-			if largest == "" || len(rows) > len(w.buf[largest]) {
+		for k, pb := range w.buf {
+			if largest == "" || pb.n > w.buf[largest].n {
 				largest = k
 			}
 		}
@@ -167,7 +227,7 @@ func (w *BucketWriter) Rows() int64 {
 }
 
 func (w *BucketWriter) flushPartition(p string) error {
-	rows := w.buf[p]
+	rows := w.buf[p].rows()
 	delete(w.buf, p)
 	w.nbuf -= len(rows)
 	if len(rows) == 0 {
@@ -176,7 +236,10 @@ func (w *BucketWriter) flushPartition(p string) error {
 	slices.SortStableFunc(rows, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
 	rel := filepath.Join(p, fmt.Sprintf("part-%s-%05d.parquet", w.tag, w.seq))
 	w.seq++
-	if err := writePartFile(filepath.Join(w.dir, rel), rows, w.opts.RowGroupRows); err != nil {
+	if w.pw == nil {
+		w.pw = &partWriter[Request]{rowGroupRows: w.opts.RowGroupRows}
+	}
+	if err := w.pw.write(filepath.Join(w.dir, rel), rows); err != nil {
 		return err
 	}
 	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(len(rows)), MinTS: rows[0].TS, MaxTS: rows[len(rows)-1].TS})

@@ -18,9 +18,21 @@ const DefaultRowGroupRows = 128 << 10
 // writePartFile writes rows to path atomically: it writes a hidden temporary
 // file in the same directory, syncs it, and renames it into place, so a crash
 // never leaves a file under the final name that looks whole but is not.
-func writePartFile[T any](path string, rows []T, rowGroupRows int) (err error) {
-	if rowGroupRows <= 0 {
-		rowGroupRows = DefaultRowGroupRows
+func writePartFile[T any](path string, rows []T, rowGroupRows int) error {
+	return (&partWriter[T]{rowGroupRows: rowGroupRows}).write(path, rows)
+}
+
+// partWriter writes part files one after another with one Parquet writer,
+// reset for each file: its page and compression buffers are reused, which
+// keeps a long conversion's memory flat.
+type partWriter[T any] struct {
+	rowGroupRows int
+	w            *parquet.GenericWriter[T]
+}
+
+func (pw *partWriter[T]) write(path string, rows []T) (err error) {
+	if pw.rowGroupRows <= 0 {
+		pw.rowGroupRows = DefaultRowGroupRows
 	}
 	dir, base := filepath.Split(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -34,15 +46,21 @@ func writePartFile[T any](path string, rows []T, rowGroupRows int) (err error) {
 		if err != nil {
 			tmp.Close()
 			os.Remove(tmp.Name())
+			pw.w = nil // a writer that failed mid-file is not reused
 		}
 	}()
-	w := parquet.NewGenericWriter[T](tmp,
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
-		parquet.MaxRowsPerRowGroup(int64(rowGroupRows)),
-		parquet.CreatedBy("servetrace", ToolVersion, ""),
-	)
-	for start := 0; start < len(rows); start += rowGroupRows {
-		end := min(start+rowGroupRows, len(rows))
+	if pw.w == nil {
+		pw.w = parquet.NewGenericWriter[T](tmp,
+			parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+			parquet.MaxRowsPerRowGroup(int64(pw.rowGroupRows)),
+			parquet.CreatedBy("servetrace", ToolVersion, ""),
+		)
+	} else {
+		pw.w.Reset(tmp)
+	}
+	w := pw.w
+	for start := 0; start < len(rows); start += pw.rowGroupRows {
+		end := min(start+pw.rowGroupRows, len(rows))
 		if _, err := w.Write(rows[start:end]); err != nil {
 			return fmt.Errorf("write parquet rows to %s: %w", path, err)
 		}
