@@ -202,6 +202,17 @@ func (m *Mapping) lookup(rec map[string]any, field string) (any, bool) {
 	return nil, false
 }
 
+// present reports whether the record holds a field's first present path,
+// even with a null value: a logged null differs from an absent key.
+func (m *Mapping) present(rec map[string]any, field string) bool {
+	for _, path := range m.Paths[field] {
+		if _, ok := walk(rec, path); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // walk follows a path through maps and arrays.
 func walk(v any, path []string) (any, bool) {
 	for _, key := range path {

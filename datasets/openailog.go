@@ -553,6 +553,10 @@ func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error)
 		if b, err := parseBool(v); err == nil && b {
 			cancelled = true
 		}
+	} else if req.Stream && req.E2EMs != nil && (req.Status == nil || *req.Status/100 == 2) && m.present(rec, "finish_reason") && req.FinishReason == nil {
+		// The log has a place for the finish reason and it is null: the
+		// stream ended before the response finished.
+		cancelled = true
 	}
 	if cancelled {
 		req.Cancelled = new(true)

@@ -49,10 +49,18 @@ func convertLogFormat(t *testing.T, path, mapping, format string) ([]trace.Reque
 
 func TestOpenAILogPreset(t *testing.T) {
 	rows, man, out := convertLog(t, "testdata/logs/openai.jsonl", "openai")
-	if len(rows) != 3 || man.Rejects != 2 {
-		t.Fatalf("%d rows, %d rejects; want 3 and 2", len(rows), man.Rejects)
+	if len(rows) != 4 || man.Rejects != 2 {
+		t.Fatalf("%d rows, %d rejects; want 4 and 2", len(rows), man.Rejects)
 	}
 	r1, r2, r3 := rows[0], rows[1], rows[2]
+	// Line 6: a stream that ended with a null finish reason was cut off by
+	// the client: a cancel after 0.8 s.
+	if r6 := rows[3]; r6.Cancelled == nil || *r6.CancelAfterMs != 800 {
+		t.Errorf("line 6: cancelled %v after %v, want a cancel after 800 ms", r6.Cancelled, r6.CancelAfterMs)
+	}
+	if r1.Cancelled != nil {
+		t.Error("a finished stream was taken for a cancel")
+	}
 	// Line 1: usage counts win over tokenizing; logged TTFT and E2E kept.
 	if r1.InputTokens != 31 || r1.OutputTokens != 8 || r1.MaxTokens != 64 || !r1.Stream || r1.API != trace.APIChat {
 		t.Errorf("line 1 shape %+v", r1.Shape)
@@ -136,7 +144,7 @@ func TestLogRejectRatioWritesNothing(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bucket")
 	_, err := Convert(context.Background(), []string{"testdata/logs/openai.jsonl"}, out, ConvertOptions{
 		Options: Options{Format: FormatOpenAILog, Log: LogOptions{Mapping: m, Salt: testSalt(t)}}})
-	if err == nil || !strings.Contains(err.Error(), "2 of 5 lines rejected") || !strings.Contains(err.Error(), "completion_tokens: negative") {
+	if err == nil || !strings.Contains(err.Error(), "2 of 6 lines rejected") || !strings.Contains(err.Error(), "completion_tokens: negative") {
 		t.Fatalf("error %v", err)
 	}
 	if ents, _ := os.ReadDir(out); len(ents) != 0 {
