@@ -117,14 +117,28 @@ func convertCmd() *cli.Command {
 		Name:      "convert",
 		Usage:     "convert logs or public traces into a Parquet trace bucket",
 		ArgsUsage: "INPUT... (file, '-' for stdin, or a bundled dataset name)",
-		Description: `Reads each input, detects its format from the header or first line
-(Azure LLM trace CSV 2023/2024, Mooncake JSONL), and writes
-OUT/date=YYYY-MM-DD/hour=HH/part-*.parquet plus _manifest.json. Lines that
-cannot be converted go to OUT/_rejects.jsonl with file, line and reason.
+		Description: `Reads each input (plain, gzip or zstd; '-' for standard input), detects
+its format from the header or first line, and writes
+OUT/date=YYYY-MM-DD/hour=HH/part-*.parquet plus _manifest.json.
+
+Formats: Azure LLM trace CSV (2023/2024), Mooncake JSONL, BurstGPT CSV,
+ShareGPT conversations, OpenAI-style request logs (openai-log: JSONL read
+through --map), and CSV/TSV logs (csv: columns named by --map).
+
+Request logs are anonymised: prompts are tokenized only to count them and
+to hash them into salted prefix blocks; ids are salted, tenants and users
+HMAC'd; sessions come from a logged conversation id or are inferred from
+message prefixes. No text, token id, raw id or key reaches any output file.
+The salt (--salt-file or $SERVETRACE_SALT) links ids across conversions.
+
+Lines that cannot be converted go to OUT/_rejects.jsonl with file, line and
+reason (never the line's text); past --max-reject-ratio nothing is written.
 
 Example:
    servetrace convert azure-code-2023 --out traces/azure
-   servetrace convert trace.jsonl --format mooncake --start 2025-02-01T00:00:00Z --out traces/mc`,
+   servetrace convert trace.jsonl --format mooncake --start 2025-02-01T00:00:00Z --out traces/mc
+   servetrace convert proxy-logs.jsonl.zst --map litellm --salt-file salt.hex --out traces/prod
+   servetrace convert export.tsv --format csv --map columns.map --out traces/gw`,
 		Flags: []cli.Flag{
 			outFlag("output bucket directory", true),
 			&cli.StringFlag{Name: "format", Usage: "input format: " + strings.Join(datasets.Formats, "|") + " (default: detected)"},
