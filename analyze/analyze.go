@@ -80,6 +80,7 @@ type RunSummary struct {
 	Dir             string                `json:"dir"`
 	RunID           string                `json:"run_id"`
 	Shard           int32                 `json:"shard"`
+	ShardCount      int32                 `json:"shard_count,omitempty"`
 	Complete        bool                  `json:"complete"`
 	Reason          string                `json:"reason,omitempty"`
 	ClientSaturated bool                  `json:"client_saturated"`
@@ -296,7 +297,7 @@ func loadColumns(runDirs []string, withIDs bool) (*loaded, error) {
 		l.infos = append(l.infos, ri)
 		l.dirs = append(l.dirs, dir)
 		ids[ri.RunID] = true
-		l.runs = append(l.runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, Complete: ri.Complete, Reason: ri.Reason,
+		l.runs = append(l.runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, ShardCount: ri.ShardCount, Complete: ri.Complete, Reason: ri.Reason,
 			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target,
 			Client: ri.Client})
 		if c := ri.Client; c.CPUUtilization > 0.8 || c.SchedLatencyP99Ms > 2 {

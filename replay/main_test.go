@@ -1,6 +1,9 @@
 package replay
 
 import (
+	"time"
+	"strings"
+	"context"
 	"bufio"
 	"fmt"
 	"os"
@@ -19,6 +22,10 @@ const simChildEnv = "SERVETRACE_SIM_CHILD"
 func TestMain(m *testing.M) {
 	if os.Getenv(simChildEnv) != "" {
 		serveSimChild()
+		return
+	}
+	if spec := os.Getenv(shardChildEnv); spec != "" {
+		runShardChild(spec)
 		return
 	}
 	os.Exit(m.Run())
@@ -62,4 +69,28 @@ func serveSimChild() {
 	fmt.Println(rs.URL)
 	bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin
 	rs.Close()
+}
+
+// shardChildEnv makes the test binary run one replay shard:
+// "TARGET|WORKLOAD|RUN_DIR|I|N|START_AT|RUN_ID|RATE".
+const shardChildEnv = "SERVETRACE_SHARD_CHILD"
+
+func runShardChild(spec string) {
+	f := strings.Split(spec, "|")
+	i, _ := strconv.Atoi(f[3])
+	n, _ := strconv.Atoi(f[4])
+	start, err := time.Parse(time.RFC3339Nano, f[5])
+	rate, _ := strconv.ParseFloat(f[7], 64)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer TuneGC()()
+	o := DefaultOptions()
+	o.Target, o.Rate, o.Arrival, o.RunID = f[0], rate, ArrivalConstant, f[6]
+	o.Shard, o.ShardCount, o.StartAt = int32(i), int32(n), start
+	if _, err := Run(context.Background(), f[1], f[2], o); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }

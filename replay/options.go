@@ -2,7 +2,9 @@ package replay
 
 import (
 	"fmt"
+	"hash/fnv"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,9 +97,17 @@ type Options struct {
 	APIKey string `json:"-"`
 	// Headers are extra request headers; their values are never written.
 	Headers map[string]string `json:"-"`
-	// RunID names the run (default: generated); Shard numbers this process.
+	// RunID names the run (default: generated); shards of one run share it.
 	RunID string
-	Shard int32
+	// Shard and ShardCount split the workload: this process sends the
+	// requests (whole sessions) whose key hashes to Shard modulo
+	// ShardCount, at their times in the full schedule. ShardCount 0 or 1:
+	// no split.
+	Shard      int32
+	ShardCount int32
+	// StartAt, when set, is the wall-clock time of the schedule's zero, so
+	// that shards started apart send on one timeline.
+	StartAt time.Time
 	// RotateRows and RotateEvery close a results part after that many rows
 	// or that much time, whichever comes first.
 	RotateRows  int
@@ -136,6 +146,12 @@ func DefaultOptions() Options {
 // name the flag at fault.
 func (o *Options) validate() error {
 	def := DefaultOptions()
+	if o.ShardCount < 0 || o.Shard < 0 || (o.ShardCount > 1 && o.Shard >= o.ShardCount) || (o.ShardCount <= 1 && o.Shard > 0) {
+		return fmt.Errorf("--shard %d/%d: want i/N with 0 <= i < N", o.Shard, o.ShardCount)
+	}
+	if !o.StartAt.IsZero() && time.Until(o.StartAt) < -10*time.Second {
+		return fmt.Errorf("--start-at %s passed %s ago; give every shard the same time a little in the future", o.StartAt.UTC().Format(time.RFC3339), (-time.Until(o.StartAt)).Round(time.Second))
+	}
 	if o.Speed == 0 {
 		o.Speed = def.Speed
 	}
@@ -249,4 +265,27 @@ func ParseKeyValues(flag, s string) (map[string]string, error) {
 		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return out, nil
+}
+
+// ParseShard reads "i/N" (0 <= i < N).
+func ParseShard(s string) (i, n int32, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	x, err1 := strconv.Atoi(a)
+	y, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || y < 1 || x < 0 || x >= y {
+		return 0, 0, fmt.Errorf("--shard %q: want i/N with 0 <= i < N, e.g. 0/4", s)
+	}
+	return int32(x), int32(y), nil
+}
+
+// shardOf returns the shard that sends a request: its session's, so a
+// session stays whole, else its own (FNV-1a of the key, modulo n).
+func shardOf(q *trace.Request, n int32) int32 {
+	key := q.SessionID
+	if key == "" {
+		key = q.RequestID
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return int32(h.Sum64() % uint64(n))
 }

@@ -131,7 +131,7 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		return nil, err
 	}
 	models, server := r.modelsAnswer(ctx)
-	info := &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard,
+	info := &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard, ShardCount: r.opts.ShardCount,
 		Target: endpointWithoutCredentials(r.opts.Target), Workload: workloadDir, Options: r.opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness),
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: endpointWithoutCredentials(r.opts.Target),
@@ -152,8 +152,15 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if scr != nil {
 		scr.scrape(ctx, "before", 0)
 	}
-	// The run's monotonic zero: the first request is due now.
+	// The run's monotonic zero: the first request is due now, or at
+	// --start-at, the zero every shard shares.
 	r.start = time.Now()
+	if !r.opts.StartAt.IsZero() {
+		r.start = r.start.Add(time.Until(r.opts.StartAt)) // keeps the monotonic reading
+		if d := time.Until(r.start); d > 0 && r.opts.Progress != nil {
+			fmt.Fprintf(r.opts.Progress, "replay: shard %d/%d waits %s for --start-at\n", r.opts.Shard, r.opts.ShardCount, d.Round(time.Millisecond))
+		}
+	}
 	r.clock = monotonicClock(r.start)
 	var stopScrape func()
 	if scr != nil {

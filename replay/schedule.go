@@ -87,6 +87,17 @@ func buildPlan(reqs []trace.Request, o *Options) ([]planned, error) {
 			(o.WarmupDuration > 0 && offsets[i] < int64(o.WarmupDuration))
 		plan = append(plan, planned{req: q, scheduledNs: offsets[i], warmup: warm, next: -1})
 	}
+	if o.ShardCount > 1 {
+		// The full schedule is built identically on every shard; each keeps
+		// its part, at the full schedule's times.
+		mine := plan[:0]
+		for _, p := range plan {
+			if shardOf(p.req, o.ShardCount) == o.Shard {
+				mine = append(mine, p)
+			}
+		}
+		plan = mine
+	}
 	linkSessions(plan)
 	return plan, nil
 }

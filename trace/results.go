@@ -32,6 +32,8 @@ type RunInfo struct {
 	ToolVersion   string `json:"tool_version"`
 	RunID         string `json:"run_id"`
 	Shard         int32  `json:"shard"`
+	// ShardCount is how many shards split the run (0 or 1: none).
+	ShardCount int32 `json:"shard_count,omitempty"`
 	// StartUnixNs is the wall-clock time of the run's monotonic zero.
 	StartUnixNs int64     `json:"start_unix_ns"`
 	EndUnixNs   int64     `json:"end_unix_ns"`

@@ -329,7 +329,8 @@ Examples:
 			&cli.StringFlag{Name: "api-key-file", Usage: "file holding the API key"},
 			&cli.StringSliceFlag{Name: "header", Usage: "extra request header Name=value (repeatable; values are never written)"},
 			&cli.StringFlag{Name: "run-id", Usage: "run id (default: generated); shards of one run share it"},
-			&cli.IntFlag{Name: "shard", Usage: "this process's shard number"},
+			&cli.StringFlag{Name: "shard", Usage: "i/N: send this shard's part of the workload (whole sessions, at the full schedule's times); give all shards one --run-id and --start-at"},
+			&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339, Usage: "wall-clock time of the schedule's zero (RFC 3339), shared by every shard"},
 			&cli.DurationFlag{Name: "wait-ready", Usage: "poll the endpoint up to this long until it serves, and record the time to ready"},
 			&cli.StringFlag{Name: "metrics-url", Usage: "the server's Prometheus metrics URL, scraped before, during and after the run"},
 			&cli.DurationFlag{Name: "metrics-interval", Value: def.MetricsInterval, Usage: "scrape interval for --metrics-url"},
@@ -401,9 +402,22 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
 		Grace: c.Duration("grace"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern"),
 		ForceOutputLen: c.Bool("force-output-len"), HTTP: c.String("http"), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"),
-		APIKey: key, Headers: headers, RunID: c.String("run-id"), Shard: int32(c.Int("shard")),
+		APIKey: key, Headers: headers, RunID: c.String("run-id"),
 		WaitReady: c.Duration("wait-ready"), MetricsURL: c.String("metrics-url"), MetricsInterval: c.Duration("metrics-interval"),
 		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
+	}
+	if sh := c.String("shard"); sh != "" {
+		i, n, err := replay.ParseShard(sh)
+		if err != nil {
+			return replay.Options{}, err
+		}
+		o.Shard, o.ShardCount = i, n
+		if c.String("run-id") == "" {
+			return replay.Options{}, fmt.Errorf("--shard %s: give every shard the same --run-id, so analyze merges them", sh)
+		}
+	}
+	if ts := c.Timestamp("start-at"); ts != nil {
+		o.StartAt = *ts
 	}
 	if args, ok := c.App.Metadata["args"].([]string); ok {
 		o.CommandLine = replay.RedactArgs(args)
