@@ -37,6 +37,10 @@ type ConvertOptions struct {
 	MinTenantRequests int
 	// WriterOptions tunes the bucket writer (buffer bounds).
 	Writer trace.WriterOptions
+	// Shard and ShardCount split the inputs: this process converts inputs
+	// j with j mod ShardCount == Shard into outDir beside the other shards;
+	// trace.MergeShards joins their manifests. ShardCount 0 or 1: no split.
+	Shard, ShardCount int
 }
 
 // SmallTenants is the tenant that --min-tenant-requests folds rare ones into.
@@ -67,6 +71,22 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		if st.IsDir() {
 			return nil, fmt.Errorf("input %s is a directory; give the log files inside it", in)
 		}
+	}
+	if opts.ShardCount > 1 {
+		if opts.Shard < 0 || opts.Shard >= opts.ShardCount {
+			return nil, fmt.Errorf("--shard %d/%d: want i/N with 0 <= i < N", opts.Shard, opts.ShardCount)
+		}
+		if opts.MinTenantRequests > 1 || opts.DenseIDs {
+			return nil, errors.New("--min-tenant-requests and --dense-ids need every input in one conversion; they do not combine with --shard")
+		}
+		var mine []string
+		for j, in := range inputs {
+			if j%opts.ShardCount == opts.Shard {
+				mine = append(mine, in)
+			}
+		}
+		inputs = mine
+		opts.Writer.Shard = fmt.Sprintf("%d-of-%d", opts.Shard, opts.ShardCount)
 	}
 	var tenantCounts map[string]int
 	if opts.MinTenantRequests > 1 {
@@ -130,6 +150,14 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 				m.PrefixIDs = trace.PrefixIDsSource
 			}
 		}
+	}
+	if w.Rows() == 0 && opts.ShardCount > 1 && len(inputs) == 0 {
+		// A shard with no input of its own still reports, so the merge
+		// knows it finished.
+		if err := w.Close(m); err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
 	if w.Rows() == 0 {
 		rejects := w.Rejects()

@@ -29,6 +29,10 @@ type WriterOptions struct {
 	// Force lets the writer replace a bucket that already exists in the
 	// directory; without it, writing into an existing bucket is an error.
 	Force bool
+	// Shard, as "i-of-N", makes this writer one of N converting into the
+	// same directory: its manifest and rejects get shard names, other
+	// shards' files are left alone, and MergeShards joins the manifests.
+	Shard string
 }
 
 // DefaultWriterOptions returns the options a newcomer can live with.
@@ -65,6 +69,8 @@ type BucketWriter struct {
 	nrej     int64
 	rejPath  string
 	closed   bool
+	// manifestName is _manifest.json, or a shard's own manifest.
+	manifestName string
 }
 
 // NewBucketWriter prepares dir for a new bucket. It refuses a directory that
@@ -81,11 +87,18 @@ func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
 	if opts.RowGroupRows <= 0 {
 		opts.RowGroupRows = def.RowGroupRows
 	}
-	if old, err := ReadManifest(dir); err == nil {
-		if !opts.Force {
-			return nil, fmt.Errorf("output %s already holds a trace (%d rows); choose a new --out or pass --force to replace it", dir, old.Rows)
+	manifestName, rejectsName := ManifestName, RejectsName
+	if opts.Shard != "" {
+		manifestName, rejectsName = shardManifestName(opts.Shard), "_rejects.shard-"+opts.Shard+".jsonl"
+		if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
+			return nil, fmt.Errorf("output %s already holds a merged trace; shards write into a fresh directory", dir)
 		}
-		if err := removeBucket(dir, old); err != nil {
+	}
+	if old, err := readManifestFile(dir, manifestName); err == nil {
+		if !opts.Force {
+			return nil, fmt.Errorf("output %s already holds a trace (%d rows) in %s; choose a new --out or pass --force to replace it", dir, old.Rows, manifestName)
+		}
+		if err := removeBucket(dir, old, manifestName, rejectsName); err != nil {
 			return nil, err
 		}
 	}
@@ -93,17 +106,20 @@ func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
 	return &BucketWriter{dir: dir, opts: opts, tag: newWriterTag(), buf: map[string]*partBuf{},
-		rejPath: filepath.Join(dir, RejectsName)}, nil
+		rejPath: filepath.Join(dir, rejectsName), manifestName: manifestName}, nil
 }
 
+// shardManifestName is the manifest file of shard "i-of-N".
+func shardManifestName(shard string) string { return "_manifest.shard-" + shard + ".json" }
+
 // removeBucket deletes the files a manifest names, then the manifest.
-func removeBucket(dir string, m *Manifest) error {
+func removeBucket(dir string, m *Manifest, manifestName, rejectsName string) error {
 	for _, p := range m.Parts {
 		if err := os.Remove(filepath.Join(dir, p.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("replace trace %s: %w", dir, err)
 		}
 	}
-	for _, name := range []string{RejectsName, ManifestName} {
+	for _, name := range []string{rejectsName, manifestName} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("replace trace %s: %w", dir, err)
 		}
@@ -295,7 +311,7 @@ func (w *BucketWriter) Close(m *Manifest) error {
 	if m.BlockSize == 0 {
 		m.BlockSize = DefaultBlockSize
 	}
-	return WriteJSONAtomic(filepath.Join(w.dir, ManifestName), m)
+	return WriteJSONAtomic(filepath.Join(w.dir, w.manifestName), m)
 }
 
 // Abort removes everything this writer wrote (parts, rejects, temporaries),

@@ -91,7 +91,21 @@ type Manifest struct {
 
 // ReadManifest reads dir/_manifest.json.
 func ReadManifest(dir string) (*Manifest, error) {
-	path := filepath.Join(dir, ManifestName)
+	m, err := readManifestFile(dir, ManifestName)
+	if err != nil && errors.Is(err, errNoManifest) {
+		if shards, _ := filepath.Glob(filepath.Join(dir, "_manifest.shard-*.json")); len(shards) > 0 {
+			return nil, fmt.Errorf("open trace %s: it holds %d shard manifests but no %s: join them with 'servetrace convert --merge-shards --out %s'", dir, len(shards), ManifestName, dir)
+		}
+	}
+	return m, err
+}
+
+// errNoManifest marks a directory without the manifest asked for.
+var errNoManifest = errors.New("no manifest")
+
+// readManifestFile reads one manifest file of dir.
+func readManifestFile(dir, name string) (*Manifest, error) {
+	path := filepath.Join(dir, name)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if st, serr := os.Stat(dir); serr != nil {
@@ -99,7 +113,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 		} else if !st.IsDir() {
 			return nil, fmt.Errorf("open trace %s: not a directory; give the directory that 'servetrace convert' or 'generate' wrote", dir)
 		}
-		return nil, fmt.Errorf("open trace %s: no %s: not a servetrace trace directory (write one with 'servetrace convert' or 'servetrace generate')", dir, ManifestName)
+		return nil, fmt.Errorf("open trace %s: no %s: not a servetrace trace directory (write one with 'servetrace convert' or 'servetrace generate'): %w", dir, name, errNoManifest)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)

@@ -159,10 +159,31 @@ Example:
 			&cli.IntFlag{Name: "max-dense-ids", Value: datasets.DefaultMaxDenseIDs, Usage: "bound on the dense-id map; older ids seen again get new numbers"},
 			&cli.DurationFlag{Name: "time-resolution", Usage: "coarsen arrival times to multiples of this (e.g. 1s)"},
 			&cli.IntFlag{Name: "min-tenant-requests", Usage: "fold tenants with fewer requests into one (reads the inputs twice)"},
+			&cli.StringFlag{Name: "shard", Usage: "i/N: convert inputs i, i+N, i+2N... into --out beside the other shards (then --merge-shards)"},
+			&cli.BoolFlag{Name: "merge-shards", Usage: "join the manifests the shards wrote in --out into one bucket (no inputs)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("merge-shards") {
+				if c.NArg() > 0 {
+					return cli.Exit("--merge-shards takes no inputs: it joins what the shards wrote in --out", 2)
+				}
+				m, err := trace.MergeShards(c.String("out"))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "merged %d sources, %d rows (%d rejected) into %s\n", len(m.Sources), m.Rows, m.Rejects, c.String("out"))
+				return nil
+			}
 			if err := needArgs(c, 1, "INPUT"); err != nil {
 				return err
+			}
+			var shard, shards int
+			if sh := c.String("shard"); sh != "" {
+				i, n, err := replay.ParseShard(sh)
+				if err != nil {
+					return cli.Exit(err.Error(), 2)
+				}
+				shard, shards = int(i), int(n)
 			}
 			logOpts, err := logOptions(c)
 			if err != nil {
@@ -181,6 +202,7 @@ Example:
 				MaxRejectRatio: c.Float64("max-reject-ratio"),
 				DenseIDs:       c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids"),
 				TimeResolution: c.Duration("time-resolution"), MinTenantRequests: c.Int("min-tenant-requests"),
+				Shard: shard, ShardCount: shards,
 			})
 			if err != nil {
 				return err
