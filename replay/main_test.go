@@ -1,15 +1,15 @@
 package replay
 
 import (
-	"time"
-	"strings"
-	"context"
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/servetrace/servetrace/replay/sim"
 )
