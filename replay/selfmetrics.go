@@ -51,6 +51,11 @@ func (m *selfMetrics) observe(res *trace.Result) {
 	}
 }
 
+// SelfMetricNames are the metric families --serve-metrics exposes
+// (histograms add _bucket, _sum and _count series), for dashboards.
+var SelfMetricNames = []string{"servetrace_requests_sent_total", "servetrace_requests_in_flight", "servetrace_requests_total",
+	"servetrace_ttft_seconds", "servetrace_itl_seconds", "servetrace_send_lateness_seconds"}
+
 func (m *selfMetrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	m.mu.Lock()

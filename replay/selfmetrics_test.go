@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,5 +95,23 @@ func TestServeMetricsDuringARun(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
 		t.Error("the metrics server still answers after the run")
+	}
+}
+
+// TestSelfMetricNamesMatchExposition keeps SelfMetricNames (which the
+// Grafana dashboard's queries are checked against) equal to the families
+// the endpoint really serves.
+func TestSelfMetricNamesMatchExposition(t *testing.T) {
+	m := newSelfMetrics("r", 0, &liveStats{})
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var served []string
+	for line := range strings.Lines(rec.Body.String()) {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
+			served = append(served, f[2])
+		}
+	}
+	if !slices.Equal(served, SelfMetricNames) {
+		t.Errorf("served families %v, SelfMetricNames %v", served, SelfMetricNames)
 	}
 }
