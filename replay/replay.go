@@ -162,6 +162,16 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		}
 	}
 	r.clock = monotonicClock(r.start)
+	// A provisional run.json, marked incomplete: if the process is killed
+	// outright, the run dir still says what it is, and the results parts
+	// closed so far (every 10 s or 10k rows) are readable.
+	provisional := *info
+	provisional.Complete, provisional.Reason = false, "the replay did not finish (still running, or killed): results cover the parts closed before it stopped"
+	provisional.StartUnixNs = r.start.UnixNano()
+	provisional.StartUTC = r.start.UTC().Format(time.RFC3339Nano)
+	if err := trace.WriteJSONAtomic(filepath.Join(runDir, trace.RunInfoName), &provisional); err != nil {
+		return nil, fmt.Errorf("write provisional %s: %w", trace.RunInfoName, err)
+	}
 	var stopScrape func()
 	if scr != nil {
 		sctx, cancel := context.WithCancel(ctx)

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// cliChildEnv makes the test binary run the CLI's main with the JSON-encoded
+// arguments, so a test can send it real signals.
+const cliChildEnv = "SERVETRACE_CLI_CHILD"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(cliChildEnv); args != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(args), &argv); err != nil {
+			os.Exit(3)
+		}
+		os.Args = append([]string{"servetrace"}, argv...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestSignalsLeaveAnalyzableRunDirs sends SIGINT, SIGTERM and SIGKILL to a
+// replay in flight: the first two give a run dir marked incomplete (exit
+// 130), SIGKILL leaves the provisional run.json and every closed results
+// part; analyze reads all three and says they are partial.
+func TestSignalsLeaveAnalyzableRunDirs(t *testing.T) {
+	url := startFastSim(t, nil)
+	dir := t.TempDir()
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "60s")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			run := filepath.Join(dir, "run-"+strings.ReplaceAll(sig.String(), " ", "-"))
+			args, _ := json.Marshal([]string{"replay", wl, "--target", url, "--out", run, "--rotate-every", "200ms", "--grace", "1s"})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), cliChildEnv+"="+string(args))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Let it send for a while and close a few parts.
+			time.Sleep(2500 * time.Millisecond)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			err := cmd.Wait()
+			code := cmd.ProcessState.ExitCode()
+			switch sig {
+			case syscall.SIGKILL:
+				if err == nil {
+					t.Fatal("a killed replay exited cleanly")
+				}
+			default:
+				if code != 130 || !strings.Contains(stderr.String(), "replay incomplete") {
+					t.Fatalf("exit %d, stderr %q; want 130 and 'replay incomplete'", code, stderr.String())
+				}
+			}
+			ri, err := trace.ReadRunInfo(run)
+			if err != nil {
+				t.Fatalf("no readable run.json after %s: %v", sig, err)
+			}
+			if ri.Complete {
+				t.Error("an interrupted run is marked complete")
+			}
+			rows, err := trace.ReadResults(run)
+			if err != nil || len(rows) == 0 {
+				t.Fatalf("after %s: %d result rows (%v); want the closed parts' rows", sig, len(rows), err)
+			}
+			rep, err := analyze.Analyze([]string{run}, analyze.Options{Bootstrap: analyze.BootstrapOptions{Resamples: 100}})
+			if err != nil {
+				t.Fatalf("analyze after %s: %v", sig, err)
+			}
+			if !strings.Contains(strings.Join(rep.Notes, "\n"), "partial") {
+				t.Errorf("analyze does not say the run is partial: %v", rep.Notes)
+			}
+			t.Logf("%s: exit %d, %d rows kept, scheduled %d", sig, code, len(rows), ri.Scheduled)
+		})
+	}
+}
