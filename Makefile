@@ -16,7 +16,7 @@ test: vet fmt-check test-timing test-unit test-interop test-fuzz
 
 ## test-fuzz: every input parser under the fuzzer for FUZZTIME each (seeds in
 ## testdata/ and testdata/fuzz/; a failure leaves its input there)
-FUZZTIME ?= 5s
+FUZZTIME ?= 3s
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
 	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent
 test-fuzz:

@@ -25,7 +25,7 @@ import (
 // then merges the shards as one run.
 func TestTimingShards(t *testing.T) {
 	skipUnderRace(t)
-	const shards, rate, seconds = 4, 500, 20
+	const shards, rate, seconds = 4, 500, 12
 	n := rate * seconds
 	srv := &arrivalServer{start: time.Now(), at: make(map[string]int64, n)}
 	hs := httptest.NewServer(srv)
