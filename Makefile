@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz demo bench bench-client bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-client bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -42,6 +42,11 @@ test-unit:
 TIMING := $(GO) test -p 1 -count=1 -timeout 8m -run '^(TestTiming|TestLong)' $(PKGS)
 test-timing:
 	@$(TIMING) || { echo "test-timing: a timing test failed; rerunning the timing tests once"; $(TIMING); }
+
+## soak: a 10-minute steady replay; RSS and goroutines must stay flat (not part of make test)
+SOAK ?= 10m
+soak:
+	SERVETRACE_SOAK=$(SOAK) $(GO) test ./replay -run '^TestSoak$$' -count=1 -timeout 30m -v
 
 demo: build
 	./$(BIN) demo --out demo-out

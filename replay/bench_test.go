@@ -97,7 +97,7 @@ func benchWorkload(b *testing.B, n int) string { return benchWorkloadSized(b, n,
 // startSimChild runs the simulator in a separate process (this test binary,
 // re-executed), pinned with taskset to SERVETRACE_SIM_CPU when set, and
 // returns its URL.
-func startSimChild(b *testing.B, env []string) string {
+func startSimChild(b testing.TB, env []string) string {
 	b.Helper()
 	args := []string{os.Args[0], "-test.run=^$"}
 	if cpu := os.Getenv("SERVETRACE_SIM_CPU"); cpu != "" {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,7 +41,7 @@ const (
 
 func newHealthSampler(runDir string) *healthSampler {
 	h := &healthSampler{path: filepath.Join(runDir, "client.jsonl"), start: time.Now(), cpu0: processCPU(), stop: make(chan struct{}),
-		samples: []metrics.Sample{{Name: metricSched}, {Name: metricGC}, {Name: metricHeap}}}
+		samples: []metrics.Sample{{Name: metricSched}, {Name: metricGC}, {Name: metricHeap}, {Name: "/gc/heap/live:bytes"}}}
 	metrics.Read(h.samples)
 	h.sched0 = copyHist(h.samples[0].Value)
 	h.gc0 = uint64Value(h.samples[1].Value)
@@ -75,6 +77,8 @@ func (h *healthSampler) loop() {
 				"sched_latency_p99_ms": p99 * 1e3,
 				"goroutines":           runtime.NumGoroutine(),
 				"heap_bytes":           uint64Value(h.samples[2].Value),
+				"rss_bytes":            residentBytes(),
+				"live_heap_bytes":      uint64Value(h.samples[3].Value), // after the last GC: what is really held
 			})
 			prevCPU, prevAt, prevSched = cpu, now, sched
 		}
@@ -159,4 +163,19 @@ func histDeltaQuantile(before, after *metrics.Float64Histogram, q float64) (quan
 		}
 	}
 	return quantile, maximum
+}
+
+// residentBytes is the process's resident set size from /proc (0 where
+// /proc is not there).
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }

@@ -95,7 +95,9 @@ func TestFaultMatrix(t *testing.T) {
 		restart  bool
 	}{
 		{"500s", func(o *sim.Options) { o.FailRate = 1 }, nil, expect{trace.OutcomeHTTPError: true}, false},
-		{"429s", func(o *sim.Options) { o.Engine.MaxWaiting, o.Engine.MaxNumSeqs, o.Engine.Cost.IterBase = 1, 1, 20 * time.Millisecond },
+		{"429s", func(o *sim.Options) {
+			o.Engine.MaxWaiting, o.Engine.MaxNumSeqs, o.Engine.Cost.IterBase = 1, 1, 20*time.Millisecond
+		},
 			nil, expect{trace.OutcomeHTTPError: true, trace.OutcomeOK: true}, false},
 		{"errors mid-stream", func(o *sim.Options) { o.StreamErrorRate = 1 }, nil, expect{trace.OutcomeStreamError: true}, false},
 		{"resets", func(o *sim.Options) { o.ResetRate = 1 }, nil, expect{trace.OutcomeConnError: true}, false},

@@ -78,8 +78,11 @@ func (m *selfMetrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	m.lateness.Write(w, "servetrace_send_lateness_seconds", base)
 }
 
-// serve listens on addr until ctx ends.
+// serve listens on addr until ctx ends. An address without a host
+// (":9464") means loopback: another interface only when named
+// ("0.0.0.0:9464", as a Kubernetes pod needs).
 func (m *selfMetrics) serve(ctx context.Context, addr string) (string, error) {
+	addr = loopbackUnlessNamed(addr)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("--serve-metrics %s: %w", addr, err)
@@ -93,4 +96,12 @@ func (m *selfMetrics) serve(ctx context.Context, addr string) (string, error) {
 		srv.Close()
 	}()
 	return "http://" + ln.Addr().String() + "/metrics", nil
+}
+
+// loopbackUnlessNamed binds a host-less address to loopback.
+func loopbackUnlessNamed(addr string) string {
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }

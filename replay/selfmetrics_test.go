@@ -115,3 +115,21 @@ func TestSelfMetricNamesMatchExposition(t *testing.T) {
 		t.Errorf("served families %v, SelfMetricNames %v", served, SelfMetricNames)
 	}
 }
+
+func TestServeMetricsBindsLoopbackUnlessNamed(t *testing.T) {
+	for addr, want := range map[string]string{":9464": "127.0.0.1:9464", "0.0.0.0:9464": "0.0.0.0:9464", "127.0.0.1:0": "127.0.0.1:0", "[::1]:80": "[::1]:80"} {
+		if got := loopbackUnlessNamed(addr); got != want {
+			t.Errorf("%q binds %q, want %q", addr, got, want)
+		}
+	}
+	m := newSelfMetrics("r", 0, &liveStats{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, err := m.serve(ctx, ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Errorf("a host-less --serve-metrics listens at %s, want loopback", url)
+	}
+}

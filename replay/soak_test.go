@@ -1,0 +1,76 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSoak replays at a steady 200 req/s for SERVETRACE_SOAK (e.g. 10m;
+// make soak) against the simulator in its own process, and checks from the
+// client.jsonl samples in the run dir that the replayer stays flat: from
+// the second fifth of the run to the last, live heap within 20%, RSS within
+// 50% (the collector's headroom fills over a few cycles) and goroutines
+// within 10%. Skipped unless asked for.
+func TestSoak(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("SERVETRACE_SOAK"))
+	if err != nil || d <= 0 {
+		t.Skip("set SERVETRACE_SOAK=10m (make soak) to run the soak test")
+	}
+	const rate = 200
+	url := startSimChild(t, nil)
+	wl := workload(t, int(d.Seconds()*rate)+rate, time.Millisecond)
+	run := filepath.Join(t.TempDir(), "run")
+	opts := DefaultOptions()
+	opts.Target, opts.Rate, opts.Arrival, opts.Duration = url, rate, ArrivalPoisson, d
+	defer TuneGC()()
+	info, err := Run(context.Background(), wl, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(run, "client.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rss, live, gor []float64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var s struct {
+			RSS        float64 `json:"rss_bytes"`
+			Live       float64 `json:"live_heap_bytes"`
+			Goroutines float64 `json:"goroutines"`
+		}
+		if json.Unmarshal(sc.Bytes(), &s) == nil && s.RSS > 0 {
+			rss, live, gor = append(rss, s.RSS), append(live, s.Live), append(gor, s.Goroutines)
+		}
+	}
+	if len(rss) < 10 {
+		t.Fatalf("%d samples in client.jsonl", len(rss))
+	}
+	median := func(x []float64) float64 { y := slices.Clone(x); slices.Sort(y); return y[len(y)/2] }
+	// Compare the second fifth of the run (past start-up) with the last.
+	k := len(rss) / 5
+	rssEarly, rssLate := median(rss[k:2*k]), median(rss[4*k:])
+	liveEarly, liveLate := median(live[k:2*k]), median(live[4*k:])
+	gEarly, gLate := median(gor[k:2*k]), median(gor[4*k:])
+	t.Logf("%s at %d req/s: %d requests, %d samples; live heap %.0f → %.0f MB, RSS %.0f → %.0f MB, goroutines %.0f → %.0f",
+		d, rate, info.Scheduled, len(rss), liveEarly/1e6, liveLate/1e6, rssEarly/1e6, rssLate/1e6, gEarly, gLate)
+	// What the process holds must not grow with run time. RSS settles at
+	// the collector's headroom over that (GOGC 400 during a replay), which
+	// takes a few cycles to reach, so it is held to a looser bound.
+	if liveLate > 1.2*liveEarly+5e6 {
+		t.Errorf("live heap grew from %.0f to %.0f MB over the run: a leak", liveEarly/1e6, liveLate/1e6)
+	}
+	if rssLate > 1.5*rssEarly {
+		t.Errorf("RSS grew from %.0f to %.0f MB over the run", rssEarly/1e6, rssLate/1e6)
+	}
+	if gLate > 1.1*gEarly+5 {
+		t.Errorf("goroutines grew from %.0f to %.0f over the run", gEarly, gLate)
+	}
+}
