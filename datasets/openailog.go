@@ -273,14 +273,6 @@ func prepareLines(ctx context.Context, br *bufio.Reader, lr *logReader, emit fun
 	return ctx.Err()
 }
 
-// convert turns one log line into a request, or a rowError.
-func (lr *logReader) convert(line []byte, lineNo int64) (trace.Request, error) {
-	p, err := lr.prepareLine(line, lineNo)
-	if err != nil {
-		return trace.Request{}, err
-	}
-	return lr.finish(p)
-}
 
 // prepareLine decodes a JSON line and prepares it (safe to run in parallel).
 func (lr *logReader) prepareLine(line []byte, lineNo int64) (prepared, error) {

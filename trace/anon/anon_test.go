@@ -37,7 +37,8 @@ func TestParseSalt(t *testing.T) {
 func TestIDsAreKeyedAndDomainSeparated(t *testing.T) {
 	s := testSalt(t)
 	other := RandomSalt()
-	if s.ID("request", "abc") != s.ID("request", "abc") {
+	first, again := s.ID("request", "abc"), s.ID("request", "abc")
+	if first != again {
 		t.Error("ids are not deterministic")
 	}
 	if s.ID("request", "abc") == s.ID("session", "abc") {
