@@ -273,7 +273,6 @@ func prepareLines(ctx context.Context, br *bufio.Reader, lr *logReader, emit fun
 	return ctx.Err()
 }
 
-
 // prepareLine decodes a JSON line and prepares it (safe to run in parallel).
 func (lr *logReader) prepareLine(line []byte, lineNo int64) (prepared, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
