@@ -3,12 +3,10 @@ package analyze
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 
-	"gonum.org/v1/gonum/stat"
-
+	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -94,7 +92,7 @@ func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) 
 	}
 	for name, p := range pairs {
 		lg, rp := p[0], p[1]
-		m := VsLoggedMetric{Paired: len(lg), Spearman: spearman(lg, rp)}
+		m := VsLoggedMetric{Paired: len(lg), Spearman: rank.Spearman(lg, rp)}
 		diffs := make([]float64, len(lg))
 		for i := range lg {
 			diffs[i] = rp[i] - lg[i]
@@ -112,48 +110,4 @@ func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) 
 		v.Metrics[name] = m
 	}
 	return v, nil
-}
-
-// spearman is the rank correlation of paired samples (average ranks for
-// ties).
-func spearman(a, b []float64) float64 {
-	if len(a) < 3 {
-		return math.NaN()
-	}
-	r := stat.Correlation(ranks(a), ranks(b), nil)
-	if math.IsNaN(r) {
-		return 0
-	}
-	return r
-}
-
-func ranks(x []float64) []float64 {
-	idx := make([]int, len(x))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(i, j int) int { return compareFloat(x[i], x[j]) })
-	out := make([]float64, len(x))
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && x[idx[j+1]] == x[idx[i]] {
-			j++
-		}
-		avg := float64(i+j)/2 + 1
-		for k := i; k <= j; k++ {
-			out[idx[k]] = avg
-		}
-		i = j + 1
-	}
-	return out
-}
-
-func compareFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

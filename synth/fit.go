@@ -3,13 +3,13 @@ package synth
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -77,7 +77,7 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 		Lengths: LengthModel{
 			Input:    marginal(in, opts.Knots),
 			Output:   marginal(out, opts.Knots),
-			Spearman: spearman(in, out),
+			Spearman: rank.Spearman(in, out),
 		},
 		Mix: Mix{API: apis, StreamShare: streams / total, Models: models},
 	}, nil
@@ -123,43 +123,4 @@ func marginal(x []float64, k int) Marginal {
 		knots[i] = stat.Quantile(p, stat.Empirical, s, nil)
 	}
 	return Marginal{N: int64(len(s)), Mean: stat.Mean(s, nil), Knots: knots}
-}
-
-// spearman returns the rank correlation of x and y (average ranks for ties).
-func spearman(x, y []float64) float64 {
-	rx, ry := ranks(x), ranks(y)
-	c := stat.Correlation(rx, ry, nil)
-	if math.IsNaN(c) {
-		return 0
-	}
-	return c
-}
-
-func ranks(x []float64) []float64 {
-	idx := make([]int, len(x))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int {
-		switch {
-		case x[a] < x[b]:
-			return -1
-		case x[a] > x[b]:
-			return 1
-		}
-		return 0
-	})
-	r := make([]float64, len(x))
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && x[idx[j+1]] == x[idx[i]] {
-			j++
-		}
-		avg := float64(i+j)/2 + 1
-		for k := i; k <= j; k++ {
-			r[idx[k]] = avg
-		}
-		i = j + 1
-	}
-	return r
 }
