@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/csv"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -64,26 +62,7 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 	anchor := opts.Start.UnixMicro()
 	st := Stats{TimesRelative: true}
 	var res resolution
-	for {
-		if st.Rows&4095 == 0 && ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				st.Rejects++
-				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
-					return st, err
-				}
-				continue
-			}
-			return st, fmt.Errorf("%s: read CSV: %w", opts.Name, err)
-		}
-		line, _ := cr.FieldPos(0)
+	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		field := func(i int) string {
 			if i < 0 || i >= len(rec) {
 				return ""
@@ -101,10 +80,7 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 		}
 		if reason != "" {
 			st.Rejects++
-			if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: reason}); err != nil {
-				return st, err
-			}
-			continue
+			return sink.Reject(trace.Reject{File: opts.Name, Line: line, Reason: reason})
 		}
 		req.RequestID = fmt.Sprintf("%s-%d", idPrefix(opts.Name), line)
 		req.Model = cmpOr(field(iModel), opts.Model)
@@ -131,10 +107,14 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			}
 		}
 		if err := sink.Write(req); err != nil {
-			return st, err
+			return err
 		}
 		res.add(req.TS)
 		st.Rows++
+		return nil
+	})
+	if err != nil {
+		return st, err
 	}
 	st.TimeResolutionUs = res.micros()
 	return st, nil

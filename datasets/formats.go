@@ -324,61 +324,37 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 	idLen := len(idBuf)
 	st := Stats{}
 	var res resolution
-	for {
-		if st.Rows&4095 == 0 && ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
-					return st, err
-				}
-				st.Rejects++
-				continue
-			}
-			return st, fmt.Errorf("%s: read CSV: %w", opts.Name, err)
-		}
-		line, _ := cr.FieldPos(0) // only valid for a record Read returned
+	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		reject := func(reason string) error {
 			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: reason})
+			return sink.Reject(trace.Reject{File: opts.Name, Line: line, Reason: reason})
 		}
 		if len(rec) < need {
-			if err := reject(fmt.Sprintf("%d fields, want at least %d", len(rec), need)); err != nil {
-				return st, err
-			}
-			continue
+			return reject(fmt.Sprintf("%d fields, want at least %d", len(rec), need))
 		}
 		ts, err := parseAzureTime(rec[iTS])
 		if err != nil {
-			if err := reject(err.Error()); err != nil {
-				return st, err
-			}
-			continue
+			return reject(err.Error())
 		}
 		in, err1 := parseCount(rec[iIn], "ContextTokens")
 		out, err2 := parseCount(rec[iOut], "GeneratedTokens")
 		if err := errors.Join(err1, err2); err != nil {
-			if err := reject(err.Error()); err != nil {
-				return st, err
-			}
-			continue
+			return reject(err.Error())
 		}
 		req := trace.Request{
-			Identity: trace.Identity{RequestID: string(strconv.AppendInt(idBuf[:idLen], int64(line), 10)), Model: opts.Model},
+			Identity: trace.Identity{RequestID: string(strconv.AppendInt(idBuf[:idLen], line, 10)), Model: opts.Model},
 			TS:       ts.UnixMicro(),
 			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: opts.API, Stream: opts.Stream, N: 1},
 		}
 		if err := sink.Write(req); err != nil {
-			return st, err
+			return err
 		}
 		res.add(req.TS)
 		st.Rows++
+		return nil
+	})
+	if err != nil {
+		return st, err
 	}
 	st.TimeResolutionUs = res.micros()
 	return st, nil
@@ -541,4 +517,35 @@ func idPrefix(name string) string {
 		return "req"
 	}
 	return name
+}
+
+// eachCSVRecord reads records until EOF, checking ctx every 1024 records,
+// and hands each to fn with its line number. A malformed record is
+// rejected with the parser's reason (never the text) and counted in st; a
+// read error or an error from fn stops the loop.
+func eachCSVRecord(ctx context.Context, cr *csv.Reader, opts Options, sink Sink, st *Stats, fn func(rec []string, line int64) error) error {
+	for n := 0; ; n++ {
+		if n&1023 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				st.Rejects++
+				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
+					return err
+				}
+				continue
+			}
+			return fmt.Errorf("%s: read CSV: %w", opts.Name, err)
+		}
+		line, _ := cr.FieldPos(0) // only valid for a record Read returned
+		if err := fn(rec, int64(line)); err != nil {
+			return err
+		}
+	}
 }

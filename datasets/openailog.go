@@ -928,49 +928,31 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: true}
 	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name()}
 	var res resolution
-	for {
-		if st.Rows&1023 == 0 && ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				st.Rejects++
-				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
-					return st, err
-				}
-				continue
-			}
-			return st, fmt.Errorf("%s: read CSV: %w", opts.Name, err)
-		}
-		line, _ := cr.FieldPos(0)
+	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		row := make(map[string]any, len(header))
 		for i, h := range header {
 			if i < len(rec) {
 				row[h] = rec[i]
 			}
 		}
-		req, err := lr.convertRecord(row, int64(line))
+		req, err := lr.convertRecord(row, line)
 		if err != nil {
 			var re *rowError
 			if !errors.As(err, &re) {
-				return st, fmt.Errorf("%s line %d: %w", opts.Name, line, err)
+				return fmt.Errorf("%s line %d: %w", opts.Name, line, err)
 			}
 			st.Rejects++
-			if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(line), Reason: re.Error()}); err != nil {
-				return st, err
-			}
-			continue
+			return sink.Reject(trace.Reject{File: opts.Name, Line: line, Reason: re.Error()})
 		}
 		if err := sink.Write(req); err != nil {
-			return st, err
+			return err
 		}
 		res.add(req.TS)
 		st.Rows++
+		return nil
+	})
+	if err != nil {
+		return st, err
 	}
 	st.TimeResolutionUs = res.micros()
 	return st, nil
