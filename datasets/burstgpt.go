@@ -55,7 +55,7 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 	iSession, hasSession := need("session id", "sessionid", "session_id")
 	iElapsed, hasElapsed := need("elapsed time", "elapsed_time", "elapsed")
 	salt := opts.Log.Salt
-	if len(salt.Fingerprint()) == 0 || !hasSession {
+	if salt.IsZero() {
 		salt = anon.RandomSalt()
 	}
 	sessions := map[string]*burstGPTSession{}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 // ConvertOptions controls Convert.
@@ -88,6 +89,11 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		inputs = mine
 		opts.Writer.Shard = fmt.Sprintf("%d-of-%d", opts.Shard, opts.ShardCount)
 	}
+	if opts.Log.Salt.IsZero() {
+		// One random salt for the whole conversion, so its inputs (and the
+		// counting pass of --min-tenant-requests) link with each other.
+		opts.Log.Salt = anon.RandomSalt()
+	}
 	var tenantCounts map[string]int
 	if opts.MinTenantRequests > 1 {
 		if slices.Contains(inputs, "-") {
@@ -133,7 +139,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 			m.RejectReasons[r] += n
 		}
 		if st.PrefixSalted {
-			salt := opts.Log.Salt
+			salt := st.Salt // what the reader really keyed with
 			m.PrefixIDs, m.SaltFingerprint, m.SaltRandom = trace.PrefixIDsSaltedHash, salt.Fingerprint(), salt.Random
 			m.Tokenizer = st.Tokenizer
 			if salt.Random && !slices.Contains(m.Notes, noteRandomSalt) {

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 // Format names accepted by Read and by `servetrace convert --format`.
@@ -70,6 +71,9 @@ type Stats struct {
 	PrefixSalted bool
 	// Tokenizer names the tokenizer that counted and hashed prompts.
 	Tokenizer string
+	// Salt is the salt that keyed the ids and prefix blocks, where the
+	// reader keyed any (the caller's, or a random one it chose).
+	Salt anon.Salt
 	// SyntheticTimes says the source had no times and rows were spaced
 	// by the reader.
 	SyntheticTimes bool

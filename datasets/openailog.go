@@ -71,7 +71,7 @@ func (o *LogOptions) defaults() error {
 		}
 		o.Tokenizer = t
 	}
-	if len(o.Salt.Fingerprint()) == 0 {
+	if o.Salt.IsZero() {
 		o.Salt = anon.RandomSalt()
 	}
 	return nil
@@ -124,7 +124,7 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 		return Stats{}, err
 	}
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}}
-	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name()}
+	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
 	var res resolution
 	emit := func(r logLine) error {
 		reject := func(reason string) error {
@@ -926,7 +926,7 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 		return Stats{}, fmt.Errorf("%s line 1: the mapping's ts column (%v) is not in the header; write a --map naming your columns", opts.Name, lo.Mapping.Paths["ts"])
 	}
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: true}
-	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name()}
+	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
 	var res resolution
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		row := make(map[string]any, len(header))

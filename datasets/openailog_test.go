@@ -237,3 +237,37 @@ func TestCSVLogWithMappingFile(t *testing.T) {
 		t.Errorf("rejects: %s", rej)
 	}
 }
+
+// TestConvertWithoutSaltUsesOneRandomSalt: with no salt given, one random
+// salt keys the whole conversion (its inputs link with each other) and the
+// manifest says so with that salt's fingerprint.
+func TestConvertWithoutSaltUsesOneRandomSalt(t *testing.T) {
+	m, _ := LoadMapping("openai")
+	out := filepath.Join(t.TempDir(), "b")
+	man, err := Convert(context.Background(), []string{"testdata/logs/openai.jsonl", "testdata/logs/openai.jsonl"}, out,
+		ConvertOptions{MaxRejectRatio: -1, Options: Options{Format: FormatOpenAILog, Log: LogOptions{Mapping: m}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !man.SaltRandom || len(man.Notes) == 0 || man.SaltFingerprint == "" {
+		t.Fatalf("manifest: random %v, fingerprint %q, notes %v", man.SaltRandom, man.SaltFingerprint, man.Notes)
+	}
+	rows, _, err := trace.ReadAll(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := map[string]int{}
+	for _, r := range rows {
+		tenants[r.Tenant]++
+	}
+	// acme-corp sent 3 requests per copy: one HMAC for all 6.
+	found := false
+	for _, n := range tenants {
+		if n == 6 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("tenant counts %v: the two inputs were keyed with different salts", tenants)
+	}
+}

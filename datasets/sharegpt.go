@@ -40,7 +40,7 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 	if err := lo.defaults(); err != nil {
 		return Stats{}, err
 	}
-	st := Stats{TimesRelative: true, BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), SyntheticTimes: true}
+	st := Stats{TimesRelative: true, BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), SyntheticTimes: true, Salt: lo.Salt}
 	var res resolution
 	t := opts.Start.UnixMicro()
 	n := int64(0)

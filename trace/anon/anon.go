@@ -48,6 +48,9 @@ func RandomSalt() Salt {
 	return Salt{key: k, Random: true}
 }
 
+// IsZero reports whether s is the zero Salt, which keys nothing.
+func (s Salt) IsZero() bool { return len(s.key) == 0 }
+
 // ParseSalt decodes salt text: hex or base64 carrying at least 128 bits.
 func ParseSalt(text string) (Salt, error) {
 	text = strings.TrimSpace(text)
