@@ -61,7 +61,6 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 	sessions := map[string]*burstGPTSession{}
 	anchor := opts.Start.UnixMicro()
 	st := Stats{TimesRelative: true}
-	var res resolution
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		field := func(i int) string {
 			if i < 0 || i >= len(rec) {
@@ -79,8 +78,7 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			}
 		}
 		if reason != "" {
-			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: line, Reason: reason})
+			return st.reject(sink, opts.Name, line, reason)
 		}
 		req.RequestID = fmt.Sprintf("%s-%d", idPrefix(opts.Name), line)
 		req.Model = cmpOr(field(iModel), opts.Model)
@@ -106,17 +104,11 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 				s.endUs = req.TS + int64(*req.E2EMs*1000)
 			}
 		}
-		if err := sink.Write(req); err != nil {
-			return err
-		}
-		res.add(req.TS)
-		st.Rows++
-		return nil
+		return st.accept(sink, req)
 	})
 	if err != nil {
 		return st, err
 	}
-	st.TimeResolutionUs = res.micros()
 	return st, nil
 }
 

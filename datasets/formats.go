@@ -79,6 +79,25 @@ type Stats struct {
 	SyntheticTimes bool
 	// RejectReasons counts rejected lines by reason.
 	RejectReasons map[string]int64
+
+	res resolution // of the accepted rows' times
+}
+
+// accept writes a converted row to the sink and counts it.
+func (st *Stats) accept(sink Sink, req trace.Request) error {
+	if err := sink.Write(req); err != nil {
+		return err
+	}
+	st.res.add(req.TS)
+	st.Rows++
+	return nil
+}
+
+// reject records a line that could not be converted, with a reason that
+// never quotes it, and counts it.
+func (st *Stats) reject(sink Sink, file string, line int64, reason string) error {
+	st.Rejects++
+	return sink.Reject(trace.Reject{File: file, Line: line, Reason: reason})
 }
 
 // ErrUnknownFormat is returned when the first line matches no format.
@@ -181,6 +200,7 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		return Stats{}, fmt.Errorf("unknown format %q; use one of: %s", opts.Format, strings.Join(Formats, ", "))
 	}
 	st.Format = opts.Format
+	st.TimeResolutionUs = st.res.micros()
 	return st, err
 }
 
@@ -327,11 +347,9 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 	idBuf := []byte(idPrefix(opts.Name) + "-")
 	idLen := len(idBuf)
 	st := Stats{}
-	var res resolution
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		reject := func(reason string) error {
-			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: line, Reason: reason})
+			return st.reject(sink, opts.Name, line, reason)
 		}
 		if len(rec) < need {
 			return reject(fmt.Sprintf("%d fields, want at least %d", len(rec), need))
@@ -350,17 +368,11 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 			TS:       ts.UnixMicro(),
 			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: opts.API, Stream: opts.Stream, N: 1},
 		}
-		if err := sink.Write(req); err != nil {
-			return err
-		}
-		res.add(req.TS)
-		st.Rows++
-		return nil
+		return st.accept(sink, req)
 	})
 	if err != nil {
 		return st, err
 	}
-	st.TimeResolutionUs = res.micros()
 	return st, nil
 }
 
@@ -377,7 +389,6 @@ const MooncakeBlockSize = 512
 
 func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
 	st := Stats{TimesRelative: true, BlockSize: MooncakeBlockSize}
-	var res resolution
 	anchor := opts.Start.UnixMicro()
 	lr := lineReader{br: br}
 	for lineNo := int64(1); ; lineNo++ {
@@ -389,8 +400,7 @@ func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			break
 		}
 		reject := func(reason string) error {
-			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: lineNo, Reason: reason})
+			return st.reject(sink, opts.Name, lineNo, reason)
 		}
 		if errors.Is(err, errLineTooLong) {
 			if err := reject(err.Error()); err != nil {
@@ -433,13 +443,10 @@ func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			Shape: trace.Shape{InputTokens: *m.InputLength, OutputTokens: *m.OutputLength, MaxTokens: *m.OutputLength,
 				API: opts.API, Stream: opts.Stream, N: 1, PrefixBlocks: m.HashIDs},
 		}
-		if err := sink.Write(req); err != nil {
+		if err := st.accept(sink, req); err != nil {
 			return st, err
 		}
-		res.add(req.TS)
-		st.Rows++
 	}
-	st.TimeResolutionUs = res.micros()
 	return st, nil
 }
 
@@ -539,8 +546,7 @@ func eachCSVRecord(ctx context.Context, cr *csv.Reader, opts Options, sink Sink,
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
-				st.Rejects++
-				if err := sink.Reject(trace.Reject{File: opts.Name, Line: int64(pe.Line), Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
+				if err := st.reject(sink, opts.Name, int64(pe.Line), "malformed CSV: "+pe.Err.Error()); err != nil {
 					return err
 				}
 				continue

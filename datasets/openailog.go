@@ -125,11 +125,9 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 	}
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}}
 	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
-	var res resolution
 	emit := func(r logLine) error {
 		reject := func(reason string) error {
-			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: r.lineNo, Reason: reason})
+			return st.reject(sink, opts.Name, r.lineNo, reason)
 		}
 		if r.err != nil {
 			var re *rowError
@@ -149,15 +147,9 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 			}
 			return err
 		}
-		if err := sink.Write(req); err != nil {
-			return err
-		}
-		res.add(req.TS)
-		st.Rows++
-		return nil
+		return st.accept(sink, req)
 	}
 	err := prepareLines(ctx, br, lr, emit)
-	st.TimeResolutionUs = res.micros()
 	return st, err
 }
 
@@ -927,7 +919,6 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 	}
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: true}
 	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
-	var res resolution
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		row := make(map[string]any, len(header))
 		for i, h := range header {
@@ -941,20 +932,13 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 			if !errors.As(err, &re) {
 				return fmt.Errorf("%s line %d: %w", opts.Name, line, err)
 			}
-			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: line, Reason: re.Error()})
+			return st.reject(sink, opts.Name, line, re.Error())
 		}
-		if err := sink.Write(req); err != nil {
-			return err
-		}
-		res.add(req.TS)
-		st.Rows++
-		return nil
+		return st.accept(sink, req)
 	})
 	if err != nil {
 		return st, err
 	}
-	st.TimeResolutionUs = res.micros()
 	return st, nil
 }
 

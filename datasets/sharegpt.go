@@ -41,14 +41,12 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 		return Stats{}, err
 	}
 	st := Stats{TimesRelative: true, BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), SyntheticTimes: true, Salt: lo.Salt}
-	var res resolution
 	t := opts.Start.UnixMicro()
 	n := int64(0)
 	handle := func(raw []byte, record int64) error {
 		var c shareGPTConversation
 		reject := func(reason string) error {
-			st.Rejects++
-			return sink.Reject(trace.Reject{File: opts.Name, Line: record, Reason: reason})
+			return st.reject(sink, opts.Name, record, reason)
 		}
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return reject("malformed conversation: " + jsonReason(err))
@@ -82,11 +80,9 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 				Shape: trace.Shape{InputTokens: int64(len(history)), OutputTokens: out, MaxTokens: out, API: trace.APIChat, Stream: opts.Stream, N: 1,
 					PrefixBlocks: lo.Salt.PrefixBlocks(history, lo.BlockSize)},
 			}
-			if err := sink.Write(req); err != nil {
+			if err := st.accept(sink, req); err != nil {
 				return err
 			}
-			res.add(req.TS)
-			st.Rows++
 			turn++
 			t += ShareGPTGap.Microseconds()
 		}
@@ -126,8 +122,7 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			}
 			n++
 			if errors.Is(err, errLineTooLong) {
-				st.Rejects++
-				if err := sink.Reject(trace.Reject{File: opts.Name, Line: n, Reason: err.Error()}); err != nil {
+				if err := st.reject(sink, opts.Name, n, err.Error()); err != nil {
 					return st, err
 				}
 				continue
@@ -143,6 +138,5 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			}
 		}
 	}
-	st.TimeResolutionUs = res.micros()
 	return st, nil
 }
