@@ -276,6 +276,7 @@ func p99(d Distribution) float64 {
 	return d.Max
 }
 
+// maxTime is the run clock's last instant: the latest schedule or completion.
 func maxTime(c *resultColumns) int64 {
 	var t int64
 	for i := range c.n {

@@ -188,14 +188,7 @@ func parseScrape(b []byte) (scrape, bool) {
 // timeSeries builds the windows, labels regions and measures recovery.
 func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 	w := int64(opts.Window)
-	var end int64
-	for i := range c.n {
-		end = max(end, c.scheduled[i])
-		if c.done[i] != null {
-			end = max(end, c.done[i])
-		}
-	}
-	nw := int(end/w) + 1
+	nw := int(maxTime(c)/w) + 1
 	ser := &Series{WindowS: float64(w) / 1e9, Windows: make([]Window, nw)}
 	ttfts := make([][]float64, nw)
 	e2es := make([][]float64, nw)

@@ -177,7 +177,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	if total := w.Rows() + w.Rejects(); ratio >= 0 && total > 0 && float64(w.Rejects()) > ratio*float64(total) {
 		w.Abort()
 		return nil, fmt.Errorf("%d of %d lines rejected (%.1f%%), more than --max-reject-ratio %.1f%%: %s; nothing was written (fix the input or the --map, or raise --max-reject-ratio)",
-			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, reasonsText(m.RejectReasons))
+			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, ReasonsText(m.RejectReasons))
 	}
 	if opts.DenseIDs && m.PrefixIDs != trace.PrefixIDsNone {
 		m.PrefixIDs = trace.PrefixIDsDense
@@ -247,8 +247,8 @@ func convertOne(ctx context.Context, in string, opts Options, w Sink) (trace.Sou
 // noteRandomSalt is the manifest note for a conversion without a salt.
 const noteRandomSalt = "no salt was given (--salt-file or $SERVETRACE_SALT): a random one keyed the ids and prefix hashes, so they will not link with any other conversion"
 
-// reasonsText lists reject counts by reason, largest first.
-func reasonsText(m map[string]int64) string {
+// ReasonsText lists reject counts by reason, largest first.
+func ReasonsText(m map[string]int64) string {
 	type rc struct {
 		r string
 		n int64
@@ -264,9 +264,6 @@ func reasonsText(m map[string]int64) string {
 	}
 	return strings.Join(parts, "; ")
 }
-
-// ReasonsText lists a manifest's reject counts by reason, largest first.
-func ReasonsText(m map[string]int64) string { return reasonsText(m) }
 
 // countingSink tallies reject reasons, numbers folded to N so that one kind
 // of fault is one line of the summary.
