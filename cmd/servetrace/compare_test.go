@@ -21,9 +21,12 @@ func TestCompareCLI(t *testing.T) {
 	if code, _, errOut := runCLI(t, "generate", filepath.Join(dir, "m.json"), "--duration", "20s", "--seed", "7", "--out", wl2); code != 0 {
 		t.Fatal(errOut)
 	}
+	// The lateness bound is loose on purpose: under -race on a busy CI
+	// machine the client can fall 100 ms behind, and saturation is
+	// exercised below by marking a run's run.json, not by chance.
 	replayRun := func(name, workload, config string) string {
 		out := filepath.Join(dir, name)
-		if code, _, errOut := runCLI(t, "replay", workload, "--target", url, "--out", out, "--rate", "40", "--max-lateness", "100ms", "--label", "config="+config); code != 0 {
+		if code, _, errOut := runCLI(t, "replay", workload, "--target", url, "--out", out, "--rate", "40", "--max-lateness", "5s", "--label", "config="+config); code != 0 {
 			t.Fatalf("replay %s: %s", name, errOut)
 		}
 		return out
@@ -72,6 +75,29 @@ func TestCompareCLI(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "analyze", "envelope", a); code == 0 || !strings.Contains(errOut, "phase") {
 		t.Errorf("one run without phases: code %d, %q", code, errOut)
+	}
+	// A run whose client was saturated blocks the verdicts.
+	sat := filepath.Join(dir, "a-saturated")
+	if err := os.CopyFS(sat, os.DirFS(a)); err != nil {
+		t.Fatal(err)
+	}
+	runJSON := filepath.Join(sat, "run.json")
+	raw, err := os.ReadFile(runJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info map[string]any
+	if err := json.Unmarshal(raw, &info); err != nil {
+		t.Fatal(err)
+	}
+	info["client_saturated"] = true
+	raw, _ = json.Marshal(info)
+	if err := os.WriteFile(runJSON, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCLI(t, "analyze", "compare", sat, b, "--testing", "config")
+	if code != 0 || !strings.Contains(out, "saturated client") || !strings.Contains(out, "NOT COMPARABLE") {
+		t.Errorf("a saturated client was not reported:\n%s", out)
 	}
 	// Bad arguments name what is wrong.
 	if code, _, errOut := runCLI(t, "analyze", "compare", a); code != 2 || !strings.Contains(errOut, "two sides") {
