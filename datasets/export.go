@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"container/list"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
 
+	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -20,13 +22,22 @@ type ExportOptions struct {
 	// gets a new number, so sharing older than the map is lost).
 	DenseIDs    bool
 	MaxDenseIDs int
+	// Tokenizer names the tokenizer whose token counts vllm-custom prompts
+	// are built to (default cl100k_base); it should match the server's.
+	Tokenizer string
 }
+
+// FormatVLLMCustom is the JSONL dataset `vllm bench serve --dataset-name
+// custom` reads: one object per line with the prompt text and the output
+// length to ask for. Prompts are synthetic text built to each row's input
+// length, rows sharing prefix blocks sharing the same leading text.
+const FormatVLLMCustom = "vllm-custom"
 
 // DefaultMaxDenseIDs bounds the dense-id map (about 100 MB).
 const DefaultMaxDenseIDs = 1 << 21
 
 // ExportFormats are the formats Export writes.
-var ExportFormats = []string{FormatAzure, FormatMooncake}
+var ExportFormats = []string{FormatAzure, FormatMooncake, FormatVLLMCustom}
 
 // Export writes a bucket's rows in a public trace format: Azure LLM trace
 // CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL
@@ -85,6 +96,32 @@ func Export(ctx context.Context, bucketDir string, w io.Writer, format string, o
 			buf = append(buf, "]}\n"...)
 			_, err := bw.Write(buf)
 			return err
+		}
+	case FormatVLLMCustom:
+		name := o.Tokenizer
+		if name == "" {
+			name = "cl100k_base"
+		}
+		tok, err := tokenize.Get(name)
+		if err != nil {
+			return 0, fmt.Errorf("export %s: %w", format, err)
+		}
+		bs := b.Manifest.BlockSize
+		if bs <= 0 {
+			bs = trace.DefaultBlockSize
+		}
+		pb, err := tokenize.NewPromptBuilder(tok, bs)
+		if err != nil {
+			return 0, fmt.Errorf("export %s: %w", format, err)
+		}
+		type line struct {
+			Prompt       string `json:"prompt"`
+			OutputTokens int64  `json:"output_tokens"`
+		}
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		write = func(r *trace.Request) error {
+			return enc.Encode(line{Prompt: pb.Build(int(r.InputTokens), r.PrefixBlocks, tokenize.SeedFor(r.RequestID)), OutputTokens: r.OutputTokens})
 		}
 	default:
 		return 0, fmt.Errorf("--format %q: export writes %v", format, ExportFormats)

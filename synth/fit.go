@@ -3,124 +3,300 @@ package synth
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
-	"gonum.org/v1/gonum/stat/distuv"
 
-	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
 
 // FitOptions controls Fit.
 type FitOptions struct {
-	// Knots is the number of quantile-table knots per marginal (default 257).
+	// Knots is the number of quantile-table knots per length marginal
+	// (default 1025).
 	Knots int
+	// Span restricts the fit to a part of the trace by time, as fractions
+	// of its span: {0, 0.7} fits the first 70%. Zero means the whole trace.
+	Span [2]float64
+	// NoLatent skips the latent-rate layer (its fit simulates the process
+	// a few hundred times).
+	NoLatent bool
+	// Progress, when set, is called with a line of progress now and then.
+	Progress func(string)
 }
 
-// Fit reads the bucket at dir and fits a Model to it.
+// maxClasses bounds the length classes; rarer (model, api) pairs join the
+// last class.
+const maxClasses = 8
+
+// Fit reads the bucket at dir in one pass, in bounded memory (8 bytes per
+// first turn for arrival times; histograms, reservoirs and a bounded block
+// memory for the rest), and fits a Model to it.
 func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 	if opts.Knots < 2 {
-		opts.Knots = 257
+		opts.Knots = 1025
+	}
+	if opts.Span == [2]float64{} {
+		opts.Span = [2]float64{0, 1}
+	}
+	if !(opts.Span[0] >= 0 && opts.Span[1] <= 1 && opts.Span[0] < opts.Span[1]) {
+		return nil, fmt.Errorf("fit %s: span %v must be two fractions 0 ≤ from < to ≤ 1", dir, opts.Span)
 	}
 	b, err := trace.OpenBucket(dir)
 	if err != nil {
 		return nil, err
 	}
-	n := b.Manifest.Rows
-	ts := make([]float64, 0, n)
-	in := make([]float64, 0, n)
-	out := make([]float64, 0, n)
-	apis := map[string]float64{}
-	models := map[string]float64{}
-	streams := 0.0
+	man := b.Manifest
+	fromUs, toUs := spanBounds(man, opts.Span)
+	blockSize := man.BlockSize
+	if blockSize <= 0 {
+		blockSize = trace.DefaultBlockSize
+	}
+	var res int64
+	for _, s := range man.Sources {
+		res = max(res, s.TimeResolutionUs)
+	}
+
+	var ts []float64
+	classes := map[[2]string]*lengthFitter{}
+	var classKeys [][2]string
+	prefix := newPrefixFitter(blockSize)
+	sessions := newSessionFitter()
+	mix := newMixCounter()
+	var rows, firstTurns int64
+	var sawSessions bool
 	err = b.Scan(ctx, func(r *trace.Request) error {
-		ts = append(ts, float64(r.TS)/1e6)
-		in = append(in, float64(r.InputTokens))
-		out = append(out, float64(r.OutputTokens))
-		apis[r.API]++
-		if r.Model != "" {
-			models[r.Model]++
+		if r.TS < fromUs || r.TS >= toUs {
+			return nil
 		}
-		if r.Stream {
-			streams++
+		rows++
+		if opts.Progress != nil && rows%1_000_000 == 0 {
+			opts.Progress(fmt.Sprintf("fit: %d rows read", rows))
 		}
+		t := float64(r.TS) / 1e6
+		sessions.add(r.SessionID, t, r.InputTokens, r.OutputTokens, r.ThinkTimeMs)
+		if r.SessionID != "" && r.Turn > 1 {
+			sawSessions = true
+			return nil
+		}
+		firstTurns++
+		ts = append(ts, t)
+		key := [2]string{r.Model, r.API}
+		lf := classes[key]
+		if lf == nil {
+			if len(classKeys) >= maxClasses {
+				key = classKeys[maxClasses-1]
+				lf = classes[key]
+			} else {
+				lf = newLengthFitter(uint64(len(classKeys)) + 1)
+				classes[key] = lf
+				classKeys = append(classKeys, key)
+			}
+		}
+		lf.add(r.InputTokens, r.OutputTokens)
+		prefix.add(t, r.InputTokens, r.PrefixBlocks)
+		mix.add(r.Model, r.Adapter, r.Tenant, r.API, r.Stream, r.Temperature, r.TopP, r.Features, r.TS)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
-	if len(ts) < 2 {
-		return nil, fmt.Errorf("fit %s: %d requests; a fit needs at least 2", dir, len(ts))
+	if len(ts) < 10 {
+		return nil, fmt.Errorf("fit %s: %d requests in the span; a fit needs at least 10", dir, len(ts))
 	}
-	arr, err := fitPoisson(ts)
+	m := &Model{Version: ModelVersion, CreatedAt: time.Now().UTC().Truncate(time.Second),
+		Source: SourceInfo{Dir: dir, Rows: rows, FirstTurns: firstTurns, Start: time.UnixMicro(fromUs).UTC(), End: time.UnixMicro(toUs).UTC(),
+			SpanFraction: opts.Span, TimeResolutionUs: res, BlockSize: blockSize}}
+	if opts.Progress != nil {
+		opts.Progress(fmt.Sprintf("fit: %d rows, fitting arrivals", rows))
+	}
+	m.Arrivals, err = fitArrivals(ts, float64(fromUs)/1e6, float64(toUs)/1e6, float64(res)/1e6, opts.NoLatent)
 	if err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
-	var res int64
-	for _, s := range b.Manifest.Sources {
-		res = max(res, s.TimeResolutionUs)
+	ts = nil
+	total := float64(firstTurns)
+	for _, k := range classKeys {
+		c := classes[k].fit(opts.Knots)
+		c.Model, c.API = k[0], k[1]
+		c.Share = float64(classes[k].seen) / total
+		m.Lengths = append(m.Lengths, c)
 	}
-	total := float64(len(ts))
-	for k := range apis {
-		apis[k] /= total
+	slices.SortStableFunc(m.Lengths, func(a, b LengthClass) int {
+		switch {
+		case a.Share > b.Share:
+			return -1
+		case a.Share < b.Share:
+			return 1
+		}
+		return 0
+	})
+	if m.Prefix, err = prefix.fit(); err != nil {
+		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
-	for k := range models {
-		models[k] /= total
+	if sawSessions {
+		m.Sessions = sessions.fit()
 	}
-	return &Model{
-		Version:   ModelVersion,
-		CreatedAt: time.Now().UTC().Truncate(time.Second),
-		Source:    SourceInfo{Dir: dir, Rows: int64(len(ts)), Start: b.Manifest.Start, End: b.Manifest.End, TimeResolutionUs: res},
-		Arrivals:  arr,
-		Lengths: LengthModel{
-			Input:    marginal(in, opts.Knots),
-			Output:   marginal(out, opts.Knots),
-			Spearman: rank.Spearman(in, out),
-		},
-		Mix: Mix{API: apis, StreamShare: streams / total, Models: models},
-	}, nil
+	m.Mix = mix.mix()
+	return m, nil
 }
 
-// fitPoisson fits a constant rate to sorted arrival times in seconds. The
-// maximum-likelihood rate given n arrivals observed over the span between the
-// first and last is (n-1)/span; the exact 95% interval comes from the
-// chi-square distribution of the summed gaps.
-func fitPoisson(ts []float64) (ArrivalModel, error) {
-	span := ts[len(ts)-1] - ts[0]
+// spanBounds returns the [from, to) bounds in microseconds of a fraction of
+// the manifest's span. The whole span includes its last arrival.
+func spanBounds(man *trace.Manifest, span [2]float64) (int64, int64) {
+	start, end := man.Start.UnixMicro(), man.End.UnixMicro()
+	length := float64(end - start)
+	from := start + int64(math.Round(span[0]*length))
+	to := start + int64(math.Round(span[1]*length))
+	if span[1] >= 1 {
+		to = end + 1
+	}
+	return from, to
+}
+
+// fitArrivals fits the three arrival layers to arrival times ts (absolute
+// seconds, sorted) observed over [start, end).
+func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalModel, error) {
+	span := end - start
 	if !(span > 0) {
 		return ArrivalModel{}, fmt.Errorf("all %d arrivals share one timestamp; a rate needs a time span", len(ts))
 	}
-	gaps := make([]float64, len(ts)-1)
-	for i := range gaps {
-		gaps[i] = ts[i+1] - ts[i]
+	var a ArrivalModel
+	// Intensity from binned counts (bins tile the span exactly).
+	width := 60.0
+	if span >= daySeconds {
+		width = 300
 	}
-	k := float64(len(gaps))
+	nb := max(1, int(math.Ceil(span/width)))
+	bins := binnedCounts{Start: start, Width: span / float64(nb), Counts: make([]float64, nb)}
+	for _, t := range ts {
+		bins.Counts[min(nb-1, max(0, int((t-start)/bins.Width)))]++
+	}
+	var err error
+	if a.Intensity, err = fitIntensity(bins, span); err != nil {
+		return a, err
+	}
+	in := &a.Intensity
+	rateAt := func(abs float64) float64 {
+		if in.Kind == "fourier" {
+			return in.Rate(abs)
+		}
+		return in.Rate(abs - start)
+	}
+	// Dispersion curve and gap quantiles of the trace: what the layers
+	// together must reproduce.
+	var windows, target []float64
+	for _, w := range dispersionWindows {
+		if w < res || span/w < 20 {
+			continue
+		}
+		if d := DispersionIndex(ts, start, end, w); !math.IsNaN(d) && d > 0 {
+			windows = append(windows, w)
+			target = append(target, d)
+		}
+	}
+	gaps := make([]float64, 0, len(ts)-1)
+	for i := 1; i < len(ts); i++ {
+		gaps = append(gaps, ts[i]-ts[i-1])
+	}
 	mean, sd := stat.MeanStdDev(gaps, nil)
-	// The sum of k Exp(λ) gaps is Gamma(k, λ), so 2λ·span ~ χ²(2k).
-	lo := distuv.ChiSquared{K: 2 * k}.Quantile(0.025) / (2 * span)
-	hi := distuv.ChiSquared{K: 2 * k}.Quantile(0.975) / (2 * span)
-	a := ArrivalModel{Kind: "poisson", RatePerS: k / span, RateCI95: [2]float64{lo, hi}, DurationS: span, InterArrivalCV: sd / mean}
-	if a.InterArrivalCV > 1.5 {
-		a.Note = fmt.Sprintf("inter-arrival CV %.1f is far above Poisson's 1: the trace is bursty and a constant-rate Poisson model understates its bursts", a.InterArrivalCV)
+	a.InterArrivalCV = sd / mean
+	slices.Sort(gaps)
+	for _, p := range gapProbs {
+		target = append(target, max(quantileSorted(gaps, p), res/2, 1e-6))
 	}
+	gaps = nil
+	base := func(t float64) float64 { return rateAt(start + t) }
+	// The renewal law is fitted by maximum likelihood twice: to gaps
+	// rescaled by the deterministic intensity alone (all burstiness in the
+	// renewal law), and to gaps rescaled by a local rate (counts in a
+	// window around each gap: slow wander removed, left to the latent
+	// layer). Each gets its latent layer; the pair that reproduces the
+	// dispersion curve and gap quantiles better is kept.
+	localW := min(max(30/in.MeanRatePerS, 5), 300)
+	type variant struct {
+		name    string
+		renewal Renewal
+		latent  Latent
+		curve   []float64
+	}
+	var best *variant
+	for _, local := range []bool{false, true} {
+		sample := &renewalGapSample{rng: rand.New(rand.NewPCG(3, 3))}
+		lo, hi := 0, 0
+		for i := 1; i < len(ts); i++ {
+			mid := (ts[i] + ts[i-1]) / 2
+			lam := rateAt(mid)
+			if local {
+				for lo < len(ts) && ts[lo] < mid-localW/2 {
+					lo++
+				}
+				for hi < len(ts) && ts[hi] < mid+localW/2 {
+					hi++
+				}
+				lam = max(float64(hi-lo), 1) / localW
+			}
+			sample.add((ts[i]-ts[i-1])*lam, max(res, 1e-6)*lam)
+		}
+		ren, err := fitRenewal(sample, res > 0)
+		if err != nil {
+			return a, err
+		}
+		v := &variant{name: "intensity-rescaled", renewal: ren}
+		if local {
+			v.name = fmt.Sprintf("local-rate-rescaled (%.3g s window)", localW)
+		}
+		switch {
+		case len(windows) < 2:
+			v.latent = Latent{Kind: "none", Note: "the trace is too short for a dispersion curve"}
+			v.curve = simulateDispersion(base, &v.renewal, &v.latent, span, windows, 4, 1)
+		case noLatent:
+			v.latent = Latent{Kind: "none", Note: "not fitted (--no-latent)"}
+			v.curve = simulateDispersion(base, &v.renewal, &v.latent, span, windows, 4, 1)
+		default:
+			v.latent, v.curve = fitLatent(base, &v.renewal, span, windows, target, float64(len(ts)))
+		}
+		v.latent.Loss = curveLoss(v.curve, target)
+		if best == nil || v.latent.Loss < best.latent.Loss {
+			best = v
+		}
+		if len(windows) < 2 || noLatent {
+			break
+		}
+	}
+	a.Renewal, a.Latent, a.RenewalGaps = best.renewal, best.latent, best.name
+	curve := best.curve
+	for i, w := range windows {
+		a.Dispersion = append(a.Dispersion, DispersionPoint{WindowS: w, Trace: target[i], Model: curve[i]})
+	}
+	for j, p := range gapProbs {
+		a.GapQuantiles = append(a.GapQuantiles, GapQuantile{P: p, TraceS: target[len(windows)+j], ModelS: curve[len(windows)+j]})
+	}
+	a.Chosen = fmt.Sprintf("%s intensity (%s), %s renewal of %s gaps (shape %.3g, KS %.3f), latent %s", in.Kind, in.Candidates[bestCandidate(in.Candidates)].Name,
+		a.Renewal.Dist, a.RenewalGaps, a.Renewal.Shape, a.Renewal.KS, a.Latent.Kind)
 	return a, nil
 }
 
-// marginal builds a quantile table with k knots from x (type-1 quantiles:
-// every knot is an observed value, so atoms such as a context cap survive).
-func marginal(x []float64, k int) Marginal {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	knots := make([]float64, k)
-	for i := range knots {
-		p := float64(i) / float64(k-1)
-		if i == 0 {
-			knots[i] = s[0] // type 1 at p=0 is the minimum
-			continue
+func bestCandidate(c []IntensityCandidate) int {
+	best := 0
+	for i := range c {
+		if c[i].QAIC < c[best].QAIC {
+			best = i
 		}
-		knots[i] = stat.Quantile(p, stat.Empirical, s, nil)
 	}
-	return Marginal{N: int64(len(s)), Mean: stat.Mean(s, nil), Knots: knots}
+	return best
+}
+
+// curveLoss is the mean squared log error between a simulated curve and the
+// trace's.
+func curveLoss(model, target []float64) float64 {
+	s := 0.0
+	for i := range target {
+		d := math.Log(max(model[i], 1e-6)) - math.Log(max(target[i], 1e-6))
+		s += d * d
+	}
+	return s / float64(max(len(target), 1))
 }

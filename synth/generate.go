@@ -1,138 +1,480 @@
 package synth
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
+	"strings"
 	"time"
-
-	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/servetrace/servetrace/trace"
 )
 
 // GenerateOptions controls Generate.
 type GenerateOptions struct {
-	// Duration of the workload; arrivals after it are not generated.
+	// Duration of the workload (0: the fitted span, or to the end of a
+	// ramp scenario).
 	Duration time.Duration
-	// Seed makes the workload reproducible.
+	// Seed makes the workload reproducible: the same model, options and
+	// seed give the same rows.
 	Seed uint64
-	// Start anchors the first arrival time (default 2024-01-01T00:00:00Z).
+	// Start anchors the first arrival time (default 2024-01-01T00:00:00Z);
+	// a Fourier intensity is read at Start's time of day and week.
 	Start time.Time
+	// RateScale multiplies the intensity (more load, same shape; default 1).
+	RateScale float64
+	// TimeScale plays the intensity's daily and weekly pattern that many
+	// times faster (24: a day in an hour) while bursts keep their real-time
+	// scale (default 1).
+	TimeScale float64
 	// API, Stream and Model override the model's mix when set.
 	API    string
 	Stream *bool
 	Model  string
 	// MaxInputTokens caps sampled input lengths (0 = no cap).
 	MaxInputTokens int64
+	// Scenarios are layered on the workload in order.
+	Scenarios []Scenario
 }
 
-// Generate draws a workload from m: Poisson arrivals at m's rate over
-// opts.Duration, each with input and output lengths drawn from the
-// marginals. It calls emit for every request in arrival order.
+// EffectiveDuration returns the workload length Generate will use.
+func (o *GenerateOptions) EffectiveDuration(m *Model) time.Duration {
+	if o.Duration > 0 {
+		return o.Duration
+	}
+	for _, s := range o.Scenarios {
+		if s.Name == ScenarioRamp {
+			return time.Duration((s.At.Seconds() + s.rampLength()) * float64(time.Second))
+		}
+	}
+	span := m.Source.SpanS()
+	if ts := o.TimeScale; ts > 0 {
+		span /= ts
+	}
+	return time.Duration(span * float64(time.Second))
+}
+
+// Generate draws a workload from m and calls emit for every request in
+// arrival order. It returns the number of requests emitted.
 func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(trace.Request) error) (int64, error) {
 	if err := m.Validate(); err != nil {
 		return 0, err
 	}
-	if opts.Duration <= 0 {
-		return 0, fmt.Errorf("duration must be positive, got %v", opts.Duration)
+	if opts.RateScale == 0 {
+		opts.RateScale = 1
+	}
+	if opts.TimeScale == 0 {
+		opts.TimeScale = 1
+	}
+	if !(opts.RateScale > 0) || !(opts.TimeScale > 0) {
+		return 0, fmt.Errorf("rate scale %v and time scale %v must be positive", opts.RateScale, opts.TimeScale)
 	}
 	if opts.Start.IsZero() {
 		opts.Start = trace.DefaultStart
 	}
-	// Separate streams for arrivals, lengths and attributes, so changing one
-	// model part does not reshuffle the others.
-	gaps := distuv.Exponential{Rate: m.Arrivals.RatePerS, Src: rand.NewPCG(opts.Seed, 1)}
-	lengths := rand.New(rand.NewPCG(opts.Seed, 2))
-	attrs := rand.New(rand.NewPCG(opts.Seed, 3))
-	apiKeys, apiCum := cumulative(m.Mix.API)
-	modelKeys, modelCum := cumulative(m.Mix.Models)
-
-	start := opts.Start.UnixMicro()
-	limit := opts.Duration.Seconds()
+	for i := range opts.Scenarios {
+		if err := opts.Scenarios[i].Check(); err != nil {
+			return 0, err
+		}
+	}
+	dur := opts.EffectiveDuration(m)
+	if dur <= 0 {
+		return 0, fmt.Errorf("duration must be positive, got %v", dur)
+	}
+	g := newGenerator(m, opts)
+	limit := dur.Seconds()
 	var n int64
-	for t := gaps.Rand(); t < limit; t += gaps.Rand() {
+	flush := func(upTo float64) error {
+		for g.pending.Len() > 0 && g.pending[0].at <= upTo {
+			p := heap.Pop(&g.pending).(*pendingTurn)
+			if p.at >= limit {
+				continue
+			}
+			r := g.nextTurn(p)
+			r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+			if err := emit(r); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	}
+	for {
 		if n&1023 == 0 && ctx.Err() != nil {
 			return n, ctx.Err()
 		}
-		in := sampleLength(&m.Lengths.Input, lengths)
-		out := sampleLength(&m.Lengths.Output, lengths)
-		if opts.MaxInputTokens > 0 {
-			in = min(in, opts.MaxInputTokens)
+		t, ok := g.arrivals.next(limit)
+		if !ok {
+			break
 		}
-		r := trace.Request{
-			Identity: trace.Identity{RequestID: fmt.Sprintf("gen-%d-%d", opts.Seed, n)},
-			TS:       start + int64(math.Round(t*1e6)),
-			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1},
+		if err := flush(t); err != nil {
+			return n, err
 		}
-		r.API = pick(apiKeys, apiCum, attrs.Float64(), trace.APIChat)
-		r.Stream = attrs.Float64() < m.Mix.StreamShare
-		r.Model = pick(modelKeys, modelCum, attrs.Float64(), "")
-		if opts.API != "" {
-			r.API = opts.API
-		}
-		if opts.Stream != nil {
-			r.Stream = *opts.Stream
-		}
-		if opts.Model != "" {
-			r.Model = opts.Model
-		}
+		r := g.firstTurn(t)
+		r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
 		if err := emit(r); err != nil {
 			return n, err
 		}
 		n++
 	}
+	if err := flush(math.Inf(1)); err != nil {
+		return n, err
+	}
 	return n, nil
 }
 
-// sampleLength draws a length by inverse transform of the quantile table;
-// every request asks for at least one token.
-func sampleLength(m *Marginal, rng *rand.Rand) int64 {
-	return max(1, int64(math.Round(m.Quantile(rng.Float64()))))
+// generator holds the random streams and state of one generation. Each
+// model part draws from its own stream, so changing one part does not
+// reshuffle the others.
+type generator struct {
+	m        *Model
+	opts     GenerateOptions
+	arrivals *arrivalGen
+	lengths  *rand.Rand
+	attrs    *rand.Rand
+	sessRng  *rand.Rand
+	scenRng  *rand.Rand
+	prefix   *prefixGen
+	classCum []float64
+	pending  turnHeap
+	sessions int64
+	startUs  int64
 }
 
-// cumulative returns the keys of shares in a stable order with their
-// cumulative probabilities.
-func cumulative(shares map[string]float64) ([]string, []float64) {
-	keys := make([]string, 0, len(shares))
-	for k := range shares {
-		keys = append(keys, k)
+type pendingTurn struct {
+	at       float64
+	turn     int32
+	turns    int32
+	session  string
+	prev     trace.Request
+	classIdx int
+}
+
+type turnHeap []*pendingTurn
+
+func (h turnHeap) Len() int { return len(h) }
+func (h turnHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
 	}
-	slices.Sort(keys)
-	cum := make([]float64, len(keys))
+	return h[i].session < h[j].session
+}
+func (h turnHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *turnHeap) Push(x any)   { *h = append(*h, x.(*pendingTurn)) }
+func (h *turnHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func newGenerator(m *Model, opts GenerateOptions) *generator {
+	g := &generator{m: m, opts: opts,
+		lengths: rand.New(rand.NewPCG(opts.Seed, 2)), attrs: rand.New(rand.NewPCG(opts.Seed, 3)),
+		sessRng: rand.New(rand.NewPCG(opts.Seed, 4)), scenRng: rand.New(rand.NewPCG(opts.Seed, 5)),
+		startUs: opts.Start.UnixMicro()}
 	total := 0.0
-	for i, k := range keys {
-		total += shares[k]
-		cum[i] = total
+	for _, c := range m.Lengths {
+		total += c.Share
+		g.classCum = append(g.classCum, total)
 	}
-	for i := range cum {
-		cum[i] /= total
+	in := &m.Arrivals.Intensity
+	startS := float64(opts.Start.UnixMicro()) / 1e6
+	profile := func(t float64) float64 {
+		if in.Kind == "fourier" {
+			return in.Rate(startS+t*opts.TimeScale) * opts.RateScale
+		}
+		return in.Rate(t*opts.TimeScale) * opts.RateScale
 	}
-	return keys, cum
-}
-
-func pick(keys []string, cum []float64, u float64, def string) string {
-	for i, c := range cum {
-		if u < c {
-			return keys[i]
+	renewal, latent := m.Arrivals.Renewal, m.Arrivals.Latent
+	var ramp *Scenario
+	var flashes []*Scenario
+	for i := range opts.Scenarios {
+		s := &opts.Scenarios[i]
+		switch s.Name {
+		case ScenarioRamp:
+			ramp = s
+		case ScenarioFlashCrowd:
+			flashes = append(flashes, s)
 		}
 	}
-	if len(keys) > 0 {
-		return keys[len(keys)-1]
+	if ramp != nil && !ramp.Bursty {
+		renewal, latent = Renewal{Dist: "exponential", Shape: 1}, Latent{Kind: "none"}
 	}
-	return def
+	base := func(t float64) float64 {
+		r := profile(t)
+		if ramp != nil && t >= ramp.At.Seconds() && t < ramp.At.Seconds()+ramp.rampLength() {
+			r, _ = ramp.rampRate(t-ramp.At.Seconds(), in.MeanRatePerS)
+			r *= opts.RateScale
+		}
+		for _, f := range flashes {
+			if f.active(t) {
+				r *= f.Factor
+			}
+		}
+		return r
+	}
+	g.arrivals = newArrivalGen(base, &renewal, &latent, opts.Seed)
+	if m.Prefix != nil && m.Prefix.ReuseShare >= 0 && m.Prefix.BlockSize > 0 {
+		g.prefix = newPrefixGen(m.Prefix, opts.Seed)
+		for i := range opts.Scenarios {
+			s := &opts.Scenarios[i]
+			switch s.Name {
+			case ScenarioHotPrefixShift:
+				g.prefix.shiftAt = s.At.Seconds()
+			case ScenarioColdCache:
+				g.prefix.cold = s.active
+			}
+		}
+	}
+	return g
+}
+
+func (g *generator) pickClass() int {
+	u := g.attrs.Float64() * g.classCum[len(g.classCum)-1]
+	for i, c := range g.classCum {
+		if u < c {
+			return i
+		}
+	}
+	return len(g.classCum) - 1
+}
+
+// hourAt returns the UTC hour of day the mix is read at for t.
+func (g *generator) hourAt(t float64) int {
+	abs := float64(g.startUs)/1e6 + t*g.opts.TimeScale
+	return int(math.Mod(abs, daySeconds)/3600) % 24
+}
+
+// firstTurn draws a request arriving at t (seconds since the start) that
+// starts a session (or stands alone).
+func (g *generator) firstTurn(t float64) trace.Request {
+	ci := g.pickClass()
+	c := &g.m.Lengths[ci]
+	var inputU func(float64) float64
+	inFactor := 1.0
+	capIn := int64(c.Input.Knots[len(c.Input.Knots)-1])
+	for i := range g.opts.Scenarios {
+		s := &g.opts.Scenarios[i]
+		if s.Name == ScenarioLongContextStorm && s.active(t) {
+			q := s.Quantile
+			inputU = func(u float64) float64 { return q + (1-q)*u }
+			inFactor = s.Factor
+			if s.MaxInputTokens > 0 {
+				capIn = s.MaxInputTokens
+			}
+		}
+	}
+	in, out := c.sample(g.lengths, inputU)
+	if inFactor != 1 {
+		in = min(max(1, int64(math.Round(float64(in)*inFactor))), max(capIn, in))
+	}
+	if g.opts.MaxInputTokens > 0 {
+		in = min(in, g.opts.MaxInputTokens)
+	}
+	r := trace.Request{TS: g.startUs + int64(math.Round(t*1e6)), Shape: trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1}}
+	g.attributes(&r, c, t)
+	if g.prefix != nil {
+		r.PrefixBlocks = g.prefix.blocks(t, in)
+	}
+	g.applyScenarios(&r, t)
+	if s := g.m.Sessions; s != nil {
+		turns := int32(max(1, math.Round(s.Turns.Quantile(g.sessRng.Float64()))))
+		if turns > 1 {
+			g.sessions++
+			r.SessionID = fmt.Sprintf("sess-%d-%d", g.opts.Seed, g.sessions)
+			r.Turn = 1
+			g.scheduleNext(&pendingTurn{turn: 1, turns: turns, session: r.SessionID, prev: r, classIdx: ci}, t)
+		}
+	}
+	return r
+}
+
+func (g *generator) scheduleNext(p *pendingTurn, t float64) {
+	if p.turn >= p.turns {
+		return
+	}
+	think := g.m.Sessions.ThinkS.Quantile(g.sessRng.Float64())
+	next := *p
+	next.at = t + think
+	heap.Push(&g.pending, &next)
+}
+
+// nextTurn builds the next turn of a session: its input holds the previous
+// turn's input and output plus new text, and its prefix blocks repeat the
+// previous input's full blocks.
+func (g *generator) nextTurn(p *pendingTurn) trace.Request {
+	s := g.m.Sessions
+	c := &g.m.Lengths[p.classIdx]
+	prev := p.prev
+	newTokens := max(1, int64(math.Round(s.NewTokens.Quantile(g.sessRng.Float64()))))
+	in := prev.InputTokens + prev.OutputTokens + newTokens
+	if g.opts.MaxInputTokens > 0 {
+		in = min(in, g.opts.MaxInputTokens)
+	}
+	out := max(1, int64(math.Round(c.Output.Quantile(g.lengths.Float64()))))
+	think := (p.at - (float64(prev.TS-g.startUs) / 1e6)) * 1000
+	r := trace.Request{Identity: trace.Identity{SessionID: p.session, Turn: p.turn + 1, Tenant: prev.Tenant, Model: prev.Model, Adapter: prev.Adapter},
+		TS:          g.startUs + int64(math.Round(p.at*1e6)),
+		Shape:       trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1, API: prev.API, Stream: prev.Stream, Features: prev.Features},
+		Temperature: prev.Temperature, TopP: prev.TopP, ThinkTimeMs: &think}
+	if g.prefix != nil {
+		bs := g.prefix.m.BlockSize
+		nb := int((in + int64(bs) - 1) / int64(bs))
+		full := min(int(prev.InputTokens/int64(bs)), len(prev.PrefixBlocks), nb)
+		if g.prefix.cold != nil && g.prefix.cold(p.at) {
+			full = 0
+		}
+		blocks := append(make([]int64, 0, nb), prev.PrefixBlocks[:full]...)
+		for len(blocks) < nb {
+			blocks = append(blocks, g.prefix.freshID())
+		}
+		r.PrefixBlocks = blocks
+	}
+	g.applyScenarios(&r, p.at)
+	next := *p
+	next.turn++
+	next.prev = r
+	g.scheduleNext(&next, p.at)
+	return r
+}
+
+// attributes draws the categorical attributes of r from the mix.
+func (g *generator) attributes(r *trace.Request, c *LengthClass, t float64) {
+	mix := &g.m.Mix
+	h := g.hourAt(t)
+	r.Model = c.Model
+	if r.Model == "" {
+		r.Model = mix.Model.pick(g.attrs, h)
+	}
+	r.API = c.API
+	if r.API == "" {
+		r.API = mix.API.pick(g.attrs, h)
+	}
+	if r.API == "" {
+		r.API = trace.APIChat
+	}
+	r.Adapter = mix.Adapter.pick(g.attrs, h)
+	r.Tenant = mix.Tenant.pick(g.attrs, h)
+	r.Stream = mix.Stream.pick(g.attrs, h) == "true"
+	r.Temperature = parseFloatKey(mix.Temperature.pick(g.attrs, h))
+	r.TopP = parseFloatKey(mix.TopP.pick(g.attrs, h))
+	if f := mix.Features.pick(g.attrs, h); f != "" {
+		r.Features = strings.Split(f, "+")
+	}
+	if g.opts.API != "" {
+		r.API = g.opts.API
+	}
+	if g.opts.Stream != nil {
+		r.Stream = *g.opts.Stream
+	}
+	if g.opts.Model != "" {
+		r.Model = g.opts.Model
+	}
+}
+
+// applyScenarios applies the scenarios active at t to r and labels its
+// phase with their names.
+func (g *generator) applyScenarios(r *trace.Request, t float64) {
+	var phases []string
+	rng := g.scenRng
+	for i := range g.opts.Scenarios {
+		s := &g.opts.Scenarios[i]
+		switch s.Name {
+		case ScenarioRamp:
+			if _, step := s.rampRate(t-s.At.Seconds(), 1); step > 0 {
+				phases = append(phases, fmt.Sprintf("step-%d", step))
+			}
+			continue
+		case ScenarioHotPrefixShift, ScenarioVersionSwitch:
+			if t < s.At.Seconds() {
+				continue
+			}
+		default:
+			if !s.active(t) {
+				continue
+			}
+		}
+		switch s.Name {
+		case ScenarioCancelStorm:
+			if rng.Float64() < s.Share {
+				if s.AfterTokens > 0 {
+					k := s.AfterTokens
+					r.CancelAfterTokens = &k
+				}
+				if s.AfterMs > 0 {
+					ms := s.AfterMs
+					r.CancelAfterMs = &ms
+				}
+			}
+		case ScenarioSlowConsumer:
+			if rng.Float64() < s.Share {
+				d := s.ReadDelayMs
+				r.ReadDelayMs = &d
+			}
+		case ScenarioTenantSkew:
+			if rng.Float64() < s.Share {
+				r.Tenant = s.Tenant
+			}
+		case ScenarioVersionSwitch:
+			if s.From == "" || r.Model == s.From {
+				r.Model = s.To
+			}
+		case ScenarioMixedSampling:
+			applySampling(r, pickShare(rng, s.Sampling))
+		}
+		phases = append(phases, s.Name)
+	}
+	if len(phases) > 0 {
+		r.Phase = strings.Join(phases, "+")
+	}
+}
+
+// pickShare draws a key of shares in sorted key order (deterministic).
+func pickShare(rng *rand.Rand, shares map[string]float64) string {
+	keys := make([]string, 0, len(shares))
+	total := 0.0
+	for k, v := range shares {
+		keys = append(keys, k)
+		total += v
+	}
+	sortStrings(keys)
+	u := rng.Float64() * total
+	for _, k := range keys {
+		if u < shares[k] {
+			return k
+		}
+		u -= shares[k]
+	}
+	return keys[len(keys)-1]
+}
+
+func applySampling(r *trace.Request, kind string) {
+	zero, one, topP := 0.0, 1.0, 0.95
+	switch kind {
+	case "greedy":
+		r.Temperature, r.TopP = &zero, nil
+	case "sampling":
+		r.Temperature, r.TopP = &one, &topP
+	case "json_schema", "logprobs":
+		if !containsString(r.Features, kind) {
+			r.Features = append(append([]string(nil), r.Features...), kind)
+		}
+	}
 }
 
 // GenerateToBucket generates a workload from the model at modelPath into a
-// new bucket at outDir. On error nothing that could pass for a bucket is left.
+// new bucket at outDir. The bucket is deterministic: the same model,
+// options and seed give byte-identical files. On error nothing that could
+// pass for a bucket is left.
 func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts GenerateOptions, force bool) (*trace.Manifest, error) {
 	m, err := ReadModel(modelPath)
 	if err != nil {
 		return nil, err
 	}
-	w, err := trace.NewBucketWriter(outDir, trace.WriterOptions{Force: force})
+	w, err := trace.NewBucketWriter(outDir, trace.WriterOptions{Force: force, Deterministic: true})
 	if err != nil {
 		return nil, err
 	}
@@ -141,16 +483,28 @@ func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts Genera
 		w.Abort()
 		return nil, err
 	}
+	dur := opts.EffectiveDuration(m)
 	if n == 0 {
 		w.Abort()
-		return nil, fmt.Errorf("no requests generated: at %.3g req/s, %v holds no arrival; give a longer --duration", m.Arrivals.RatePerS, opts.Duration)
+		return nil, fmt.Errorf("no requests generated: at %.3g req/s, %v holds no arrival; give a longer --duration", m.MeanRatePerS()*max(opts.RateScale, 1), dur)
 	}
 	start := opts.Start
 	if start.IsZero() {
 		start = trace.DefaultStart
 	}
-	man := &trace.Manifest{Kind: "workload", TimesRelative: true, Anchor: start, PrefixIDs: trace.PrefixIDsNone,
-		Generator: map[string]any{"model": modelPath, "seed": opts.Seed, "duration_s": opts.Duration.Seconds(), "arrivals": m.Arrivals.Kind, "rate_per_s": m.Arrivals.RatePerS}}
+	gen := map[string]any{"model": modelPath, "seed": opts.Seed, "duration_s": dur.Seconds(),
+		"arrivals": m.Arrivals.Chosen, "mean_rate_per_s": m.MeanRatePerS(), "rate_scale": max(opts.RateScale, 0), "time_scale": max(opts.TimeScale, 0)}
+	var names []string
+	for _, s := range opts.Scenarios {
+		names = append(names, s.Name)
+	}
+	if len(names) > 0 {
+		gen["scenarios"] = opts.Scenarios
+	}
+	man := &trace.Manifest{Kind: "workload", TimesRelative: true, Anchor: start, PrefixIDs: trace.PrefixIDsNone, Generator: gen}
+	if m.Prefix != nil {
+		man.PrefixIDs, man.BlockSize = trace.PrefixIDsSynthetic, m.Prefix.BlockSize
+	}
 	if err := w.Close(man); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,15 @@
-// Package synth fits workload models to trace buckets and generates
-// workloads from them.
+// Package synth fits workload models to trace buckets, generates workloads
+// and edge-case scenarios from them, and validates a generated workload
+// against a real trace.
 //
-// This first model is deliberately plain: a constant-rate Poisson arrival
-// process and independent empirical marginals of input and output length.
-// It records the statistics (inter-arrival CV, rank correlation) that say how
-// far the trace is from those assumptions, so nobody mistakes it for more.
+// A model (model.json) has five parts, each documented in docs/model.md:
+// arrivals (a deterministic intensity, a renewal process in the time it
+// rescales, and a latent rate that wanders), lengths (a Gaussian copula over
+// empirical marginals per class, or output quantiles per input bin), prefix
+// heat (reuse share, depth and age, which a generator copying from its own
+// recent past turns back into an LRU hit-rate curve), sessions and the
+// attribute mix. It is a model, not a copy of the trace: at most a few
+// hundred kilobytes whatever the trace's size.
 package synth
 
 import (
@@ -16,93 +21,68 @@ import (
 )
 
 // ModelVersion is the model.json format version.
-const ModelVersion = 1
+const ModelVersion = 2
 
-// Model is model.json: a compact description of a workload, never a copy of
-// the trace.
+// MaxModelBytes is the largest model.json WriteModel writes.
+const MaxModelBytes = 256 << 10
+
+// Model is model.json.
 type Model struct {
-	Version   int       `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-	// Source names the bucket the model was fitted to.
+	Version int `json:"version"`
+	// CreatedAt is when the fit ran; it never reaches a generated workload.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Source names the trace the model was fitted to.
 	Source   SourceInfo   `json:"source"`
 	Arrivals ArrivalModel `json:"arrivals"`
-	Lengths  LengthModel  `json:"lengths"`
-	// Mix holds the shares of request attributes seen in the trace.
-	Mix Mix `json:"mix"`
+	// Lengths holds one joint length model per class (model, api), the
+	// largest first.
+	Lengths []LengthClass `json:"lengths"`
+	// Prefix is nil when the trace carried no prefix blocks.
+	Prefix *PrefixModel `json:"prefix,omitempty"`
+	// Sessions is nil when the trace had no multi-turn sessions.
+	Sessions *SessionModel `json:"sessions,omitempty"`
+	Mix      Mix           `json:"mix"`
 }
 
 // SourceInfo describes the trace a model was fitted to.
 type SourceInfo struct {
-	Dir              string    `json:"dir"`
-	Rows             int64     `json:"rows"`
-	Start            time.Time `json:"start"`
-	End              time.Time `json:"end"`
-	TimeResolutionUs int64     `json:"time_resolution_us"`
+	Dir string `json:"dir"`
+	// Rows is the number of requests fitted; FirstTurns those that start a
+	// session (all of them without sessions).
+	Rows       int64 `json:"rows"`
+	FirstTurns int64 `json:"first_turns"`
+	// Start and End bound the fitted span (a part of the trace when the fit
+	// was given a span).
+	Start            time.Time  `json:"start"`
+	End              time.Time  `json:"end"`
+	SpanFraction     [2]float64 `json:"span_fraction"`
+	TimeResolutionUs int64      `json:"time_resolution_us"`
+	BlockSize        int        `json:"block_size"`
 }
 
-// ArrivalModel is a constant-rate Poisson process.
-type ArrivalModel struct {
-	Kind string `json:"kind"` // "poisson"
-	// RatePerS is the maximum-likelihood rate, requests per second.
-	RatePerS float64 `json:"rate_per_s"`
-	// RateCI95 is the exact (chi-square) 95% interval for the rate.
-	RateCI95  [2]float64 `json:"rate_ci95"`
-	DurationS float64    `json:"duration_s"`
-	// InterArrivalCV is the coefficient of variation of inter-arrival gaps;
-	// a Poisson process has 1. Far above 1 means bursts this model omits.
-	InterArrivalCV float64 `json:"inter_arrival_cv"`
-	Note           string  `json:"note,omitempty"`
-}
+// SpanS returns the fitted span in seconds.
+func (s SourceInfo) SpanS() float64 { return s.End.Sub(s.Start).Seconds() }
 
-// LengthModel holds the token-length distributions.
-type LengthModel struct {
-	Input  Marginal `json:"input_tokens"`
-	Output Marginal `json:"output_tokens"`
-	// Spearman is the rank correlation of input and output length in the
-	// trace; the generator samples them independently.
-	Spearman float64 `json:"spearman_input_output"`
-}
+// MeanRatePerS returns the model's mean arrival rate (first turns per second).
+func (m *Model) MeanRatePerS() float64 { return m.Arrivals.Intensity.MeanRatePerS }
 
-// Marginal is an empirical distribution as a quantile table: Knots[i] is the
-// Hyndman–Fan type-1 quantile at p = i/(len(Knots)-1), so Knots[0] is the
-// minimum and the last knot the maximum.
-type Marginal struct {
-	N     int64     `json:"n"`
-	Mean  float64   `json:"mean"`
-	Knots []float64 `json:"knots"`
-}
-
-// Mix records attribute shares to reproduce in generated workloads.
-type Mix struct {
-	API         map[string]float64 `json:"api"`
-	StreamShare float64            `json:"stream_share"`
-	Models      map[string]float64 `json:"models,omitempty"`
-}
-
-// Quantile returns the marginal's value at probability p by linear
-// interpolation between knots.
-func (m *Marginal) Quantile(p float64) float64 {
-	k := len(m.Knots)
-	if k == 0 {
-		return 0
+// MainLengths returns the largest length class.
+func (m *Model) MainLengths() *LengthClass {
+	if len(m.Lengths) == 0 {
+		return &LengthClass{}
 	}
-	if k == 1 || p <= 0 {
-		return m.Knots[0]
-	}
-	if p >= 1 {
-		return m.Knots[k-1]
-	}
-	pos := p * float64(k-1)
-	i := int(pos)
-	frac := pos - float64(i)
-	return m.Knots[i] + frac*(m.Knots[i+1]-m.Knots[i])
+	return &m.Lengths[0]
 }
 
-// WriteModel writes m as JSON to path (atomically).
+// WriteModel writes m as JSON to path (atomically). A model larger than
+// MaxModelBytes is an error: it would be a copy of the trace.
 func WriteModel(path string, m *Model) error {
-	b, err := json.MarshalIndent(m, "", "  ")
+	b, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode model: %w", err)
+	}
+	if len(b) > MaxModelBytes {
+		return fmt.Errorf("encode model: %d bytes, more than the %d a model may take", len(b), MaxModelBytes)
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
@@ -133,15 +113,35 @@ func ReadModel(path string) (*Model, error) {
 
 // Validate checks that m can generate a workload.
 func (m *Model) Validate() error {
+	in := &m.Arrivals.Intensity
 	switch {
 	case m.Version != ModelVersion:
 		return fmt.Errorf("model version %d, this servetrace reads version %d; refit with 'servetrace fit'", m.Version, ModelVersion)
-	case m.Arrivals.Kind != "poisson":
-		return fmt.Errorf("arrival model %q is not supported (want poisson)", m.Arrivals.Kind)
-	case !(m.Arrivals.RatePerS > 0) || math.IsInf(m.Arrivals.RatePerS, 0):
-		return fmt.Errorf("arrival rate %v must be positive and finite", m.Arrivals.RatePerS)
-	case len(m.Lengths.Input.Knots) < 2 || len(m.Lengths.Output.Knots) < 2:
-		return fmt.Errorf("length marginals need at least 2 knots")
+	case in.Kind != "fourier" && in.Kind != "piecewise":
+		return fmt.Errorf("arrival intensity %q is not supported (want fourier or piecewise)", in.Kind)
+	case !(in.MeanRatePerS > 0) || math.IsInf(in.MeanRatePerS, 0):
+		return fmt.Errorf("mean arrival rate %v must be positive and finite", in.MeanRatePerS)
+	case in.Kind == "fourier" && len(in.Coef) != 1+2*in.DailyHarmonics+2*in.WeeklyHarmonics:
+		return fmt.Errorf("fourier intensity has %d coefficients for %d daily and %d weekly harmonics", len(in.Coef), in.DailyHarmonics, in.WeeklyHarmonics)
+	case m.Arrivals.Renewal.Dist != "exponential" && !(m.Arrivals.Renewal.Shape > 0):
+		return fmt.Errorf("renewal %s shape %v must be positive", m.Arrivals.Renewal.Dist, m.Arrivals.Renewal.Shape)
+	case len(m.Arrivals.Latent.Sigma) != len(m.Arrivals.Latent.TauS):
+		return fmt.Errorf("latent layer has %d sigmas and %d correlation times", len(m.Arrivals.Latent.Sigma), len(m.Arrivals.Latent.TauS))
+	case len(m.Lengths) == 0:
+		return fmt.Errorf("no length classes")
+	}
+	for i, c := range m.Lengths {
+		if len(c.Input.Knots) < 2 || len(c.Output.Knots) < 2 {
+			return fmt.Errorf("length class %d: marginals need at least 2 knots", i)
+		}
+	}
+	for _, tau := range m.Arrivals.Latent.TauS {
+		if !(tau > 0) {
+			return fmt.Errorf("latent correlation time %v must be positive", tau)
+		}
+	}
+	if p := m.Prefix; p != nil && (p.BlockSize <= 0 || len(p.AgeS.Knots) < 2 || len(p.Depth.Knots) < 2) && p.ReuseShare > 0 {
+		return fmt.Errorf("prefix model needs a block size and age and depth tables")
 	}
 	return nil
 }

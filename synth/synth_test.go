@@ -2,173 +2,408 @@ package synth
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
-	"time"
 
-	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/trace"
 )
 
-// writeBucket writes rows to a new bucket under a temp dir.
-func writeBucket(t *testing.T, rows []trace.Request, sources ...trace.Source) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bucket")
-	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
+func TestKSDistanceHandComputed(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []float64
+		want float64
+	}{
+		{[]float64{1, 2, 3, 4}, []float64{1, 2, 3, 4}, 0},
+		{[]float64{1, 2}, []float64{3, 4}, 1},
+		// CDFs after 1: 1/4 vs 0; after 2: 2/4 vs 1/2; after 3: 3/4 vs 1/2 → 0.25.
+		{[]float64{1, 2, 3, 5}, []float64{2, 4}, 0.25},
+	} {
+		if got := KSDistance(tc.a, tc.b); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("KS(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestDispersionIndexHandComputed(t *testing.T) {
+	// Windows of 1 s over [0, 4): counts 3, 1, 0, 0 → mean 1, variance
+	// (4+0+1+1)/3 = 2, index 2.
+	ts := []float64{0.1, 0.2, 0.3, 1.5}
+	if got := DispersionIndex(ts, 0, 4, 1); math.Abs(got-2) > 1e-12 {
+		t.Errorf("index %v, want 2", got)
+	}
+}
+
+func TestLRUHitRatesHandComputed(t *testing.T) {
+	// Blocks A B | A C | B: with room for 2 blocks, A hits (A,B in cache),
+	// C evicts B, B misses → 1 hit of 5. With room for 3: A and B hit → 2/5.
+	blocks := [][]int64{{1, 2}, {1, 3}, {2}}
+	got := LRUHitRates(blocks, 1, []float64{2, 3})
+	if got[0] != 0.2 || got[1] != 0.4 {
+		t.Errorf("hit rates %v, want [0.2 0.4]", got)
+	}
+}
+
+// TestMarginalKeepsAtoms checks that a value carrying mass (a context cap)
+// comes back with its share, not smeared by interpolation.
+func TestMarginalKeepsAtoms(t *testing.T) {
+	h := histogram{}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 9400 {
+		h[1+rng.Int64N(7000)]++
+	}
+	h[7680] += 600 // 6% at the cap
+	m := h.marginal(257)
+	hits := 0
+	for range 100000 {
+		if m.Quantile(rng.Float64()) == 7680 {
+			hits++
+		}
+	}
+	if share := float64(hits) / 100000; math.Abs(share-0.06) > 0.005 {
+		t.Errorf("cap share %.4f, want 0.06", share)
+	}
+}
+
+// sessionFixture writes sessions with known turns per session (1 + a
+// geometric of mean 2) and think times (exponential, mean 20 s), each turn's
+// input holding the history.
+func sessionFixture(t *testing.T, sessions int) string {
+	rng := rand.New(rand.NewPCG(5, 5))
+	var rows []trace.Request
+	ts := 0.0
+	for s := range sessions {
+		ts += rng.ExpFloat64() * 2
+		turns := 1
+		for rng.Float64() < 2.0/3 {
+			turns++
+		}
+		in, at := int64(200+rng.IntN(800)), ts
+		for k := 1; k <= turns; k++ {
+			out := int64(20 + rng.IntN(200))
+			think := rng.ExpFloat64() * 20000
+			r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprintf("r%d-%d", s, k), SessionID: fmt.Sprintf("s%d", s), Turn: int32(k)},
+				TS: int64(at * 1e6), Shape: trace.Shape{InputTokens: in, OutputTokens: out, API: trace.APIChat}}
+			if k > 1 {
+				r.ThinkTimeMs = &think
+			}
+			rows = append(rows, r)
+			at += think / 1000
+			in += out + int64(50+rng.IntN(100))
+		}
+	}
+	return writeBucket(t, rows, nil)
+}
+
+func TestSessionsFitAndRegenerate(t *testing.T) {
+	real := sessionFixture(t, 3000)
+	m, err := Fit(context.Background(), real, FitOptions{NoLatent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range rows {
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
+	s := m.Sessions
+	if s == nil {
+		t.Fatal("no session model fitted from multi-turn sessions")
 	}
-	if err := w.Close(&trace.Manifest{Sources: sources}); err != nil {
+	if math.Abs(s.ThinkS.Mean-20) > 1.5 {
+		t.Errorf("think time mean %.1f s, want about 20", s.ThinkS.Mean)
+	}
+	if math.Abs(s.Turns.Mean-3) > 0.15 {
+		t.Errorf("turns per session mean %.2f, want about 3", s.Turns.Mean)
+	}
+	gen := generateBucket(t, m, GenerateOptions{Seed: 3})
+	v, err := Validate(context.Background(), real, gen, ValidateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	var ks *Check
+	for i := range v.Checks {
+		if v.Checks[i].Name == "session_turns_ks" {
+			ks = &v.Checks[i]
+		}
+	}
+	if ks == nil || ks.Diff > 0.05 {
+		t.Fatalf("session-length KS %+v, want ≤ 0.05", ks)
+	}
+	t.Logf("session-length KS %.4f", ks.Diff)
+	// Later turns hold the history: input grows and the prefix repeats.
+	b, _ := trace.OpenBucket(gen)
+	turns := map[string][]trace.Request{}
+	b.Scan(context.Background(), func(r *trace.Request) error {
+		if r.SessionID != "" {
+			turns[r.SessionID] = append(turns[r.SessionID], *r)
+		}
+		return nil
+	})
+	for id, rs := range turns {
+		for k := 1; k < len(rs); k++ {
+			if rs[k].Turn != rs[k-1].Turn+1 || rs[k].InputTokens <= rs[k-1].InputTokens+rs[k-1].OutputTokens || rs[k].ThinkTimeMs == nil {
+				t.Fatalf("session %s turn %d does not extend turn %d: %+v then %+v", id, rs[k].Turn, rs[k-1].Turn, rs[k-1].Shape, rs[k].Shape)
+			}
+		}
+	}
 }
 
-// poissonRows draws n arrivals of a Poisson process with the given rate and
-// uniform lengths in [1, 1000].
-func poissonRows(n int, rate float64, seed uint64) []trace.Request {
-	rng := rand.New(rand.NewPCG(seed, 9))
-	rows := make([]trace.Request, n)
-	t := 0.0
-	for i := range rows {
-		t += rng.ExpFloat64() / rate
-		rows[i] = trace.Request{TS: int64(t * 1e6), Shape: trace.Shape{InputTokens: 1 + rng.Int64N(1000), OutputTokens: 1 + rng.Int64N(1000), API: trace.APIChat, Stream: true}}
+func hashTree(t *testing.T, dir string) string {
+	h := sha256.New()
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s %x\n", rel, sha256.Sum256(b))
+		return nil
+	})
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// TestGenerateIsDeterministic writes the same workload twice (and once with
+// another seed) through GenerateToBucket and compares every byte.
+func TestGenerateIsDeterministic(t *testing.T) {
+	m, err := Fit(context.Background(), sampleBucket(t, "mooncake-synthetic"), FitOptions{NoLatent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.json")
+	if err := WriteModel(path, m); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Size() > MaxModelBytes {
+		t.Errorf("model.json is %d bytes", fi.Size())
+	}
+	sc, err := ParseScenario("flash-crowd:at=60s,for=30s,factor=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(seed uint64) string {
+		out := filepath.Join(t.TempDir(), "w")
+		if _, err := GenerateToBucket(context.Background(), path, out, GenerateOptions{Seed: seed, Duration: 3 * 60e9, Scenarios: []Scenario{sc}}, false); err != nil {
+			t.Fatal(err)
+		}
+		return hashTree(t, out)
+	}
+	a, b, c := gen(9), gen(9), gen(10)
+	if a != b {
+		t.Error("the same model, options and seed gave different files")
+	}
+	if a == c {
+		t.Error("different seeds gave identical files")
+	}
+}
+
+// readRows returns a bucket's rows.
+func readRows(t *testing.T, dir string) []trace.Request {
+	b, err := trace.OpenBucket(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []trace.Request
+	if err := b.Scan(context.Background(), func(r *trace.Request) error { rows = append(rows, *r); return nil }); err != nil {
+		t.Fatal(err)
 	}
 	return rows
 }
 
-func TestFitRecoversKnownPoissonRate(t *testing.T) {
-	const rate = 5.0
-	m, err := Fit(context.Background(), writeBucket(t, poissonRows(10000, rate, 1)), FitOptions{})
+// TestScenarios generates each scenario and checks its effect on the rows
+// it labels against the rows outside its window.
+func TestScenarios(t *testing.T) {
+	m, err := Fit(context.Background(), sampleBucket(t, "mooncake-synthetic"), FitOptions{NoLatent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := m.Arrivals
-	if a.RateCI95[0] > rate || a.RateCI95[1] < rate {
-		t.Errorf("rate CI %v misses the true rate %v (estimate %v)", a.RateCI95, rate, a.RatePerS)
+	const dur = 6 * 60e9
+	inWindow := func(r trace.Request, name string) bool { return strings.Contains(r.Phase, name) }
+	count := func(rows []trace.Request, f func(trace.Request) bool) (n int) {
+		for _, r := range rows {
+			if f(r) {
+				n++
+			}
+		}
+		return n
 	}
-	// The CI's half-width for 10,000 events is about 1.96/sqrt(n) relative.
-	if w := (a.RateCI95[1] - a.RateCI95[0]) / 2 / rate; math.Abs(w-1.96/100) > 0.002 {
-		t.Errorf("CI relative half-width %.4f, want about 0.0196", w)
+	rate := func(rows []trace.Request, from, to float64) float64 {
+		start := trace.DefaultStart.UnixMicro()
+		return float64(count(rows, func(r trace.Request) bool {
+			s := float64(r.TS-start) / 1e6
+			return s >= from && s < to
+		})) / (to - from)
 	}
-	if math.Abs(a.InterArrivalCV-1) > 0.05 || a.Note != "" {
-		t.Errorf("Poisson CV %.3f (want about 1), note %q", a.InterArrivalCV, a.Note)
-	}
-	// Uniform [1,1000]: the median knot sits near 500.5, the extremes at 1 and 1000.
-	in := m.Lengths.Input
-	if med := in.Quantile(0.5); math.Abs(med-500) > 15 {
-		t.Errorf("input median %v, want about 500", med)
-	}
-	if in.Knots[0] != 1 || in.Knots[len(in.Knots)-1] != 1000 {
-		t.Errorf("input knots span %v..%v, want 1..1000", in.Knots[0], in.Knots[len(in.Knots)-1])
-	}
-	if math.Abs(m.Lengths.Spearman) > 0.05 {
-		t.Errorf("independent lengths show Spearman %.3f", m.Lengths.Spearman)
-	}
-	if m.Mix.API[trace.APIChat] != 1 || m.Mix.StreamShare != 1 {
-		t.Errorf("mix %+v", m.Mix)
+	for _, tc := range []struct {
+		spec  string
+		check func(t *testing.T, rows []trace.Request)
+	}{
+		{"flash-crowd:at=120s,for=60s,factor=5", func(t *testing.T, rows []trace.Request) {
+			in, out := rate(rows, 120, 180), rate(rows, 0, 120)
+			if in < 3*out {
+				t.Errorf("rate in the crowd %.1f/s, before %.1f/s: want about 5x", in, out)
+			}
+		}},
+		{"ramp:rates=2/8,step=60s,gap=30s", func(t *testing.T, rows []trace.Request) {
+			r1, gap, r2 := rate(rows, 0, 60), rate(rows, 60, 90), rate(rows, 90, 150)
+			if math.Abs(r1-2) > 0.6 || gap != 0 || math.Abs(r2-8) > 1.5 {
+				t.Errorf("ramp rates %.2f, gap %.2f, %.2f; want 2, 0, 8", r1, gap, r2)
+			}
+			if n := count(rows, func(r trace.Request) bool { return r.Phase == "step-2" }); n == 0 {
+				t.Error("no rows labelled step-2")
+			}
+		}},
+		{"long-context-storm:at=120s,for=60s,quantile=0.9", func(t *testing.T, rows []trace.Request) {
+			var in, out []float64
+			for _, r := range rows {
+				if inWindow(r, "long-context-storm") {
+					in = append(in, float64(r.InputTokens))
+				} else {
+					out = append(out, float64(r.InputTokens))
+				}
+			}
+			slices.Sort(in)
+			slices.Sort(out)
+			if quantileSorted(in, 0.5) < quantileSorted(out, 0.9)*0.95 {
+				t.Errorf("storm input p50 %.0f is not in the tail (p90 outside %.0f)", quantileSorted(in, 0.5), quantileSorted(out, 0.9))
+			}
+		}},
+		{"cold-cache", func(t *testing.T, rows []trace.Request) {
+			var blocks [][]int64
+			for _, r := range rows {
+				blocks = append(blocks, r.PrefixBlocks)
+			}
+			if h := LRUHitRates(blocks, 512, []float64{1e12})[0]; h != 0 {
+				t.Errorf("cold cache hit rate %.3f, want 0", h)
+			}
+		}},
+		{"hot-prefix-shift:at=180s", func(t *testing.T, rows []trace.Request) {
+			early := map[int64]bool{}
+			start := trace.DefaultStart.UnixMicro()
+			for _, r := range rows {
+				if float64(r.TS-start)/1e6 < 180 {
+					for _, b := range r.PrefixBlocks {
+						early[b] = true
+					}
+				} else if len(r.PrefixBlocks) > 0 && early[r.PrefixBlocks[0]] {
+					t.Fatalf("row at %.0f s reuses a prefix from before the shift", float64(r.TS-start)/1e6)
+				}
+			}
+		}},
+		{"cancel-storm:at=60s,for=60s,share=0.5,after_tokens=8", func(t *testing.T, rows []trace.Request) {
+			in := count(rows, func(r trace.Request) bool { return inWindow(r, "cancel-storm") })
+			c := count(rows, func(r trace.Request) bool { return r.CancelAfterTokens != nil && *r.CancelAfterTokens == 8 })
+			outside := count(rows, func(r trace.Request) bool { return !inWindow(r, "cancel-storm") && r.CancelAfterTokens != nil })
+			if share := float64(c) / float64(in); math.Abs(share-0.5) > 0.1 || outside != 0 {
+				t.Errorf("cancel share %.2f in window (want 0.5), %d outside", share, outside)
+			}
+		}},
+		{"slow-consumer:share=0.3,read_delay_ms=150", func(t *testing.T, rows []trace.Request) {
+			c := count(rows, func(r trace.Request) bool { return r.ReadDelayMs != nil && *r.ReadDelayMs == 150 })
+			if share := float64(c) / float64(len(rows)); math.Abs(share-0.3) > 0.05 {
+				t.Errorf("slow share %.2f, want 0.3", share)
+			}
+		}},
+		{"mixed-sampling", func(t *testing.T, rows []trace.Request) {
+			greedy := count(rows, func(r trace.Request) bool { return r.Temperature != nil && *r.Temperature == 0 })
+			js := count(rows, func(r trace.Request) bool { return slices.Contains(r.Features, "json_schema") })
+			lp := count(rows, func(r trace.Request) bool { return slices.Contains(r.Features, "logprobs") })
+			for name, n := range map[string]int{"greedy": greedy, "json_schema": js, "logprobs": lp} {
+				if share := float64(n) / float64(len(rows)); math.Abs(share-0.25) > 0.05 {
+					t.Errorf("%s share %.2f, want 0.25", name, share)
+				}
+			}
+		}},
+		{"version-switch:at=180s,to=model-b", func(t *testing.T, rows []trace.Request) {
+			start := trace.DefaultStart.UnixMicro()
+			for _, r := range rows {
+				if after := float64(r.TS-start)/1e6 >= 180; after != (r.Model == "model-b") {
+					t.Fatalf("row at %.0f s has model %q", float64(r.TS-start)/1e6, r.Model)
+				}
+			}
+		}},
+		{"tenant-skew:share=0.8,tenant=hot", func(t *testing.T, rows []trace.Request) {
+			c := count(rows, func(r trace.Request) bool { return r.Tenant == "hot" })
+			if share := float64(c) / float64(len(rows)); math.Abs(share-0.8) > 0.05 {
+				t.Errorf("hot tenant share %.2f, want 0.8", share)
+			}
+		}},
+	} {
+		t.Run(strings.SplitN(tc.spec, ":", 2)[0], func(t *testing.T) {
+			sc, err := ParseScenario(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := 0.0
+			if sc.Name != ScenarioRamp {
+				d = dur
+			}
+			rows := readRows(t, generateBucket(t, m, GenerateOptions{Seed: 4, Duration: timeDuration(d), Scenarios: []Scenario{sc}}))
+			if n := count(rows, func(r trace.Request) bool { return r.Phase != "" }); n == 0 {
+				t.Fatal("no row labelled with the scenario's phase")
+			}
+			tc.check(t, rows)
+		})
 	}
 }
 
-func TestGenerateThenFitRoundTrip(t *testing.T) {
-	src, err := Fit(context.Background(), writeBucket(t, poissonRows(2000, 3, 2)), FitOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []trace.Request
-	n, err := Generate(context.Background(), src, GenerateOptions{Duration: 2000 * time.Second, Seed: 7}, func(r trace.Request) error {
-		rows = append(rows, r)
-		return nil
-	})
-	if err != nil || int(n) != len(rows) {
-		t.Fatal(n, err)
-	}
-	// Count over 2000 s at the fitted rate: Poisson, sd = sqrt(mean).
-	mean := src.Arrivals.RatePerS * 2000
-	if math.Abs(float64(n)-mean) > 4*math.Sqrt(mean) {
-		t.Errorf("generated %d requests, want %.0f ± %.0f", n, mean, 4*math.Sqrt(mean))
-	}
-	if !slices.IsSortedFunc(rows, func(a, b trace.Request) int { return int(a.TS - b.TS) }) {
-		t.Error("generated arrivals are not in time order")
-	}
-	refit, err := Fit(context.Background(), writeBucket(t, rows), FitOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := refit.Arrivals; r.RateCI95[0] > src.Arrivals.RatePerS || r.RateCI95[1] < src.Arrivals.RatePerS {
-		t.Errorf("refit rate CI %v misses the generating rate %v", r.RateCI95, src.Arrivals.RatePerS)
-	}
-	for _, p := range []float64{0.1, 0.5, 0.9} {
-		want, got := src.Lengths.Output.Quantile(p), refit.Lengths.Output.Quantile(p)
-		if math.Abs(got-want) > 40 {
-			t.Errorf("output p%.0f: generated %v, model %v", p*100, got, want)
+func TestParseScenarioErrors(t *testing.T) {
+	for _, tc := range []struct{ spec, want string }{
+		{"flash-mob", "unknown scenario"},
+		{"flash-crowd:factor", "not key=value"},
+		{"flash-crowd:colour=red", "unknown field"},
+		{"cancel-storm:share=2", "share"},
+		{"version-switch:at=1m", "to=MODEL"},
+		{"ramp:rates=1/-2", "positive"},
+	} {
+		if _, err := ParseScenario(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one containing %q", tc.spec, err, tc.want)
 		}
 	}
-	// Same seed, same workload; another seed, another.
-	again := 0
-	Generate(context.Background(), src, GenerateOptions{Duration: 10 * time.Second, Seed: 7}, func(r trace.Request) error {
-		if rows[again].TS != r.TS || rows[again].InputTokens != r.InputTokens {
-			t.Fatalf("seed 7 is not reproducible at row %d", again)
-		}
-		again++
-		return nil
-	})
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(path, []byte("scenarios:\n  - name: flash-crowd\n    at: 1m\n    facter: 3\n"), 0o644)
+	if _, err := ReadScenarioFile(path); err == nil || !strings.Contains(err.Error(), "facter") {
+		t.Errorf("a misspelt key: %v", err)
+	}
+	os.WriteFile(path, []byte("scenarios:\n  - name: flash-crowd\n    at: 1m\n    for: 30s\n    factor: 3\n  - name: cold-cache\n"), 0o644)
+	if s, err := ReadScenarioFile(path); err != nil || len(s) != 2 || s[0].For.Seconds() != 30 {
+		t.Errorf("a good file: %v %+v", err, s)
+	}
 }
 
-func TestFitAzureSampleMatchesPublishedFigures(t *testing.T) {
-	d, _ := datasets.Lookup("azure-code-2023")
-	var rows []trace.Request
-	sink := sinkFunc(func(r trace.Request) error { rows = append(rows, r); return nil })
-	if _, err := datasets.Read(context.Background(), d.Open(), datasets.Options{Name: d.File}, sink); err != nil {
-		t.Fatal(err)
-	}
-	m, err := Fit(context.Background(), writeBucket(t, rows), FitOptions{})
+func TestRateAndTimeScale(t *testing.T) {
+	m, err := Fit(context.Background(), sampleBucket(t, "mooncake-synthetic"), FitOptions{NoLatent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// shared/datasets/README.md and ENGINEERING-NOTES.md: 2.57 req/s, CV about 13,
-	// input p50 1469, output p50 13, Spearman about 0.
-	if math.Abs(m.Arrivals.RatePerS-2.57) > 0.01 {
-		t.Errorf("rate %.3f, want 2.57", m.Arrivals.RatePerS)
+	base := len(readRows(t, generateBucket(t, m, GenerateOptions{Seed: 2, Duration: 300e9})))
+	double := len(readRows(t, generateBucket(t, m, GenerateOptions{Seed: 2, Duration: 300e9, RateScale: 2})))
+	if r := float64(double) / float64(base); math.Abs(r-2) > 0.2 {
+		t.Errorf("rate scale 2 gave %.2fx the requests", r)
 	}
-	if m.Arrivals.InterArrivalCV < 12 || m.Arrivals.InterArrivalCV > 14 || m.Arrivals.Note == "" {
-		t.Errorf("CV %.2f (want about 13) with note %q", m.Arrivals.InterArrivalCV, m.Arrivals.Note)
-	}
-	if got := m.Lengths.Input.Quantile(0.5); math.Abs(got-1469) > 15 {
-		t.Errorf("input p50 %v, want about 1469", got)
-	}
-	if got := m.Lengths.Output.Quantile(0.5); math.Abs(got-13) > 1 {
-		t.Errorf("output p50 %v, want 13", got)
-	}
-	if math.Abs(m.Lengths.Spearman) > 0.15 {
-		t.Errorf("Spearman %.3f, want about 0", m.Lengths.Spearman)
+	// A time scale shortens the default duration by the same factor.
+	o := GenerateOptions{TimeScale: 4}
+	if got, want := o.EffectiveDuration(m).Seconds(), m.Source.SpanS()/4; math.Abs(got-want) > 1e-6 {
+		t.Errorf("time-scaled duration %v s, want %v", got, want)
 	}
 }
 
 func TestReadModelRejectsBadFiles(t *testing.T) {
 	dir := t.TempDir()
-	bad := &Model{Version: ModelVersion, Arrivals: ArrivalModel{Kind: "poisson", RatePerS: -1}}
-	path := filepath.Join(dir, "m.json")
-	if err := WriteModel(path, bad); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadModel(path); err == nil {
-		t.Error("a negative rate passed validation")
-	}
-	if _, err := ReadModel(filepath.Join(dir, "none.json")); err == nil {
-		t.Error("a missing model read without error")
+	for name, body := range map[string]string{
+		"garbage.json": "not json",
+		"old.json":     `{"version": 1}`,
+		"rate.json":    `{"version": 2, "arrivals": {"intensity": {"kind": "piecewise", "mean_rate_per_s": -1}}}`,
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := ReadModel(p); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v should name the file", name, err)
+		}
 	}
 }
-
-type sinkFunc func(trace.Request) error
-
-func (f sinkFunc) Write(r trace.Request) error { return f(r) }
-func (sinkFunc) Reject(trace.Reject) error     { return nil }

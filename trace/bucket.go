@@ -33,6 +33,10 @@ type WriterOptions struct {
 	// same directory: its manifest and rejects get shard names, other
 	// shards' files are left alone, and MergeShards joins the manifests.
 	Shard string
+	// Deterministic makes the bucket a function of its rows: part names
+	// carry a fixed tag instead of a random one and the manifest has no
+	// creation time (generated workloads are byte-identical per seed).
+	Deterministic bool
 }
 
 // DefaultWriterOptions returns the options a newcomer can live with.
@@ -105,7 +109,7 @@ func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	return &BucketWriter{dir: dir, opts: opts, tag: newWriterTag(), buf: map[string]*partBuf{},
+	return &BucketWriter{dir: dir, opts: opts, tag: writerTag(opts.Deterministic), buf: map[string]*partBuf{},
 		rejPath: filepath.Join(dir, rejectsName), manifestName: manifestName}, nil
 }
 
@@ -294,7 +298,10 @@ func (w *BucketWriter) Close(m *Manifest) error {
 	}
 	w.closed = true
 	slices.SortFunc(w.parts, func(a, b Part) int { return cmp.Or(cmp.Compare(a.MinTS, b.MinTS), cmp.Compare(a.Path, b.Path)) })
-	m.SchemaVersion, m.ToolVersion, m.CreatedAt = SchemaVersion, ToolVersion, time.Now().UTC().Truncate(time.Second)
+	m.SchemaVersion, m.ToolVersion = SchemaVersion, ToolVersion
+	if !w.opts.Deterministic {
+		m.CreatedAt = time.Now().UTC().Truncate(time.Second)
+	}
 	m.Parts, m.Rows, m.Rejects = w.parts, 0, w.nrej
 	for i, p := range w.parts {
 		m.Rows += p.Rows

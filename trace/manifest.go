@@ -61,7 +61,7 @@ type Manifest struct {
 	SchemaVersion int       `json:"schema_version"`
 	ToolVersion   string    `json:"tool_version"`
 	Kind          string    `json:"kind"` // "trace" or "workload"
-	CreatedAt     time.Time `json:"created_at"`
+	CreatedAt     time.Time `json:"created_at,omitzero"`
 	Sources       []Source  `json:"sources"`
 	Rows          int64     `json:"rows"`
 	Rejects       int64     `json:"rejects"`

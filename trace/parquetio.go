@@ -183,6 +183,15 @@ func readPartFile[T any](path string) ([]T, error) {
 	}
 }
 
+// writerTag returns the fixed tag "det" for a deterministic writer, else a
+// random one (newWriterTag).
+func writerTag(deterministic bool) string {
+	if deterministic {
+		return "det"
+	}
+	return newWriterTag()
+}
+
 // newWriterTag returns a short random tag that makes part names unique per
 // writer, so several writers can fill one layout.
 func newWriterTag() string {

@@ -73,8 +73,9 @@ func runDemo(c *cli.Context) error {
 	if err := synth.WriteModel(modelPath, model); err != nil {
 		return err
 	}
-	step("fit", t0, fmt.Sprintf("%.2f req/s, inter-arrival CV %.1f, input p50 %.0f / output p50 %.0f tokens → %s",
-		model.Arrivals.RatePerS, model.Arrivals.InterArrivalCV, model.Lengths.Input.Quantile(0.5), model.Lengths.Output.Quantile(0.5), modelPath))
+	step("fit", t0, fmt.Sprintf("%.2f req/s, inter-arrival CV %.1f, %s renewal + %s latent rate, input p50 %.0f / output p50 %.0f tokens → %s",
+		model.MeanRatePerS(), model.Arrivals.InterArrivalCV, model.Arrivals.Renewal.Dist, model.Arrivals.Latent.Kind,
+		model.MainLengths().Input.Quantile(0.5), model.MainLengths().Output.Quantile(0.5), modelPath))
 
 	t0 = time.Now()
 	wm, err := synth.GenerateToBucket(ctx, modelPath, workloadDir, synth.GenerateOptions{Duration: c.Duration("duration"), Seed: c.Uint64("seed")}, false)

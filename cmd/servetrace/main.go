@@ -26,7 +26,6 @@ import (
 	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/replay"
 	"github.com/servetrace/servetrace/replay/sim"
-	"github.com/servetrace/servetrace/synth"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
@@ -71,15 +70,18 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage:                "LLM-serving workloads: trace → fit → generate → replay → analyze",
 		Version:              trace.ToolVersion,
 		EnableBashCompletion: true,
-		Suggest:              true,
-		Writer:               stdout,
-		ErrWriter:            stderr,
-		HideHelpCommand:      true,
+		// Repeatable flags take one value each: a header value or a scenario
+		// spec may itself hold commas.
+		DisableSliceFlagSeparator: true,
+		Suggest:                   true,
+		Writer:                    stdout,
+		ErrWriter:                 stderr,
+		HideHelpCommand:           true,
 		Description: `Start with 'servetrace demo', which runs the whole pipeline on a bundled
 trace against the built-in simulator. Each command below has --help with an
 example.`,
 		Commands: []*cli.Command{
-			convertCmd(), exportCmd(), fitCmd(), generateCmd(), replayCmd(), simCmd(), analyzeCmd(), datasetsCmd(), demoCmd(),
+			convertCmd(), exportCmd(), fitCmd(), generateCmd(), validateCmd(), replayCmd(), simCmd(), analyzeCmd(), datasetsCmd(), demoCmd(),
 		},
 		// run prints errors and picks the exit code; urfave's default
 		// handler would call os.Exit itself.
@@ -218,78 +220,6 @@ Example:
 			for _, n := range m.Notes {
 				fmt.Fprintf(c.App.Writer, "note: %s\n", n)
 			}
-			return nil
-		},
-	}
-}
-
-func fitCmd() *cli.Command {
-	return &cli.Command{
-		Name:      "fit",
-		Usage:     "fit a workload model (model.json) to a trace bucket",
-		ArgsUsage: "BUCKET",
-		Description: `Fits arrivals (constant-rate Poisson with an exact 95% interval, and the
-inter-arrival CV that says how bursty the trace really is) and the input and
-output length distributions (empirical quantile tables).
-
-Example:
-   servetrace fit traces/azure --out azure-model.json`,
-		Flags: []cli.Flag{outFlag("model file to write", true)},
-		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, "BUCKET"); err != nil {
-				return err
-			}
-			m, err := synth.Fit(c.Context, c.Args().First(), synth.FitOptions{})
-			if err != nil {
-				return err
-			}
-			if err := synth.WriteModel(c.String("out"), m); err != nil {
-				return err
-			}
-			a := m.Arrivals
-			fmt.Fprintf(c.App.Writer, "fitted %d requests: %.3f req/s [95%% %.3f, %.3f], inter-arrival CV %.2f; input p50 %.0f tokens, output p50 %.0f tokens; wrote %s\n",
-				m.Source.Rows, a.RatePerS, a.RateCI95[0], a.RateCI95[1], a.InterArrivalCV, m.Lengths.Input.Quantile(0.5), m.Lengths.Output.Quantile(0.5), c.String("out"))
-			if a.Note != "" {
-				fmt.Fprintln(c.App.Writer, "note: "+a.Note)
-			}
-			return nil
-		},
-	}
-}
-
-func generateCmd() *cli.Command {
-	return &cli.Command{
-		Name:      "generate",
-		Usage:     "generate a workload bucket from a model.json",
-		ArgsUsage: "MODEL.json",
-		Description: `Draws arrivals and lengths from the model. The workload has the same
-schema as a trace, so DuckDB, pandas or replay read it alike.
-
-Example:
-   servetrace generate azure-model.json --duration 10m --seed 7 --out workloads/azure-10m`,
-		Flags: []cli.Flag{
-			outFlag("output workload directory", true),
-			&cli.DurationFlag{Name: "duration", Value: time.Minute, Usage: "length of the workload"},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed (same seed, same workload)"},
-			startFlag,
-			&cli.StringFlag{Name: "model-name", Usage: "model column for every request (default: the trace's mix)"},
-			&cli.StringFlag{Name: "api", Usage: "api column for every request: chat|completions (default: the trace's mix)"},
-			&cli.BoolFlag{Name: "force", Usage: "replace a workload that already exists at --out"},
-		},
-		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, "MODEL.json"); err != nil {
-				return err
-			}
-			if c.Duration("duration") <= 0 {
-				return cli.Exit("--duration must be positive, e.g. --duration 60s", 2)
-			}
-			man, err := synth.GenerateToBucket(c.Context, c.Args().First(), c.String("out"), synth.GenerateOptions{
-				Duration: c.Duration("duration"), Seed: c.Uint64("seed"), Start: startTime(c), Model: c.String("model-name"), API: c.String("api"),
-			}, c.Bool("force"))
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(c.App.Writer, "generated %d requests over %v (seed %d) into %s\n", man.Rows, c.Duration("duration"), c.Uint64("seed"), c.String("out"))
 			return nil
 		},
 	}
@@ -1032,14 +962,17 @@ func logOptions(c *cli.Context) (datasets.LogOptions, error) {
 func exportCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "export",
-		Usage:     "write a trace bucket in a public trace format (Azure CSV, Mooncake JSONL)",
+		Usage:     "write a trace bucket in a public trace format (Azure CSV, Mooncake JSONL, vLLM bench custom)",
 		ArgsUsage: "BUCKET",
 		Description: `Writes the bucket's rows, in arrival order, as an Azure LLM trace CSV
 (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL (timestamp in ms
 from the bucket's anchor, lengths, hash_ids). --dense-ids renumbers prefix
 block ids 0, 1, 2... by first appearance, as Mooncake's traces are, so a
 bucket converted from logs (salted 64-bit ids) can feed tools that expect
-Mooncake's ids.
+Mooncake's ids. vllm-custom writes the JSONL dataset of 'vllm bench serve
+--dataset-name custom' ({"prompt": ..., "output_tokens": N}): synthetic
+prompts of each row's input length in --tokenizer's tokens, rows that share
+prefix blocks sharing their leading text.
 
 Example:
    servetrace export traces/mine --format mooncake --dense-ids --out mine.jsonl`,
@@ -1048,6 +981,7 @@ Example:
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"},
 			&cli.BoolFlag{Name: "dense-ids", Usage: "renumber prefix block ids by first appearance (Mooncake style)"},
 			&cli.IntFlag{Name: "max-dense-ids", Value: datasets.DefaultMaxDenseIDs, Usage: "bound on the dense-id map; older ids seen again get new numbers"},
+			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "vllm-custom: tokenizer the prompts are sized for (match the server's)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "BUCKET"); err != nil {
@@ -1056,7 +990,7 @@ Example:
 			if f := c.String("format"); !slices.Contains(datasets.ExportFormats, f) {
 				return cli.Exit(fmt.Sprintf("--format %q: use %s", f, strings.Join(datasets.ExportFormats, " or ")), 2)
 			}
-			o := datasets.ExportOptions{DenseIDs: c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids")}
+			o := datasets.ExportOptions{DenseIDs: c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids"), Tokenizer: c.String("tokenizer")}
 			if path := c.String("out"); path != "" {
 				var n int64
 				err := writeFileAtomic(path, func(w io.Writer) error {

@@ -1,0 +1,381 @@
+package synth
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/servetrace/servetrace/internal/rank"
+)
+
+// Marginal is an empirical distribution of a token length: a quantile table
+// plus atoms, the single values that carry a visible share of the mass (a
+// context cap, a max_tokens default). Knots[i] is the type-1 quantile at
+// p = i/(len(Knots)-1), so Knots[0] is the minimum and the last knot the
+// maximum.
+type Marginal struct {
+	N     int64     `json:"n"`
+	Mean  float64   `json:"mean"`
+	Knots []float64 `json:"knots"`
+	// Atoms are values holding at least AtomShare of the mass, with the CDF
+	// just below (PLow) and at (PHigh) the value.
+	Atoms []Atom `json:"atoms,omitempty"`
+}
+
+// Atom is one value with a point mass.
+type Atom struct {
+	Value float64 `json:"value"`
+	PLow  float64 `json:"p_low"`
+	PHigh float64 `json:"p_high"`
+}
+
+// AtomShare is the smallest share of the mass a value needs to be an atom.
+const AtomShare = 0.005
+
+// Quantile returns the marginal's value at probability p: an atom's value
+// where p falls in its mass, else linear interpolation between knots.
+func (m *Marginal) Quantile(p float64) float64 {
+	for _, a := range m.Atoms {
+		if p >= a.PLow && p < a.PHigh {
+			return a.Value
+		}
+	}
+	k := len(m.Knots)
+	if k == 0 {
+		return 0
+	}
+	if k == 1 || p <= 0 {
+		return m.Knots[0]
+	}
+	if p >= 1 {
+		return m.Knots[k-1]
+	}
+	pos := p * float64(k-1)
+	i := int(pos)
+	frac := pos - float64(i)
+	return m.Knots[i] + frac*(m.Knots[i+1]-m.Knots[i])
+}
+
+// histogram counts exact integer values: token lengths have few distinct
+// values, so this is exact and small.
+type histogram map[int64]int64
+
+// marginal builds a Marginal with up to k knots from the histogram.
+func (h histogram) marginal(k int) Marginal {
+	type vc struct{ v, c int64 }
+	var vals []vc
+	var n int64
+	sum := 0.0
+	for v, c := range h {
+		vals = append(vals, vc{v, c})
+		n += c
+		sum += float64(v) * float64(c)
+	}
+	if n == 0 {
+		return Marginal{}
+	}
+	slices.SortFunc(vals, func(a, b vc) int { return cmp.Compare(a.v, b.v) })
+	k = max(2, min(k, int(n)+1))
+	m := Marginal{N: n, Mean: sum / float64(n), Knots: make([]float64, k)}
+	// Type-1 quantile: the smallest value whose CDF reaches p.
+	var cum int64
+	j := 0
+	for i := range k {
+		p := float64(i) / float64(k-1)
+		need := int64(math.Ceil(p*float64(n) - 1e-9))
+		for j < len(vals)-1 && cum+vals[j].c < need {
+			cum += vals[j].c
+			j++
+		}
+		m.Knots[i] = float64(vals[j].v)
+	}
+	m.Knots[0] = float64(vals[0].v)
+	cum = 0
+	for _, x := range vals {
+		if float64(x.c)/float64(n) >= AtomShare {
+			m.Atoms = append(m.Atoms, Atom{Value: float64(x.v), PLow: float64(cum) / float64(n), PHigh: float64(cum+x.c) / float64(n)})
+		}
+		cum += x.c
+	}
+	return m
+}
+
+// cdfMid returns the mid-rank CDF of value v: (count below + half the count
+// at v) / n. Used for normal scores.
+type cdfTable struct {
+	vals []int64
+	mid  []float64
+}
+
+func (h histogram) cdf() cdfTable {
+	var t cdfTable
+	for v := range h {
+		t.vals = append(t.vals, v)
+	}
+	slices.Sort(t.vals)
+	var n int64
+	for _, c := range h {
+		n += c
+	}
+	var cum int64
+	for _, v := range t.vals {
+		c := h[v]
+		t.mid = append(t.mid, (float64(cum)+float64(c)/2)/float64(n))
+		cum += c
+	}
+	return t
+}
+
+func (t cdfTable) at(v int64) float64 {
+	i, _ := slices.BinarySearch(t.vals, v)
+	if i >= len(t.vals) {
+		return 1
+	}
+	return t.mid[i]
+}
+
+// LengthClass is the joint input/output length model of one class of
+// requests (model and api).
+type LengthClass struct {
+	Model string `json:"model,omitempty"`
+	API   string `json:"api,omitempty"`
+	// Share is the class's share of requests.
+	Share  float64  `json:"share"`
+	Input  Marginal `json:"input_tokens"`
+	Output Marginal `json:"output_tokens"`
+	// Rho is the correlation of the Gaussian copula (of the normal scores of
+	// the mid-ranks), RhoCI95 its 95% interval (Fisher z, Bonett–Wright
+	// variance).
+	Rho     float64    `json:"rho"`
+	RhoCI95 [2]float64 `json:"rho_ci95"`
+	// Spearman is the rank correlation of input and output in the trace.
+	Spearman float64 `json:"spearman"`
+	// Bins is the conditional alternative: output quantiles given a
+	// log-spaced input bin.
+	Bins []LengthBin `json:"bins,omitempty"`
+	// Sampler is "copula" or "binned": the one whose median output per input
+	// decile is closer to the trace's (decided at fit time).
+	Sampler string `json:"sampler"`
+	// DecileError is the largest relative error of the median output per
+	// input decile, for each sampler, by simulation from the fit.
+	DecileError map[string]float64 `json:"decile_error"`
+}
+
+// LengthBin holds the output distribution of requests whose input falls in
+// [InputLow, InputHigh).
+type LengthBin struct {
+	InputLow  float64  `json:"input_low"`
+	InputHigh float64  `json:"input_high"`
+	Output    Marginal `json:"output_tokens"`
+}
+
+// lengthFitter accumulates one class's lengths.
+type lengthFitter struct {
+	in, out histogram
+	pairs   [][2]int64 // a uniform reservoir sample of (input, output)
+	seen    int
+	rng     *rand.Rand
+}
+
+// maxPairs bounds the pairs kept per class for the copula and the bins.
+const maxPairs = 200_000
+
+func newLengthFitter(seed uint64) *lengthFitter {
+	return &lengthFitter{in: histogram{}, out: histogram{}, rng: rand.New(rand.NewPCG(seed, 0x1e))}
+}
+
+func (f *lengthFitter) add(in, out int64) {
+	f.in[in]++
+	f.out[out]++
+	f.seen++
+	if len(f.pairs) < maxPairs {
+		f.pairs = append(f.pairs, [2]int64{in, out})
+	} else if j := f.rng.IntN(f.seen); j < maxPairs {
+		f.pairs[j] = [2]int64{in, out}
+	}
+}
+
+func (f *lengthFitter) fit(knots int) LengthClass {
+	c := LengthClass{Input: f.in.marginal(knots), Output: f.out.marginal(knots), DecileError: map[string]float64{}}
+	ci, co := f.in.cdf(), f.out.cdf()
+	n := len(f.pairs)
+	zi, zo := make([]float64, n), make([]float64, n)
+	xi, xo := make([]float64, n), make([]float64, n)
+	norm := distuv.UnitNormal
+	for i, p := range f.pairs {
+		zi[i] = norm.Quantile(ci.at(p[0]))
+		zo[i] = norm.Quantile(co.at(p[1]))
+		xi[i], xo[i] = float64(p[0]), float64(p[1])
+	}
+	c.Rho = pearson(zi, zo)
+	if n > 3 {
+		// Fisher z with Bonett and Wright's variance for rank-based
+		// correlations, (1 + r²/2)/(n − 3): plain 1/(n − 3) is too narrow
+		// for normal scores of ranks.
+		z, se := math.Atanh(c.Rho), math.Sqrt((1+c.Rho*c.Rho/2)/float64(n-3))
+		c.RhoCI95 = [2]float64{math.Tanh(z - 1.96*se), math.Tanh(z + 1.96*se)}
+	}
+	c.Spearman = rank.Spearman(xi, xo)
+	c.Bins = fitBins(f.pairs, c.Input)
+	// Choose the sampler by the median output per input decile.
+	want := medianOutputPerDecile(xi, xo)
+	rng := rand.New(rand.NewPCG(99, 1))
+	for _, s := range []string{"copula", "binned"} {
+		c.Sampler = s
+		si, so := make([]float64, 20000), make([]float64, 20000)
+		for k := range si {
+			a, b := c.sample(rng, nil)
+			si[k], so[k] = float64(a), float64(b)
+		}
+		got := medianOutputPerDecile(si, so)
+		e := 0.0
+		for d := range want {
+			if want[d] > 0 {
+				e = max(e, math.Abs(got[d]-want[d])/want[d])
+			}
+		}
+		c.DecileError[s] = e
+	}
+	c.Sampler = "copula"
+	if len(c.Bins) > 0 && c.DecileError["binned"] < 0.8*c.DecileError["copula"] {
+		c.Sampler = "binned"
+	}
+	return c
+}
+
+// fitBins builds output tables for log-spaced input bins (up to 12), merging
+// bins with fewer than 200 pairs into their neighbour.
+func fitBins(pairs [][2]int64, in Marginal) []LengthBin {
+	if len(pairs) < 400 || len(in.Knots) < 2 {
+		return nil
+	}
+	lo, hi := math.Max(1, in.Knots[0]), in.Knots[len(in.Knots)-1]+1
+	const k = 12
+	edges := make([]float64, k+1)
+	for i := range edges {
+		edges[i] = math.Exp(math.Log(lo) + float64(i)/k*(math.Log(hi)-math.Log(lo)))
+	}
+	edges[0], edges[k] = 0, hi // the last bin also takes anything longer when sampling
+	hists := make([]histogram, k)
+	counts := make([]int, k)
+	for i := range hists {
+		hists[i] = histogram{}
+	}
+	for _, p := range pairs {
+		b, _ := slices.BinarySearch(edges, float64(p[0])+0.5)
+		b = min(max(b-1, 0), k-1)
+		hists[b][p[1]]++
+		counts[b]++
+	}
+	var bins []LengthBin
+	var cur histogram
+	curN, start := 0, 0.0
+	for i := range k {
+		if cur == nil {
+			cur, start = histogram{}, edges[i]
+		}
+		for v, c := range hists[i] {
+			cur[v] += c
+		}
+		curN += counts[i]
+		if curN >= 200 || i == k-1 {
+			if curN < 200 && len(bins) > 0 { // fold a thin last bin into the previous one
+				prev := &bins[len(bins)-1]
+				merged := histogram{}
+				for v, c := range cur {
+					merged[v] += c
+				}
+				// Rebuild the previous bin from pairs in its whole range.
+				for _, p := range pairs {
+					if float64(p[0])+0.5 >= prev.InputLow && float64(p[0])+0.5 < start {
+						merged[p[1]]++
+					}
+				}
+				prev.InputHigh = hi
+				prev.Output = merged.marginal(129)
+				break
+			}
+			bins = append(bins, LengthBin{InputLow: start, InputHigh: edges[i+1], Output: cur.marginal(129)})
+			cur, curN = nil, 0
+		}
+	}
+	return bins
+}
+
+// medianOutputPerDecile returns the median output length within each input
+// decile.
+func medianOutputPerDecile(in, out []float64) []float64 {
+	idx := make([]int, len(in))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(in[a], in[b]) })
+	res := make([]float64, 10)
+	for d := range 10 {
+		lo, hi := d*len(idx)/10, (d+1)*len(idx)/10
+		if hi <= lo {
+			continue
+		}
+		o := make([]float64, 0, hi-lo)
+		for _, i := range idx[lo:hi] {
+			o = append(o, out[i])
+		}
+		slices.Sort(o)
+		res[d] = quantileSorted(o, 0.5)
+	}
+	return res
+}
+
+func pearson(x, y []float64) float64 {
+	n := float64(len(x))
+	if n < 2 {
+		return 0
+	}
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx, my = mx/n, my/n
+	var sxy, sxx, syy float64
+	for i := range x {
+		dx, dy := x[i]-mx, y[i]-my
+		sxy += dx * dy
+		sxx += dx * dx
+		syy += dy * dy
+	}
+	if sxx == 0 || syy == 0 {
+		return 0
+	}
+	return sxy / math.Sqrt(sxx*syy)
+}
+
+// sample draws one (input, output) pair. u, when non-nil, overrides the
+// input's uniform (scenarios use it to draw from the tail).
+func (c *LengthClass) sample(rng *rand.Rand, inputU func(float64) float64) (int64, int64) {
+	z1 := rng.NormFloat64()
+	e := rng.NormFloat64()
+	u1 := distuv.UnitNormal.CDF(z1)
+	if inputU != nil {
+		u1 = inputU(u1)
+	}
+	in := max(1, int64(math.Round(c.Input.Quantile(u1))))
+	var out float64
+	if c.Sampler == "binned" && len(c.Bins) > 0 {
+		b := len(c.Bins) - 1
+		for i, bin := range c.Bins {
+			if float64(in)+0.5 < bin.InputHigh {
+				b = i
+				break
+			}
+		}
+		out = c.Bins[b].Output.Quantile(distuv.UnitNormal.CDF(e))
+	} else {
+		z2 := c.Rho*distuv.UnitNormal.Quantile(min(max(u1, 1e-12), 1-1e-12)) + math.Sqrt(1-c.Rho*c.Rho)*e
+		out = c.Output.Quantile(distuv.UnitNormal.CDF(z2))
+	}
+	return in, max(1, int64(math.Round(out)))
+}

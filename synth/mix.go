@@ -1,0 +1,201 @@
+package synth
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Categorical is a distribution over a few string values, optionally per
+// hour of the day (UTC) where the trace shows the mix moving with the hour.
+type Categorical struct {
+	Values []string  `json:"values"`
+	Shares []float64 `json:"shares"`
+	// ByHour, when present, holds 24 share vectors over Values.
+	ByHour [][]float64 `json:"by_hour,omitempty"`
+	// Other is the share folded from values beyond the most frequent
+	// maxCategories (sampled as the empty value).
+	Other float64 `json:"other,omitempty"`
+}
+
+// maxCategories bounds the values kept per attribute.
+const maxCategories = 32
+
+// catCounter counts values overall and by hour.
+type catCounter struct {
+	total  map[string]int64
+	byHour [24]map[string]int64
+	hours  map[int64]bool // distinct days seen, for "supports per-hour"
+}
+
+func newCatCounter() *catCounter {
+	c := &catCounter{total: map[string]int64{}, hours: map[int64]bool{}}
+	for h := range c.byHour {
+		c.byHour[h] = map[string]int64{}
+	}
+	return c
+}
+
+func (c *catCounter) add(v string, tsUs int64) {
+	c.total[v]++
+	t := time.UnixMicro(tsUs).UTC()
+	c.byHour[t.Hour()][v]++
+	c.hours[tsUs/(int64(time.Hour)/1000)] = true
+}
+
+// categorical builds the distribution; per-hour shares are kept when the
+// trace covers at least two days and a chi-square test of value against
+// hour rejects independence at the 0.1% level.
+func (c *catCounter) categorical() Categorical {
+	type vc struct {
+		v string
+		n int64
+	}
+	var vals []vc
+	var n int64
+	for v, k := range c.total {
+		vals = append(vals, vc{v, k})
+		n += k
+	}
+	if n == 0 {
+		return Categorical{}
+	}
+	slices.SortFunc(vals, func(a, b vc) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.v, b.v)) })
+	var cat Categorical
+	for i, x := range vals {
+		if i >= maxCategories {
+			cat.Other += float64(x.n) / float64(n)
+			continue
+		}
+		cat.Values = append(cat.Values, x.v)
+		cat.Shares = append(cat.Shares, float64(x.n)/float64(n))
+	}
+	if len(cat.Values) < 2 || len(c.hours) < 48 {
+		return cat
+	}
+	// Chi-square test of independence of value and hour.
+	chi, df := 0.0, 0
+	hourN := make([]float64, 24)
+	for h := range 24 {
+		for _, k := range c.byHour[h] {
+			hourN[h] += float64(k)
+		}
+	}
+	for h := range 24 {
+		if hourN[h] == 0 {
+			continue
+		}
+		df++
+		for i, v := range cat.Values {
+			exp := hourN[h] * cat.Shares[i]
+			if exp > 0 {
+				d := float64(c.byHour[h][v]) - exp
+				chi += d * d / exp
+			}
+		}
+	}
+	df = (df - 1) * (len(cat.Values) - 1)
+	if df <= 0 || (distuv.ChiSquared{K: float64(df)}).Survival(chi) > 0.001 {
+		return cat
+	}
+	cat.ByHour = make([][]float64, 24)
+	for h := range 24 {
+		shares := make([]float64, len(cat.Values))
+		for i, v := range cat.Values {
+			if hourN[h] > 0 {
+				shares[i] = float64(c.byHour[h][v]) / hourN[h]
+			} else {
+				shares[i] = cat.Shares[i]
+			}
+		}
+		cat.ByHour[h] = shares
+	}
+	return cat
+}
+
+// pick draws a value; hour selects the per-hour shares when present.
+func (c *Categorical) pick(rng *rand.Rand, hour int) string {
+	if len(c.Values) == 0 {
+		return ""
+	}
+	shares := c.Shares
+	if len(c.ByHour) == 24 && hour >= 0 {
+		shares = c.ByHour[hour]
+	}
+	total := c.Other
+	for _, s := range shares {
+		total += s
+	}
+	u := rng.Float64() * total
+	for i, s := range shares {
+		if u < s {
+			return c.Values[i]
+		}
+		u -= s
+	}
+	return ""
+}
+
+// Mix holds the categorical request attributes.
+type Mix struct {
+	Model       Categorical `json:"model"`
+	Adapter     Categorical `json:"adapter"`
+	Tenant      Categorical `json:"tenant"`
+	API         Categorical `json:"api"`
+	Stream      Categorical `json:"stream"`
+	Temperature Categorical `json:"temperature"`
+	TopP        Categorical `json:"top_p"`
+	// Features holds feature sets, sorted and joined by "+".
+	Features Categorical `json:"features"`
+}
+
+type mixCounter struct {
+	model, adapter, tenant, api, stream, temperature, topP, features *catCounter
+}
+
+func newMixCounter() *mixCounter {
+	return &mixCounter{newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter()}
+}
+
+func floatKey(p *float64) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*p, 'g', 4, 64)
+}
+
+func (m *mixCounter) add(model, adapter, tenant, api string, stream bool, temp, topP *float64, features []string, ts int64) {
+	m.model.add(model, ts)
+	m.adapter.add(adapter, ts)
+	m.tenant.add(tenant, ts)
+	m.api.add(api, ts)
+	m.stream.add(strconv.FormatBool(stream), ts)
+	m.temperature.add(floatKey(temp), ts)
+	m.topP.add(floatKey(topP), ts)
+	f := slices.Clone(features)
+	slices.Sort(f)
+	m.features.add(strings.Join(f, "+"), ts)
+}
+
+func (m *mixCounter) mix() Mix {
+	return Mix{Model: m.model.categorical(), Adapter: m.adapter.categorical(), Tenant: m.tenant.categorical(), API: m.api.categorical(),
+		Stream: m.stream.categorical(), Temperature: m.temperature.categorical(), TopP: m.topP.categorical(), Features: m.features.categorical()}
+}
+
+// parseFloatKey turns a sampled float key back into a pointer (nil for "").
+func parseFloatKey(s string) *float64 {
+	if s == "" {
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}

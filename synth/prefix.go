@@ -1,0 +1,397 @@
+package synth
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/optimize"
+)
+
+// PrefixModel describes prefix reuse: how often a request reuses a prefix
+// seen before, how deep, and how long after that prefix was last used. The
+// generator copies prefixes from its own recent past by those laws (a
+// Simon-style preferential copying with time locality), so popularity and
+// recency come out together; the Zipf exponent of group popularity is
+// reported to check that.
+type PrefixModel struct {
+	// BlockSize is the tokens per prefix block.
+	BlockSize int `json:"block_size"`
+	// Requests is the number of requests with prefix blocks seen by the fit.
+	Requests int64 `json:"requests"`
+	// ReuseShare is the share of requests whose first block was seen before.
+	ReuseShare float64 `json:"reuse_share"`
+	// ReuseByInputBin is ReuseShare per log-spaced input-length bin (upper
+	// edges in tokens): long prompts are reused more often.
+	ReuseByInputBin []ShareBin `json:"reuse_by_input_bin,omitempty"`
+	// Depth is the reused share of a reusing request's blocks (0, 1].
+	Depth Marginal `json:"depth_share"`
+	// AgeS is the time since the deepest shared block was last used, in
+	// seconds, for reusing requests.
+	AgeS Marginal `json:"reuse_age_s"`
+	// NewGroupsPerS is the rate at which never-seen first blocks appear.
+	NewGroupsPerS float64 `json:"new_groups_per_s"`
+	// Groups is the number of distinct first blocks (prefix groups).
+	Groups int64 `json:"groups"`
+	// GroupLifetimeS is the time from a group's first to its last request,
+	// for groups used more than once.
+	GroupLifetimeS Marginal `json:"group_lifetime_s"`
+	// ZipfAlpha is the maximum-likelihood exponent of a discrete power law
+	// fitted to group sizes (requests per group), with its 95% interval;
+	// ZipfS = 1/(alpha−1) is the equivalent rank-frequency (Zipf) exponent.
+	ZipfAlpha     float64    `json:"zipf_alpha"`
+	ZipfAlphaCI95 [2]float64 `json:"zipf_alpha_ci95"`
+	ZipfS         float64    `json:"zipf_s"`
+	// WindowNote says when the fit's bounded memory of blocks forgot some
+	// (reuse older than the memory counts as new).
+	WindowNote string `json:"window_note,omitempty"`
+}
+
+// ShareBin is a share for inputs up to InputHigh tokens.
+type ShareBin struct {
+	InputHigh float64 `json:"input_high"`
+	Share     float64 `json:"share"`
+	N         int64   `json:"n"`
+}
+
+// maxTrackedBlocks bounds the block ids the prefix fit remembers; older ones
+// are forgotten two generations at a time.
+const maxTrackedBlocks = 4 << 20
+
+// prefixFitter accumulates prefix statistics over requests in time order.
+type prefixFitter struct {
+	blockSize     int
+	cur, old      map[int64]float64 // block id -> last use (s)
+	forgot        bool
+	groups        map[int64]*groupStat
+	requests      int64
+	reused        int64
+	depth, age    histogramF
+	binN, binHits [16]int64
+	first, last   float64
+}
+
+type groupStat struct {
+	first, last float64
+	n           int64
+}
+
+// histogramF collects float samples for a quantile table (a reservoir).
+type histogramF struct {
+	x    []float64
+	seen int
+	rng  *rand.Rand
+}
+
+func (h *histogramF) add(v float64) {
+	if h.rng == nil {
+		h.rng = rand.New(rand.NewPCG(7, 7))
+	}
+	h.seen++
+	if len(h.x) < maxPairs {
+		h.x = append(h.x, v)
+	} else if j := h.rng.IntN(h.seen); j < maxPairs {
+		h.x[j] = v
+	}
+}
+
+func (h *histogramF) marginal(k int) Marginal {
+	if len(h.x) == 0 {
+		return Marginal{}
+	}
+	s := slices.Clone(h.x)
+	slices.Sort(s)
+	k = max(2, min(k, len(s)+1))
+	m := Marginal{N: int64(h.seen), Knots: make([]float64, k)}
+	sum := 0.0
+	for _, v := range s {
+		sum += v
+	}
+	m.Mean = sum / float64(len(s))
+	for i := range k {
+		p := float64(i) / float64(k-1)
+		j := max(0, int(math.Ceil(p*float64(len(s))))-1)
+		m.Knots[i] = s[j]
+	}
+	// The full-depth atom matters (a prompt identical to an earlier one).
+	n := len(s)
+	top := s[n-1]
+	c := 0
+	for i := n - 1; i >= 0 && s[i] == top; i-- {
+		c++
+	}
+	if float64(c)/float64(n) >= AtomShare {
+		m.Atoms = []Atom{{Value: top, PLow: float64(n-c) / float64(n), PHigh: 1}}
+	}
+	return m
+}
+
+func newPrefixFitter(blockSize int) *prefixFitter {
+	return &prefixFitter{blockSize: blockSize, cur: map[int64]float64{}, old: map[int64]float64{}, groups: map[int64]*groupStat{}, first: math.NaN()}
+}
+
+func inputBin(in int64) int { return min(15, max(0, int(math.Log2(float64(max(in, 1)))/1.5))) }
+
+func (f *prefixFitter) lastUse(id int64) (float64, bool) {
+	if t, ok := f.cur[id]; ok {
+		return t, true
+	}
+	t, ok := f.old[id]
+	return t, ok
+}
+
+func (f *prefixFitter) add(t float64, in int64, blocks []int64) {
+	if len(blocks) == 0 {
+		return
+	}
+	if math.IsNaN(f.first) {
+		f.first = t
+	}
+	f.last = t
+	f.requests++
+	d := 0
+	for d < len(blocks) {
+		if _, ok := f.lastUse(blocks[d]); !ok {
+			break
+		}
+		d++
+	}
+	b := inputBin(in)
+	f.binN[b]++
+	if d > 0 {
+		f.reused++
+		f.binHits[b]++
+		last, _ := f.lastUse(blocks[d-1])
+		f.depth.add(float64(d) / float64(len(blocks)))
+		f.age.add(max(t-last, 0))
+	}
+	g := f.groups[blocks[0]]
+	if g == nil {
+		g = &groupStat{first: t}
+		f.groups[blocks[0]] = g
+	}
+	g.last, g.n = t, g.n+1
+	for _, id := range blocks {
+		f.cur[id] = t
+	}
+	if len(f.cur) > maxTrackedBlocks {
+		f.old, f.cur = f.cur, map[int64]float64{}
+		f.forgot = true
+	}
+}
+
+func (f *prefixFitter) fit() (*PrefixModel, error) {
+	if f.requests == 0 {
+		return nil, nil
+	}
+	m := &PrefixModel{BlockSize: f.blockSize, Requests: f.requests, ReuseShare: float64(f.reused) / float64(f.requests),
+		Depth: f.depth.marginal(129), AgeS: f.age.marginal(257), Groups: int64(len(f.groups))}
+	for b := range f.binN {
+		if f.binN[b] > 0 {
+			m.ReuseByInputBin = append(m.ReuseByInputBin, ShareBin{InputHigh: math.Pow(2, 1.5*float64(b+1)), Share: float64(f.binHits[b]) / float64(f.binN[b]), N: f.binN[b]})
+		}
+	}
+	if span := f.last - f.first; span > 0 {
+		m.NewGroupsPerS = float64(len(f.groups)) / span
+	}
+	var life histogramF
+	sizes := make([]float64, 0, len(f.groups))
+	for _, g := range f.groups {
+		sizes = append(sizes, float64(g.n))
+		if g.n > 1 {
+			life.add(g.last - g.first)
+		}
+	}
+	m.GroupLifetimeS = life.marginal(65)
+	if alpha, ci, err := fitPowerLaw(sizes); err == nil {
+		m.ZipfAlpha, m.ZipfAlphaCI95 = alpha, ci
+		m.ZipfS = 1 / (alpha - 1)
+	}
+	if f.forgot {
+		m.WindowNote = fmt.Sprintf("the fit remembers at most %d blocks; reuse of older blocks counted as new", maxTrackedBlocks)
+	}
+	return m, nil
+}
+
+// fitPowerLaw fits P(x) = x^-α / ζ(α) for integer sizes x ≥ 1 by maximum
+// likelihood and returns α with its 95% interval from the Fisher
+// information n·Var_α[log x] = n·(ζ”/ζ − (ζ'/ζ)²).
+func fitPowerLaw(sizes []float64) (float64, [2]float64, error) {
+	n := float64(len(sizes))
+	if n < 10 {
+		return 0, [2]float64{}, fmt.Errorf("%d groups; a power-law fit needs at least 10", len(sizes))
+	}
+	sumLog := 0.0
+	for _, x := range sizes {
+		sumLog += math.Log(x)
+	}
+	if sumLog == 0 {
+		return 0, [2]float64{}, fmt.Errorf("every group has one request: no popularity to fit")
+	}
+	nll := func(p []float64) float64 {
+		a := 1 + math.Exp(p[0])
+		z, _, _ := hurwitzZeta(a, 1)
+		return a*sumLog + n*math.Log(z)
+	}
+	res, err := optimize.Minimize(optimize.Problem{Func: nll}, []float64{0}, &optimize.Settings{Converger: &optimize.FunctionConverge{Absolute: 1e-10, Iterations: 100}}, &optimize.NelderMead{})
+	if res == nil {
+		return 0, [2]float64{}, fmt.Errorf("power-law fit: %w", err)
+	}
+	a := 1 + math.Exp(res.X[0])
+	z, dz, d2z := hurwitzZeta(a, 1)
+	info := n * (d2z/z - (dz/z)*(dz/z))
+	se := 1 / math.Sqrt(info)
+	return a, [2]float64{a - 1.96*se, a + 1.96*se}, nil
+}
+
+// prefixGen assigns prefix blocks to generated requests by copying from its
+// own recent history with the fitted laws.
+type prefixGen struct {
+	m       *PrefixModel
+	rng     *rand.Rand
+	salt    uint64
+	counter uint64
+	hist    []histEntry // prefix contexts in order of last use
+	offset  int64       // absolute position of hist[0]
+	live    map[int64]int64
+	nextID  int64
+	maxAge  float64
+	// cold, when true, disables reuse; shiftAt drops the history older than
+	// that time once (hot-prefix-shift).
+	cold    func(t float64) bool
+	shiftAt float64
+	shifted bool
+}
+
+// histEntry is one prefix context in the generator's history, at the time
+// it was last used. A context used again is appended anew and its older
+// entry goes stale, so the history stays ordered by last use, as the fit's
+// ages are measured.
+type histEntry struct {
+	t      float64
+	id     int64
+	blocks []int64
+}
+
+func newPrefixGen(m *PrefixModel, seed uint64) *prefixGen {
+	g := &prefixGen{m: m, rng: rand.New(rand.NewPCG(seed, 0xb10c)), salt: seed*0x9e3779b97f4a7c15 + 1, shiftAt: math.Inf(1), live: map[int64]int64{}}
+	if k := m.AgeS.Knots; len(k) > 0 {
+		g.maxAge = k[len(k)-1]
+	}
+	return g
+}
+
+// freshID returns a new block id no earlier request used.
+func (g *prefixGen) freshID() int64 {
+	g.counter++
+	x := g.counter + g.salt
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return int64(x & (1<<62 - 1))
+}
+
+func (g *prefixGen) reuseShare(in int64) float64 {
+	hi := float64(in)
+	for _, b := range g.m.ReuseByInputBin {
+		if hi < b.InputHigh {
+			if b.N >= 30 {
+				return b.Share
+			}
+			break
+		}
+	}
+	return g.m.ReuseShare
+}
+
+// blocks returns the prefix blocks of a request at t (seconds) with in
+// input tokens.
+func (g *prefixGen) blocks(t float64, in int64) []int64 {
+	nb := int((in + int64(g.m.BlockSize) - 1) / int64(g.m.BlockSize))
+	out := make([]int64, 0, nb)
+	if t >= g.shiftAt && !g.shifted {
+		g.offset += int64(len(g.hist))
+		g.hist, g.shifted = nil, true
+		clear(g.live)
+	}
+	// Forget contexts not used within the oldest age ever reused.
+	cut := 0
+	for cut < len(g.hist) && t-g.hist[cut].t > g.maxAge {
+		if e := g.hist[cut]; g.live[e.id] == g.offset+int64(cut) {
+			delete(g.live, e.id)
+		}
+		cut++
+	}
+	if cut > 0 {
+		g.hist = slices.Delete(g.hist, 0, cut)
+		g.offset += int64(cut)
+	}
+	cold := g.cold != nil && g.cold(t)
+	if !cold && len(g.live) > 0 && g.rng.Float64() < g.reuseShare(in) {
+		age := g.m.AgeS.Quantile(g.rng.Float64())
+		// The context last used at or before t − age.
+		i, _ := slices.BinarySearchFunc(g.hist, t-age, func(e histEntry, x float64) int { return cmp.Compare(e.t, x) })
+		if i == len(g.hist) || g.hist[i].t > t-age {
+			i--
+		}
+		i = max(i, 0)
+		d := int(math.Round(g.m.Depth.Quantile(g.rng.Float64()) * float64(nb)))
+		d = min(max(d, 1), nb)
+		if j := g.parent(i, d); j >= 0 {
+			parent := g.hist[j]
+			d = min(d, len(parent.blocks))
+			out = append(out, parent.blocks[:d]...)
+			g.touch(parent.id, t, parent.blocks)
+		}
+	}
+	for len(out) < nb {
+		out = append(out, g.freshID())
+	}
+	g.nextID++
+	g.touch(g.nextID, t, out)
+	return out
+}
+
+// touch records that context id was used at t.
+func (g *prefixGen) touch(id int64, t float64, blocks []int64) {
+	g.live[id] = g.offset + int64(len(g.hist))
+	g.hist = append(g.hist, histEntry{t: t, id: id, blocks: blocks})
+}
+
+func (g *prefixGen) isLive(j int) bool { return g.live[g.hist[j].id] == g.offset+int64(j) }
+
+// parentScan bounds how far parent looks around the chosen age.
+const parentScan = 256
+
+// parent returns the history index of the live context nearest index i
+// (older first, then newer) with at least d blocks: a deep reuse needs a
+// parent as long, as a reusing prompt in a trace shares with one that long.
+// Without one in reach it returns the longest seen, or -1 when none is live.
+// Older candidates come first, so the reuse is not made more recent than the
+// age drawn.
+func (g *prefixGen) parent(i, d int) int {
+	best := -1
+	for _, step := range [2]int{-1, 1} {
+		j := i
+		if step > 0 {
+			j = i + 1
+		}
+		for k := 0; k < parentScan && j >= 0 && j < len(g.hist); j += step {
+			if !g.isLive(j) {
+				continue
+			}
+			k++
+			if len(g.hist[j].blocks) >= d {
+				return j
+			}
+			if best < 0 || len(g.hist[j].blocks) > len(g.hist[best].blocks) {
+				best = j
+			}
+		}
+	}
+	return best
+}

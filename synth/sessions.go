@@ -1,0 +1,96 @@
+package synth
+
+import (
+	"math"
+)
+
+// SessionModel describes multi-turn sessions: how many turns, how long the
+// user thinks between a response and the next turn, and how much new text
+// each turn adds on top of the history (each turn's input holds every
+// earlier turn's input and output).
+type SessionModel struct {
+	// Sessions is the number of sessions seen; MultiTurnShare the share of
+	// them with more than one turn.
+	Sessions       int64   `json:"sessions"`
+	MultiTurnShare float64 `json:"multi_turn_share"`
+	// Turns is the distribution of turns per session.
+	Turns Marginal `json:"turns"`
+	// ThinkS is the think time between turns, in seconds (from the logged
+	// think_time_ms, else the gap between the turns' arrivals).
+	ThinkS Marginal `json:"think_s"`
+	// NewTokens is the input a later turn adds beyond the previous turn's
+	// input and output.
+	NewTokens Marginal `json:"new_tokens"`
+}
+
+// sessionIdleS is how long the fit keeps a session open without a new turn.
+const sessionIdleS = 3600.0
+
+type sessionState struct {
+	turns        int64
+	lastTS       float64
+	lastIn, last int64
+}
+
+// sessionFitter accumulates sessions over requests in time order, with
+// memory bounded by the sessions active within sessionIdleS.
+type sessionFitter struct {
+	open             map[string]*sessionState
+	turns            histogram
+	think, newTokens histogramF
+	sessions, multi  int64
+	lastSweep        float64
+}
+
+func newSessionFitter() *sessionFitter {
+	return &sessionFitter{open: map[string]*sessionState{}, turns: histogram{}}
+}
+
+func (f *sessionFitter) close(s *sessionState) {
+	f.sessions++
+	f.turns[s.turns]++
+	if s.turns > 1 {
+		f.multi++
+	}
+}
+
+func (f *sessionFitter) add(id string, t float64, in, out int64, thinkMs *float64) {
+	if t-f.lastSweep > sessionIdleS {
+		for k, s := range f.open {
+			if t-s.lastTS > sessionIdleS {
+				f.close(s)
+				delete(f.open, k)
+			}
+		}
+		f.lastSweep = t
+	}
+	if id == "" {
+		f.close(&sessionState{turns: 1})
+		return
+	}
+	s := f.open[id]
+	if s == nil {
+		f.open[id] = &sessionState{turns: 1, lastTS: t, lastIn: in, last: out}
+		return
+	}
+	s.turns++
+	think := t - s.lastTS
+	if thinkMs != nil {
+		think = *thinkMs / 1000
+	}
+	f.think.add(math.Max(think, 0))
+	f.newTokens.add(math.Max(1, float64(in-s.lastIn-s.last)))
+	s.lastTS, s.lastIn, s.last = t, in, out
+}
+
+func (f *sessionFitter) fit() *SessionModel {
+	for k, s := range f.open {
+		f.close(s)
+		delete(f.open, k)
+	}
+	if f.multi == 0 {
+		return nil
+	}
+	return &SessionModel{Sessions: f.sessions, MultiTurnShare: float64(f.multi) / float64(f.sessions),
+		Turns: f.turns.marginal(257), ThinkS: f.think.marginal(257), NewTokens: f.newTokens.marginal(257)}
+}

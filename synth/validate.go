@@ -1,0 +1,337 @@
+package synth
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/servetrace/servetrace/internal/rank"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// ValidateOptions controls Validate.
+type ValidateOptions struct {
+	// RealSpan and SynthSpan restrict each side to a fraction of its span
+	// (zero: all of it), e.g. {0.7, 1} for the last 30% held out of a fit.
+	RealSpan, SynthSpan [2]float64
+	// Thresholds override DefaultThresholds by check name.
+	Thresholds map[string]float64
+}
+
+// DefaultThresholds are the pass limits of each check: absolute for KS,
+// Spearman and hit-rate differences, relative for the rest.
+var DefaultThresholds = map[string]float64{
+	"ks_input_tokens": 0.05, "ks_output_tokens": 0.05,
+	"input_p50": 0.10, "input_p90": 0.10, "input_p99": 0.15,
+	"output_p50": 0.10, "output_p90": 0.10, "output_p99": 0.15,
+	"spearman_input_output":         0.05,
+	"median_output_by_input_decile": 0.25,
+	"gap_p10":                       0.5, "gap_p50": 0.3, "gap_p90": 0.3, "gap_p99": 0.3,
+	"dispersion_1s": 0.25, "dispersion_10s": 0.25, "dispersion_60s": 0.25,
+	"rate_per_minute": 0.5,
+	"lru_hit_0.5M":    0.03, "lru_hit_1.5M": 0.03, "lru_hit_5M": 0.03, "lru_hit_15M": 0.03, "lru_hit_50M": 0.03,
+	"session_turns_ks": 0.05,
+}
+
+// LRUCapacities are the prefix-cache sizes (tokens) of the hit-rate checks.
+var LRUCapacities = []struct {
+	Name   string
+	Tokens float64
+}{{"0.5M", 0.5e6}, {"1.5M", 1.5e6}, {"5M", 5e6}, {"15M", 15e6}, {"50M", 50e6}}
+
+// Check is one fidelity comparison.
+type Check struct {
+	Name  string  `json:"name"`
+	Real  float64 `json:"real"`
+	Synth float64 `json:"synth"`
+	// Diff is |synth − real| for absolute checks, |synth − real| / |real|
+	// for relative ones, or the statistic itself (KS).
+	Diff     float64 `json:"diff"`
+	Relative bool    `json:"relative"`
+	// Statistic marks a check whose Diff is a two-sample statistic (KS):
+	// Real and Synth are then unused.
+	Statistic bool    `json:"statistic,omitempty"`
+	Threshold float64 `json:"threshold"`
+	Pass      bool    `json:"pass"`
+}
+
+// Validation is the result of Validate.
+type Validation struct {
+	Real, Synth   string   `json:"-"`
+	RealRows      int      `json:"real_rows"`
+	SynthRows     int      `json:"synth_rows"`
+	Checks        []Check  `json:"checks"`
+	Pass          bool     `json:"pass"`
+	Failed        int      `json:"failed"`
+	SkippedReason []string `json:"skipped,omitempty"`
+}
+
+// workloadSample is what validation reads of one side.
+type workloadSample struct {
+	ts           []float64
+	in, out      []float64
+	blocks       [][]int64
+	blockSize    int
+	sessionTurns []float64
+	multiTurn    bool
+	start, end   float64
+}
+
+func loadSample(ctx context.Context, dir string, span [2]float64) (*workloadSample, error) {
+	b, err := trace.OpenBucket(dir)
+	if err != nil {
+		return nil, err
+	}
+	if span == [2]float64{} {
+		span = [2]float64{0, 1}
+	}
+	from, to := spanBounds(b.Manifest, span)
+	s := &workloadSample{blockSize: b.Manifest.BlockSize, start: float64(from) / 1e6, end: math.Min(float64(to), float64(b.Manifest.End.UnixMicro())) / 1e6}
+	if s.blockSize <= 0 {
+		s.blockSize = trace.DefaultBlockSize
+	}
+	turns := map[string]float64{}
+	var order []string
+	err = b.Scan(ctx, func(r *trace.Request) error {
+		if r.TS < from || r.TS >= to {
+			return nil
+		}
+		s.ts = append(s.ts, float64(r.TS)/1e6)
+		s.in = append(s.in, float64(r.InputTokens))
+		s.out = append(s.out, float64(r.OutputTokens))
+		if len(r.PrefixBlocks) > 0 {
+			s.blocks = append(s.blocks, r.PrefixBlocks)
+		}
+		if r.SessionID == "" {
+			s.sessionTurns = append(s.sessionTurns, 1)
+			return nil
+		}
+		if _, ok := turns[r.SessionID]; !ok {
+			order = append(order, r.SessionID)
+		}
+		turns[r.SessionID]++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("validate %s: %w", dir, err)
+	}
+	if len(s.ts) < 2 {
+		return nil, fmt.Errorf("validate %s: %d requests in the span; need at least 2", dir, len(s.ts))
+	}
+	for _, id := range order {
+		s.sessionTurns = append(s.sessionTurns, turns[id])
+		if turns[id] > 1 {
+			s.multiTurn = true
+		}
+	}
+	return s, nil
+}
+
+// Validate compares a synthetic workload with a real trace and checks each
+// fidelity measure against its threshold.
+func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOptions) (*Validation, error) {
+	real, err := loadSample(ctx, realDir, opts.RealSpan)
+	if err != nil {
+		return nil, err
+	}
+	syn, err := loadSample(ctx, synthDir, opts.SynthSpan)
+	if err != nil {
+		return nil, err
+	}
+	v := &Validation{Real: realDir, Synth: synthDir, RealRows: len(real.ts), SynthRows: len(syn.ts), Pass: true}
+	th := func(name string) float64 {
+		if x, ok := opts.Thresholds[name]; ok {
+			return x
+		}
+		return DefaultThresholds[name]
+	}
+	add := func(name string, r, s float64, relative bool) {
+		c := Check{Name: name, Real: r, Synth: s, Relative: relative, Threshold: th(name)}
+		c.Diff = math.Abs(s - r)
+		if relative {
+			c.Diff = math.Abs(s-r) / math.Abs(r)
+			if r == 0 && s == 0 {
+				c.Diff = 0
+			}
+		}
+		c.Pass = c.Diff <= c.Threshold
+		v.Checks = append(v.Checks, c)
+	}
+	addKS := func(name string, a, b []float64) {
+		d := KSDistance(slices.Clone(a), slices.Clone(b))
+		c := Check{Name: name, Diff: d, Statistic: true, Threshold: th(name)}
+		c.Pass = d <= c.Threshold
+		v.Checks = append(v.Checks, c)
+	}
+	addKS("ks_input_tokens", real.in, syn.in)
+	addKS("ks_output_tokens", real.out, syn.out)
+	ri, si := sortedCopy(real.in), sortedCopy(syn.in)
+	ro, so := sortedCopy(real.out), sortedCopy(syn.out)
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}} {
+		add("input_"+q.name, quantileSorted(ri, q.p), quantileSorted(si, q.p), true)
+	}
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}} {
+		add("output_"+q.name, quantileSorted(ro, q.p), quantileSorted(so, q.p), true)
+	}
+	add("spearman_input_output", rank.Spearman(real.in, real.out), rank.Spearman(syn.in, syn.out), false)
+	rd, sd := medianOutputPerDecile(real.in, real.out), medianOutputPerDecile(syn.in, syn.out)
+	worst, wr, ws := 0.0, 0.0, 0.0
+	for d := range rd {
+		if rd[d] > 0 {
+			if e := math.Abs(sd[d]-rd[d]) / rd[d]; e >= worst {
+				worst, wr, ws = e, rd[d], sd[d]
+			}
+		}
+	}
+	c := Check{Name: "median_output_by_input_decile", Real: wr, Synth: ws, Diff: worst, Relative: true, Threshold: th("median_output_by_input_decile")}
+	c.Pass = c.Diff <= c.Threshold
+	v.Checks = append(v.Checks, c)
+
+	rg, sg := gaps(real.ts), gaps(syn.ts)
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"gap_p10", 0.1}, {"gap_p50", 0.5}, {"gap_p90", 0.9}, {"gap_p99", 0.99}} {
+		add(q.name, quantileSorted(rg, q.p), quantileSorted(sg, q.p), true)
+	}
+	for _, w := range []float64{1, 10, 60} {
+		rdI := DispersionIndex(real.ts, real.start, real.end, w)
+		sdI := DispersionIndex(syn.ts, syn.start, syn.end, w)
+		if math.IsNaN(rdI) || math.IsNaN(sdI) {
+			v.SkippedReason = append(v.SkippedReason, fmt.Sprintf("dispersion at %gs: a side is shorter than two windows", w))
+			continue
+		}
+		add(fmt.Sprintf("dispersion_%gs", w), rdI, sdI, true)
+	}
+	if e, r, s, ok := perMinuteRateError(real, syn); ok {
+		c := Check{Name: "rate_per_minute", Real: r, Synth: s, Diff: e, Relative: true, Threshold: th("rate_per_minute")}
+		c.Pass = c.Diff <= c.Threshold
+		v.Checks = append(v.Checks, c)
+	} else {
+		v.SkippedReason = append(v.SkippedReason, "rate per minute: a side is shorter than a minute")
+	}
+	if len(real.blocks) > 0 && len(syn.blocks) > 0 {
+		caps := make([]float64, len(LRUCapacities))
+		for i, c := range LRUCapacities {
+			caps[i] = c.Tokens
+		}
+		rh := LRUHitRates(real.blocks, real.blockSize, caps)
+		sh := LRUHitRates(syn.blocks, syn.blockSize, caps)
+		for i, c := range LRUCapacities {
+			add("lru_hit_"+c.Name, rh[i], sh[i], false)
+		}
+	} else {
+		v.SkippedReason = append(v.SkippedReason, "LRU hit rate: a side has no prefix blocks")
+	}
+	if real.multiTurn || syn.multiTurn {
+		addKS("session_turns_ks", real.sessionTurns, syn.sessionTurns)
+	}
+	for _, c := range v.Checks {
+		if !c.Pass {
+			v.Pass = false
+			v.Failed++
+		}
+	}
+	return v, nil
+}
+
+func sortedCopy(x []float64) []float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return s
+}
+
+func gaps(ts []float64) []float64 {
+	g := make([]float64, 0, len(ts))
+	for i := 1; i < len(ts); i++ {
+		g = append(g, ts[i]-ts[i-1])
+	}
+	slices.Sort(g)
+	return g
+}
+
+// perMinuteRateError compares per-minute arrival counts over the minutes
+// both sides cover (aligned at each side's start): the mean absolute
+// difference over the real side's mean count.
+func perMinuteRateError(real, syn *workloadSample) (float64, float64, float64, bool) {
+	n := int(math.Min(real.end-real.start, syn.end-syn.start) / 60)
+	if n < 1 {
+		return 0, 0, 0, false
+	}
+	count := func(s *workloadSample) []float64 {
+		c := make([]float64, n)
+		for _, t := range s.ts {
+			if k := int((t - s.start) / 60); k >= 0 && k < n {
+				c[k]++
+			}
+		}
+		return c
+	}
+	rc, sc := count(real), count(syn)
+	var diff, rsum, ssum float64
+	for i := range rc {
+		diff += math.Abs(rc[i] - sc[i])
+		rsum += rc[i]
+		ssum += sc[i]
+	}
+	if rsum == 0 {
+		return 0, 0, 0, false
+	}
+	return diff / rsum, rsum / float64(n), ssum / float64(n), true
+}
+
+// WriteValidation writes v as a table.
+func WriteValidation(w io.Writer, v *Validation) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "validate %s (%d rows) against real %s (%d rows)\n", v.Synth, v.SynthRows, v.Real, v.RealRows)
+	fmt.Fprintln(tw, "check\treal\tsynth\tdiff\tthreshold\t")
+	num := func(x float64) string {
+		if math.IsNaN(x) {
+			return "-"
+		}
+		return fmt.Sprintf("%.4g", x)
+	}
+	for _, c := range v.Checks {
+		mark := "ok"
+		if !c.Pass {
+			mark = "FAIL"
+		}
+		kind := ""
+		if c.Relative {
+			kind = " rel"
+		}
+		r, s := num(c.Real), num(c.Synth)
+		if c.Statistic {
+			r, s = "-", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4f%s\t%.4g\t%s\n", c.Name, r, s, c.Diff, kind, c.Threshold, mark)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range v.SkippedReason {
+		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	if v.Pass {
+		_, err := fmt.Fprintf(w, "PASS: %d checks within their thresholds\n", len(v.Checks))
+		return err
+	}
+	var failed []string
+	for _, c := range v.Checks {
+		if !c.Pass {
+			failed = append(failed, c.Name)
+		}
+	}
+	_, err := fmt.Fprintf(w, "FAIL: %d of %d checks outside their thresholds: %s\n", v.Failed, len(v.Checks), strings.Join(failed, ", "))
+	return err
+}
