@@ -379,7 +379,7 @@ func simulateDispersion(base func(float64) float64, r *Renewal, l *Latent, span 
 // on both sides. target holds the dispersion at windows, then the gap
 // quantiles at gapProbs. It returns the layer and the simulated curve.
 func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, target []float64, expected float64) (Latent, []float64) {
-	reps := max(3, min(8, int(300_000/max(expected, 1))))
+	reps := max(2, min(8, int(300_000/max(expected, 1))))
 	loss := func(model []float64) float64 { return curveLoss(model, target) }
 	none := Latent{Kind: "none"}
 	noneCurve := simulateDispersion(base, r, &none, span, windows, reps, 1)

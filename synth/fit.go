@@ -210,6 +210,22 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 	}
 	gaps = nil
 	base := func(t float64) float64 { return rateAt(start + t) }
+	// The latent fit simulates the process a few hundred times: over a long
+	// or dense trace it simulates the first part only, about 200,000
+	// arrivals but at least 20 one-minute windows, and fits the windows
+	// that part holds 20 of.
+	simSpan := span
+	if n := float64(len(ts)); n > 200_000 {
+		simSpan = min(max(span*200_000/n, 20*60), span)
+		var kept, keptT []float64
+		for i, w := range windows {
+			if simSpan/w >= 20 {
+				kept = append(kept, w)
+				keptT = append(keptT, target[i])
+			}
+		}
+		windows, target = kept, append(keptT, target[len(target)-len(gapProbs):]...)
+	}
 	// The renewal law is fitted by maximum likelihood twice: to gaps
 	// rescaled by the deterministic intensity alone (all burstiness in the
 	// renewal law), and to gaps rescaled by a local rate (counts in a
@@ -252,12 +268,12 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 		switch {
 		case len(windows) < 2:
 			v.latent = Latent{Kind: "none", Note: "the trace is too short for a dispersion curve"}
-			v.curve = simulateDispersion(base, &v.renewal, &v.latent, span, windows, 4, 1)
+			v.curve = simulateDispersion(base, &v.renewal, &v.latent, simSpan, windows, 4, 1)
 		case noLatent:
 			v.latent = Latent{Kind: "none", Note: "not fitted (--no-latent)"}
-			v.curve = simulateDispersion(base, &v.renewal, &v.latent, span, windows, 4, 1)
+			v.curve = simulateDispersion(base, &v.renewal, &v.latent, simSpan, windows, 4, 1)
 		default:
-			v.latent, v.curve = fitLatent(base, &v.renewal, span, windows, target, float64(len(ts)))
+			v.latent, v.curve = fitLatent(base, &v.renewal, simSpan, windows, target, float64(len(ts))*simSpan/span)
 		}
 		v.latent.Loss = curveLoss(v.curve, target)
 		if best == nil || v.latent.Loss < best.latent.Loss {

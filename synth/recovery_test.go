@@ -113,7 +113,7 @@ func TestLongRecoverCopulaCorrelation(t *testing.T) {
 		for range 2000 {
 			z1 := rng.NormFloat64()
 			z2 := rho*z1 + math.Sqrt(1-rho*rho)*rng.NormFloat64()
-			in := int64(math.Exp(6 + 1.2*z1)) // lognormal input
+			in := int64(math.Exp(6 + 1.2*z1))  // lognormal input
 			out := int64(math.Exp(7 + 0.9*z2)) // lognormal output, median 1097 (few ties)
 			f.add(max(in, 1), max(out, 1))
 		}
