@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
 )
@@ -126,5 +127,60 @@ func TestDenseIDsBounded(t *testing.T) {
 	// 200 was least recently seen and was evicted: it gets a new number.
 	if got := d.id(200); got != 3 || len(d.ids) != 2 {
 		t.Errorf("evicted id renumbered %d (map %d), want 3 with 2 entries", got, len(d.ids))
+	}
+}
+
+// TestExportVLLMCustom exports the Mooncake sample as a vllm bench custom
+// dataset: each prompt has exactly the row's input tokens in the chosen
+// tokenizer, output_tokens is the row's, and rows whose first blocks are
+// equal begin with the same text.
+func TestExportVLLMCustom(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "b")
+	if _, err := Convert(context.Background(), []string{"mooncake-synthetic"}, out, ConvertOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := Lookup("mooncake-synthetic")
+	src := readMooncakeRows(t, d.Open())[:60] // rows 49 and 58 reuse the first blocks of rows 42 and 15
+	var buf bytes.Buffer
+	if _, err := Export(context.Background(), out, &buf, FormatVLLMCustom, ExportOptions{Tokenizer: "cl100k_base"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenize.Get("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(&buf)
+	dec.DisallowUnknownFields()
+	firstBlock := map[int64]string{} // first block id → first 100 characters
+	shared := 0
+	for i, s := range src {
+		var line struct {
+			Prompt       string `json:"prompt"`
+			OutputTokens int64  `json:"output_tokens"`
+		}
+		if err := dec.Decode(&line); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if line.OutputTokens != s.OutputLength {
+			t.Fatalf("line %d: output_tokens %d, row has %d", i+1, line.OutputTokens, s.OutputLength)
+		}
+		if i < 15 { // counting is the slow part
+			if n := tok.Count(line.Prompt); int64(n) != s.InputLength {
+				t.Fatalf("line %d: %d prompt tokens, row has %d", i+1, n, s.InputLength)
+			}
+		}
+		if len(s.HashIDs) > 1 {
+			head := line.Prompt[:100]
+			if prev, ok := firstBlock[s.HashIDs[0]]; ok {
+				shared++
+				if prev != head {
+					t.Fatalf("line %d shares its first block with an earlier row but not its text", i+1)
+				}
+			}
+			firstBlock[s.HashIDs[0]] = head
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no two rows shared a first block: the sharing check checked nothing")
 	}
 }

@@ -3,7 +3,9 @@ package synth
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,9 +77,9 @@ func TestLongFidelity(t *testing.T) {
 			for _, k := range order {
 				fmt.Fprintf(&b, "  %-30s %s  [%.3f]\n", k, fmtDiffs(sums[k]), baseline[k])
 			}
-			for k, d := range sums {
+			for _, k := range slices.Sorted(maps.Keys(sums)) {
 				if strings.HasPrefix(k, "whole ") {
-					fmt.Fprintf(&b, "  %-30s %s\n", k, fmtDiffs(d))
+					fmt.Fprintf(&b, "  %-30s %s\n", k, fmtDiffs(sums[k]))
 				}
 			}
 			fmt.Fprintf(&b, "  whole-trace fit, worst length KS over seeds: %.4f\n", wholeKS)
