@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -152,7 +153,7 @@ func (c *Comparison) checkComparable(la, lb *loaded, xa, xb *extracted, o Compar
 		block("different workloads (sha256 %v vs %v): replay the same workload on both sides", short(sa), short(sb))
 	}
 	for name, pair := range map[string][2][]int64{"prompt_tokens": {xa.prompts, xb.prompts}, "output_tokens": {xa.outputs, xb.outputs}} {
-		d := ksDistance(pair[0], pair[1])
+		d := rank.KS(pair[0], pair[1])
 		c.KS[name] = d
 		if d > o.MaxKS {
 			block("%s distributions differ (Kolmogorov–Smirnov distance %.3f > %.2f): the two sides served different work", name, d, o.MaxKS)
@@ -252,30 +253,6 @@ func errorRatesDiffer(a, b Counts, conf float64) (ea, eb float64, differ bool) {
 		return ea, eb, false
 	}
 	return ea, eb, math.Abs(ea-eb)/se > zFor(conf) && math.Abs(ea-eb) > 0.005
-}
-
-// ksDistance is the two-sample Kolmogorov–Smirnov distance: the largest
-// gap between the empirical CDFs.
-func ksDistance(a, b []int64) float64 {
-	if len(a) == 0 || len(b) == 0 {
-		return 0
-	}
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	var i, j int
-	d := 0.0
-	for i < len(a) && j < len(b) {
-		v := min(a[i], b[j])
-		for i < len(a) && a[i] == v {
-			i++
-		}
-		for j < len(b) && b[j] == v {
-			j++
-		}
-		d = max(d, math.Abs(float64(i)/float64(len(a))-float64(j)/float64(len(b))))
-	}
-	return d
 }
 
 // compareSamples compares per-request metric samples (time-ordered) of A

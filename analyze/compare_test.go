@@ -22,23 +22,6 @@ func TestHolmHandComputed(t *testing.T) {
 	}
 }
 
-func TestKSDistanceHandComputed(t *testing.T) {
-	cases := []struct {
-		a, b []int64
-		want float64
-	}{
-		{[]int64{1, 2, 3, 4}, []int64{1, 2, 3, 4}, 0},
-		{[]int64{1, 2, 3, 4}, []int64{5, 6, 7, 8}, 1},
-		{[]int64{1, 2, 3, 4}, []int64{3, 4, 5, 6}, 0.5}, // at 2: 0.5 vs 0
-		{[]int64{1, 1, 2}, []int64{1, 2, 2}, 1.0 / 3},   // ties: at 1, 2/3 vs 1/3
-	}
-	for _, c := range cases {
-		if got := ksDistance(c.a, c.b); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("ks(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
-		}
-	}
-}
-
 // TestLongCompareCalibration is the Done-means check: lognormal σ = 0.5,
 // 20,000 samples per side, 200 seeds. A/A must flag no metric in at least
 // 93% of seeds; B 10% slower must be "worse" on p99 in at least 95%.

@@ -1,30 +1,19 @@
 package analyze
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/servetrace/servetrace/internal/rank"
 )
 
 // Percentile returns the p-quantile (0 ≤ p ≤ 1) of sorted data by linear
 // interpolation between order statistics: Hyndman–Fan type 7, numpy's and
 // R's default (on [1 2 3 4] the median is 2.5). It returns NaN for no data.
-func Percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n == 1 {
-		return sorted[0]
-	}
-	h := p * float64(n-1)
-	lo := int(math.Floor(h))
-	if lo >= n-1 {
-		return sorted[n-1]
-	}
-	return sorted[lo] + (h-float64(lo))*(sorted[lo+1]-sorted[lo])
-}
+func Percentile(sorted []float64, p float64) float64 { return rank.Percentile(sorted, p) }
 
 // OrderStatCI returns the 1-based ranks lo ≤ hi of the exact,
 // distribution-free confidence interval [x(lo), x(hi)] for the p-quantile
@@ -163,15 +152,7 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		switch {
-		case percentiles[a] < percentiles[b]:
-			return -1
-		case percentiles[a] > percentiles[b]:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(percentiles[a], percentiles[b]) })
 	ps := make([]float64, len(order))
 	for k, i := range order {
 		ps[k] = percentiles[i] / 100

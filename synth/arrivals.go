@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/gonum/optimize"
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/servetrace/servetrace/internal/rank"
 )
 
 // ArrivalModel describes when requests (or, with sessions, first turns)
@@ -105,25 +107,9 @@ var dispersionWindows = []float64{1, 2, 5, 10, 20, 30, 60, 120, 300}
 // maxRenewalGaps bounds the gaps kept for the renewal fit.
 const maxRenewalGaps = 100_000
 
-// renewalGapSample holds rescaled gaps (a reservoir sample) and the rescaled
-// resolution of each.
-type renewalGapSample struct {
-	gaps, res []float64
-	seen      int
-	rng       *rand.Rand
-}
-
-func (s *renewalGapSample) add(g, res float64) {
-	s.seen++
-	if len(s.gaps) < maxRenewalGaps {
-		s.gaps = append(s.gaps, g)
-		s.res = append(s.res, res)
-		return
-	}
-	if j := s.rng.IntN(s.seen); j < maxRenewalGaps {
-		s.gaps[j], s.res[j] = g, res
-	}
-}
+// gapObs is one inter-arrival gap in rescaled time with the time
+// resolution, rescaled alike, it was observed at.
+type gapObs struct{ gap, res float64 }
 
 // renewalLaw is a positive distribution with CDF and log density.
 type renewalLaw interface {
@@ -143,25 +129,28 @@ func makeLaw(dist string, shape, scale float64) renewalLaw {
 // renewalNLL is the negative log-likelihood of gaps under law; gaps below
 // their resolution are interval-censored: the observed gap g only says the
 // true one lies in [max(0, g−res), g+res].
-func renewalNLL(law renewalLaw, gaps, res []float64, censored bool) float64 {
+func renewalNLL(law renewalLaw, obs []gapObs, censored bool) float64 {
 	nll := 0.0
-	for i, g := range gaps {
-		if censored && g < 2*res[i] {
-			p := law.CDF(g+res[i]) - law.CDF(max(0, g-res[i]))
+	for _, o := range obs {
+		if censored && o.gap < 2*o.res {
+			p := law.CDF(o.gap+o.res) - law.CDF(max(0, o.gap-o.res))
 			nll -= math.Log(max(p, 1e-300))
 			continue
 		}
-		nll -= law.LogProb(max(g, 1e-12))
+		nll -= law.LogProb(max(o.gap, 1e-12))
 	}
 	return nll
 }
 
 // fitRenewal fits exponential, Gamma and Weibull laws to the gaps by maximum
 // likelihood and keeps the lowest AIC.
-func fitRenewal(s *renewalGapSample, censored bool) (Renewal, error) {
-	gaps, res := s.gaps, s.res
-	if len(gaps) < 10 {
-		return Renewal{}, fmt.Errorf("%d inter-arrival gaps; a renewal fit needs at least 10", len(gaps))
+func fitRenewal(obs []gapObs, censored bool) (Renewal, error) {
+	if len(obs) < 10 {
+		return Renewal{}, fmt.Errorf("%d inter-arrival gaps; a renewal fit needs at least 10", len(obs))
+	}
+	gaps := make([]float64, len(obs))
+	for i, o := range obs {
+		gaps[i] = o.gap
 	}
 	mean := stat.Mean(gaps, nil)
 	r := Renewal{Gaps: len(gaps), ResolutionCensored: censored}
@@ -182,7 +171,7 @@ func fitRenewal(s *renewalGapSample, censored bool) (Renewal, error) {
 			if shape < 1e-3 || shape > 1e3 || math.IsInf(scale, 0) || scale == 0 {
 				return math.Inf(1)
 			}
-			return renewalNLL(makeLaw(dist, shape, scale), gaps, res, censored)
+			return renewalNLL(makeLaw(dist, shape, scale), obs, censored)
 		}
 		init := []float64{math.Log(mean)}
 		if dist != "exponential" {
@@ -224,10 +213,9 @@ func fitRenewal(s *renewalGapSample, censored bool) (Renewal, error) {
 	}
 	// KS of the chosen law against the gaps.
 	law := makeLaw(b.dist, b.shape, b.scale)
-	sorted := slices.Clone(gaps)
-	slices.Sort(sorted)
-	n := float64(len(sorted))
-	for i, g := range sorted {
+	slices.Sort(gaps)
+	n := float64(len(gaps))
+	for i, g := range gaps {
 		f := law.CDF(g)
 		r.KS = max(r.KS, math.Abs(f-float64(i)/n), math.Abs(float64(i+1)/n-f))
 	}
@@ -363,7 +351,7 @@ func simulateDispersion(base func(float64) float64, r *Renewal, l *Latent, span 
 		}
 		slices.Sort(gs)
 		for j, p := range gapProbs {
-			sum[len(windows)+j] += math.Log(max(quantileSorted(gs, p), 1e-6))
+			sum[len(windows)+j] += math.Log(max(rank.Percentile(gs, p), 1e-6))
 		}
 	}
 	for i := range sum {
@@ -377,16 +365,17 @@ func simulateDispersion(base func(float64) float64, r *Renewal, l *Latent, span 
 // intensity and renewal), minimising the mean squared log error with
 // Nelder–Mead. Simulating the same span keeps the windows' finite-sample bias
 // on both sides. target holds the dispersion at windows, then the gap
-// quantiles at gapProbs. It returns the layer and the simulated curve.
+// quantiles at gapProbs. It returns the layer and its simulated curve (the
+// caller scores it).
 func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, target []float64, expected float64) (Latent, []float64) {
 	reps := max(2, min(8, int(300_000/max(expected, 1))))
 	loss := func(model []float64) float64 { return curveLoss(model, target) }
 	none := Latent{Kind: "none"}
 	noneCurve := simulateDispersion(base, r, &none, span, windows, reps, 1)
-	none.Loss = loss(noneCurve)
+	noneLoss := loss(noneCurve)
 	// Does the dispersion keep growing beyond what the renewal layer gives?
 	last := len(windows) - 1
-	if last < 1 || target[last]/target[0] < 1.5*noneCurve[last]/noneCurve[0] && none.Loss < 0.05 {
+	if last < 1 || target[last]/target[0] < 1.5*noneCurve[last]/noneCurve[0] && noneLoss < 0.05 {
 		none.Note = "the dispersion curve does not grow beyond what the renewal layer gives: no latent layer"
 		return none, noneCurve
 	}
@@ -410,11 +399,10 @@ func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, ta
 	}
 	init := []float64{math.Log(0.7), math.Log(2), math.Log(0.7), math.Log(60), math.Log(0.3 / 0.7)}
 	res, _ := optimize.Minimize(optimize.Problem{Func: obj}, init, &optimize.Settings{FuncEvaluations: 400, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 40}}, &optimize.NelderMead{})
-	if res == nil || !(res.F < none.Loss) {
+	if res == nil || !(res.F < noneLoss) {
 		none.Note = "a latent layer did not improve the dispersion fit"
 		return none, noneCurve
 	}
 	l := decode(res.X)
-	l.Loss = res.F
 	return l, simulateDispersion(base, r, &l, span, windows, reps, 1)
 }

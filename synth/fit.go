@@ -1,15 +1,16 @@
 package synth
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -122,18 +123,10 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 	for _, k := range classKeys {
 		c := classes[k].fit(opts.Knots)
 		c.Model, c.API = k[0], k[1]
-		c.Share = float64(classes[k].seen) / total
+		c.Share = float64(classes[k].pairs.seen) / total
 		m.Lengths = append(m.Lengths, c)
 	}
-	slices.SortStableFunc(m.Lengths, func(a, b LengthClass) int {
-		switch {
-		case a.Share > b.Share:
-			return -1
-		case a.Share < b.Share:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(m.Lengths, func(a, b LengthClass) int { return cmp.Compare(b.Share, a.Share) })
 	if m.Prefix, err = prefix.fit(); err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
@@ -206,7 +199,7 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 	a.InterArrivalCV = sd / mean
 	slices.Sort(gaps)
 	for _, p := range gapProbs {
-		target = append(target, max(quantileSorted(gaps, p), res/2, 1e-6))
+		target = append(target, max(rank.Percentile(gaps, p), res/2, 1e-6))
 	}
 	gaps = nil
 	base := func(t float64) float64 { return rateAt(start + t) }
@@ -241,7 +234,7 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 	}
 	var best *variant
 	for _, local := range []bool{false, true} {
-		sample := &renewalGapSample{rng: rand.New(rand.NewPCG(3, 3))}
+		sample := newReservoir[gapObs](maxRenewalGaps, 3)
 		lo, hi := 0, 0
 		for i := 1; i < len(ts); i++ {
 			mid := (ts[i] + ts[i-1]) / 2
@@ -255,9 +248,9 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 				}
 				lam = max(float64(hi-lo), 1) / localW
 			}
-			sample.add((ts[i]-ts[i-1])*lam, max(res, 1e-6)*lam)
+			sample.add(gapObs{gap: (ts[i] - ts[i-1]) * lam, res: max(res, 1e-6) * lam})
 		}
-		ren, err := fitRenewal(sample, res > 0)
+		ren, err := fitRenewal(sample.items, res > 0)
 		if err != nil {
 			return a, err
 		}
@@ -265,14 +258,13 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 		if local {
 			v.name = fmt.Sprintf("local-rate-rescaled (%.3g s window)", localW)
 		}
-		switch {
-		case len(windows) < 2:
-			v.latent = Latent{Kind: "none", Note: "the trace is too short for a dispersion curve"}
-			v.curve = simulateDispersion(base, &v.renewal, &v.latent, simSpan, windows, 4, 1)
-		case noLatent:
+		if len(windows) < 2 || noLatent {
 			v.latent = Latent{Kind: "none", Note: "not fitted (--no-latent)"}
+			if len(windows) < 2 {
+				v.latent.Note = "the trace is too short for a dispersion curve"
+			}
 			v.curve = simulateDispersion(base, &v.renewal, &v.latent, simSpan, windows, 4, 1)
-		default:
+		} else {
 			v.latent, v.curve = fitLatent(base, &v.renewal, simSpan, windows, target, float64(len(ts))*simSpan/span)
 		}
 		v.latent.Loss = curveLoss(v.curve, target)

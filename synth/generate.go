@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,21 @@ type GenerateOptions struct {
 	Scenarios []Scenario
 }
 
+// withDefaults fills the zero fields that have a default: rate and time
+// scale 1, the default start.
+func (o GenerateOptions) withDefaults() GenerateOptions {
+	if o.RateScale == 0 {
+		o.RateScale = 1
+	}
+	if o.TimeScale == 0 {
+		o.TimeScale = 1
+	}
+	if o.Start.IsZero() {
+		o.Start = trace.DefaultStart
+	}
+	return o
+}
+
 // EffectiveDuration returns the workload length Generate will use.
 func (o *GenerateOptions) EffectiveDuration(m *Model) time.Duration {
 	if o.Duration > 0 {
@@ -49,11 +65,7 @@ func (o *GenerateOptions) EffectiveDuration(m *Model) time.Duration {
 			return time.Duration((s.At.Seconds() + s.rampLength()) * float64(time.Second))
 		}
 	}
-	span := m.Source.SpanS()
-	if ts := o.TimeScale; ts > 0 {
-		span /= ts
-	}
-	return time.Duration(span * float64(time.Second))
+	return time.Duration(m.Source.SpanS() / o.withDefaults().TimeScale * float64(time.Second))
 }
 
 // Generate draws a workload from m and calls emit for every request in
@@ -62,17 +74,9 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 	if err := m.Validate(); err != nil {
 		return 0, err
 	}
-	if opts.RateScale == 0 {
-		opts.RateScale = 1
-	}
-	if opts.TimeScale == 0 {
-		opts.TimeScale = 1
-	}
+	opts = opts.withDefaults()
 	if !(opts.RateScale > 0) || !(opts.TimeScale > 0) {
 		return 0, fmt.Errorf("rate scale %v and time scale %v must be positive", opts.RateScale, opts.TimeScale)
-	}
-	if opts.Start.IsZero() {
-		opts.Start = trace.DefaultStart
 	}
 	for i := range opts.Scenarios {
 		if err := opts.Scenarios[i].Check(); err != nil {
@@ -217,7 +221,7 @@ func newGenerator(m *Model, opts GenerateOptions) *generator {
 		return r
 	}
 	g.arrivals = newArrivalGen(base, &renewal, &latent, opts.Seed)
-	if m.Prefix != nil && m.Prefix.ReuseShare >= 0 && m.Prefix.BlockSize > 0 {
+	if m.Prefix != nil && m.Prefix.BlockSize > 0 {
 		g.prefix = newPrefixGen(m.Prefix, opts.Seed)
 		for i := range opts.Scenarios {
 			s := &opts.Scenarios[i]
@@ -286,20 +290,20 @@ func (g *generator) firstTurn(t float64) trace.Request {
 			g.sessions++
 			r.SessionID = fmt.Sprintf("sess-%d-%d", g.opts.Seed, g.sessions)
 			r.Turn = 1
-			g.scheduleNext(&pendingTurn{turn: 1, turns: turns, session: r.SessionID, prev: r, classIdx: ci}, t)
+			g.scheduleNext(pendingTurn{turn: 1, turns: turns, session: r.SessionID, prev: r, classIdx: ci}, t)
 		}
 	}
 	return r
 }
 
-func (g *generator) scheduleNext(p *pendingTurn, t float64) {
+// scheduleNext queues the turn after p (its copy, with the time set) unless
+// p was the session's last.
+func (g *generator) scheduleNext(p pendingTurn, t float64) {
 	if p.turn >= p.turns {
 		return
 	}
-	think := g.m.Sessions.ThinkS.Quantile(g.sessRng.Float64())
-	next := *p
-	next.at = t + think
-	heap.Push(&g.pending, &next)
+	p.at = t + g.m.Sessions.ThinkS.Quantile(g.sessRng.Float64())
+	heap.Push(&g.pending, &p)
 }
 
 // nextTurn builds the next turn of a session: its input holds the previous
@@ -337,7 +341,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 	next := *p
 	next.turn++
 	next.prev = r
-	g.scheduleNext(&next, p.at)
+	g.scheduleNext(next, p.at)
 	return r
 }
 
@@ -440,7 +444,7 @@ func pickShare(rng *rand.Rand, shares map[string]float64) string {
 		keys = append(keys, k)
 		total += v
 	}
-	sortStrings(keys)
+	slices.Sort(keys)
 	u := rng.Float64() * total
 	for _, k := range keys {
 		if u < shares[k] {
@@ -459,7 +463,7 @@ func applySampling(r *trace.Request, kind string) {
 	case "sampling":
 		r.Temperature, r.TopP = &one, &topP
 	case "json_schema", "logprobs":
-		if !containsString(r.Features, kind) {
+		if !slices.Contains(r.Features, kind) {
 			r.Features = append(append([]string(nil), r.Features...), kind)
 		}
 	}
@@ -478,6 +482,7 @@ func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts Genera
 	if err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
 	n, err := Generate(ctx, m, opts, w.Write)
 	if err != nil {
 		w.Abort()
@@ -486,22 +491,14 @@ func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts Genera
 	dur := opts.EffectiveDuration(m)
 	if n == 0 {
 		w.Abort()
-		return nil, fmt.Errorf("no requests generated: at %.3g req/s, %v holds no arrival; give a longer --duration", m.MeanRatePerS()*max(opts.RateScale, 1), dur)
-	}
-	start := opts.Start
-	if start.IsZero() {
-		start = trace.DefaultStart
+		return nil, fmt.Errorf("no requests generated: at %.3g req/s, %v holds no arrival; give a longer --duration", m.MeanRatePerS()*opts.RateScale, dur)
 	}
 	gen := map[string]any{"model": modelPath, "seed": opts.Seed, "duration_s": dur.Seconds(),
-		"arrivals": m.Arrivals.Chosen, "mean_rate_per_s": m.MeanRatePerS(), "rate_scale": max(opts.RateScale, 0), "time_scale": max(opts.TimeScale, 0)}
-	var names []string
-	for _, s := range opts.Scenarios {
-		names = append(names, s.Name)
-	}
-	if len(names) > 0 {
+		"arrivals": m.Arrivals.Chosen, "mean_rate_per_s": m.MeanRatePerS(), "rate_scale": opts.RateScale, "time_scale": opts.TimeScale}
+	if len(opts.Scenarios) > 0 {
 		gen["scenarios"] = opts.Scenarios
 	}
-	man := &trace.Manifest{Kind: "workload", TimesRelative: true, Anchor: start, PrefixIDs: trace.PrefixIDsNone, Generator: gen}
+	man := &trace.Manifest{Kind: "workload", TimesRelative: true, Anchor: opts.Start, PrefixIDs: trace.PrefixIDsNone, Generator: gen}
 	if m.Prefix != nil {
 		man.PrefixIDs, man.BlockSize = trace.PrefixIDsSynthetic, m.Prefix.BlockSize
 	}

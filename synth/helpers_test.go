@@ -3,7 +3,6 @@ package synth
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,36 +37,25 @@ type sinkFunc func(trace.Request) error
 func (f sinkFunc) Write(r trace.Request) error { return f(r) }
 func (sinkFunc) Reject(trace.Reject) error     { return nil }
 
-var (
-	sampleOnce  sync.Map
-	sampleRows  = map[string][]trace.Request{}
-	sampleStats = map[string]datasets.Stats{}
-	sampleMu    sync.Mutex
-)
+// sampleRows caches each bundled sample's rows for the test binary (the
+// package's tests do not run in parallel).
+var sampleRows = map[string][]trace.Request{}
 
-// sampleBucket converts a bundled sample into a bucket (rows read once per
-// test binary).
+// sampleBucket converts a bundled sample into a new bucket.
 func sampleBucket(t testing.TB, name string) string {
 	t.Helper()
-	once, _ := sampleOnce.LoadOrStore(name, &sync.Once{})
-	once.(*sync.Once).Do(func() {
-		d, ok := datasets.Lookup(name)
-		if !ok {
+	rows, ok := sampleRows[name]
+	if !ok {
+		d, found := datasets.Lookup(name)
+		if !found {
 			t.Fatalf("no bundled sample %q", name)
 		}
-		var rows []trace.Request
 		sink := sinkFunc(func(r trace.Request) error { rows = append(rows, r); return nil })
-		st, err := datasets.Read(context.Background(), d.Open(), datasets.Options{Name: d.File}, sink)
-		if err != nil {
+		if _, err := datasets.Read(context.Background(), d.Open(), datasets.Options{Name: d.File}, sink); err != nil {
 			t.Fatal(err)
 		}
-		sampleMu.Lock()
-		sampleRows[name], sampleStats[name] = rows, st
-		sampleMu.Unlock()
-	})
-	sampleMu.Lock()
-	rows := sampleRows[name]
-	sampleMu.Unlock()
+		sampleRows[name] = rows
+	}
 	return writeBucket(t, rows, &trace.Manifest{BlockSize: trace.DefaultBlockSize})
 }
 

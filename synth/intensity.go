@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/optimize"
@@ -280,10 +281,8 @@ func poissonGLM(b binnedCounts, hd, hw int, logMean float64) ([]float64, []float
 			}
 		}
 	}
-	return beta, slicesClone(mu), info, nil
+	return beta, slices.Clone(mu), info, nil
 }
-
-func slicesClone(x []float64) []float64 { return append([]float64(nil), x...) }
 
 // fitPiecewise fits equal-width constant pieces (1 to 24, each at least five
 // minutes) to a trace shorter than a day and keeps the count with the lowest

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/servetrace/servetrace/internal/rank"
@@ -65,72 +66,34 @@ type histogram map[int64]int64
 
 // marginal builds a Marginal with up to k knots from the histogram.
 func (h histogram) marginal(k int) Marginal {
-	type vc struct{ v, c int64 }
-	var vals []vc
-	var n int64
-	sum := 0.0
-	for v, c := range h {
-		vals = append(vals, vc{v, c})
-		n += c
-		sum += float64(v) * float64(c)
-	}
-	if n == 0 {
-		return Marginal{}
-	}
-	slices.SortFunc(vals, func(a, b vc) int { return cmp.Compare(a.v, b.v) })
-	k = max(2, min(k, int(n)+1))
-	m := Marginal{N: n, Mean: sum / float64(n), Knots: make([]float64, k)}
-	// Type-1 quantile: the smallest value whose CDF reaches p.
-	var cum int64
-	j := 0
-	for i := range k {
-		p := float64(i) / float64(k-1)
-		need := int64(math.Ceil(p*float64(n) - 1e-9))
-		for j < len(vals)-1 && cum+vals[j].c < need {
-			cum += vals[j].c
-			j++
-		}
-		m.Knots[i] = float64(vals[j].v)
-	}
-	m.Knots[0] = float64(vals[0].v)
-	cum = 0
-	for _, x := range vals {
-		if float64(x.c)/float64(n) >= AtomShare {
-			m.Atoms = append(m.Atoms, Atom{Value: float64(x.v), PLow: float64(cum) / float64(n), PHigh: float64(cum+x.c) / float64(n)})
-		}
-		cum += x.c
-	}
-	return m
+	vals, counts := h.sortedCounts()
+	return marginalFromCounts(vals, counts, k)
 }
 
-// cdfMid returns the mid-rank CDF of value v: (count below + half the count
-// at v) / n. Used for normal scores.
+// cdfTable holds the mid-rank CDF of each value, (count below + half the
+// count at v) / n, for normal scores.
 type cdfTable struct {
-	vals []int64
+	vals []float64
 	mid  []float64
 }
 
 func (h histogram) cdf() cdfTable {
-	var t cdfTable
-	for v := range h {
-		t.vals = append(t.vals, v)
-	}
-	slices.Sort(t.vals)
+	vals, counts := h.sortedCounts()
 	var n int64
-	for _, c := range h {
+	for _, c := range counts {
 		n += c
 	}
+	t := cdfTable{vals: vals, mid: make([]float64, len(vals))}
 	var cum int64
-	for _, v := range t.vals {
-		c := h[v]
-		t.mid = append(t.mid, (float64(cum)+float64(c)/2)/float64(n))
+	for i, c := range counts {
+		t.mid[i] = (float64(cum) + float64(c)/2) / float64(n)
 		cum += c
 	}
 	return t
 }
 
 func (t cdfTable) at(v int64) float64 {
-	i, _ := slices.BinarySearch(t.vals, v)
+	i, _ := slices.BinarySearch(t.vals, float64(v))
 	if i >= len(t.vals) {
 		return 1
 	}
@@ -175,42 +138,37 @@ type LengthBin struct {
 // lengthFitter accumulates one class's lengths.
 type lengthFitter struct {
 	in, out histogram
-	pairs   [][2]int64 // a uniform reservoir sample of (input, output)
-	seen    int
-	rng     *rand.Rand
+	pairs   *reservoir[[2]int64] // (input, output)
 }
 
 // maxPairs bounds the pairs kept per class for the copula and the bins.
 const maxPairs = 200_000
 
 func newLengthFitter(seed uint64) *lengthFitter {
-	return &lengthFitter{in: histogram{}, out: histogram{}, rng: rand.New(rand.NewPCG(seed, 0x1e))}
+	return &lengthFitter{in: histogram{}, out: histogram{}, pairs: newReservoir[[2]int64](maxPairs, seed)}
 }
 
 func (f *lengthFitter) add(in, out int64) {
 	f.in[in]++
 	f.out[out]++
-	f.seen++
-	if len(f.pairs) < maxPairs {
-		f.pairs = append(f.pairs, [2]int64{in, out})
-	} else if j := f.rng.IntN(f.seen); j < maxPairs {
-		f.pairs[j] = [2]int64{in, out}
-	}
+	f.pairs.add([2]int64{in, out})
 }
 
 func (f *lengthFitter) fit(knots int) LengthClass {
 	c := LengthClass{Input: f.in.marginal(knots), Output: f.out.marginal(knots), DecileError: map[string]float64{}}
 	ci, co := f.in.cdf(), f.out.cdf()
-	n := len(f.pairs)
+	n := len(f.pairs.items)
 	zi, zo := make([]float64, n), make([]float64, n)
 	xi, xo := make([]float64, n), make([]float64, n)
 	norm := distuv.UnitNormal
-	for i, p := range f.pairs {
+	for i, p := range f.pairs.items {
 		zi[i] = norm.Quantile(ci.at(p[0]))
 		zo[i] = norm.Quantile(co.at(p[1]))
 		xi[i], xo[i] = float64(p[0]), float64(p[1])
 	}
-	c.Rho = pearson(zi, zo)
+	if c.Rho = stat.Correlation(zi, zo, nil); math.IsNaN(c.Rho) {
+		c.Rho = 0 // a constant length: no dependence to model
+	}
 	if n > 3 {
 		// Fisher z with Bonett and Wright's variance for rank-based
 		// correlations, (1 + r²/2)/(n − 3): plain 1/(n − 3) is too narrow
@@ -219,7 +177,7 @@ func (f *lengthFitter) fit(knots int) LengthClass {
 		c.RhoCI95 = [2]float64{math.Tanh(z - 1.96*se), math.Tanh(z + 1.96*se)}
 	}
 	c.Spearman = rank.Spearman(xi, xo)
-	c.Bins = fitBins(f.pairs, c.Input)
+	c.Bins = fitBins(f.pairs.items, c.Input)
 	// Choose the sampler by the median output per input decile.
 	want := medianOutputPerDecile(xi, xo)
 	rng := rand.New(rand.NewPCG(99, 1))
@@ -324,33 +282,9 @@ func medianOutputPerDecile(in, out []float64) []float64 {
 			o = append(o, out[i])
 		}
 		slices.Sort(o)
-		res[d] = quantileSorted(o, 0.5)
+		res[d] = rank.Percentile(o, 0.5)
 	}
 	return res
-}
-
-func pearson(x, y []float64) float64 {
-	n := float64(len(x))
-	if n < 2 {
-		return 0
-	}
-	var mx, my float64
-	for i := range x {
-		mx += x[i]
-		my += y[i]
-	}
-	mx, my = mx/n, my/n
-	var sxy, sxx, syy float64
-	for i := range x {
-		dx, dy := x[i]-mx, y[i]-my
-		sxy += dx * dy
-		sxx += dx * dx
-		syy += dy * dy
-	}
-	if sxx == 0 || syy == 0 {
-		return 0
-	}
-	return sxy / math.Sqrt(sxx*syy)
 }
 
 // sample draws one (input, output) pair. u, when non-nil, overrides the

@@ -31,7 +31,7 @@ const maxCategories = 32
 type catCounter struct {
 	total  map[string]int64
 	byHour [24]map[string]int64
-	hours  map[int64]bool // distinct days seen, for "supports per-hour"
+	hours  map[int64]bool // distinct clock hours seen: 48 make two days
 }
 
 func newCatCounter() *catCounter {
@@ -42,11 +42,12 @@ func newCatCounter() *catCounter {
 	return c
 }
 
-func (c *catCounter) add(v string, tsUs int64) {
+// add counts v at hour of day hour, in the clock hour hourIndex (hours
+// since the epoch).
+func (c *catCounter) add(v string, hour int, hourIndex int64) {
 	c.total[v]++
-	t := time.UnixMicro(tsUs).UTC()
-	c.byHour[t.Hour()][v]++
-	c.hours[tsUs/(int64(time.Hour)/1000)] = true
+	c.byHour[hour][v]++
+	c.hours[hourIndex] = true
 }
 
 // categorical builds the distribution; per-hour shares are kept when the
@@ -170,17 +171,29 @@ func floatKey(p *float64) string {
 	return strconv.FormatFloat(*p, 'g', 4, 64)
 }
 
-func (m *mixCounter) add(model, adapter, tenant, api string, stream bool, temp, topP *float64, features []string, ts int64) {
-	m.model.add(model, ts)
-	m.adapter.add(adapter, ts)
-	m.tenant.add(tenant, ts)
-	m.api.add(api, ts)
-	m.stream.add(strconv.FormatBool(stream), ts)
-	m.temperature.add(floatKey(temp), ts)
-	m.topP.add(floatKey(topP), ts)
-	f := slices.Clone(features)
-	slices.Sort(f)
-	m.features.add(strings.Join(f, "+"), ts)
+// add counts one request's attributes, at arrival time tsUs (µs since the
+// epoch, UTC).
+func (m *mixCounter) add(model, adapter, tenant, api string, stream bool, temp, topP *float64, features []string, tsUs int64) {
+	hourIndex := tsUs / (int64(time.Hour) / int64(time.Microsecond))
+	hour := int(hourIndex % 24)
+	m.model.add(model, hour, hourIndex)
+	m.adapter.add(adapter, hour, hourIndex)
+	m.tenant.add(tenant, hour, hourIndex)
+	m.api.add(api, hour, hourIndex)
+	m.stream.add(strconv.FormatBool(stream), hour, hourIndex)
+	m.temperature.add(floatKey(temp), hour, hourIndex)
+	m.topP.add(floatKey(topP), hour, hourIndex)
+	key := ""
+	switch len(features) {
+	case 0:
+	case 1:
+		key = features[0]
+	default:
+		f := slices.Clone(features)
+		slices.Sort(f)
+		key = strings.Join(f, "+")
+	}
+	m.features.add(key, hour, hourIndex)
 }
 
 func (m *mixCounter) mix() Mix {

@@ -15,9 +15,12 @@ package synth
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"time"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // ModelVersion is the model.json format version.
@@ -84,15 +87,10 @@ func WriteModel(path string, m *Model) error {
 	if len(b) > MaxModelBytes {
 		return fmt.Errorf("encode model: %d bytes, more than the %d a model may take", len(b), MaxModelBytes)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write model: %w", err)
-	}
-	return nil
+	return trace.WriteFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
 }
 
 // ReadModel reads and validates a model.json.

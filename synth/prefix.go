@@ -68,7 +68,7 @@ type prefixFitter struct {
 	groups        map[int64]*groupStat
 	requests      int64
 	reused        int64
-	depth, age    histogramF
+	depth, age    *reservoir[float64]
 	binN, binHits [16]int64
 	first, last   float64
 }
@@ -78,58 +78,9 @@ type groupStat struct {
 	n           int64
 }
 
-// histogramF collects float samples for a quantile table (a reservoir).
-type histogramF struct {
-	x    []float64
-	seen int
-	rng  *rand.Rand
-}
-
-func (h *histogramF) add(v float64) {
-	if h.rng == nil {
-		h.rng = rand.New(rand.NewPCG(7, 7))
-	}
-	h.seen++
-	if len(h.x) < maxPairs {
-		h.x = append(h.x, v)
-	} else if j := h.rng.IntN(h.seen); j < maxPairs {
-		h.x[j] = v
-	}
-}
-
-func (h *histogramF) marginal(k int) Marginal {
-	if len(h.x) == 0 {
-		return Marginal{}
-	}
-	s := slices.Clone(h.x)
-	slices.Sort(s)
-	k = max(2, min(k, len(s)+1))
-	m := Marginal{N: int64(h.seen), Knots: make([]float64, k)}
-	sum := 0.0
-	for _, v := range s {
-		sum += v
-	}
-	m.Mean = sum / float64(len(s))
-	for i := range k {
-		p := float64(i) / float64(k-1)
-		j := max(0, int(math.Ceil(p*float64(len(s))))-1)
-		m.Knots[i] = s[j]
-	}
-	// The full-depth atom matters (a prompt identical to an earlier one).
-	n := len(s)
-	top := s[n-1]
-	c := 0
-	for i := n - 1; i >= 0 && s[i] == top; i-- {
-		c++
-	}
-	if float64(c)/float64(n) >= AtomShare {
-		m.Atoms = []Atom{{Value: top, PLow: float64(n-c) / float64(n), PHigh: 1}}
-	}
-	return m
-}
-
 func newPrefixFitter(blockSize int) *prefixFitter {
-	return &prefixFitter{blockSize: blockSize, cur: map[int64]float64{}, old: map[int64]float64{}, groups: map[int64]*groupStat{}, first: math.NaN()}
+	return &prefixFitter{blockSize: blockSize, cur: map[int64]float64{}, old: map[int64]float64{}, groups: map[int64]*groupStat{}, first: math.NaN(),
+		depth: newReservoir[float64](maxPairs, 7), age: newReservoir[float64](maxPairs, 8)}
 }
 
 func inputBin(in int64) int { return min(15, max(0, int(math.Log2(float64(max(in, 1)))/1.5))) }
@@ -187,7 +138,7 @@ func (f *prefixFitter) fit() (*PrefixModel, error) {
 		return nil, nil
 	}
 	m := &PrefixModel{BlockSize: f.blockSize, Requests: f.requests, ReuseShare: float64(f.reused) / float64(f.requests),
-		Depth: f.depth.marginal(129), AgeS: f.age.marginal(257), Groups: int64(len(f.groups))}
+		Depth: floatMarginal(f.depth, 129), AgeS: floatMarginal(f.age, 257), Groups: int64(len(f.groups))}
 	for b := range f.binN {
 		if f.binN[b] > 0 {
 			m.ReuseByInputBin = append(m.ReuseByInputBin, ShareBin{InputHigh: math.Pow(2, 1.5*float64(b+1)), Share: float64(f.binHits[b]) / float64(f.binN[b]), N: f.binN[b]})
@@ -196,7 +147,7 @@ func (f *prefixFitter) fit() (*PrefixModel, error) {
 	if span := f.last - f.first; span > 0 {
 		m.NewGroupsPerS = float64(len(f.groups)) / span
 	}
-	var life histogramF
+	life := newReservoir[float64](maxPairs, 9)
 	sizes := make([]float64, 0, len(f.groups))
 	for _, g := range f.groups {
 		sizes = append(sizes, float64(g.n))
@@ -204,7 +155,7 @@ func (f *prefixFitter) fit() (*PrefixModel, error) {
 			life.add(g.last - g.first)
 		}
 	}
-	m.GroupLifetimeS = life.marginal(65)
+	m.GroupLifetimeS = floatMarginal(life, 65)
 	if alpha, ci, err := fitPowerLaw(sizes); err == nil {
 		m.ZipfAlpha, m.ZipfAlphaCI95 = alpha, ci
 		m.ZipfS = 1 / (alpha - 1)
@@ -326,10 +277,10 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 		}
 		cut++
 	}
-	if cut > 0 {
-		g.hist = slices.Delete(g.hist, 0, cut)
-		g.offset += int64(cut)
-	}
+	// Re-slicing, not copying: a long history would make every request pay
+	// for moving it; append reclaims the dropped head when it reallocates.
+	g.hist = g.hist[cut:]
+	g.offset += int64(cut)
 	cold := g.cold != nil && g.cold(t)
 	if !cold && len(g.live) > 0 && g.rng.Float64() < g.reuseShare(in) {
 		age := g.m.AgeS.Quantile(g.rng.Float64())

@@ -85,11 +85,11 @@ func TestLongRecoverGammaShape(t *testing.T) {
 	const shape = 0.6
 	c := coverage(100, func(seed uint64) bool {
 		g := distuv.Gamma{Alpha: shape, Beta: shape, Src: rand.NewPCG(seed, 12)}
-		s := &renewalGapSample{rng: rand.New(rand.NewPCG(seed, 13))}
-		for range 1000 {
-			s.add(g.Rand(), 1e-9)
+		obs := make([]gapObs, 1000)
+		for i := range obs {
+			obs[i] = gapObs{gap: g.Rand(), res: 1e-9}
 		}
-		r, err := fitRenewal(s, false)
+		r, err := fitRenewal(obs, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,13 +37,14 @@ type sessionState struct {
 type sessionFitter struct {
 	open             map[string]*sessionState
 	turns            histogram
-	think, newTokens histogramF
+	think, newTokens *reservoir[float64]
 	sessions, multi  int64
 	lastSweep        float64
 }
 
 func newSessionFitter() *sessionFitter {
-	return &sessionFitter{open: map[string]*sessionState{}, turns: histogram{}}
+	return &sessionFitter{open: map[string]*sessionState{}, turns: histogram{},
+		think: newReservoir[float64](maxPairs, 10), newTokens: newReservoir[float64](maxPairs, 11)}
 }
 
 func (f *sessionFitter) close(s *sessionState) {
@@ -92,5 +93,5 @@ func (f *sessionFitter) fit() *SessionModel {
 		return nil
 	}
 	return &SessionModel{Sessions: f.sessions, MultiTurnShare: float64(f.multi) / float64(f.sessions),
-		Turns: f.turns.marginal(257), ThinkS: f.think.marginal(257), NewTokens: f.newTokens.marginal(257)}
+		Turns: f.turns.marginal(257), ThinkS: floatMarginal(f.think, 257), NewTokens: floatMarginal(f.newTokens, 257)}
 }

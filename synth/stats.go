@@ -1,43 +1,6 @@
 package synth
 
-import (
-	"math"
-	"slices"
-)
-
-// KSDistance returns the two-sample Kolmogorov–Smirnov distance: the largest
-// gap between the empirical CDFs of a and b. Ties are handled exactly (the
-// CDFs are compared after each distinct value). Both inputs are sorted in
-// place.
-func KSDistance(a, b []float64) float64 {
-	if len(a) == 0 || len(b) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(a)
-	slices.Sort(b)
-	na, nb := float64(len(a)), float64(len(b))
-	i, j := 0, 0
-	d := 0.0
-	for i < len(a) || j < len(b) {
-		var v float64
-		switch {
-		case i == len(a):
-			v = b[j]
-		case j == len(b):
-			v = a[i]
-		default:
-			v = min(a[i], b[j])
-		}
-		for i < len(a) && a[i] == v {
-			i++
-		}
-		for j < len(b) && b[j] == v {
-			j++
-		}
-		d = max(d, math.Abs(float64(i)/na-float64(j)/nb))
-	}
-	return d
-}
+import "math"
 
 // DispersionIndex returns the index of dispersion of counts (variance over
 // mean of the number of arrivals per window) for windows of w seconds laid
@@ -164,20 +127,6 @@ func LRUHitRates(blocks [][]int64, blockSize int, capacitiesTokens []float64) []
 	return out
 }
 
-// quantileSorted returns the type-7 (linear) quantile of sorted x at p.
-func quantileSorted(x []float64, p float64) float64 {
-	if len(x) == 0 {
-		return math.NaN()
-	}
-	pos := p * float64(len(x)-1)
-	i := int(pos)
-	if i >= len(x)-1 {
-		return x[len(x)-1]
-	}
-	f := pos - float64(i)
-	return x[i] + f*(x[i+1]-x[i])
-}
-
 // hurwitzZeta returns ζ(s, q) = Σ_{k≥0} (k+q)^-s for s > 1, with its first
 // and second derivatives in s, by direct summation of the first terms and
 // the Euler–Maclaurin tail.
@@ -209,7 +158,3 @@ func hurwitzZeta(s, q float64) (z, dz, d2z float64) {
 	d2z += d2Integral + l*l*half + d2em
 	return z, dz, d2z
 }
-
-func sortStrings(s []string) { slices.Sort(s) }
-
-func containsString(s []string, v string) bool { return slices.Contains(s, v) }

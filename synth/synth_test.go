@@ -13,24 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
-
-func TestKSDistanceHandComputed(t *testing.T) {
-	for _, tc := range []struct {
-		a, b []float64
-		want float64
-	}{
-		{[]float64{1, 2, 3, 4}, []float64{1, 2, 3, 4}, 0},
-		{[]float64{1, 2}, []float64{3, 4}, 1},
-		// CDFs after 1: 1/4 vs 0; after 2: 2/4 vs 1/2; after 3: 3/4 vs 1/2 → 0.25.
-		{[]float64{1, 2, 3, 5}, []float64{2, 4}, 0.25},
-	} {
-		if got := KSDistance(tc.a, tc.b); math.Abs(got-tc.want) > 1e-12 {
-			t.Errorf("KS(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
 
 func TestDispersionIndexHandComputed(t *testing.T) {
 	// Windows of 1 s over [0, 4): counts 3, 1, 0, 0 → mean 1, variance
@@ -269,8 +254,8 @@ func TestScenarios(t *testing.T) {
 			}
 			slices.Sort(in)
 			slices.Sort(out)
-			if quantileSorted(in, 0.5) < quantileSorted(out, 0.9)*0.95 {
-				t.Errorf("storm input p50 %.0f is not in the tail (p90 outside %.0f)", quantileSorted(in, 0.5), quantileSorted(out, 0.9))
+			if rank.Percentile(in, 0.5) < rank.Percentile(out, 0.9)*0.95 {
+				t.Errorf("storm input p50 %.0f is not in the tail (p90 outside %.0f)", rank.Percentile(in, 0.5), rank.Percentile(out, 0.9))
 			}
 		}},
 		{"cold-cache", func(t *testing.T, rows []trace.Request) {

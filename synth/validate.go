@@ -143,29 +143,24 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		return nil, err
 	}
 	v := &Validation{Real: realDir, Synth: synthDir, RealRows: len(real.ts), SynthRows: len(syn.ts), Pass: true}
-	th := func(name string) float64 {
-		if x, ok := opts.Thresholds[name]; ok {
-			return x
-		}
-		return DefaultThresholds[name]
-	}
-	add := func(name string, r, s float64, relative bool) {
-		c := Check{Name: name, Real: r, Synth: s, Relative: relative, Threshold: th(name)}
-		c.Diff = math.Abs(s - r)
-		if relative {
-			c.Diff = math.Abs(s-r) / math.Abs(r)
-			if r == 0 && s == 0 {
-				c.Diff = 0
-			}
+	// push files a check under its threshold.
+	push := func(c Check) {
+		c.Threshold = DefaultThresholds[c.Name]
+		if x, ok := opts.Thresholds[c.Name]; ok {
+			c.Threshold = x
 		}
 		c.Pass = c.Diff <= c.Threshold
 		v.Checks = append(v.Checks, c)
 	}
+	add := func(name string, r, s float64, relative bool) {
+		c := Check{Name: name, Real: r, Synth: s, Relative: relative, Diff: math.Abs(s - r)}
+		if relative && c.Diff > 0 {
+			c.Diff /= math.Abs(r)
+		}
+		push(c)
+	}
 	addKS := func(name string, a, b []float64) {
-		d := KSDistance(slices.Clone(a), slices.Clone(b))
-		c := Check{Name: name, Diff: d, Statistic: true, Threshold: th(name)}
-		c.Pass = d <= c.Threshold
-		v.Checks = append(v.Checks, c)
+		push(Check{Name: name, Diff: rank.KS(a, b), Statistic: true})
 	}
 	addKS("ks_input_tokens", real.in, syn.in)
 	addKS("ks_output_tokens", real.out, syn.out)
@@ -175,34 +170,25 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		name string
 		p    float64
 	}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}} {
-		add("input_"+q.name, quantileSorted(ri, q.p), quantileSorted(si, q.p), true)
-	}
-	for _, q := range []struct {
-		name string
-		p    float64
-	}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}} {
-		add("output_"+q.name, quantileSorted(ro, q.p), quantileSorted(so, q.p), true)
+		add("input_"+q.name, rank.Percentile(ri, q.p), rank.Percentile(si, q.p), true)
+		add("output_"+q.name, rank.Percentile(ro, q.p), rank.Percentile(so, q.p), true)
 	}
 	add("spearman_input_output", rank.Spearman(real.in, real.out), rank.Spearman(syn.in, syn.out), false)
 	rd, sd := medianOutputPerDecile(real.in, real.out), medianOutputPerDecile(syn.in, syn.out)
-	worst, wr, ws := 0.0, 0.0, 0.0
+	worst := Check{Name: "median_output_by_input_decile", Relative: true}
 	for d := range rd {
-		if rd[d] > 0 {
-			if e := math.Abs(sd[d]-rd[d]) / rd[d]; e >= worst {
-				worst, wr, ws = e, rd[d], sd[d]
-			}
+		if e := math.Abs(sd[d]-rd[d]) / rd[d]; rd[d] > 0 && e >= worst.Diff {
+			worst.Diff, worst.Real, worst.Synth = e, rd[d], sd[d]
 		}
 	}
-	c := Check{Name: "median_output_by_input_decile", Real: wr, Synth: ws, Diff: worst, Relative: true, Threshold: th("median_output_by_input_decile")}
-	c.Pass = c.Diff <= c.Threshold
-	v.Checks = append(v.Checks, c)
+	push(worst)
 
 	rg, sg := gaps(real.ts), gaps(syn.ts)
 	for _, q := range []struct {
 		name string
 		p    float64
 	}{{"gap_p10", 0.1}, {"gap_p50", 0.5}, {"gap_p90", 0.9}, {"gap_p99", 0.99}} {
-		add(q.name, quantileSorted(rg, q.p), quantileSorted(sg, q.p), true)
+		add(q.name, rank.Percentile(rg, q.p), rank.Percentile(sg, q.p), true)
 	}
 	for _, w := range []float64{1, 10, 60} {
 		rdI := DispersionIndex(real.ts, real.start, real.end, w)
@@ -214,9 +200,7 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		add(fmt.Sprintf("dispersion_%gs", w), rdI, sdI, true)
 	}
 	if e, r, s, ok := perMinuteRateError(real, syn); ok {
-		c := Check{Name: "rate_per_minute", Real: r, Synth: s, Diff: e, Relative: true, Threshold: th("rate_per_minute")}
-		c.Pass = c.Diff <= c.Threshold
-		v.Checks = append(v.Checks, c)
+		push(Check{Name: "rate_per_minute", Real: r, Synth: s, Diff: e, Relative: true})
 	} else {
 		v.SkippedReason = append(v.SkippedReason, "rate per minute: a side is shorter than a minute")
 	}

@@ -135,22 +135,32 @@ func WriteJSONAtomic(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	b = append(b, '\n')
+	return WriteFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+}
+
+// WriteFileAtomic writes path through a temporary file in its directory and
+// a rename, so a failure never leaves a half-written file and readers never
+// see one. The file is readable by all (0644), as os.WriteFile would make it.
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err := tmp.Write(b); err != nil {
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if err := write(tmp); err != nil {
 		tmp.Close()
-		os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -129,33 +129,23 @@ func MergeShards(dir string) (*Manifest, error) {
 
 // concatAtomic writes the files' contents, in order, to path via a
 // temporary file.
-func concatAtomic(path string, files []string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".merge-*.tmp")
+func concatAtomic(path string, files []string) error {
+	err := WriteFileAtomic(path, func(w io.Writer) error {
+		for _, f := range files {
+			in, err := os.Open(f)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(w, in)
+			in.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("merge rejects: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	for _, f := range files {
-		in, err := os.Open(f)
-		if err != nil {
-			return fmt.Errorf("merge rejects: %w", err)
-		}
-		_, err = io.Copy(tmp, in)
-		in.Close()
-		if err != nil {
-			return fmt.Errorf("merge rejects: %w", err)
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("merge rejects: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return nil
 }

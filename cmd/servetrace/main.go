@@ -195,7 +195,7 @@ Example:
 			if api != trace.APIChat && api != trace.APICompletions {
 				return cli.Exit(fmt.Sprintf("--api %q: use chat or completions", api), 2)
 			}
-			if f := c.String("format"); f != "" && !contains(datasets.Formats, f) {
+			if f := c.String("format"); f != "" && !slices.Contains(datasets.Formats, f) {
 				return cli.Exit(fmt.Sprintf("--format %q: use one of %s", f, strings.Join(datasets.Formats, ", ")), 2)
 			}
 			m, err := datasets.Convert(c.Context, c.Args().Slice(), c.String("out"), datasets.ConvertOptions{
@@ -720,15 +720,6 @@ func datasetsCmd() *cli.Command {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // isTerminal reports whether f is a character device (a TTY).
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
@@ -844,7 +835,7 @@ func writeHTMLReport(path string, rep *analyze.Report) error {
 	if err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}
-	if err := writeFileAtomic(path, func(w io.Writer) error { return analyze.WriteHTML(w, rep, figs) }); err != nil {
+	if err := trace.WriteFileAtomic(path, func(w io.Writer) error { return analyze.WriteHTML(w, rep, figs) }); err != nil {
 		return fmt.Errorf("--html %s: %w", path, err)
 	}
 	return nil
@@ -900,7 +891,7 @@ Example:
 				}
 				var text strings.Builder
 				analyze.WriteEnvelopeTable(&text, env)
-				if err := writeFileAtomic(path, func(w io.Writer) error {
+				if err := trace.WriteFileAtomic(path, func(w io.Writer) error {
 					return analyze.WriteFigurePage(w, "servetrace service envelope", text.String(), figs)
 				}); err != nil {
 					return fmt.Errorf("--html %s: %w", path, err)
@@ -915,27 +906,6 @@ Example:
 			return analyze.WriteEnvelopeTable(c.App.Writer, env)
 		},
 	}
-}
-
-// writeFileAtomic writes path through a temporary file in its directory,
-// so a failure never leaves a half-written file.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".servetrace-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // logOptions reads the request-log flags of convert.
@@ -993,7 +963,7 @@ Example:
 			o := datasets.ExportOptions{DenseIDs: c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids"), Tokenizer: c.String("tokenizer")}
 			if path := c.String("out"); path != "" {
 				var n int64
-				err := writeFileAtomic(path, func(w io.Writer) error {
+				err := trace.WriteFileAtomic(path, func(w io.Writer) error {
 					var err error
 					n, err = datasets.Export(c.Context, c.Args().First(), w, c.String("format"), o)
 					return err

@@ -1,0 +1,103 @@
+package synth
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// reservoir keeps a uniform sample of at most capacity of the values added
+// (Algorithm R), so a fit's memory stays bounded however long the trace.
+type reservoir[T any] struct {
+	items    []T
+	seen     int
+	capacity int
+	rng      *rand.Rand
+}
+
+func newReservoir[T any](capacity int, seed uint64) *reservoir[T] {
+	return &reservoir[T]{capacity: capacity, rng: rand.New(rand.NewPCG(seed, 0x5e5e))}
+}
+
+func (r *reservoir[T]) add(v T) {
+	r.seen++
+	if len(r.items) < r.capacity {
+		r.items = append(r.items, v)
+	} else if j := r.rng.IntN(r.seen); j < r.capacity {
+		r.items[j] = v
+	}
+}
+
+// floatMarginal builds a Marginal of up to k knots from a reservoir of
+// values; N is the number of values seen, not kept.
+func floatMarginal(r *reservoir[float64], k int) Marginal {
+	s := slices.Clone(r.items)
+	slices.Sort(s)
+	var vals []float64
+	var counts []int64
+	for _, v := range s {
+		if n := len(vals); n > 0 && vals[n-1] == v {
+			counts[n-1]++
+			continue
+		}
+		vals = append(vals, v)
+		counts = append(counts, 1)
+	}
+	m := marginalFromCounts(vals, counts, k)
+	m.N = int64(r.seen)
+	return m
+}
+
+// marginalFromCounts builds a Marginal with up to k knots from distinct
+// values in ascending order and their counts: knots are type-1 quantiles
+// (every knot an observed value) and every value holding at least AtomShare
+// of the mass becomes an atom.
+func marginalFromCounts(vals []float64, counts []int64, k int) Marginal {
+	var n int64
+	sum := 0.0
+	for i, c := range counts {
+		n += c
+		sum += vals[i] * float64(c)
+	}
+	if n == 0 {
+		return Marginal{}
+	}
+	k = max(2, min(k, int(n)+1))
+	m := Marginal{N: n, Mean: sum / float64(n), Knots: make([]float64, k)}
+	// Type-1 quantile: the smallest value whose CDF reaches p.
+	var cum int64
+	j := 0
+	for i := range k {
+		need := int64(math.Ceil(float64(i)/float64(k-1)*float64(n) - 1e-9))
+		for j < len(vals)-1 && cum+counts[j] < need {
+			cum += counts[j]
+			j++
+		}
+		m.Knots[i] = vals[j]
+	}
+	cum = 0
+	for i, c := range counts {
+		if float64(c)/float64(n) >= AtomShare {
+			m.Atoms = append(m.Atoms, Atom{Value: vals[i], PLow: float64(cum) / float64(n), PHigh: float64(cum+c) / float64(n)})
+		}
+		cum += c
+	}
+	return m
+}
+
+// sortedCounts returns a histogram's values in ascending order with their
+// counts.
+func (h histogram) sortedCounts() ([]float64, []int64) {
+	keys := make([]int64, 0, len(h))
+	for v := range h {
+		keys = append(keys, v)
+	}
+	slices.SortFunc(keys, cmp.Compare)
+	vals := make([]float64, len(keys))
+	counts := make([]int64, len(keys))
+	for i, v := range keys {
+		vals[i], counts[i] = float64(v), h[v]
+	}
+	return vals, counts
+}
