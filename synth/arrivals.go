@@ -368,7 +368,7 @@ func simulateDispersion(base func(float64) float64, r *Renewal, l *Latent, span 
 // quantiles at gapProbs. It returns the layer and its simulated curve (the
 // caller scores it).
 func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, target []float64, expected float64) (Latent, []float64) {
-	reps := max(2, min(8, int(300_000/max(expected, 1))))
+	reps := max(2, min(4, int(300_000/max(expected, 1))))
 	loss := func(model []float64) float64 { return curveLoss(model, target) }
 	none := Latent{Kind: "none"}
 	noneCurve := simulateDispersion(base, r, &none, span, windows, reps, 1)
@@ -398,7 +398,7 @@ func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, ta
 		return loss(simulateDispersion(base, r, &l, span, windows, reps, 1))
 	}
 	init := []float64{math.Log(0.7), math.Log(2), math.Log(0.7), math.Log(60), math.Log(0.3 / 0.7)}
-	res, _ := optimize.Minimize(optimize.Problem{Func: obj}, init, &optimize.Settings{FuncEvaluations: 400, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 40}}, &optimize.NelderMead{})
+	res, _ := optimize.Minimize(optimize.Problem{Func: obj}, init, &optimize.Settings{FuncEvaluations: 200, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 40}}, &optimize.NelderMead{})
 	if res == nil || !(res.F < noneLoss) {
 		none.Note = "a latent layer did not improve the dispersion fit"
 		return none, noneCurve

@@ -152,9 +152,11 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		c.Pass = c.Diff <= c.Threshold
 		v.Checks = append(v.Checks, c)
 	}
+	// add files |s − r|, relative to |r| where asked; against a real value
+	// of 0 a relative error is undefined and the absolute one is filed.
 	add := func(name string, r, s float64, relative bool) {
-		c := Check{Name: name, Real: r, Synth: s, Relative: relative, Diff: math.Abs(s - r)}
-		if relative && c.Diff > 0 {
+		c := Check{Name: name, Real: r, Synth: s, Relative: relative && r != 0, Diff: math.Abs(s - r)}
+		if c.Relative {
 			c.Diff /= math.Abs(r)
 		}
 		push(c)
