@@ -28,13 +28,9 @@ type burstGPTSession struct {
 func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
 	cr := csv.NewReader(br)
 	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
+	header, col, err := csvColumns(cr, opts.Name)
 	if err != nil {
-		return Stats{}, fmt.Errorf("%s line 1: read CSV header: %w", opts.Name, err)
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.ToLower(strings.Join(strings.Fields(strings.TrimPrefix(h, "\ufeff")), " "))] = i
+		return Stats{}, err
 	}
 	need := func(names ...string) (int, bool) {
 		for _, n := range names {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -329,13 +330,9 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 	cr := csv.NewReader(br)
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
+	header, col, err := csvColumns(cr, opts.Name)
 	if err != nil {
-		return Stats{}, fmt.Errorf("%s line 1: read CSV header: %w", opts.Name, err)
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))] = i
+		return Stats{}, err
 	}
 	iTS, okTS := col["timestamp"]
 	iIn, okIn := col["contexttokens"]
@@ -558,4 +555,21 @@ func eachCSVRecord(ctx context.Context, cr *csv.Reader, opts Options, sink Sink,
 			return err
 		}
 	}
+}
+
+// csvColumns reads a CSV header and maps each column name, lower-cased with
+// its byte-order mark dropped and runs of spaces collapsed ("Request  tokens"
+// → "request tokens"), to its index. It returns the header too (a copy, safe
+// from a reader that reuses records), for error messages.
+func csvColumns(cr *csv.Reader, name string) ([]string, map[string]int, error) {
+	header, err := cr.Read()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s line 1: read CSV header: %w", name, err)
+	}
+	header = slices.Clone(header)
+	col := make(map[string]int, len(header))
+	for i, h := range header {
+		col[strings.ToLower(strings.Join(strings.Fields(strings.TrimPrefix(h, "\ufeff")), " "))] = i
+	}
+	return header, col, nil
 }

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"os"
@@ -139,14 +138,7 @@ func TestFaultMatrix(t *testing.T) {
 					srv.start(srv.addr)
 				}()
 			}
-			info, err := Run(context.Background(), wl, run, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, err := trace.ReadResults(run)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rows, info := runAndRead(t, wl, run, opts)
 			if len(rows) != n || info.Scheduled != n {
 				t.Fatalf("%d results for %d scheduled, want %d", len(rows), info.Scheduled, n)
 			}

@@ -78,14 +78,7 @@ func TestEveryScheduledRequestHasExactlyOneResult(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "run")
 	opts := DefaultOptions()
 	opts.Target = target
-	info, err := Run(context.Background(), wl, run, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := trace.ReadResults(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows, info := runAndRead(t, wl, run, opts)
 	if len(rows) != 120 || info.Scheduled != 120 || !info.Complete {
 		t.Fatalf("%d result rows, %d scheduled, complete %v; want 120, 120, true", len(rows), info.Scheduled, info.Complete)
 	}
@@ -300,6 +293,13 @@ func replayTo(t *testing.T, target, wl string, mod func(*Options)) ([]trace.Resu
 	if mod != nil {
 		mod(&opts)
 	}
+	return runAndRead(t, wl, run, opts)
+}
+
+// runAndRead replays wl with opts into run and returns the results and
+// run.json.
+func runAndRead(t *testing.T, wl, run string, opts Options) ([]trace.Result, *trace.RunInfo) {
+	t.Helper()
 	info, err := Run(context.Background(), wl, run, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/replay/sim"
-	"github.com/servetrace/servetrace/trace"
 )
 
 // skipUnderRace skips timing tests under -race and otherwise measures as
@@ -134,14 +132,7 @@ func TestTimingServerSideArrivals(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "run")
 	opts := DefaultOptions()
 	opts.Target, opts.Rate, opts.Arrival, opts.RunID = hs.URL, rate, ArrivalConstant, "arrivals"
-	info, err := Run(context.Background(), wl, run, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := trace.ReadResults(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows, info := runAndRead(t, wl, run, opts)
 	if len(rows) != n || len(srv.at) != n || srv.dup != 0 {
 		t.Fatalf("%d results, %d distinct arrivals, %d duplicates; want %d, %d, 0", len(rows), len(srv.at), srv.dup, n, n)
 	}
