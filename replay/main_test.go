@@ -24,6 +24,10 @@ func TestMain(m *testing.M) {
 		serveSimChild()
 		return
 	}
+	if os.Getenv(noiseProbeEnv) != "" {
+		runNoiseProbe()
+		return
+	}
 	if spec := os.Getenv(shardChildEnv); spec != "" {
 		runShardChild(spec)
 		return

@@ -2,12 +2,10 @@ package replay
 
 import (
 	"fmt"
-	"math"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -33,6 +31,7 @@ func TestTimingShards(t *testing.T) {
 	wl := workload(t, n, time.Millisecond)
 	dir := t.TempDir()
 	startAt := time.Now().Add(3 * time.Second).UTC()
+	stopProbe := startNoiseProbe(t)
 	var wg sync.WaitGroup
 	errs := make([]error, shards)
 	var runs []string
@@ -49,6 +48,7 @@ func TestTimingShards(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	stalls := stopProbe()
 	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
@@ -72,25 +72,15 @@ func TestTimingShards(t *testing.T) {
 			t.Errorf("shard %d sent %d of %d requests: the split is lopsided", i, k, n)
 		}
 	}
-	dev := make([]float64, 0, n)
+	var arrivals timingErrors
 	for _, r := range scheduled {
 		at, ok := srv.at["sharded-"+r.RequestID]
 		if !ok {
 			t.Fatalf("request %s never reached the server", r.RequestID)
 		}
-		dev = append(dev, float64(at-r.ScheduledNs))
+		arrivals.add(startAt.UnixNano()+r.ScheduledNs, float64(at-r.ScheduledNs)/1e6)
 	}
-	slices.Sort(dev)
-	median := dev[len(dev)/2]
-	for i := range dev {
-		dev[i] = math.Abs(dev[i]-median) / 1e6
-	}
-	slices.Sort(dev)
-	p99 := dev[len(dev)*99/100]
-	t.Logf("%d shards, %d requests %v: merged server-side arrival error p50 %.3f ms, p99 %.3f ms, max %.3f ms", shards, n, perShard, dev[len(dev)/2], p99, dev[len(dev)-1])
-	if p99 > 2 {
-		t.Errorf("merged arrival error p99 %.3f ms, want under 2 ms", p99)
-	}
+	checkTimingBound(t, fmt.Sprintf("%d shards %v, merged server-side arrival error", shards, perShard), arrivals, stalls, 2, true)
 	rep, err := analyze.Analyze(runs, analyze.Options{Percentiles: []float64{50, 99}, Bootstrap: analyze.BootstrapOptions{Resamples: 200}})
 	if err != nil {
 		t.Fatal(err)
