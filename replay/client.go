@@ -108,12 +108,30 @@ type wholeResponse struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// errorMessage extracts a short message from an OpenAI-style error object.
+// errorMessage extracts a short message from an OpenAI-style error object
+// ({"error":{"message":...}}), or from the flat shape older vLLM and Ray
+// Serve answer with ({"object":"error","message":...}) and FastAPI's
+// {"detail":...}.
 func errorMessage(raw []byte) string {
 	var e struct {
-		Error json.RawMessage `json:"error"`
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
 	}
-	if json.Unmarshal(raw, &e) != nil || len(e.Error) == 0 {
+	if json.Unmarshal(raw, &e) != nil {
+		return ""
+	}
+	if len(e.Error) == 0 {
+		switch {
+		case e.Message != "":
+			return shorten(e.Message)
+		case len(e.Detail) > 0:
+			var s string
+			if json.Unmarshal(e.Detail, &s) == nil {
+				return shorten(s)
+			}
+			return shorten(string(e.Detail))
+		}
 		return ""
 	}
 	var obj struct {
@@ -164,6 +182,11 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	if res.API == trace.APICompletions {
 		url = r.opts.Target + "/v1/completions"
 	}
+	defer func() {
+		if res.Error != "" {
+			res.Error = scrubError(res.Error, body, r.secrets)
+		}
+	}()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	var timers []*time.Timer
@@ -214,7 +237,9 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	}()
 	res.HTTPStatus = int32(resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		// Up to 1 MiB: a validation error can quote a long prompt, and a
+		// cut JSON object would lose the message.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		res.DoneNs = trace.Ptr(r.clock())
 		res.Outcome = trace.OutcomeHTTPError
 		res.Error = fmt.Sprintf("HTTP %d", resp.StatusCode)

@@ -46,6 +46,7 @@ type Runner struct {
 	clock        func() int64
 	stats        liveStats
 	self         *selfMetrics // nil unless ServeMetrics is set
+	secrets      []string     // never written: the API key and header values (scrubError)
 }
 
 // liveStats are counters for the progress line.
@@ -78,7 +79,7 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{opts: opts, client: client}
+	r := &Runner{opts: opts, client: client, secrets: opts.secrets()}
 	var timeToReady any = trace.NotRecorded
 	if opts.WaitReady > 0 {
 		d, err := r.waitReady(ctx, opts.WaitReady)

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// hostileServer is an OpenAI-compatible endpoint that does what careless
+// and hostile servers do: it quotes the Authorization header and the whole
+// request body back in its error messages (as FastAPI validation errors and
+// some gateways do), mid-stream and as HTTP errors, and streams a
+// recognisable reply. It keeps the prompt text it received, so a test can
+// look for it in what the client wrote.
+type hostileServer struct {
+	mu      sync.Mutex
+	n       int
+	prompts []string
+	auth    []string
+}
+
+// replyCanary is the text the hostile server streams as its reply.
+const replyCanary = "WOMBATREPLY the reply text the client must not keep"
+
+func (s *hostileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Prompt   string `json:"prompt"`
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	json.Unmarshal(body, &req)
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	if req.Prompt != "" {
+		s.prompts = append(s.prompts, req.Prompt)
+	}
+	for _, m := range req.Messages {
+		s.prompts = append(s.prompts, m.Content)
+	}
+	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	s.mu.Unlock()
+	echo, _ := json.Marshal(fmt.Sprintf("invalid request from %s with %s: input %s", r.Header.Get("Authorization"), r.Header.Get("X-Tenant-Token"), body))
+	switch n % 3 {
+	case 0:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		fmt.Fprintf(w, `{"object":"error","message":%s}`, echo)
+	case 1:
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", replyCanary)
+		fmt.Fprintf(w, "data: {\"error\":{\"message\":%s}}\n\n", echo)
+	default:
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", replyCanary)
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}
+}
+
+// TestSecurityAudit checks the security promises end to end through the
+// CLI: the API key (from a file) and header values reach the server but no
+// output, log or error; no request or response text reaches any file or
+// terminal line, even when the server quotes them back; https endpoints are
+// verified unless --insecure; the simulator refuses a non-loopback address
+// unless --allow-remote.
+func TestSecurityAudit(t *testing.T) {
+	dir := t.TempDir()
+	wl := workloadViaCLI(t, dir, "mooncake-synthetic", "5s")
+	const key, headerSecret = "sk-audit-KEY-7d1e90b4", "hdr-AUDIT-3c5f77"
+	keyFile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("nothing secret or textual is written", func(t *testing.T) {
+		srv := &hostileServer{}
+		hs := httptest.NewServer(srv)
+		defer hs.Close()
+		run := filepath.Join(dir, "run")
+		code, out, errOut := runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "50", "--api-key-file", keyFile,
+			"--header", "X-Tenant-Token="+headerSecret, "--out", run)
+		if code != 0 {
+			t.Fatalf("replay: exit %d\n%s", code, errOut)
+		}
+		code, report, errOut2 := runCLI(t, "analyze", run, "--json")
+		if code != 0 {
+			t.Fatalf("analyze: exit %d\n%s", code, errOut2)
+		}
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		if len(srv.prompts) < 20 || srv.auth[0] != "Bearer "+key {
+			t.Fatalf("the server saw %d prompts, Authorization %q: the key must still be sent", len(srv.prompts), srv.auth[0])
+		}
+		needles := map[string]string{"the API key": key, "a header value": headerSecret, "the reply text": "WOMBATREPLY"}
+		for i, p := range srv.prompts {
+			// Every 40-byte window of every prompt the server received.
+			for j := 0; j+40 <= len(p); j += 40 {
+				needles[fmt.Sprintf("prompt %d bytes %d–%d", i, j, j+40)] = p[j : j+40]
+			}
+		}
+		texts := map[string][]byte{"replay's stdout": []byte(out), "replay's stderr": []byte(errOut), "analyze's output": []byte(report + errOut2)}
+		filepath.WalkDir(run, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := os.ReadFile(p)
+				texts[p] = b
+			}
+			return nil
+		})
+		// Parquet pages are compressed: scan the decoded results too.
+		rows, err := trace.ReadResults(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded, _ := json.Marshal(rows)
+		texts["the decoded results"] = decoded
+		var failed int
+		for _, r := range rows {
+			if r.Outcome == trace.OutcomeOK {
+				continue
+			}
+			failed++
+			if !strings.Contains(r.Error, "<request text>") || !strings.Contains(r.Error, "Bearer <redacted> with <redacted>") {
+				t.Errorf("%s result %s: error %q; want the server's message with the key, header and request text scrubbed", r.Outcome, r.RequestID, r.Error)
+			}
+		}
+		if failed < len(rows)/2 {
+			t.Errorf("%d of %d results failed; the server failed two of every three", failed, len(rows))
+		}
+		for where, b := range texts {
+			for what, n := range needles {
+				if bytes.Contains(b, []byte(n)) {
+					t.Errorf("%s found in %s", what, where)
+				}
+			}
+		}
+		t.Logf("scanned %d outputs for %d needles; %d of %d results carry a scrubbed server message", len(texts), len(needles), failed, len(rows))
+	})
+
+	t.Run("https is verified unless --insecure", func(t *testing.T) {
+		hs := httptest.NewTLSServer(&hostileServer{})
+		defer hs.Close()
+		code, _, errOut := runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "50", "--out", filepath.Join(dir, "tls-refused"))
+		if code == 0 || !strings.Contains(errOut, "certificate") {
+			t.Errorf("untrusted certificate: exit %d, %q; want a failure naming the certificate", code, errOut)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "tls-refused", trace.RunInfoName)); err == nil {
+			t.Errorf("a refused endpoint left a run dir behind")
+		}
+		code, _, errOut = runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "50", "--insecure", "--out", filepath.Join(dir, "tls-insecure"))
+		if code != 0 {
+			t.Errorf("--insecure: exit %d, %s", code, errOut)
+		}
+	})
+
+	t.Run("the simulator stays on loopback unless told", func(t *testing.T) {
+		s, err := sim.New(sim.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs, err := s.Start("0.0.0.0:0", false); err == nil {
+			rs.Close()
+			t.Errorf("the simulator listened on all interfaces without --allow-remote")
+		} else if !strings.Contains(err.Error(), "--allow-remote") {
+			t.Errorf("refusal %q does not name --allow-remote", err)
+		}
+		code, _, errOut := runCLI(t, "sim", "--addr", "0.0.0.0:0")
+		if code == 0 || !strings.Contains(errOut, "--allow-remote") {
+			t.Errorf("servetrace sim --addr 0.0.0.0:0: exit %d, %q; want a refusal naming --allow-remote", code, errOut)
+		}
+	})
+}
