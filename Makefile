@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-client bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-client bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -45,12 +45,11 @@ test-unit:
 ## separate probe process (one thread pinned per CPU) ran on time: on a
 ## virtual machine the hypervisor can stop every process for tens of
 ## milliseconds, which says nothing about the client (replay/hostnoise_test.go).
-## A failing timing set is still rerun once (and says so); the statistical
-## checks are seeded, so they run once.
-TIMING := $(GO) test -p 1 -count=1 -timeout 8m -run '^TestTiming' ./replay/...
+## Timing tests that fail are rerun once, by name (scripts/test-timing.sh);
+## the statistical checks are seeded, so they run once.
 LONG := $(GO) test -p 1 -count=1 -timeout 8m -run '^TestLong' $(PKGS)
 test-timing:
-	@$(TIMING) || { echo "test-timing: a timing test failed; rerunning the timing tests once"; $(TIMING); }
+	@scripts/test-timing.sh $(GO) ./replay/...
 	@$(LONG)
 
 ## soak: a 10-minute steady replay; RSS and goroutines must stay flat (not part of make test)
@@ -64,6 +63,11 @@ demo: build
 ## bench: go test benchmarks (ns/op, B/op and the domain figure: rows/s, tokens/s, lag)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s $(PKGS)
+
+## bench-fit: fit a 10-million-row generated trace (latent layer included); rows/s and peak RSS
+FIT_ROWS ?= 10000000
+bench-fit:
+	SERVETRACE_FIT_ROWS=$(FIT_ROWS) $(GO) test ./synth -run '^$$' -bench '^BenchmarkFit$$' -benchtime 1x -benchmem -timeout 30m
 
 ## bench-client: highest open-loop rate with lateness p99 < 2 ms, client on core 0, simulator on core 1
 bench-client:

@@ -1,0 +1,68 @@
+package synth
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// BenchmarkFit fits a generated trace of SERVETRACE_FIT_ROWS rows (default
+// 1,000,000; make bench-fit uses 10,000,000) with the default options, the
+// latent arrival layer included, and reports rows/s and the process's peak
+// resident memory during the fit (VmHWM, reset before each fit), the figure
+// the issue bounds at 1 GiB for 10 million rows.
+func BenchmarkFit(b *testing.B) {
+	rows := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("SERVETRACE_FIT_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	ctx := context.Background()
+	// A day of the Azure code sample's fitted workload, scaled to the row
+	// count: the diurnal, burst, length and prefix layers all have work.
+	base, err := Fit(ctx, sampleBucket(b, "azure-code-2023"), FitOptions{NoLatent: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	day := 24 * time.Hour
+	scale := float64(rows) / (base.MeanRatePerS() * day.Seconds())
+	dir := generateBucket(b, base, GenerateOptions{Seed: 1, Duration: day, RateScale: scale})
+	man, err := trace.ReadManifest(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var peak int64
+	for b.Loop() {
+		resetPeakRSS()
+		if _, err := Fit(ctx, dir, FitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		peak = max(peak, peakRSS())
+	}
+	b.ReportMetric(float64(man.Rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+}
+
+// resetPeakRSS resets the kernel's high-water mark of resident memory for
+// this process (Linux; a no-op elsewhere).
+func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS returns VmHWM in bytes (0 where /proc is missing).
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
