@@ -71,6 +71,11 @@ type Renewal struct {
 	// at the trace's time resolution.
 	ResolutionCensored bool               `json:"resolution_censored"`
 	Candidates         []RenewalCandidate `json:"candidates"`
+	// Chain, when set, replaces Dist: gaps follow this Markov chain over
+	// gap classes (a Markov renewal process), chosen because it reproduces
+	// the trace's dispersion curve and gap quantiles better. Dist and Shape
+	// stay as fitted, for reference.
+	Chain *GapChain `json:"chain,omitempty"`
 }
 
 // RenewalCandidate is one renewal law tried with its AIC.
@@ -224,6 +229,9 @@ func fitRenewal(obs []gapObs, censored bool) (Renewal, error) {
 
 // gapSampler returns a sampler of renewal gaps with mean 1.
 func (r *Renewal) gapSampler(src rand.Source) func() float64 {
+	if r.Chain != nil {
+		return r.Chain.sampler(src)
+	}
 	switch r.Dist {
 	case "gamma":
 		g := distuv.Gamma{Alpha: r.Shape, Beta: r.Shape, Src: src}

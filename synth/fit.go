@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -275,6 +276,45 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 			break
 		}
 	}
+	// A third variant: gaps in intensity-rescaled time as a Markov chain
+	// over gap classes, the number of classes and order chosen by how well
+	// the process alone reproduces the trace; then its latent layer.
+	if len(windows) >= 2 && len(ts) >= 1000 {
+		gaps := make([]float64, 0, len(ts)-1)
+		rng := rand.New(rand.NewPCG(uint64(len(ts)), 0xc4a1))
+		for i := 1; i < len(ts); i++ {
+			lam := rateAt((ts[i] + ts[i-1]) / 2)
+			g := (ts[i] - ts[i-1]) * lam
+			if res > 0 { // dequantise: spread over the interval it stands for
+				g = max(g+(rng.Float64()-0.5)*res*lam, 0)
+			}
+			gaps = append(gaps, g)
+		}
+		chains, err := fitGapChains(gaps, 1)
+		gaps = nil
+		if err == nil {
+			none := Latent{Kind: "none"}
+			var chosen *variant
+			for _, c := range chains {
+				v := &variant{name: fmt.Sprintf("intensity-rescaled, as a Markov chain over %d gap classes of order %d", len(c.Quantiles), c.Order), renewal: best.renewal, latent: none}
+				v.renewal.Chain = c
+				v.curve = simulateDispersion(base, &v.renewal, &none, simSpan, windows, 4, 1)
+				v.latent.Loss = curveLoss(v.curve, target)
+				if chosen == nil || v.latent.Loss < chosen.latent.Loss {
+					chosen = v
+				}
+			}
+			if !noLatent {
+				chosen.latent, chosen.curve = fitLatent(base, &chosen.renewal, simSpan, windows, target, float64(len(ts))*simSpan/span)
+				chosen.latent.Loss = curveLoss(chosen.curve, target)
+			} else {
+				chosen.latent.Note = "not fitted (--no-latent)"
+			}
+			if chosen.latent.Loss < best.latent.Loss {
+				best = chosen
+			}
+		}
+	}
 	a.Renewal, a.Latent, a.RenewalGaps = best.renewal, best.latent, best.name
 	curve := best.curve
 	for i, w := range windows {
@@ -285,6 +325,9 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 	}
 	a.Chosen = fmt.Sprintf("%s intensity (%s), %s renewal of %s gaps (shape %.3g, KS %.3f), latent %s", in.Kind, in.Candidates[bestCandidate(in.Candidates)].Name,
 		a.Renewal.Dist, a.RenewalGaps, a.Renewal.Shape, a.Renewal.KS, a.Latent.Kind)
+	if a.Renewal.Chain != nil {
+		a.Chosen = fmt.Sprintf("%s intensity (%s), gaps %s, latent %s", in.Kind, in.Candidates[bestCandidate(in.Candidates)].Name, a.RenewalGaps, a.Latent.Kind)
+	}
 	return a, nil
 }
 

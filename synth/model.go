@@ -123,6 +123,8 @@ func (m *Model) Validate() error {
 		return fmt.Errorf("fourier intensity has %d coefficients for %d daily and %d weekly harmonics", len(in.Coef), in.DailyHarmonics, in.WeeklyHarmonics)
 	case m.Arrivals.Renewal.Dist != "exponential" && !(m.Arrivals.Renewal.Shape > 0):
 		return fmt.Errorf("renewal %s shape %v must be positive", m.Arrivals.Renewal.Dist, m.Arrivals.Renewal.Shape)
+	case m.Arrivals.Renewal.Chain != nil && m.Arrivals.Renewal.Chain.validate() != nil:
+		return m.Arrivals.Renewal.Chain.validate()
 	case len(m.Arrivals.Latent.Sigma) != len(m.Arrivals.Latent.TauS):
 		return fmt.Errorf("latent layer has %d sigmas and %d correlation times", len(m.Arrivals.Latent.Sigma), len(m.Arrivals.Latent.TauS))
 	case len(m.Lengths) == 0:
