@@ -318,31 +318,34 @@ func (g *prefixGen) isLive(j int) bool { return g.live[g.hist[j].id] == g.offset
 // parentScan bounds how far parent looks around the chosen age.
 const parentScan = 256
 
-// parent returns the history index of the live context nearest index i
-// (older first, then newer) with at least d blocks: a deep reuse needs a
-// parent as long, as a reusing prompt in a trace shares with one that long.
-// Without one in reach it returns the longest seen, or -1 when none is live.
-// Older candidates come first, so the reuse is not made more recent than the
-// age drawn.
+// parent returns the history index of a live context at or before index i
+// (the nearest first) with at least d blocks: a deep reuse needs a parent as
+// long, as a reusing prompt in a trace shares with one that long. Without
+// one in reach it returns the longest of those it saw. Only when no live
+// context is that old does it look at newer ones, the nearest first: a
+// newer parent would make the reuse more recent than the age drawn, and
+// small prefix caches would hit more often than the trace's.
 func (g *prefixGen) parent(i, d int) int {
 	best := -1
-	for _, step := range [2]int{-1, 1} {
-		j := i
-		if step > 0 {
-			j = i + 1
+	for j, k := i, 0; k < parentScan && j >= 0; j-- {
+		if !g.isLive(j) {
+			continue
 		}
-		for k := 0; k < parentScan && j >= 0 && j < len(g.hist); j += step {
-			if !g.isLive(j) {
-				continue
-			}
-			k++
-			if len(g.hist[j].blocks) >= d {
-				return j
-			}
-			if best < 0 || len(g.hist[j].blocks) > len(g.hist[best].blocks) {
-				best = j
-			}
+		k++
+		if len(g.hist[j].blocks) >= d {
+			return j
+		}
+		if best < 0 || len(g.hist[j].blocks) > len(g.hist[best].blocks) {
+			best = j
 		}
 	}
-	return best
+	if best >= 0 {
+		return best
+	}
+	for j := i + 1; j < len(g.hist); j++ {
+		if g.isLive(j) {
+			return j
+		}
+	}
+	return -1
 }
