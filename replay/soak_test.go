@@ -21,10 +21,11 @@ import (
 // make soak) against the simulator in its own process, and checks from the
 // client.jsonl samples in the run dir that the replayer stays flat: the
 // heap retained after a full collection at 95% of the run within 10% of
-// that at 30%; from the second fifth of the run to the last, RSS and the
-// collector's own live-heap figure within 50% (the collector's headroom
-// fills over a few cycles) and goroutines within 10%. Skipped unless asked
-// for; SERVETRACE_SOAK_HEAPPROFILE=path also writes a heap profile at 95%.
+// that at 30%; from the second fifth of the run to the last, RSS within 25%
+// (Run bounds the heap under TuneGC), the collector's own live-heap figure
+// within 50% and goroutines within 10%. Skipped unless asked
+// for; SERVETRACE_SOAK_HEAPPROFILE=path also writes heap profiles path.0 and
+// path.1 at 30% and 95%.
 func TestSoak(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("SERVETRACE_SOAK"))
 	if err != nil || d <= 0 {
@@ -50,8 +51,8 @@ func TestSoak(t *testing.T) {
 			sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 			metrics.Read(sample)
 			retained[i] = float64(sample[0].Value.Uint64())
-			if path := os.Getenv("SERVETRACE_SOAK_HEAPPROFILE"); path != "" && i == 1 {
-				f, err := os.Create(path) // for go tool pprof
+			if path := os.Getenv("SERVETRACE_SOAK_HEAPPROFILE"); path != "" {
+				f, err := os.Create(fmt.Sprintf("%s.%d", path, i)) // for go tool pprof -base
 				if err == nil {
 					err = errors.Join(pprof.WriteHeapProfile(f), f.Close())
 				}
@@ -101,16 +102,16 @@ func TestSoak(t *testing.T) {
 	if profileErr != nil {
 		t.Errorf("heap profile: %v", profileErr)
 	}
-	// What the process holds must not grow with run time. RSS settles at
-	// the collector's headroom over that (GOGC 400 during a replay), which
-	// takes a few cycles to reach, so it is held to a looser bound.
+	// What the process holds must not grow with run time; RSS settles at
+	// the collector's headroom over that (GOGC 400 during a replay, held by
+	// the memory limit boundHeap sets).
 	if retained[0] == 0 || retained[1] > 1.1*retained[0]+5e6 {
 		t.Errorf("retained heap grew from %.1f to %.1f MB over the run: a leak", retained[0]/1e6, retained[1]/1e6)
 	}
 	if liveLate > 1.5*liveEarly+5e6 {
 		t.Errorf("live heap after the collector's cycles grew from %.0f to %.0f MB over the run", liveEarly/1e6, liveLate/1e6)
 	}
-	if rssLate > 1.5*rssEarly {
+	if rssLate > 1.25*rssEarly {
 		t.Errorf("RSS grew from %.0f to %.0f MB over the run", rssEarly/1e6, rssLate/1e6)
 	}
 	if gLate > 1.1*gEarly+5 {
