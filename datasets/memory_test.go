@@ -65,18 +65,23 @@ func writeAzureCSV(t testing.TB, path string, n int) {
 
 // TestLongConvertMemoryBounded: converting 10x the input must take at most
 // 1.2x the peak memory of 1x (rows are spilled to sorted parts per hour and
-// merged on read, so memory follows the buffer, not the input).
+// merged on read, so memory follows the buffer, not the input), each the
+// least of three runs.
 func TestLongConvertMemoryBounded(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("a long measurement: run by make test-timing")
 	}
 	dir := t.TempDir()
 	const buffer = 50_000
+	runs := 0
 	peak := func(rows int) (int64, time.Duration) {
 		in := filepath.Join(dir, fmt.Sprintf("in-%d.csv", rows))
-		writeAzureCSV(t, in, rows)
+		if _, err := os.Stat(in); err != nil {
+			writeAzureCSV(t, in, rows)
+		}
+		runs++
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), convertChildEnv+"="+in+"|"+filepath.Join(dir, fmt.Sprintf("out-%d", rows))+"|"+strconv.Itoa(buffer))
+		cmd.Env = append(os.Environ(), convertChildEnv+"="+in+"|"+filepath.Join(dir, fmt.Sprintf("out-%d-%d", rows, runs))+"|"+strconv.Itoa(buffer))
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -93,8 +98,20 @@ func TestLongConvertMemoryBounded(t *testing.T) {
 		}
 		return kb, time.Since(start)
 	}
-	one, d1 := peak(500_000)
-	ten, d10 := peak(5_000_000)
+	// The least of three runs: when the collector happens to run only adds
+	// to a peak, so the minimum is the most repeatable measure of what a
+	// conversion needs (single runs varied by about 10% here).
+	least := func(rows int) (int64, time.Duration) {
+		kb, d := peak(rows)
+		for range 2 {
+			if k, dd := peak(rows); k < kb {
+				kb, d = k, dd
+			}
+		}
+		return kb, d
+	}
+	one, d1 := least(500_000)
+	ten, d10 := least(5_000_000)
 	t.Logf("peak RSS: %d kB for 500k rows (%v), %d kB for 5M rows (%v): ratio %.2f", one, d1.Round(time.Millisecond), ten, d10.Round(time.Millisecond), float64(ten)/float64(one))
 	if float64(ten) > 1.2*float64(one) {
 		t.Errorf("10x the input took %.2fx the memory (%d kB vs %d kB); want at most 1.2x", float64(ten)/float64(one), ten, one)

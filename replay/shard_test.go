@@ -80,7 +80,6 @@ func TestTimingShards(t *testing.T) {
 		}
 		arrivals.add(startAt.UnixNano()+r.ScheduledNs, float64(at-r.ScheduledNs)/1e6)
 	}
-	checkTimingBound(t, fmt.Sprintf("%d shards %v, merged server-side arrival error", shards, perShard), arrivals, stalls, 2, true)
 	rep, err := analyze.Analyze(runs, analyze.Options{Percentiles: []float64{50, 99}, Bootstrap: analyze.BootstrapOptions{Resamples: 200}})
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +92,8 @@ func TestTimingShards(t *testing.T) {
 			t.Errorf("shard %d: run id %q, lateness p99 %v", r.Shard, r.RunID, r.Lateness.P99Ms)
 		}
 	}
+	// Last: on a host too noisy to judge timing it skips the test.
+	checkTimingBound(t, fmt.Sprintf("%d shards %v, merged server-side arrival error", shards, perShard), arrivals, stalls, 2, true)
 }
 
 // TestShardPlansPartitionTheSchedule: the shards' plans are disjoint, cover

@@ -53,7 +53,6 @@ func TestTimingOpenLoopLateness(t *testing.T) {
 		}
 		late.add(info.StartUnixNs+r.ScheduledNs, float64(*r.SentNs-r.ScheduledNs)/1e6)
 	}
-	checkTimingBound(t, "client lateness at 200 req/s", late, stalls, 5, false)
 	if math.Abs(info.AchievedRate/info.OfferedRate-1) > 0.02 {
 		t.Errorf("achieved %.1f req/s vs offered %.1f", info.AchievedRate, info.OfferedRate)
 	}
@@ -63,6 +62,8 @@ func TestTimingOpenLoopLateness(t *testing.T) {
 			t.Fatalf("request %s sent at %v before its schedule %d", r.RequestID, r.SentNs, r.ScheduledNs)
 		}
 	}
+	// Last: on a host too noisy to judge timing it skips the test.
+	checkTimingBound(t, "client lateness at 200 req/s", late, stalls, 5, false)
 }
 
 // TestTimingTokenPacing checks that the client measures the simulator's
