@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -41,7 +42,8 @@ const (
 
 func newHealthSampler(runDir string) *healthSampler {
 	h := &healthSampler{path: filepath.Join(runDir, "client.jsonl"), start: time.Now(), cpu0: processCPU(), stop: make(chan struct{}),
-		samples: []metrics.Sample{{Name: metricSched}, {Name: metricGC}, {Name: metricHeap}, {Name: "/gc/heap/live:bytes"}}}
+		samples: []metrics.Sample{{Name: metricSched}, {Name: metricGC}, {Name: metricHeap}, {Name: "/gc/heap/live:bytes"},
+			{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}}}
 	metrics.Read(h.samples)
 	h.sched0 = copyHist(h.samples[0].Value)
 	h.gc0 = uint64Value(h.samples[1].Value)
@@ -62,6 +64,8 @@ func (h *healthSampler) loop() {
 		out = h.f
 	}
 	enc := json.NewEncoder(out)
+	prevGC, prevTotal := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()
+	busy := 0 // consecutive seconds with the collector over gcShareToLift
 	for {
 		select {
 		case <-h.stop:
@@ -70,6 +74,11 @@ func (h *healthSampler) loop() {
 			metrics.Read(h.samples)
 			cpu := processCPU()
 			sched := copyHist(h.samples[0].Value)
+			gcCPU, totalCPU := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()
+			share := 0.0
+			if totalCPU > prevTotal {
+				share = (gcCPU - prevGC) / (totalCPU - prevTotal)
+			}
 			p99, _ := histDeltaQuantile(prevSched, sched, 0.99)
 			enc.Encode(map[string]any{
 				"t_s":                  now.Sub(h.start).Seconds(),
@@ -79,8 +88,17 @@ func (h *healthSampler) loop() {
 				"heap_bytes":           uint64Value(h.samples[2].Value),
 				"rss_bytes":            residentBytes(),
 				"live_heap_bytes":      uint64Value(h.samples[3].Value), // after the last GC: what is really held
+				"gc_cpu_share":         share,
 			})
-			prevCPU, prevAt, prevSched = cpu, now, sched
+			if share > gcShareToLift {
+				busy++
+			} else {
+				busy = 0
+			}
+			if busy >= 3 && liftHeapBound() {
+				enc.Encode(map[string]any{"t_s": now.Sub(h.start).Seconds(), "note": fmt.Sprintf("the collector used %.0f%% of CPU for 3 s under the heap bound: bound lifted", 100*share)})
+			}
+			prevCPU, prevAt, prevSched, prevGC, prevTotal = cpu, now, sched, gcCPU, totalCPU
 		}
 	}
 }

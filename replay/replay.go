@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -618,6 +619,7 @@ func TuneGC() (restore func()) {
 	tunedGC.Store(true)
 	return func() {
 		tunedGC.Store(false)
+		heapBound.Store(0)
 		debug.SetGCPercent(old)
 		debug.SetMemoryLimit(oldLimit)
 	}
@@ -634,7 +636,9 @@ const heapHeadroom = 128 << 20
 // heap goal drifts up run after run (a 10-minute soak went from 461 to
 // 750 MB RSS while the heap retained after a full collection stayed flat);
 // the limit holds RSS where the first cycles put it and only binds on
-// that drift.
+// that drift. Should the run's live state really grow past it, the health
+// sampler lifts it (liftHeapBound) rather than let the collector run flat
+// out.
 func boundHeap() {
 	if !tunedGC.Load() || os.Getenv("GOMEMLIMIT") != "" {
 		return
@@ -643,5 +647,25 @@ func boundHeap() {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
 	live := int64(sample[0].Value.Uint64())
-	debug.SetMemoryLimit(live*(1+ReplayGCPercent/100) + heapHeadroom)
+	limit := live*(1+ReplayGCPercent/100) + heapHeadroom
+	heapBound.Store(limit)
+	debug.SetMemoryLimit(limit)
+}
+
+// heapBound is the memory limit boundHeap set, 0 when none is in force.
+var heapBound atomic.Int64
+
+// gcShareToLift is the share of CPU the collector may take, 3 seconds in a
+// row, before the heap bound is lifted: a run whose live state really grows
+// (long histories, many large prompts in flight) must not have its
+// collector run flat out, or the client's own lateness would be the GC's.
+const gcShareToLift = 0.2
+
+// liftHeapBound removes boundHeap's limit, once; it reports whether it did.
+func liftHeapBound() bool {
+	if heapBound.Swap(0) == 0 {
+		return false
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	return true
 }

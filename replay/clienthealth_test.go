@@ -1,0 +1,48 @@
+package replay
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHeapBoundLiftsUnderGCPressure: when live state outgrows the heap
+// bound, the collector would run flat out; the health sampler sees its CPU
+// share stay high and lifts the bound, and says so in client.jsonl.
+func TestHeapBoundLiftsUnderGCPressure(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	heapBound.Store(32 << 20)
+	debug.SetMemoryLimit(32 << 20)
+	defer heapBound.Store(0)
+	dir := t.TempDir()
+	h := newHealthSampler(dir)
+	// 96 MB that stays live, then churn: far past a 32 MB bound.
+	keep := make([][]byte, 0, 96)
+	for range 96 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var sink []byte
+	for heapBound.Load() != 0 && time.Now().Before(deadline) {
+		for range 1000 {
+			sink = make([]byte, 64<<10)
+		}
+		sink[0] = 1
+	}
+	h.finish()
+	if heapBound.Load() != 0 {
+		t.Fatalf("the bound was not lifted in 20 s with %d MB live over a 32 MB bound", len(keep))
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit %d after lifting, want none", got)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "client.jsonl"))
+	if err != nil || !strings.Contains(string(b), "bound lifted") {
+		t.Errorf("client.jsonl does not say the bound was lifted (%v)", err)
+	}
+}
