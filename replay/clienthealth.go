@@ -43,7 +43,7 @@ const (
 func newHealthSampler(runDir string) *healthSampler {
 	h := &healthSampler{path: filepath.Join(runDir, "client.jsonl"), start: time.Now(), cpu0: processCPU(), stop: make(chan struct{}),
 		samples: []metrics.Sample{{Name: metricSched}, {Name: metricGC}, {Name: metricHeap}, {Name: "/gc/heap/live:bytes"},
-			{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}}}
+			{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}}
 	metrics.Read(h.samples)
 	h.sched0 = copyHist(h.samples[0].Value)
 	h.gc0 = uint64Value(h.samples[1].Value)
@@ -64,7 +64,9 @@ func (h *healthSampler) loop() {
 		out = h.f
 	}
 	enc := json.NewEncoder(out)
-	prevGC, prevTotal := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()
+	// The collector's share of the CPU the process used (not of what it
+	// could have: on a shared machine that would hide a busy collector).
+	prevGC, prevUsed := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()-h.samples[6].Value.Float64()
 	busy := 0 // consecutive seconds with the collector over gcShareToLift
 	for {
 		select {
@@ -74,10 +76,10 @@ func (h *healthSampler) loop() {
 			metrics.Read(h.samples)
 			cpu := processCPU()
 			sched := copyHist(h.samples[0].Value)
-			gcCPU, totalCPU := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()
+			gcCPU, usedCPU := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()-h.samples[6].Value.Float64()
 			share := 0.0
-			if totalCPU > prevTotal {
-				share = (gcCPU - prevGC) / (totalCPU - prevTotal)
+			if usedCPU > prevUsed {
+				share = (gcCPU - prevGC) / (usedCPU - prevUsed)
 			}
 			p99, _ := histDeltaQuantile(prevSched, sched, 0.99)
 			enc.Encode(map[string]any{
@@ -98,7 +100,7 @@ func (h *healthSampler) loop() {
 			if busy >= 3 && liftHeapBound() {
 				enc.Encode(map[string]any{"t_s": now.Sub(h.start).Seconds(), "note": fmt.Sprintf("the collector used %.0f%% of CPU for 3 s under the heap bound: bound lifted", 100*share)})
 			}
-			prevCPU, prevAt, prevSched, prevGC, prevTotal = cpu, now, sched, gcCPU, totalCPU
+			prevCPU, prevAt, prevSched, prevGC, prevUsed = cpu, now, sched, gcCPU, usedCPU
 		}
 	}
 }

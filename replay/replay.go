@@ -655,10 +655,11 @@ func boundHeap() {
 // heapBound is the memory limit boundHeap set, 0 when none is in force.
 var heapBound atomic.Int64
 
-// gcShareToLift is the share of CPU the collector may take, 3 seconds in a
-// row, before the heap bound is lifted: a run whose live state really grows
-// (long histories, many large prompts in flight) must not have its
-// collector run flat out, or the client's own lateness would be the GC's.
+// gcShareToLift is the share of the CPU the process uses that the
+// collector may take, 3 seconds in a row, before the heap bound is lifted:
+// a run whose live state really grows (long histories, many large prompts
+// in flight) must not have its collector run flat out, or the client's own
+// lateness would be the GC's.
 const gcShareToLift = 0.2
 
 // liftHeapBound removes boundHeap's limit, once; it reports whether it did.
