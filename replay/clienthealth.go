@@ -67,7 +67,9 @@ func (h *healthSampler) loop() {
 	// The collector's share of the CPU the process used (not of what it
 	// could have: on a shared machine that would hide a busy collector).
 	prevGC, prevUsed := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()-h.samples[6].Value.Float64()
-	busy := 0 // consecutive seconds with the collector over gcShareToLift
+	// The last gcWindow seconds of collector and used CPU, for the valve.
+	var winGC, winUsed [gcWindow]float64
+	tick := 0
 	for {
 		select {
 		case <-h.stop:
@@ -92,13 +94,10 @@ func (h *healthSampler) loop() {
 				"live_heap_bytes":      uint64Value(h.samples[3].Value), // after the last GC: what is really held
 				"gc_cpu_share":         share,
 			})
-			if share > gcShareToLift {
-				busy++
-			} else {
-				busy = 0
-			}
-			if busy >= 3 && liftHeapBound() {
-				enc.Encode(map[string]any{"t_s": now.Sub(h.start).Seconds(), "note": fmt.Sprintf("the collector used %.0f%% of CPU for 3 s under the heap bound: bound lifted", 100*share)})
+			tick++
+			winGC[tick%gcWindow], winUsed[tick%gcWindow] = gcCPU-prevGC, usedCPU-prevUsed
+			if sumGC, sumUsed := sumFloats(winGC[:]), sumFloats(winUsed[:]); tick >= gcWindow && sumUsed > 0 && sumGC/sumUsed > gcShareToLift && liftHeapBound() {
+				enc.Encode(map[string]any{"t_s": now.Sub(h.start).Seconds(), "note": fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow)})
 			}
 			prevCPU, prevAt, prevSched, prevGC, prevUsed = cpu, now, sched, gcCPU, usedCPU
 		}
@@ -198,4 +197,13 @@ func residentBytes() int64 {
 	}
 	pages, _ := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize())
+}
+
+// sumFloats adds x up.
+func sumFloats(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += v
+	}
+	return s
 }
