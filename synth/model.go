@@ -123,8 +123,7 @@ func (m *Model) Validate() error {
 		return fmt.Errorf("fourier intensity has %d coefficients for %d daily and %d weekly harmonics", len(in.Coef), in.DailyHarmonics, in.WeeklyHarmonics)
 	case m.Arrivals.Renewal.Dist != "exponential" && !(m.Arrivals.Renewal.Shape > 0):
 		return fmt.Errorf("renewal %s shape %v must be positive", m.Arrivals.Renewal.Dist, m.Arrivals.Renewal.Shape)
-	case m.Arrivals.Renewal.Chain != nil && m.Arrivals.Renewal.Chain.validate() != nil:
-		return m.Arrivals.Renewal.Chain.validate()
+
 	case len(m.Arrivals.Latent.Sigma) != len(m.Arrivals.Latent.TauS):
 		return fmt.Errorf("latent layer has %d sigmas and %d correlation times", len(m.Arrivals.Latent.Sigma), len(m.Arrivals.Latent.TauS))
 	case len(m.Lengths) == 0:
@@ -138,6 +137,11 @@ func (m *Model) Validate() error {
 	for _, tau := range m.Arrivals.Latent.TauS {
 		if !(tau > 0) {
 			return fmt.Errorf("latent correlation time %v must be positive", tau)
+		}
+	}
+	if c := m.Arrivals.Renewal.Chain; c != nil {
+		if err := c.validate(); err != nil {
+			return err
 		}
 	}
 	if p := m.Prefix; p != nil && (p.BlockSize <= 0 || len(p.AgeS.Knots) < 2 || len(p.Depth.Knots) < 2) && p.ReuseShare > 0 {
