@@ -147,5 +147,12 @@ func (m *Model) Validate() error {
 	if p := m.Prefix; p != nil && (p.BlockSize <= 0 || len(p.AgeS.Knots) < 2 || len(p.Depth.Knots) < 2) && p.ReuseShare > 0 {
 		return fmt.Errorf("prefix model needs a block size and age and depth tables")
 	}
+	if p := m.Prefix; p != nil {
+		for i, b := range p.ByInputBin {
+			if !(b.InputHigh > 0) || len(b.Depth.Knots) < 2 || len(b.AgeS.Knots) < 2 || b.Depth.Knots[0] <= 0 || b.Depth.Knots[len(b.Depth.Knots)-1] > 1 {
+				return fmt.Errorf("prefix laws_by_input_bin[%d]: want a positive input_high, a depth table within (0, 1] and an age table", i)
+			}
+		}
+	}
 	return nil
 }
