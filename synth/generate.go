@@ -145,6 +145,8 @@ type generator struct {
 	pending  turnHeap
 	sessions int64
 	startUs  int64
+	// blocks draws each class's lengths a block at a time.
+	blocks []*lengthBlocks
 }
 
 type pendingTurn struct {
@@ -178,7 +180,7 @@ func newGenerator(m *Model, opts GenerateOptions) *generator {
 	g := &generator{m: m, opts: opts,
 		lengths: rand.New(rand.NewPCG(opts.Seed, 2)), attrs: rand.New(rand.NewPCG(opts.Seed, 3)),
 		sessRng: rand.New(rand.NewPCG(opts.Seed, 4)), scenRng: rand.New(rand.NewPCG(opts.Seed, 5)),
-		startUs: opts.Start.UnixMicro()}
+		startUs: opts.Start.UnixMicro(), blocks: make([]*lengthBlocks, len(m.Lengths))}
 	total := 0.0
 	for _, c := range m.Lengths {
 		total += c.Share
@@ -271,7 +273,16 @@ func (g *generator) firstTurn(t float64) trace.Request {
 			}
 		}
 	}
-	in, out := c.sample(g.lengths, inputU)
+	var in, out int64
+	if inputU == nil {
+		if g.blocks[ci] == nil {
+			g.blocks[ci] = newLengthBlocks(c, rand.New(rand.NewPCG(g.opts.Seed, 100+uint64(ci))))
+		}
+		in, out = g.blocks[ci].next()
+	} else {
+		// A storm reshapes the input law in its window: drawn one by one.
+		in, out = c.sample(g.lengths.Float64(), g.lengths.Float64(), inputU)
+	}
 	if inFactor != 1 {
 		in = min(max(1, int64(math.Round(float64(in)*inFactor))), max(capIn, in))
 	}

@@ -116,6 +116,12 @@ type LengthClass struct {
 	RhoCI95 [2]float64 `json:"rho_ci95"`
 	// Spearman is the rank correlation of input and output in the trace.
 	Spearman float64 `json:"spearman"`
+	// RhoSampler is the copula correlation the generator uses: Rho adjusted
+	// so that the simulated lengths (rounded, with the marginals' atoms and
+	// ties) have the trace's Spearman. Normal scores of tied ranks
+	// understate the dependence (Azure code: Rho −0.010 for a Spearman of
+	// −0.016). Absent in older models: Rho is used.
+	RhoSampler *float64 `json:"rho_sampler,omitempty"`
 	// Bins is the conditional alternative: output quantiles given a
 	// log-spaced input bin.
 	Bins []LengthBin `json:"bins,omitempty"`
@@ -177,6 +183,10 @@ func (f *lengthFitter) fit(knots int) LengthClass {
 		c.RhoCI95 = [2]float64{math.Tanh(z - 1.96*se), math.Tanh(z + 1.96*se)}
 	}
 	c.Spearman = rank.Spearman(xi, xo)
+	if n >= minCalibrationPairs {
+		r := c.calibrateRho(c.Spearman)
+		c.RhoSampler = &r
+	}
 	c.Bins = fitBins(f.pairs.items, c.Input)
 	// Choose the sampler by the median output per input decile.
 	want := medianOutputPerDecile(xi, xo)
@@ -185,7 +195,7 @@ func (f *lengthFitter) fit(knots int) LengthClass {
 		c.Sampler = s
 		si, so := make([]float64, 20000), make([]float64, 20000)
 		for k := range si {
-			a, b := c.sample(rng, nil)
+			a, b := c.sample(rng.Float64(), rng.Float64(), nil)
 			si[k], so[k] = float64(a), float64(b)
 		}
 		got := medianOutputPerDecile(si, so)
@@ -287,12 +297,90 @@ func medianOutputPerDecile(in, out []float64) []float64 {
 	return res
 }
 
-// sample draws one (input, output) pair. u, when non-nil, overrides the
-// input's uniform (scenarios use it to draw from the tail).
-func (c *LengthClass) sample(rng *rand.Rand, inputU func(float64) float64) (int64, int64) {
-	z1 := rng.NormFloat64()
-	e := rng.NormFloat64()
-	u1 := distuv.UnitNormal.CDF(z1)
+// minCalibrationPairs is the fewest pairs a class needs before its copula
+// correlation is calibrated to the trace's Spearman (below it the target
+// itself is too noisy to chase).
+const minCalibrationPairs = 200
+
+// calibrationSamples is the size of the simulated sample the calibration
+// matches the Spearman on.
+const calibrationSamples = 20_000
+
+// calibrationTolerance is how close the simulated Spearman must come to
+// the trace's: below the simulation's own noise.
+const calibrationTolerance = 0.001
+
+// samplerRho is the copula correlation to sample with.
+func (c *LengthClass) samplerRho() float64 {
+	if c.RhoSampler != nil {
+		return *c.RhoSampler
+	}
+	return c.Rho
+}
+
+// calibrateRho returns the copula correlation whose simulated lengths have
+// Spearman target, by secant steps with common random numbers (the
+// simulated Spearman is then a smooth monotone function of the
+// correlation).
+func (c *LengthClass) calibrateRho(target float64) float64 {
+	// Stratified scores, and a noise exactly uncorrelated with them: the
+	// simulated sample then carries almost none of the sampling noise a
+	// random one would (±1/sqrt(n) in its Spearman).
+	rng := rand.New(rand.NewPCG(98, 1))
+	n := calibrationSamples
+	z1, e, in, out := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range n {
+		u := (float64(i) + 0.5) / float64(n)
+		z1[i] = distuv.UnitNormal.Quantile(u)
+		in[i] = math.Max(1, math.Round(c.Input.Quantile(u)))
+	}
+	copy(e, z1)
+	rng.Shuffle(n, func(i, j int) { e[i], e[j] = e[j], e[i] })
+	standardize(z1)
+	standardize(e)
+	if r := dot(z1, e) / float64(n); math.Abs(r) < 1 {
+		for i := range e {
+			e[i] = (e[i] - r*z1[i]) / math.Sqrt(1-r*r)
+		}
+	}
+	inRanks := rank.Average(in)
+	simulated := func(rho float64) float64 {
+		s := math.Sqrt(1 - rho*rho)
+		for i := range n {
+			out[i] = math.Max(1, math.Round(c.Output.Quantile(distuv.UnitNormal.CDF(rho*z1[i]+s*e[i]))))
+		}
+		r := stat.Correlation(inRanks, rank.Average(out), nil)
+		if math.IsNaN(r) {
+			return 0
+		}
+		return r
+	}
+	// Secant steps from the normal-score estimate: the simulated Spearman
+	// is smooth in rho, and continuous marginals need no step at all.
+	x0, f0 := c.Rho, simulated(c.Rho)-target
+	if math.Abs(f0) <= calibrationTolerance {
+		return c.Rho
+	}
+	x1 := min(max(x0-f0, -0.999), 0.999)
+	f1 := simulated(x1) - target
+	for range 10 {
+		if math.Abs(f1) <= calibrationTolerance || f1 == f0 {
+			break
+		}
+		x0, f0, x1 = x1, f1, min(max(x1-f1*(x1-x0)/(f1-f0), -0.999), 0.999)
+		f1 = simulated(x1) - target
+	}
+	if math.Abs(f1) > math.Abs(f0) {
+		return x0
+	}
+	return x1
+}
+
+// sample draws one (input, output) pair from two independent uniforms on
+// (0, 1): u1 sets the input, ue the output given the input. inputU, when
+// non-nil, maps u1 first (scenarios use it to draw from the tail).
+func (c *LengthClass) sample(u1, ue float64, inputU func(float64) float64) (int64, int64) {
+	e := distuv.UnitNormal.Quantile(ue)
 	if inputU != nil {
 		u1 = inputU(u1)
 	}
@@ -308,7 +396,8 @@ func (c *LengthClass) sample(rng *rand.Rand, inputU func(float64) float64) (int6
 		}
 		out = c.Bins[b].Output.Quantile(distuv.UnitNormal.CDF(e))
 	} else {
-		z2 := c.Rho*distuv.UnitNormal.Quantile(min(max(u1, 1e-12), 1-1e-12)) + math.Sqrt(1-c.Rho*c.Rho)*e
+		rho := c.samplerRho()
+		z2 := rho*distuv.UnitNormal.Quantile(min(max(u1, 1e-12), 1-1e-12)) + math.Sqrt(1-rho*rho)*e
 		out = c.Output.Quantile(distuv.UnitNormal.CDF(z2))
 	}
 	return in, max(1, int64(math.Round(out)))
