@@ -26,7 +26,7 @@ type lengthBlocks struct {
 	c       *LengthClass
 	rng     *rand.Rand
 	pending [][2]int64 // the current block's pairs
-	used    int         // how many of them were handed out
+	used    int        // how many of them were handed out
 	// scratch for one block
 	u1, u2, z1, e []float64
 	order         []int

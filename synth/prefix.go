@@ -247,8 +247,10 @@ type prefixGen struct {
 	hist    []histEntry // prefix contexts in order of last use
 	offset  int64       // absolute position of hist[0]
 	live    map[int64]int64
-	nextID  int64
-	maxAge  float64
+	// blockLast is when each block in the history was last used.
+	blockLast map[int64]float64
+	nextID    int64
+	maxAge    float64
 	// cold, when true, disables reuse; shiftAt drops the history older than
 	// that time once (hot-prefix-shift).
 	cold    func(t float64) bool
@@ -267,7 +269,7 @@ type histEntry struct {
 }
 
 func newPrefixGen(m *PrefixModel, seed uint64) *prefixGen {
-	g := &prefixGen{m: m, rng: rand.New(rand.NewPCG(seed, 0xb10c)), salt: seed*0x9e3779b97f4a7c15 + 1, shiftAt: math.Inf(1), live: map[int64]int64{}}
+	g := &prefixGen{m: m, rng: rand.New(rand.NewPCG(seed, 0xb10c)), salt: seed*0x9e3779b97f4a7c15 + 1, shiftAt: math.Inf(1), live: map[int64]int64{}, blockLast: map[int64]float64{}}
 	if k := m.AgeS.Knots; len(k) > 0 {
 		g.maxAge = k[len(k)-1]
 	}
@@ -320,12 +322,18 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 		g.offset += int64(len(g.hist))
 		g.hist, g.shifted = nil, true
 		clear(g.live)
+		clear(g.blockLast)
 	}
 	// Forget contexts not used within the oldest age ever reused.
 	cut := 0
 	for cut < len(g.hist) && t-g.hist[cut].t > g.maxAge {
 		if e := g.hist[cut]; g.live[e.id] == g.offset+int64(cut) {
 			delete(g.live, e.id)
+			for _, id := range e.blocks {
+				if g.blockLast[id] <= e.t {
+					delete(g.blockLast, id)
+				}
+			}
 		}
 		cut++
 	}
@@ -345,7 +353,7 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 		i = max(i, 0)
 		d := int(math.Round(depthLaw.Quantile(g.rng.Float64()) * float64(nb)))
 		d = min(max(d, 1), nb)
-		if j := g.parent(i, d); j >= 0 {
+		if j := g.parent(i, d, t-age); j >= 0 {
 			parent := g.hist[j]
 			d = min(d, len(parent.blocks))
 			out = append(out, parent.blocks[:d]...)
@@ -354,6 +362,9 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 	}
 	for len(out) < nb {
 		out = append(out, g.freshID())
+	}
+	for _, id := range out {
+		g.blockLast[id] = t
 	}
 	g.nextID++
 	g.touch(g.nextID, t, out)
@@ -372,28 +383,42 @@ func (g *prefixGen) isLive(j int) bool { return g.live[g.hist[j].id] == g.offset
 const parentScan = 256
 
 // parent returns the history index of a live context at or before index i
-// (the nearest first) with at least d blocks: a deep reuse needs a parent as
-// long, as a reusing prompt in a trace shares with one that long. Without
-// one in reach it returns the longest of those it saw. Only when no live
+// (the nearest first) with at least d blocks whose d-th block was last used
+// at or before target: ages are measured per block, as the fit measures
+// them, and a prefix shared by several contexts is used more recently than
+// any one of their entries says (taking the entry's time made every
+// fit-and-generate cycle's reuse ages a third younger). A deep reuse needs
+// a parent as long, as a reusing prompt in a trace shares with one that
+// long. Failing that it returns the long-enough context whose block was
+// used longest ago, then the longest context it saw. Only when no live
 // context is that old does it look at newer ones, the nearest first: a
 // newer parent would make the reuse more recent than the age drawn, and
 // small prefix caches would hit more often than the trace's.
-func (g *prefixGen) parent(i, d int) int {
-	best := -1
+func (g *prefixGen) parent(i, d int, target float64) int {
+	longest, deep := -1, -1
+	deepUse := math.Inf(1)
 	for j, k := i, 0; k < parentScan && j >= 0; j-- {
 		if !g.isLive(j) {
 			continue
 		}
 		k++
-		if len(g.hist[j].blocks) >= d {
-			return j
+		e := &g.hist[j]
+		if len(e.blocks) >= d {
+			miss := math.Abs(g.blockLast[e.blocks[d-1]] - target)
+			if miss < deepUse {
+				deep, deepUse = j, miss
+			}
+			continue
 		}
-		if best < 0 || len(g.hist[j].blocks) > len(g.hist[best].blocks) {
-			best = j
+		if longest < 0 || len(e.blocks) > len(g.hist[longest].blocks) {
+			longest = j
 		}
 	}
-	if best >= 0 {
-		return best
+	if deep >= 0 {
+		return deep
+	}
+	if longest >= 0 {
+		return longest
 	}
 	for j := i + 1; j < len(g.hist); j++ {
 		if g.isLive(j) {
