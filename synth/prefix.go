@@ -382,21 +382,24 @@ func (g *prefixGen) isLive(j int) bool { return g.live[g.hist[j].id] == g.offset
 // parentScan bounds how far parent looks around the chosen age.
 const parentScan = 256
 
-// parent returns the history index of a live context at or before index i
-// (the nearest first) with at least d blocks whose d-th block was last used
-// at or before target: ages are measured per block, as the fit measures
-// them, and a prefix shared by several contexts is used more recently than
-// any one of their entries says (taking the entry's time made every
-// fit-and-generate cycle's reuse ages a third younger). A deep reuse needs
-// a parent as long, as a reusing prompt in a trace shares with one that
-// long. Failing that it returns the long-enough context whose block was
-// used longest ago, then the longest context it saw. Only when no live
-// context is that old does it look at newer ones, the nearest first: a
-// newer parent would make the reuse more recent than the age drawn, and
-// small prefix caches would hit more often than the trace's.
+// parent returns the history index of a live context for a reuse of d
+// blocks drawn to be as old as target (seconds). Among the parentScan live
+// contexts at or before index i it takes, of those with at least d blocks,
+// the one whose d-th block was last used nearest to target: ages are judged
+// per block, as the fit measures them, since a prefix shared by several
+// contexts was used more recently than any one of their entries says
+// (judging by entries made each fit-and-generate cycle's reuse ages a third
+// younger). A deep reuse needs a parent as long, as a reusing prompt in a
+// trace shares with one that long; when none in reach is, it settles for
+// the longest it saw and the reuse is cut short (about 2.5% of the reused
+// blocks of a Mooncake-like workload, nearly all from its longest prompts:
+// looking 4,096 contexts back instead of 256 recovered a tenth of that).
+// Only when no live context is that old does it look at newer ones, the
+// nearest first: a newer parent would make the reuse more recent than the
+// age drawn, and small prefix caches would hit more often than the trace's.
 func (g *prefixGen) parent(i, d int, target float64) int {
 	longest, deep := -1, -1
-	deepUse := math.Inf(1)
+	deepMiss := math.Inf(1)
 	for j, k := i, 0; k < parentScan && j >= 0; j-- {
 		if !g.isLive(j) {
 			continue
@@ -404,9 +407,8 @@ func (g *prefixGen) parent(i, d int, target float64) int {
 		k++
 		e := &g.hist[j]
 		if len(e.blocks) >= d {
-			miss := math.Abs(g.blockLast[e.blocks[d-1]] - target)
-			if miss < deepUse {
-				deep, deepUse = j, miss
+			if miss := math.Abs(g.blockLast[e.blocks[d-1]] - target); miss < deepMiss {
+				deep, deepMiss = j, miss
 			}
 			continue
 		}
