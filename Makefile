@@ -39,15 +39,16 @@ test-unit:
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 
 ## test-timing: tests whose figures -race would distort (TestTiming*) and long
-## statistical checks (TestLong*), without -race. -p 1 runs one package at a
-## time, so a long statistical check never competes with a timing test.
+## statistical checks (TestLong*), without -race. The timing tests run alone,
+## one package at a time (-p 1); the seeded statistical checks run after
+## them, two packages at a time, since nothing they assert depends on time.
 ## The timing tests judge the client by the requests scheduled while a
 ## separate probe process (one thread pinned per CPU) ran on time: on a
 ## virtual machine the hypervisor can stop every process for tens of
 ## milliseconds, which says nothing about the client (replay/hostnoise_test.go).
 ## Timing tests that fail are rerun once, by name (scripts/test-timing.sh);
 ## the statistical checks are seeded, so they run once.
-LONG := $(GO) test -p 1 -count=1 -timeout 8m -run '^TestLong' $(PKGS)
+LONG := $(GO) test -p 2 -count=1 -timeout 8m -run '^TestLong' $(PKGS)
 test-timing:
 	@scripts/test-timing.sh $(GO) ./replay/...
 	@$(LONG)

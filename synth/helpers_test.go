@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,13 +38,24 @@ type sinkFunc func(trace.Request) error
 func (f sinkFunc) Write(r trace.Request) error { return f(r) }
 func (sinkFunc) Reject(trace.Reject) error     { return nil }
 
-// sampleRows caches each bundled sample's rows for the test binary (the
-// package's tests do not run in parallel).
-var sampleRows = map[string][]trace.Request{}
+// sampleRows caches each bundled sample's rows for the test binary; the
+// long checks run in parallel, hence the lock.
+var (
+	sampleRows   = map[string][]trace.Request{}
+	sampleRowsMu sync.Mutex
+)
 
 // sampleBucket converts a bundled sample into a new bucket.
 func sampleBucket(t testing.TB, name string) string {
 	t.Helper()
+	return writeBucket(t, sampleRowsOf(t, name), &trace.Manifest{BlockSize: trace.DefaultBlockSize})
+}
+
+// sampleRowsOf returns a bundled sample's rows, read once per test binary.
+func sampleRowsOf(t testing.TB, name string) []trace.Request {
+	t.Helper()
+	sampleRowsMu.Lock()
+	defer sampleRowsMu.Unlock()
 	rows, ok := sampleRows[name]
 	if !ok {
 		d, found := datasets.Lookup(name)
@@ -56,7 +68,7 @@ func sampleBucket(t testing.TB, name string) string {
 		}
 		sampleRows[name] = rows
 	}
-	return writeBucket(t, rows, &trace.Manifest{BlockSize: trace.DefaultBlockSize})
+	return rows
 }
 
 // generateBucket generates a workload from m into a new bucket.

@@ -20,11 +20,15 @@ func coverage(n int, trial func(seed uint64) bool) float64 {
 	return float64(hit) / float64(n)
 }
 
+// skipLong skips a long statistical check under -race or -short, and
+// otherwise lets it run beside the others: they are seeded and CPU-bound,
+// and make test-timing runs them on an otherwise idle machine.
 func skipLong(t *testing.T) {
 	t.Helper()
 	if raceEnabled || testing.Short() {
 		t.Skip("long statistical check: runs without -race in make test-timing")
 	}
+	t.Parallel()
 }
 
 func checkCoverage(t *testing.T, what string, c float64) {
