@@ -146,52 +146,58 @@ func slicesMean(x []float64) float64 {
 // stationary workload four times the sample's span generated from the
 // whole-sample fit: fit on its first 70%, five generated seeds are held
 // against its last 30% with the thresholds, and a refit must give
-// back the reuse ages it was generated with.
+// back the reuse laws the truth was generated with. A held-out window's
+// LRU hit rate moves by up to ±0.04 from one truth to the next, so the
+// Mooncake-like case pools three truths.
 func TestLongHeldOutOnStationaryTruth(t *testing.T) {
 	skipLong(t)
 	ctx := context.Background()
-	for _, name := range []string{"azure-code-2023", "mooncake-synthetic"} {
-		t.Run(name, func(t *testing.T) {
-			whole, err := Fit(ctx, sampleBucket(t, name), FitOptions{})
+	for _, tc := range []struct {
+		name   string
+		truths int
+		// dispersion is false where the truth's held-out rate path cannot
+		// be the generated one's: the Mooncake fit's intensity is three
+		// pieces over its 17 minutes and the mean rate after, so the
+		// truth's last 30% runs at the mean rate, while a model fitted on
+		// the truth's first 70% replays its own pieces from t = 0.
+		dispersion bool
+	}{{"azure-code-2023", 1, true}, {"mooncake-synthetic", 3, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			whole, err := Fit(ctx, sampleBucket(t, tc.name), FitOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			span := time.Duration(whole.Source.SpanS() * 4 * float64(time.Second))
-			truth := generateBucket(t, whole, GenerateOptions{Seed: 100, Duration: span})
-			train, err := Fit(ctx, truth, FitOptions{Span: [2]float64{0, 0.7}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p, q := whole.Prefix, train.Prefix; p != nil {
-				for _, u := range []float64{0.5, 0.9} {
-					a, b := p.AgeS.Quantile(u), q.AgeS.Quantile(u)
-					t.Logf("reuse age p%.0f: generated with %.1f s, refitted %.1f s", 100*u, a, b)
-					if math.Abs(b-a) > 0.1*a {
-						t.Errorf("reuse age p%.0f refitted as %.1f s from a workload generated with %.1f s", 100*u, b, a)
-					}
-				}
-			}
-			held := time.Duration(train.Source.SpanS() * 0.3 / 0.7 * float64(time.Second))
 			sums := map[string][]float64{}
 			var order []string
-			for seed := uint64(1); seed <= 5; seed++ {
-				gen := generateBucket(t, train, GenerateOptions{Seed: seed, Duration: held})
-				v, err := Validate(ctx, truth, gen, ValidateOptions{RealSpan: [2]float64{0.7, 1}})
+			var held time.Duration
+			for k := range tc.truths {
+				truth := generateBucket(t, whole, GenerateOptions{Seed: 100 + uint64(k), Duration: span})
+				train, err := Fit(ctx, truth, FitOptions{Span: [2]float64{0, 0.7}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, c := range v.Checks {
-					if _, ok := sums[c.Name]; !ok {
-						order = append(order, c.Name)
+				checkRefitReuse(t, whole.Prefix, train.Prefix)
+				held = time.Duration(train.Source.SpanS() * 0.3 / 0.7 * float64(time.Second))
+				for seed := uint64(1); seed <= 5; seed++ {
+					gen := generateBucket(t, train, GenerateOptions{Seed: seed, Duration: held})
+					v, err := Validate(ctx, truth, gen, ValidateOptions{RealSpan: [2]float64{0.7, 1}})
+					if err != nil {
+						t.Fatal(err)
 					}
-					sums[c.Name] = append(sums[c.Name], c.Diff)
+					for _, c := range v.Checks {
+						if _, ok := sums[c.Name]; !ok {
+							order = append(order, c.Name)
+						}
+						sums[c.Name] = append(sums[c.Name], c.Diff)
+					}
 				}
 			}
 			var b strings.Builder
 			for _, k := range order {
 				fmt.Fprintf(&b, "  %-30s %s\n", k, fmtDiffs(sums[k]))
 			}
-			t.Logf("%s, stationary truth of %v, fit on its first 70%%, 5 seeds against its last 30%%:\n%s", name, span, b.String())
+			t.Logf("%s, %d stationary truth(s) of %v, each fit on its first 70%%, 5 seeds against its last 30%%:\n%s", tc.name, tc.truths, span, b.String())
 			for _, k := range []string{"ks_input_tokens", "ks_output_tokens", "spearman_input_output"} {
 				if worst := slices.Max(sums[k]); worst > 0.05 {
 					t.Errorf("%s: worst seed %.3f > 0.05", k, worst)
@@ -203,30 +209,42 @@ func TestLongHeldOutOnStationaryTruth(t *testing.T) {
 			// TestLongFidelity).
 			for _, w := range []float64{10, 60} {
 				k := fmt.Sprintf("dispersion_%gs", w)
-				if held.Seconds()/w < 50 {
+				if held.Seconds()/w < 50 || !tc.dispersion {
 					continue
 				}
 				if mean := slicesMean(sums[k]); mean > 0.25 {
 					t.Errorf("%s: off by %.3f (mean over seeds), want within 0.25", k, mean)
 				}
 			}
-			// Up to 5M tokens the hit rate holds within 0.03. The largest
-			// caches see every reuse, so they carry the ~2.5% of reused
-			// blocks the generator cuts short each time (its longest prompts
-			// find no parent as long, see prefixGen.parent), once in the
-			// truth and again in the regenerated workload: 0.027-0.037 per
-			// seed there, held within 0.04.
 			for _, c := range LRUCapacities {
-				limit := 0.03
-				if c.Tokens > 5e6 {
-					limit = 0.04
-				}
 				if d, ok := sums["lru_hit_"+c.Name]; ok {
-					if mean := slicesMean(d); mean > limit {
-						t.Errorf("LRU hit rate at %s: off by %.3f (mean over seeds), want within %.2f", c.Name, mean, limit)
+					if mean := slicesMean(d); mean > 0.03 {
+						t.Errorf("LRU hit rate at %s: off by %.3f (mean over seeds and truths), want within 0.03", c.Name, mean)
 					}
 				}
 			}
 		})
+	}
+}
+
+// checkRefitReuse checks that the prefix laws refitted from a generated
+// workload are those it was generated with. The mean depth may come back a
+// little shallower: the generator cuts short the reuses of its longest
+// prompts when no parent is as long (about 2.5% of the reused blocks).
+func checkRefitReuse(t *testing.T, p, q *PrefixModel) {
+	t.Helper()
+	if p == nil {
+		return
+	}
+	t.Logf("refit: reuse share %.3f → %.3f, mean depth share %.3f → %.3f", p.ReuseShare, q.ReuseShare, p.Depth.Mean, q.Depth.Mean)
+	if math.Abs(q.ReuseShare-p.ReuseShare) > 0.015 || q.Depth.Mean < p.Depth.Mean-0.04 || q.Depth.Mean > p.Depth.Mean+0.01 {
+		t.Errorf("refit reuse share %.3f and mean depth share %.3f from a workload generated with %.3f and %.3f", q.ReuseShare, q.Depth.Mean, p.ReuseShare, p.Depth.Mean)
+	}
+	for _, u := range []float64{0.5, 0.9} {
+		a, b := p.AgeS.Quantile(u), q.AgeS.Quantile(u)
+		t.Logf("refit: reuse age p%.0f %.1f s → %.1f s", 100*u, a, b)
+		if math.Abs(b-a) > 0.1*a {
+			t.Errorf("reuse age p%.0f refitted as %.1f s from a workload generated with %.1f s", 100*u, b, a)
+		}
 	}
 }
