@@ -29,10 +29,7 @@ func TestLongFidelity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			whole, err := Fit(ctx, dir, FitOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			whole := wholeSampleFit(t, name)
 			// Real against real: the first 70% stands in for a perfect model.
 			base, err := Validate(ctx, dir, dir, ValidateOptions{RealSpan: [2]float64{0.7, 1}, SynthSpan: [2]float64{0, 0.7}})
 			if err != nil {
@@ -163,10 +160,7 @@ func TestLongHeldOutOnStationaryTruth(t *testing.T) {
 		dispersion bool
 	}{{"azure-code-2023", 1, true}, {"mooncake-synthetic", 3, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			whole, err := Fit(ctx, sampleBucket(t, tc.name), FitOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			whole := wholeSampleFit(t, tc.name)
 			span := time.Duration(whole.Source.SpanS() * 4 * float64(time.Second))
 			sums := map[string][]float64{}
 			var order []string

@@ -71,6 +71,30 @@ func sampleRowsOf(t testing.TB, name string) []trace.Request {
 	return rows
 }
 
+// wholeFits caches the fit of each whole bundled sample: two long checks
+// use it, in parallel, and the Azure fit takes ~10 s.
+var (
+	wholeFits   = map[string]*Model{}
+	wholeFitsMu sync.Mutex
+)
+
+// wholeSampleFit returns the fit (latent layer included) of a whole
+// bundled sample, computed once per test binary. Callers must not change it.
+func wholeSampleFit(t testing.TB, name string) *Model {
+	t.Helper()
+	wholeFitsMu.Lock()
+	defer wholeFitsMu.Unlock()
+	if m, ok := wholeFits[name]; ok {
+		return m
+	}
+	m, err := Fit(context.Background(), sampleBucket(t, name), FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wholeFits[name] = m
+	return m
+}
+
 // generateBucket generates a workload from m into a new bucket.
 func generateBucket(t testing.TB, m *Model, opts GenerateOptions) string {
 	t.Helper()
