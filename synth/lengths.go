@@ -380,7 +380,7 @@ func (c *LengthClass) calibrateRho(target float64) float64 {
 // (0, 1): u1 sets the input, ue the output given the input. inputU, when
 // non-nil, maps u1 first (scenarios use it to draw from the tail).
 func (c *LengthClass) sample(u1, ue float64, inputU func(float64) float64) (int64, int64) {
-	e := distuv.UnitNormal.Quantile(ue)
+	e := distuv.UnitNormal.Quantile(min(max(ue, 1e-12), 1-1e-12))
 	if inputU != nil {
 		u1 = inputU(u1)
 	}
