@@ -122,8 +122,8 @@ type LengthClass struct {
 	// understate the dependence (Azure code: Rho −0.010 for a Spearman of
 	// −0.016). Absent in older models: Rho is used.
 	RhoSampler *float64 `json:"rho_sampler,omitempty"`
-	// Bins is the conditional alternative: output quantiles given a
-	// log-spaced input bin.
+	// Bins is the conditional alternative: output quantiles given an
+	// equal-count input bin (its edges at the input's quantiles).
 	Bins []LengthBin `json:"bins,omitempty"`
 	// Sampler is "copula" or "binned": the one whose median output per input
 	// decile is closer to the trace's (decided at fit time).
@@ -214,17 +214,31 @@ func (f *lengthFitter) fit(knots int) LengthClass {
 	return c
 }
 
-// fitBins builds output tables for log-spaced input bins (up to 12), merging
-// bins with fewer than 200 pairs into their neighbour.
+// Conditional bins: at most maxLengthBins, each from at least minBinPairs
+// pairs, each output law a table of binKnots knots (20 × 65 knots: less than
+// the 12 × 129 of the log-spaced bins they replaced).
+const (
+	maxLengthBins = 20
+	minBinPairs   = 200
+	binKnots      = 65
+)
+
+// fitBins builds output tables for equal-count input bins, merging a bin
+// with fewer than minBinPairs pairs (ties at an atom) into its neighbour.
+// Bin edges sit half-way between integers: a length v is in the bin with
+// InputLow < v < InputHigh.
 func fitBins(pairs [][2]int64, in Marginal) []LengthBin {
 	if len(pairs) < 400 || len(in.Knots) < 2 {
 		return nil
 	}
-	lo, hi := math.Max(1, in.Knots[0]), in.Knots[len(in.Knots)-1]+1
-	const k = 12
+	hi := in.Knots[len(in.Knots)-1] + 1
+	k := min(maxLengthBins, len(pairs)/minBinPairs)
 	edges := make([]float64, k+1)
-	for i := range edges {
-		edges[i] = math.Exp(math.Log(lo) + float64(i)/k*(math.Log(hi)-math.Log(lo)))
+	for i := 1; i < k; i++ {
+		// Equal-count bins: edges at the input's quantiles, so the bins
+		// follow the data where it is (the input deciles a check looks at
+		// included) instead of spreading over a long thin tail.
+		edges[i] = max(edges[i-1], math.Round(in.Quantile(float64(i)/float64(k)))+0.5)
 	}
 	edges[0], edges[k] = 0, hi // the last bin also takes anything longer when sampling
 	hists := make([]histogram, k)
@@ -233,7 +247,7 @@ func fitBins(pairs [][2]int64, in Marginal) []LengthBin {
 		hists[i] = histogram{}
 	}
 	for _, p := range pairs {
-		b, _ := slices.BinarySearch(edges, float64(p[0])+0.5)
+		b, _ := slices.BinarySearch(edges, float64(p[0]))
 		b = min(max(b-1, 0), k-1)
 		hists[b][p[1]]++
 		counts[b]++
@@ -249,8 +263,8 @@ func fitBins(pairs [][2]int64, in Marginal) []LengthBin {
 			cur[v] += c
 		}
 		curN += counts[i]
-		if curN >= 200 || i == k-1 {
-			if curN < 200 && len(bins) > 0 { // fold a thin last bin into the previous one
+		if curN >= minBinPairs || i == k-1 {
+			if curN < minBinPairs && len(bins) > 0 { // fold a thin last bin into the previous one
 				prev := &bins[len(bins)-1]
 				merged := histogram{}
 				for v, c := range cur {
@@ -258,15 +272,15 @@ func fitBins(pairs [][2]int64, in Marginal) []LengthBin {
 				}
 				// Rebuild the previous bin from pairs in its whole range.
 				for _, p := range pairs {
-					if float64(p[0])+0.5 >= prev.InputLow && float64(p[0])+0.5 < start {
+					if float64(p[0]) >= prev.InputLow && float64(p[0]) < start {
 						merged[p[1]]++
 					}
 				}
 				prev.InputHigh = hi
-				prev.Output = merged.marginal(129)
+				prev.Output = merged.marginal(binKnots)
 				break
 			}
-			bins = append(bins, LengthBin{InputLow: start, InputHigh: edges[i+1], Output: cur.marginal(129)})
+			bins = append(bins, LengthBin{InputLow: start, InputHigh: edges[i+1], Output: cur.marginal(binKnots)})
 			cur, curN = nil, 0
 		}
 	}
@@ -389,7 +403,7 @@ func (c *LengthClass) sample(u1, ue float64, inputU func(float64) float64) (int6
 	if c.Sampler == "binned" && len(c.Bins) > 0 {
 		b := len(c.Bins) - 1
 		for i, bin := range c.Bins {
-			if float64(in)+0.5 < bin.InputHigh {
+			if float64(in) < bin.InputHigh {
 				b = i
 				break
 			}
