@@ -119,8 +119,9 @@ type LengthClass struct {
 	// RhoSampler is the copula correlation the generator uses: Rho adjusted
 	// so that the simulated lengths (rounded, with the marginals' atoms and
 	// ties) have the trace's Spearman. Normal scores of tied ranks
-	// understate the dependence (Azure code: Rho −0.010 for a Spearman of
-	// −0.016). Absent in older models: Rho is used.
+	// understate the dependence (Azure code, first 70%: Rho −0.010 for a
+	// Spearman of −0.016, RhoSampler −0.019). Absent in older models: Rho
+	// is used.
 	RhoSampler *float64 `json:"rho_sampler,omitempty"`
 	// Bins is the conditional alternative: output quantiles given an
 	// equal-count input bin (its edges at the input's quantiles).
@@ -350,13 +351,7 @@ func (c *LengthClass) calibrateRho(target float64) float64 {
 	}
 	copy(e, z1)
 	rng.Shuffle(n, func(i, j int) { e[i], e[j] = e[j], e[i] })
-	standardize(z1)
-	standardize(e)
-	if r := dot(z1, e) / float64(n); math.Abs(r) < 1 {
-		for i := range e {
-			e[i] = (e[i] - r*z1[i]) / math.Sqrt(1-r*r)
-		}
-	}
+	decorrelate(z1, e)
 	inRanks := rank.Average(in)
 	simulated := func(rho float64) float64 {
 		s := math.Sqrt(1 - rho*rho)

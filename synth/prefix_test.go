@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -94,12 +94,6 @@ func realisedDepths(t *testing.T, dir string, limit int64) (short, long []float6
 	return short, long, float64(full) / float64(n)
 }
 
-func median(x []float64) float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 // TestReuseDepthFollowsLength fits a trace where short prompts reuse one
 // block and long ones all but one, and checks that the generated workload
 // keeps both depths per length (a pooled depth law gives the short prompts
@@ -129,7 +123,7 @@ func TestReuseDepthFollowsLength(t *testing.T) {
 		if len(c.synt) < 100 {
 			t.Fatalf("%s: %d reusing requests generated, want ≥ 100", c.what, len(c.synt))
 		}
-		r, s := median(c.real), median(c.synt)
+		r, s := rank.Percentile(sortedCopy(c.real), 0.5), rank.Percentile(sortedCopy(c.synt), 0.5)
 		t.Logf("%s: median depth share real %.3f, generated %.3f (%d reusing)", c.what, r, s, len(c.synt))
 		if math.Abs(r-s) > 0.05 {
 			t.Errorf("%s: generated median depth share %.3f, the trace's %.3f", c.what, s, r)
