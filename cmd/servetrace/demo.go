@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -121,7 +122,7 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	reportPath := filepath.Join(out, "report.html")
-	if err := writeHTMLReport(reportPath, rep); err != nil {
+	if err := writeReportHTML(io.Discard, reportPath, rep); err != nil {
 		return fmt.Errorf("demo report: %w", err)
 	}
 	fmt.Fprintf(w, "\nartifacts:\n  trace bucket  %s/\n  model         %s\n  workload      %s/\n  run           %s/ (results/*.parquet, run.json)\n  report        %s (open in a browser)\n",

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/servetrace/servetrace/analyze"
+)
+
+func compareCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "did B really move the latency of A? per metric: better, worse or inconclusive",
+		ArgsUsage: "A B",
+		Description: `A and B are each a run directory, a comma-separated list of run
+directories (repeats of one configuration), or a directory whose
+subdirectories are run directories. For TTFT, TPOT and E2E at p50 and p99 it
+prints B−A and B/A with intervals and a verdict; Holm's correction keeps the
+chance of any false verdict across the rows under 1 − --confidence.
+
+The verdict is inconclusive, with the reason, when the sides are not
+comparable: different workload sha256, token distributions that differ
+(Kolmogorov–Smirnov distance above --max-ks), different error rates, a
+client-saturated run, or run.json labels or server fingerprints that differ
+in anything but the label named by --testing.
+
+Example:
+   servetrace analyze compare runs/base runs/new --testing config`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},
+			&cli.Float64Flag{Name: "confidence", Value: 0.95, Usage: "confidence of intervals and verdicts (family-wise)"},
+			&cli.StringFlag{Name: "testing", Usage: "the run.json label under test (set with replay --label KEY=VALUE); it may differ between the sides"},
+			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk"},
+			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed"},
+			&cli.Float64Flag{Name: "max-ks", Value: 0.05, Usage: "largest token-distribution KS distance still comparable"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return usageError(fmt.Sprintf("compare: want two sides A and B, got %d argument(s) (see 'servetrace analyze compare --help')", c.NArg()))
+			}
+			if c.Int("resamples") < 100 {
+				return usageError("--resamples must be at least 100")
+			}
+			a, err := analyze.ExpandRunDirs(c.Args().Get(0))
+			if err != nil {
+				return usageError(err.Error())
+			}
+			b, err := analyze.ExpandRunDirs(c.Args().Get(1))
+			if err != nil {
+				return usageError(err.Error())
+			}
+			res, err := analyze.Compare(a, b, analyze.CompareOptions{TTFTMode: c.String("ttft-mode"), Confidence: c.Float64("confidence"),
+				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed")}, Testing: c.String("testing"), MaxKS: c.Float64("max-ks")})
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, res)
+			}
+			return analyze.WriteComparisonTable(c.App.Writer, res)
+		},
+	}
+}

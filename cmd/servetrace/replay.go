@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/servetrace/servetrace/replay"
+	"github.com/servetrace/servetrace/tokenize"
+	"github.com/servetrace/servetrace/trace"
+)
+
+func replayCmd() *cli.Command {
+	def := replay.DefaultOptions()
+	return &cli.Command{
+		Name:      "replay",
+		Usage:     "replay a workload against an OpenAI-compatible endpoint",
+		ArgsUsage: "WORKLOAD",
+		Description: `Sends every request at its timestamp (open loop: a slow server never delays
+the schedule), streams responses with per-token timestamps, and writes
+OUT/results/part-*.parquet and OUT/run.json. --rate replaces the workload's
+timing with an arrival process; --concurrency runs closed loop instead.
+The API key is read from --api-key-env or --api-key-file and never written.
+Interrupted (Ctrl-C), in-flight requests get --grace to finish; the run dir
+stays readable and is marked incomplete.
+
+Examples:
+   servetrace sim &
+   servetrace replay workloads/azure-10m --target http://127.0.0.1:8000 --speed 2 --out runs/a
+   servetrace replay workloads/azure-10m --rate 20 --arrival gamma --burstiness 0.5 --warmup 30s --out runs/b
+   servetrace replay traces/prod --from 2024-05-10T14:00:00Z --to 2024-05-10T14:10:00Z --lead-in 1m --out runs/incident
+   servetrace replay workloads/azure-10m --concurrency 16 --duration 2m --out runs/closed`,
+		Flags: []cli.Flag{
+			outFlag("run directory to write", true),
+			&cli.StringFlag{Name: "target", Value: "http://127.0.0.1:8000", Usage: "endpoint base URL"},
+			&cli.StringFlag{Name: "model", Usage: "model name for every request (default: the workload's, else the endpoint's first)"},
+			&cli.StringFlag{Name: "model-map", Usage: "rename the workload's models: a=b,c=d"},
+			&cli.StringFlag{Name: "api", Usage: "force chat|completions (default: each request's api)"},
+			&cli.StringFlag{Name: "stream", Value: "auto", Usage: "auto|true|false: force streaming on or off"},
+			&cli.Float64Flag{Name: "speed", Value: def.Speed, Usage: "time scale of the workload's timing: 2 replays twice as fast"},
+			&cli.Float64Flag{Name: "rate", Usage: "replace the workload's timing with RATE requests/s"},
+			&cli.StringFlag{Name: "arrival", Value: def.Arrival, Usage: "with --rate: poisson|gamma|constant"},
+			&cli.Float64Flag{Name: "burstiness", Value: def.Burstiness, Usage: "with --arrival gamma: shape (1 = Poisson, below 1 burstier)"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed of the --rate arrival process"},
+			&cli.IntFlag{Name: "concurrency", Usage: "closed loop: keep N requests in flight"},
+			&cli.IntFlag{Name: "max-concurrency", Usage: "open loop with a cap: at most N in flight, others wait (admitted_ns records when)"},
+			&cli.StringFlag{Name: "from", Usage: "replay a window from this RFC 3339 time or offset (10m)"},
+			&cli.StringFlag{Name: "to", Usage: "end of the window (RFC 3339 time or offset)"},
+			&cli.DurationFlag{Name: "lead-in", Usage: "with --from: also replay this much before the window, as warmup"},
+			&cli.DurationFlag{Name: "duration", Usage: "replay only the first DURATION"},
+			&cli.IntFlag{Name: "max-requests", Usage: "replay at most N requests"},
+			&cli.StringFlag{Name: "warmup", Usage: "mark the first DURATION (30s) or N requests (100) as warmup, excluded by analyze"},
+			&cli.DurationFlag{Name: "connect-timeout", Value: def.ConnectTimeout, Usage: "dial timeout"},
+			&cli.DurationFlag{Name: "first-token-timeout", Usage: "give up on a stream with no token after this long (0 = wait)"},
+			&cli.DurationFlag{Name: "timeout", Value: def.Timeout, Usage: "per-request timeout, send to end of response"},
+			&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "on interrupt, time in-flight requests may still finish"},
+			&cli.DurationFlag{Name: "rotate-every", Value: def.RotateEvery, Usage: "close a results part this often (a kill loses at most the open part)"},
+			&cli.DurationFlag{Name: "max-lateness", Value: def.MaxLateness, Usage: "mark the run client-saturated past this lateness p99"},
+			&cli.BoolFlag{Name: "ignore-eos", Usage: "send ignore_eos (vLLM, SGLang, the simulator; OpenAI rejects it)"},
+			&cli.BoolFlag{Name: "force-output-len", Usage: "send ignore_eos and min_tokens = max_tokens, so outputs have the workload's length"},
+			&cli.StringFlag{Name: "http", Value: "1.1", Usage: "HTTP version: 1.1|2 (2 over http:// is h2 by prior knowledge)"},
+			&cli.StringFlag{Name: "ca-cert", Usage: "PEM certificate to trust for an https endpoint"},
+			&cli.BoolFlag{Name: "insecure", Usage: "skip TLS certificate verification"},
+			&cli.StringFlag{Name: "tokenizer", Value: def.Tokenizer, Usage: "prompt tokenizer: " + strings.Join(tokenize.Encodings, "|") + ", a tiktoken rank file path (Llama 3 style), or 'server' (the endpoint's /tokenize)"},
+			&cli.StringFlag{Name: "tokenizer-pattern", Usage: "pre-tokenizer regex for a rank-file --tokenizer (default: Llama 3's)"},
+			&cli.StringFlag{Name: "api-key-env", Usage: "name of the environment variable holding the API key"},
+			&cli.StringFlag{Name: "api-key-file", Usage: "file holding the API key"},
+			&cli.StringSliceFlag{Name: "header", Usage: "extra request header Name=value (repeatable; values are never written)"},
+			&cli.StringFlag{Name: "run-id", Usage: "run id (default: generated); shards of one run share it"},
+			&cli.StringFlag{Name: "shard", Usage: "i/N: send this shard's part of the workload (whole sessions, at the full schedule's times); give all shards one --run-id and --start-at"},
+			&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339, Usage: "wall-clock time of the schedule's zero (RFC 3339), shared by every shard"},
+			&cli.DurationFlag{Name: "wait-ready", Usage: "poll the endpoint up to this long until it serves, and record the time to ready"},
+			&cli.StringFlag{Name: "metrics-url", Usage: "the server's Prometheus metrics URL, scraped before, during and after the run"},
+			&cli.DurationFlag{Name: "metrics-interval", Value: def.MetricsInterval, Usage: "scrape interval for --metrics-url"},
+			&cli.DurationFlag{Name: "wait-idle", Usage: "with --metrics-url: wait up to this long for no running or waiting requests before starting"},
+			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
+			&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, "WORKLOAD"); err != nil {
+				return err
+			}
+			opts, err := replayOptions(c)
+			if err != nil {
+				return usageError(err.Error())
+			}
+			defer replay.TuneGC()() // this process only replays
+			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
+			if err != nil {
+				return err
+			}
+			if err := printRunSummary(c.App.Writer, c.String("out"), info); err != nil {
+				return err
+			}
+			if !info.Complete {
+				// The partial results are valid and analyzable, but a script
+				// must not mistake an interrupted run for a complete one.
+				return cli.Exit(fmt.Sprintf("replay incomplete (%s); partial results in %s", info.Reason, c.String("out")), exitInterrupted)
+			}
+			return nil
+		},
+	}
+}
+
+func replayOptions(c *cli.Context) (replay.Options, error) {
+	key, err := apiKey(c.String("api-key-env"), c.String("api-key-file"))
+	if err != nil {
+		return replay.Options{}, err
+	}
+	warmDur, warmN, err := replay.ParseWarmup(c.String("warmup"))
+	if err != nil {
+		return replay.Options{}, err
+	}
+	modelMap, err := replay.ParseKeyValues("--model-map", c.String("model-map"))
+	if err != nil {
+		return replay.Options{}, err
+	}
+	labels := map[string]string{}
+	for _, l := range c.StringSlice("label") {
+		kv, err := replay.ParseKeyValues("--label", l)
+		if err != nil {
+			return replay.Options{}, err
+		}
+		maps.Copy(labels, kv)
+	}
+	headers := map[string]string{}
+	for _, h := range c.StringSlice("header") {
+		kv, err := replay.ParseKeyValues("--header", h)
+		if err != nil {
+			return replay.Options{}, err
+		}
+		maps.Copy(headers, kv)
+	}
+	o := replay.Options{
+		Target: c.String("target"), Model: c.String("model"), ModelMap: modelMap, API: c.String("api"), Stream: c.String("stream"),
+		Speed: c.Float64("speed"), Rate: c.Float64("rate"), Arrival: c.String("arrival"), Burstiness: c.Float64("burstiness"), Seed: c.Uint64("seed"),
+		Concurrency: c.Int("concurrency"), MaxConcurrency: c.Int("max-concurrency"),
+		From: c.String("from"), To: c.String("to"), LeadIn: c.Duration("lead-in"),
+		Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"), WarmupDuration: warmDur, WarmupRequests: warmN,
+		ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
+		Grace: c.Duration("grace"), RotateEvery: c.Duration("rotate-every"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern"),
+		ForceOutputLen: c.Bool("force-output-len"), HTTP: c.String("http"), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"),
+		APIKey: key, Headers: headers, RunID: c.String("run-id"),
+		WaitReady: c.Duration("wait-ready"), MetricsURL: c.String("metrics-url"), MetricsInterval: c.Duration("metrics-interval"),
+		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
+	}
+	if sh := c.String("shard"); sh != "" {
+		i, n, err := replay.ParseShard(sh)
+		if err != nil {
+			return replay.Options{}, err
+		}
+		o.Shard, o.ShardCount = i, n
+		if c.String("run-id") == "" {
+			return replay.Options{}, fmt.Errorf("--shard %s: give every shard the same --run-id, so analyze merges them", sh)
+		}
+	}
+	if ts := c.Timestamp("start-at"); ts != nil {
+		o.StartAt = *ts
+	}
+	if args, ok := c.App.Metadata["args"].([]string); ok {
+		o.CommandLine = replay.RedactArgs(args)
+	}
+	if isTerminal(os.Stderr) {
+		o.Progress = c.App.ErrWriter
+	}
+	return o, nil
+}
+
+// apiKey reads the API key from the named environment variable or file.
+func apiKey(envName, file string) (string, error) {
+	switch {
+	case envName != "" && file != "":
+		return "", errors.New("give --api-key-env or --api-key-file, not both")
+	case envName != "":
+		v := os.Getenv(envName)
+		if v == "" {
+			return "", fmt.Errorf("--api-key-env %s: that environment variable is empty or unset", envName)
+		}
+		return v, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		if k := strings.TrimSpace(string(b)); k != "" {
+			return k, nil
+		}
+		return "", fmt.Errorf("--api-key-file %s is empty", file)
+	}
+	return "", nil
+}
+
+func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
+	state := "complete"
+	if !info.Complete {
+		state = "INCOMPLETE: " + info.Reason
+	}
+	fmt.Fprintf(w, "replayed %d requests (%s) into %s:", info.Scheduled, state, dir)
+	for _, o := range trace.Outcomes {
+		if n := info.Outcomes[o]; n > 0 {
+			fmt.Fprintf(w, " %s %d", o, n)
+		}
+	}
+	fmt.Fprintf(w, "; client lateness p99 %.2f ms\n", info.Lateness.P99Ms)
+	if info.ClientSaturated {
+		fmt.Fprintf(w, "warning: the client was saturated (lateness p99 %.2f ms > %.2f ms): latencies may reflect the load generator\n", info.Lateness.P99Ms, info.MaxLatenessMs)
+	}
+	return nil
+}
