@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-client bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert-memory bench-client bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -69,6 +69,10 @@ bench:
 FIT_ROWS ?= 10000000
 bench-fit:
 	SERVETRACE_FIT_ROWS=$(FIT_ROWS) $(GO) test ./synth -run '^$$' -bench '^BenchmarkFit$$' -benchtime 1x -benchmem -timeout 30m
+
+## bench-convert-memory: peak RSS of converting 500k and 5M rows in child processes, and their ratio
+bench-convert-memory:
+	$(GO) test ./datasets -run '^$$' -bench '^BenchmarkConvertPeakRSS$$' -benchtime 1x -timeout 30m
 
 ## bench-client: highest open-loop rate with lateness p99 < 2 ms, client on core 0, simulator on core 1
 bench-client:
