@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,21 +71,67 @@ var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "a
 	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns",
 	"tenant", "model", "adapter", "phase", "observed_finish_reason", "turn", "http_status", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks"}
 
-// readResultColumns reads every result part of a run directory (the parts
-// on disk, as trace.ReadResults does) into cols.
+// readResultColumns reads the result parts of a run directory (those
+// trace.ResultParts lists) into cols, checking each part's row count and
+// every row's values.
 func readResultColumns(runDir string, cols *resultColumns) error {
-	dir := filepath.Join(runDir, trace.ResultsDir)
-	ents, err := os.ReadDir(dir)
+	parts, err := trace.ResultParts(runDir)
 	if err != nil {
-		return fmt.Errorf("read results of %s: %w", runDir, err)
+		return err
 	}
-	for _, e := range ents {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".parquet") {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
+	for _, p := range parts {
+		path := filepath.Join(runDir, p.Path)
+		first := cols.n
 		if err := cols.readPart(path); err != nil {
 			return fmt.Errorf("read %s: %w", path, err)
+		}
+		if p.Rows >= 0 && int64(cols.n-first) != p.Rows {
+			return fmt.Errorf("run %s: %s holds %d rows, %s says %d: the part was replaced", runDir, p.Path, cols.n-first, trace.RunInfoName, p.Rows)
+		}
+		if err := cols.validate(first); err != nil {
+			return fmt.Errorf("run %s: %s %w", runDir, p.Path, err)
+		}
+	}
+	return nil
+}
+
+// validate checks rows from first on as trace.Result.Validate does for the
+// values analysis uses: counts within 0..trace.MaxTokens, times in order
+// from sent, token times from zero and never decreasing, a known outcome.
+// A fault names its row, counted from 1 within the part.
+func (c *resultColumns) validate(first int) error {
+	fail := func(i int, field string, v int64, why string) error {
+		return fmt.Errorf("row %d: %w", i-first+1, &trace.FieldError{Field: field, Value: fmt.Sprint(v), Reason: why})
+	}
+	for i := first; i < c.n; i++ {
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"observed_output_tokens", c.observedOut[i]}, {"prompt_tokens_sent", c.promptSent[i]}, {"input_tokens", c.inputTokens[i]},
+			{"output_tokens", c.requestedOutput[i]}, {"max_tokens", c.maxTokens[i]}, {"usage_prompt_tokens", c.usagePrompt[i]}} {
+			if f.v != null && (f.v < 0 || f.v > trace.MaxTokens) {
+				return fail(i, f.name, f.v, fmt.Sprintf("must be 0 to %d", trace.MaxTokens))
+			}
+		}
+		if sent := c.sent[i]; sent != null {
+			for _, f := range []struct {
+				name string
+				v    int64
+			}{{"first_chunk_ns", c.firstChunk[i]}, {"first_token_ns", c.firstToken[i]}, {"done_ns", c.done[i]}} {
+				if f.v != null && f.v < sent {
+					return fail(i, f.name, f.v, fmt.Sprintf("is before sent_ns %d", sent))
+				}
+			}
+		}
+		prev := int64(0)
+		for _, t := range c.tokenTimesOf(i) {
+			if t < prev {
+				return fail(i, "token_times_ns", t, "must start at 0 or later and never decrease")
+			}
+			prev = t
+		}
+		if !slices.Contains(trace.Outcomes, c.outcome[i]) {
+			return fmt.Errorf("row %d: %w", i-first+1, &trace.FieldError{Field: "outcome", Value: fmt.Sprintf("%q", c.outcome[i]), Reason: "is not one of the outcome classes (ok, http_error, ...)"})
 		}
 	}
 	return nil

@@ -29,6 +29,10 @@ func TestColumnarReadMatchesRowRead(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	info, err := trace.ReadRunInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range w.Parts() {
 		b, err := os.ReadFile(filepath.Join(r2, p.Path))
 		if err != nil {
@@ -37,6 +41,11 @@ func TestColumnarReadMatchesRowRead(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, trace.ResultsDir, "z"+filepath.Base(p.Path)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		p.Path = trace.ResultsDir + "/z" + filepath.Base(p.Path)
+		info.Parts = append(info.Parts, p)
+	}
+	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), info); err != nil {
+		t.Fatal(err)
 	}
 	rows, err := trace.ReadResults(dir)
 	if err != nil {

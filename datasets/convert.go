@@ -108,7 +108,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		tenantCounts = counter.counts
 	}
 	wo := opts.Writer
-	wo.Force = opts.Force
+	wo.Force, wo.Inputs = opts.Force, inputs
 	w, err := trace.NewBucketWriter(outDir, wo)
 	if err != nil {
 		return nil, err

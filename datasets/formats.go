@@ -84,8 +84,13 @@ type Stats struct {
 	res resolution // of the accepted rows' times
 }
 
-// accept writes a converted row to the sink and counts it.
-func (st *Stats) accept(sink Sink, req trace.Request) error {
+// accept checks a converted row (trace.Request.Validate) and writes it to
+// the sink, or rejects its line when a value is out of range, so no reader
+// of the bucket meets a value replay or fit cannot handle.
+func (st *Stats) accept(sink Sink, file string, line int64, req trace.Request) error {
+	if err := req.Validate(); err != nil {
+		return st.reject(sink, file, line, err.Error())
+	}
 	if err := sink.Write(req); err != nil {
 		return err
 	}
@@ -365,7 +370,7 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 			TS:       ts.UnixMicro(),
 			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: opts.API, Stream: opts.Stream, N: 1},
 		}
-		return st.accept(sink, req)
+		return st.accept(sink, opts.Name, line, req)
 	})
 	if err != nil {
 		return st, err
@@ -440,7 +445,7 @@ func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			Shape: trace.Shape{InputTokens: *m.InputLength, OutputTokens: *m.OutputLength, MaxTokens: *m.OutputLength,
 				API: opts.API, Stream: opts.Stream, N: 1, PrefixBlocks: m.HashIDs},
 		}
-		if err := st.accept(sink, req); err != nil {
+		if err := st.accept(sink, opts.Name, lineNo, req); err != nil {
 			return st, err
 		}
 	}

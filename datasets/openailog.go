@@ -147,7 +147,7 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 			}
 			return err
 		}
-		return st.accept(sink, req)
+		return st.accept(sink, opts.Name, r.lineNo, req)
 	}
 	err := prepareLines(ctx, br, lr, emit)
 	return st, err
@@ -934,7 +934,7 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 			}
 			return st.reject(sink, opts.Name, line, re.Error())
 		}
-		return st.accept(sink, req)
+		return st.accept(sink, opts.Name, line, req)
 	})
 	if err != nil {
 		return st, err

@@ -10,8 +10,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -27,12 +30,16 @@ type WriterOptions struct {
 	// RowGroupRows is the Parquet row-group size (default 128k).
 	RowGroupRows int
 	// Force lets the writer replace a bucket that already exists in the
-	// directory; without it, writing into an existing bucket is an error.
+	// directory (on Close, never before); without it, writing into an
+	// existing bucket is an error (ErrOutputExists).
 	Force bool
 	// Shard, as "i-of-N", makes this writer one of N converting into the
 	// same directory: its manifest and rejects get shard names, other
 	// shards' files are left alone, and MergeShards joins the manifests.
 	Shard string
+	// Inputs are the paths the writer's rows come from: the output may not
+	// be one of them, lie inside one or hold one.
+	Inputs []string
 	// Deterministic makes the bucket a function of its rows: part names
 	// carry a fixed tag instead of a random one and the manifest has no
 	// creation time (generated workloads are byte-identical per seed).
@@ -57,12 +64,16 @@ type Reject struct {
 // ts, then a manifest. Parts appear only under their final name once whole;
 // the manifest is written last, so a directory without one is not a bucket.
 type BucketWriter struct {
-	dir  string
-	opts WriterOptions
-	tag  string
-	seq  int
-	buf  map[string]*partBuf // partition path -> rows
-	nbuf int
+	dir   string // the output as given, for messages
+	final string // the output directory, absolute
+	stage string // where parts are written until Close
+	lock  *outputLock
+	old   *Manifest // the bucket this writer replaces (Force), if any
+	opts  WriterOptions
+	tag   string
+	seq   int
+	buf   map[string]*partBuf // partition path -> rows
+	nbuf  int
 	// pw writes every part with one reusable Parquet writer.
 	pw *partWriter[Request]
 	// lastHour and lastDir cache the partition path of the last row's hour.
@@ -71,15 +82,23 @@ type BucketWriter struct {
 	parts    []Part
 	rejects  *os.File
 	nrej     int64
-	rejPath  string
 	closed   bool
-	// manifestName is _manifest.json, or a shard's own manifest.
-	manifestName string
+	// manifestName and rejectsName are _manifest.json and _rejects.jsonl,
+	// or a shard's own.
+	manifestName, rejectsName string
 }
 
-// NewBucketWriter prepares dir for a new bucket. It refuses a directory that
-// already holds a bucket unless opts.Force is set, in which case the old
-// bucket's parts, manifest and rejects are removed first.
+// ErrOutputExists marks an output directory that already holds a trace
+// and may not be replaced (WriterOptions.Force is not set).
+var ErrOutputExists = errors.New("the output already exists")
+
+// NewBucketWriter prepares to write a new bucket into dir. Files are
+// written into a staging directory beside dir, which replaces dir only when
+// Close succeeds, so a failed or interrupted conversion leaves an earlier
+// bucket as it was; a lock keeps a second writer out until Close or Abort.
+// It refuses a dir that already holds a bucket unless opts.Force is set, a
+// dir that holds files servetrace did not write, and a dir that overlaps
+// one of opts.Inputs.
 func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
 	def := DefaultWriterOptions()
 	if opts.PartRows <= 0 {
@@ -91,45 +110,93 @@ func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
 	if opts.RowGroupRows <= 0 {
 		opts.RowGroupRows = def.RowGroupRows
 	}
-	manifestName, rejectsName := ManifestName, RejectsName
+	final, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", dir, err)
+	}
+	if err := CheckOutputPath(final, opts.Inputs); err != nil {
+		return nil, err
+	}
+	manifestName, rejectsName, lockName := ManifestName, RejectsName, "writer"
 	if opts.Shard != "" {
-		manifestName, rejectsName = shardManifestName(opts.Shard), "_rejects.shard-"+opts.Shard+".jsonl"
-		if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
-			return nil, fmt.Errorf("output %s already holds a merged trace; shards write into a fresh directory", dir)
+		manifestName, rejectsName, lockName = shardManifestName(opts.Shard), "_rejects.shard-"+opts.Shard+".jsonl", "shard-"+opts.Shard
+	}
+	lock, err := lockOutput(final, lockName)
+	if err != nil {
+		return nil, err
+	}
+	w := &BucketWriter{dir: dir, final: final, opts: opts, tag: writerTag(opts.Deterministic), buf: map[string]*partBuf{},
+		manifestName: manifestName, rejectsName: rejectsName, lock: lock}
+	if err := w.checkExisting(); err != nil {
+		lock.release()
+		return nil, err
+	}
+	if w.stage, err = newStageDir(final); err != nil {
+		lock.release()
+		return nil, err
+	}
+	return w, nil
+}
+
+// checkExisting refuses what is already in the output directory unless
+// this writer may replace it.
+func (w *BucketWriter) checkExisting() error {
+	if st, err := os.Stat(w.final); err == nil && !st.IsDir() {
+		return fmt.Errorf("output %s is a file, not a directory: choose a directory for the trace", w.dir)
+	}
+	if w.opts.Shard != "" {
+		if _, err := os.Stat(filepath.Join(w.final, ManifestName)); err == nil {
+			return fmt.Errorf("output %s already holds a merged trace; shards write into a fresh directory", w.dir)
 		}
 	}
-	if old, err := readManifestFile(dir, manifestName); err == nil {
-		if !opts.Force {
-			return nil, fmt.Errorf("output %s already holds a trace (%d rows) in %s; choose a new --out or pass --force to replace it", dir, old.Rows, manifestName)
+	if old, err := readManifestFile(w.final, w.manifestName); err == nil {
+		if !w.opts.Force {
+			return fmt.Errorf("output %s already holds a trace (%d rows) in %s: %w", w.dir, old.Rows, w.manifestName, ErrOutputExists)
 		}
-		if err := removeBucket(dir, old, manifestName, rejectsName); err != nil {
-			return nil, err
-		}
+		w.old = old
+	} else if _, serr := os.Stat(filepath.Join(w.final, w.manifestName)); serr == nil {
+		return err // a manifest that does not read
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create output directory: %w", err)
+	if w.opts.Shard != "" {
+		return nil // other shards' files are expected beside this one's
 	}
-	return &BucketWriter{dir: dir, opts: opts, tag: writerTag(opts.Deterministic), buf: map[string]*partBuf{},
-		rejPath: filepath.Join(dir, rejectsName), manifestName: manifestName}, nil
+	if shards, _ := filepath.Glob(filepath.Join(w.final, "_manifest.shard-*.json")); len(shards) > 0 && !w.opts.Force {
+		return fmt.Errorf("output %s holds %d shard manifests of another conversion: %w", w.dir, len(shards), ErrOutputExists)
+	}
+	foreign, err := foreignFiles(w.final, ownedBucketFile, 3)
+	if err != nil {
+		return fmt.Errorf("check output %s: %w", w.dir, err)
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("output %s holds files that are not part of a servetrace trace (%s): choose a new or empty directory", w.dir, strings.Join(foreign, ", "))
+	}
+	return nil
+}
+
+// partPathRE matches the path of a part inside a bucket.
+var partPathRE = regexp.MustCompile(`^date=\d{4}-\d{2}-\d{2}/hour=\d{2}/part-[A-Za-z0-9]+-\d+\.parquet$`)
+
+// partitionPathRE matches a partition directory inside a bucket.
+var partitionPathRE = regexp.MustCompile(`^date=\d{4}-\d{2}-\d{2}/hour=\d{2}$`)
+
+// ownedBucketFile reports whether a file at rel (slash-separated, inside a
+// bucket directory) is one a bucket writer makes: parts, manifests,
+// rejects, and the hidden temporary files of an interrupted writer.
+func ownedBucketFile(rel string) bool {
+	dir, base := path.Split(rel)
+	temp := strings.HasPrefix(base, ".") && strings.HasSuffix(base, ".tmp")
+	switch dir {
+	case "":
+		return temp || base == ManifestName || base == RejectsName || shardManifestRE.MatchString(base) || shardRejectsRE.MatchString(base)
+	default:
+		return partPathRE.MatchString(rel) || temp && partitionPathRE.MatchString(strings.TrimSuffix(dir, "/"))
+	}
 }
 
 // shardManifestName is the manifest file of shard "i-of-N".
 func shardManifestName(shard string) string { return "_manifest.shard-" + shard + ".json" }
 
-// removeBucket deletes the files a manifest names, then the manifest.
-func removeBucket(dir string, m *Manifest, manifestName, rejectsName string) error {
-	for _, p := range m.Parts {
-		if err := os.Remove(filepath.Join(dir, p.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("replace trace %s: %w", dir, err)
-		}
-	}
-	for _, name := range []string{rejectsName, manifestName} {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("replace trace %s: %w", dir, err)
-		}
-	}
-	return nil
-}
+var shardRejectsRE = regexp.MustCompile(`^_rejects\.shard-\d+-of-\d+\.jsonl$`)
 
 // partitionDir returns the Hive partition path of a timestamp (UTC).
 func partitionDir(tsMicros int64) string {
@@ -217,7 +284,7 @@ func (w *BucketWriter) Write(r Request) error {
 // Reject records an input line that could not be converted.
 func (w *BucketWriter) Reject(r Reject) error {
 	if w.rejects == nil {
-		f, err := os.CreateTemp(w.dir, "."+RejectsName+".*.tmp")
+		f, err := os.CreateTemp(w.stage, "."+RejectsName+".*.tmp")
 		if err != nil {
 			return fmt.Errorf("create rejects file: %w", err)
 		}
@@ -259,7 +326,7 @@ func (w *BucketWriter) flushPartition(p string) error {
 	if w.pw == nil {
 		w.pw = &partWriter[Request]{rowGroupRows: w.opts.RowGroupRows}
 	}
-	if err := w.pw.write(filepath.Join(w.dir, rel), rows); err != nil {
+	if err := w.pw.write(filepath.Join(w.stage, rel), rows); err != nil {
 		return err
 	}
 	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(len(rows)), MinTS: rows[0].TS, MaxTS: rows[len(rows)-1].TS})
@@ -291,7 +358,11 @@ func (w *BucketWriter) Close(m *Manifest) error {
 			return fmt.Errorf("close rejects file: %w", err)
 		}
 		w.rejects = nil
-		if err := os.Rename(name, w.rejPath); err != nil {
+		if err := os.Chmod(name, filePerm()); err != nil { // CreateTemp made it 0600
+			w.Abort()
+			return fmt.Errorf("set the mode of the rejects file: %w", err)
+		}
+		if err := os.Rename(name, filepath.Join(w.stage, w.rejectsName)); err != nil {
 			w.Abort()
 			return fmt.Errorf("move rejects file into place: %w", err)
 		}
@@ -318,24 +389,56 @@ func (w *BucketWriter) Close(m *Manifest) error {
 	if m.BlockSize == 0 {
 		m.BlockSize = DefaultBlockSize
 	}
-	return WriteJSONAtomic(filepath.Join(w.dir, w.manifestName), m)
+	defer w.lock.release()
+	if err := WriteJSONAtomic(filepath.Join(w.stage, w.manifestName), m); err != nil {
+		os.RemoveAll(w.stage)
+		return err
+	}
+	if err := w.commit(); err != nil {
+		os.RemoveAll(w.stage)
+		return err
+	}
+	return nil
 }
 
-// Abort removes everything this writer wrote (parts, rejects, temporaries),
-// leaving no file that could pass for a finished bucket. It is safe to call
-// after a failed Close and does nothing after a successful one.
+// commit moves the finished stage into place: it replaces the output
+// directory, or, for a shard, joins the other shards' files there after
+// removing this shard's earlier parts (Force).
+func (w *BucketWriter) commit() error {
+	if w.opts.Shard == "" {
+		return replaceDir(w.final, w.stage, ownedBucketFile)
+	}
+	if w.old != nil {
+		for _, p := range w.old.Parts {
+			if !partPathRE.MatchString(p.Path) {
+				continue // never follow a manifest path out of the bucket's layout
+			}
+			if err := os.Remove(filepath.Join(w.final, filepath.FromSlash(p.Path))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("replace shard %s in %s: %w", w.opts.Shard, w.dir, err)
+			}
+		}
+		for _, name := range []string{w.rejectsName, w.manifestName} {
+			if err := os.Remove(filepath.Join(w.final, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("replace shard %s in %s: %w", w.opts.Shard, w.dir, err)
+			}
+		}
+	}
+	return mergeDir(w.final, w.stage)
+}
+
+// Abort removes everything this writer wrote (its staging directory) and
+// releases the output, which stays as it was. It is safe to call after a
+// failed Close and does nothing after a successful one.
 func (w *BucketWriter) Abort() {
 	if w.closed {
 		return
 	}
 	w.closed = true
-	for _, p := range w.parts {
-		os.Remove(filepath.Join(w.dir, p.Path))
-	}
 	if w.rejects != nil {
 		w.rejects.Close()
-		os.Remove(w.rejects.Name())
 	}
+	os.RemoveAll(w.stage)
+	w.lock.release()
 	w.buf, w.parts = nil, nil
 }
 
@@ -363,6 +466,11 @@ func OpenBucket(dir string) (*Bucket, error) {
 // order, then row order), merging all part files as it streams. The request
 // passed to fn is valid only during the call. Returning a non-nil error from
 // fn stops the scan and returns that error.
+//
+// Every row is checked as it is read (Request.Validate), each part's times
+// must not go backwards (parts are written sorted, and the merge relies on
+// it) and each part must hold the rows its manifest entry says: a fault is
+// an error naming the part and row, never a row passed on.
 func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 	h := make(cursorHeap, 0, len(b.Manifest.Parts))
 	defer func() {
@@ -375,7 +483,11 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 		if err != nil {
 			return err
 		}
-		c := &cursor{part: pf, order: i}
+		if pf.numRows != p.Rows {
+			pf.close()
+			return fmt.Errorf("trace %s: part %s holds %d rows, its manifest says %d: the part was replaced or the manifest edited; convert the source again", b.Dir, p.Path, pf.numRows, p.Rows)
+		}
+		c := &cursor{part: pf, order: i, path: p.Path, dir: b.Dir}
 		if err := c.advance(); err == io.EOF {
 			pf.close()
 			continue
@@ -424,14 +536,28 @@ type cursor struct {
 	part  *partFile[Request]
 	row   *Request
 	order int
+	// For errors and checks: the bucket, the part's manifest path, rows
+	// read so far and the last row's time.
+	dir, path string
+	n         int64
+	lastTS    int64
 }
 
+// advance reads the part's next row and checks it.
 func (c *cursor) advance() error {
 	r, err := c.part.next()
 	if err != nil {
 		return err
 	}
-	c.row = r
+	c.n++
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("trace %s: part %s row %d: %w", c.dir, c.path, c.n, err)
+	}
+	if c.n > 1 && r.TS < c.lastTS {
+		return fmt.Errorf("trace %s: part %s row %d: ts %s is before the row above it (%s): a part must be sorted by ts; convert or generate it again", c.dir, c.path, c.n,
+			time.UnixMicro(r.TS).UTC().Format(time.RFC3339Nano), time.UnixMicro(c.lastTS).UTC().Format(time.RFC3339Nano))
+	}
+	c.row, c.lastTS = r, r.TS
 	return nil
 }
 

@@ -143,7 +143,7 @@ func WriteJSONAtomic(path string, v any) error {
 
 // WriteFileAtomic writes path through a temporary file in its directory and
 // a rename, so a failure never leaves a half-written file and readers never
-// see one. The file is readable by all (0644), as os.WriteFile would make it.
+// see one. The file gets 0644 less the umask, as os.Create would make it.
 func WriteFileAtomic(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -157,7 +157,7 @@ func WriteFileAtomic(path string, write func(io.Writer) error) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err := os.Chmod(tmp.Name(), filePerm()); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {

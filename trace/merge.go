@@ -19,6 +19,11 @@ var shardManifestRE = regexp.MustCompile(`^_manifest\.shard-(\d+)-of-(\d+)\.json
 // The shard manifests and rejects are removed once the merged ones are in
 // place.
 func MergeShards(dir string) (*Manifest, error) {
+	lock, err := lockOutput(dir, "writer")
+	if err != nil {
+		return nil, fmt.Errorf("merge shards: %w", err)
+	}
+	defer lock.release()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("merge shards: %w", err)

@@ -77,6 +77,9 @@ func (pw *partWriter[T]) write(path string, rows []T) (err error) {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp.Name(), err)
 	}
+	if err := os.Chmod(tmp.Name(), filePerm()); err != nil { // CreateTemp made it 0600
+		return fmt.Errorf("set the mode of %s: %w", tmp.Name(), err)
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename part into place as %s: %w", path, err)
 	}
@@ -118,7 +121,36 @@ func openPartFile[T any](path string) (p *partFile[T], err error) {
 		f.Close()
 		return nil, fmt.Errorf("read part %s: not a valid Parquet file: %w", path, err)
 	}
+	for _, col := range requiredColumns[T]() {
+		if _, ok := pf.Schema().Lookup(col); !ok {
+			f.Close()
+			return nil, fmt.Errorf("read part %s: no %s column: not a servetrace %s part (every row would read as zero)", path, col, recordKind[T]())
+		}
+	}
 	return &partFile[T]{path: path, f: f, pf: pf, group: -1, buf: make([]T, 512), numRows: pf.NumRows()}, nil
+}
+
+// requiredColumns lists the columns a part of record type T must have: a
+// file without them reads as rows of zeros, not as an error.
+func requiredColumns[T any]() []string {
+	switch any(*new(T)).(type) {
+	case Request:
+		return []string{"ts", "input_tokens", "output_tokens"}
+	case Result:
+		return []string{"scheduled_ns", "outcome", "run_id"}
+	}
+	return nil
+}
+
+// recordKind names T for errors.
+func recordKind[T any]() string {
+	switch any(*new(T)).(type) {
+	case Request:
+		return "trace or workload"
+	case Result:
+		return "results"
+	}
+	return "record"
 }
 
 // next returns the next row, or io.EOF after the last.

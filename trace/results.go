@@ -190,23 +190,67 @@ func ReadRunInfo(runDir string) (*RunInfo, error) {
 	return &ri, nil
 }
 
-// ReadResults reads every result part of a run directory. It reads the
-// part files present on disk rather than only those run.json lists, so the
-// rows of an interrupted run are not lost.
-func ReadResults(runDir string) ([]Result, error) {
+// ResultParts lists the result parts of a run directory to read. A complete
+// run's run.json lists its parts: exactly those are read, each must hold the
+// rows listed, and any other part file is an error (a copied part would
+// count its rows twice). An interrupted or killed run lists none, so every
+// part on disk is read and its rows are not lost; Rows is then -1.
+func ResultParts(runDir string) ([]Part, error) {
 	dir := filepath.Join(runDir, ResultsDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read results of %s: %w", runDir, err)
 	}
-	var rows []Result
+	var onDisk []string
 	for _, e := range ents {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".parquet") {
 			continue
 		}
-		part, err := readPartFile[Result](filepath.Join(dir, e.Name()))
+		onDisk = append(onDisk, ResultsDir+"/"+e.Name())
+	}
+	info, err := ReadRunInfo(runDir)
+	if err != nil || !info.Complete || len(info.Parts) == 0 {
+		parts := make([]Part, len(onDisk))
+		for i, p := range onDisk {
+			parts[i] = Part{Path: p, Rows: -1}
+		}
+		return parts, nil
+	}
+	listed := map[string]bool{}
+	for _, p := range info.Parts {
+		if !slices.Contains(onDisk, p.Path) {
+			return nil, fmt.Errorf("run %s: %s, listed in %s, is missing: the run dir is incomplete; copy it again", runDir, filepath.Join(runDir, p.Path), RunInfoName)
+		}
+		listed[p.Path] = true
+	}
+	for _, p := range onDisk {
+		if !listed[p] {
+			return nil, fmt.Errorf("run %s: %s is not listed in %s (a copied or foreign part would count twice): remove it", runDir, filepath.Join(runDir, p), RunInfoName)
+		}
+	}
+	return slices.Clone(info.Parts), nil
+}
+
+// ReadResults reads the result parts of a run directory (ResultParts) and
+// checks every row (Result.Validate).
+func ReadResults(runDir string) ([]Result, error) {
+	parts, err := ResultParts(runDir)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Result
+	for _, p := range parts {
+		part, err := readPartFile[Result](filepath.Join(runDir, p.Path))
 		if err != nil {
 			return nil, err
+		}
+		if p.Rows >= 0 && int64(len(part)) != p.Rows {
+			return nil, fmt.Errorf("run %s: %s holds %d rows, %s says %d: the part was replaced", runDir, p.Path, len(part), RunInfoName, p.Rows)
+		}
+		for i := range part {
+			if err := part[i].Validate(); err != nil {
+				return nil, fmt.Errorf("run %s: %s row %d: %w", runDir, p.Path, i+1, err)
+			}
 		}
 		rows = append(rows, part...)
 	}
