@@ -21,6 +21,7 @@ package analyze
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -171,6 +172,12 @@ var metricHelp = map[string]string{
 // Analyze reads one or more run directories and reports on their results
 // pooled together.
 func Analyze(runDirs []string, opts Options) (*Report, error) {
+	return AnalyzeContext(context.Background(), runDirs, opts)
+}
+
+// AnalyzeContext is Analyze, stopping with ctx's error between run
+// directories, result parts and the report's stages once ctx ends.
+func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Report, error) {
 	if len(runDirs) == 0 {
 		return nil, fmt.Errorf("no run directory given")
 	}
@@ -200,12 +207,15 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 		}
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Metrics: map[string]Distribution{}}
-	l, err := loadColumns(runDirs, opts.VsLogged != "")
+	l, err := loadColumnsContext(ctx, runDirs, opts.VsLogged != "")
 	if err != nil {
 		return nil, err
 	}
 	rep.Runs, rep.Notes = l.runs, l.notes
 	compute(rep, l.cols, opts)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	rep.Sent = summarizeSent(l.cols)
 	if len(l.runIDs) > 1 {
 		rep.Repeats = repeats(l.cols, l.runIDs, l.runRows, opts)
@@ -213,6 +223,9 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 	if len(opts.By) > 0 {
 		rep.Breakdowns = map[string][]Group{}
 		for _, d := range opts.By {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			rep.Breakdowns[d] = breakdown(l.cols, d, opts, rep.Throughput.DurationS)
 		}
 	}
@@ -231,6 +244,9 @@ func Analyze(runDirs []string, opts Options) (*Report, error) {
 	}
 	if opts.Window == 0 && opts.Curves && rep.Throughput.DurationS > 0 {
 		opts.Window = niceWindow(rep.Throughput.DurationS / 40)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if opts.Window > 0 {
 		scrapes, err := readScrapes(l.dirs)
@@ -270,9 +286,18 @@ func load(runDirs []string) (*loaded, error) { return loadColumns(runDirs, false
 
 // loadColumns is load, reading request ids too when ids is set.
 func loadColumns(runDirs []string, withIDs bool) (*loaded, error) {
+	return loadColumnsContext(context.Background(), runDirs, withIDs)
+}
+
+// loadColumnsContext is loadColumns, stopping between directories and
+// parts once ctx ends.
+func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*loaded, error) {
 	l := &loaded{cols: &resultColumns{wantIDs: withIDs}, runRows: map[string][]int32{}}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if isVLLMResult(dir) {
 			cols, sum, notes, err := readVLLMResult(dir)
 			if err != nil {
@@ -290,7 +315,7 @@ func loadColumns(runDirs []string, withIDs bool) (*loaded, error) {
 			return nil, err
 		}
 		from := l.cols.n
-		if err := readResultColumns(dir, l.cols); err != nil {
+		if err := readResultColumns(ctx, dir, l.cols); err != nil {
 			return nil, err
 		}
 		l.addRows(ri.RunID, from, l.cols.n)

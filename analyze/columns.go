@@ -74,12 +74,15 @@ var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "a
 // readResultColumns reads the result parts of a run directory (those
 // trace.ResultParts lists) into cols, checking each part's row count and
 // every row's values.
-func readResultColumns(runDir string, cols *resultColumns) error {
+func readResultColumns(ctx context.Context, runDir string, cols *resultColumns) error {
 	parts, err := trace.ResultParts(runDir)
 	if err != nil {
 		return err
 	}
 	for _, p := range parts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		path := filepath.Join(runDir, p.Path)
 		first := cols.n
 		if err := cols.readPart(path); err != nil {

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestColumnarReadMatchesRowRead(t *testing.T) {
 	}
 	want := columnsOf(rows)
 	got := &resultColumns{wantIDs: true}
-	if err := readResultColumns(dir, got); err != nil {
+	if err := readResultColumns(context.Background(), dir, got); err != nil {
 		t.Fatal(err)
 	}
 	if got.n != len(rows) || got.n != 3000+len(handRows()) {
@@ -76,7 +77,7 @@ func TestColumnarReadErrorsNameTheFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("PAR1 not really"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := readResultColumns(dir, &resultColumns{})
+	err := readResultColumns(context.Background(), dir, &resultColumns{})
 	if err == nil || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("corrupt part: %v, want an error naming %s", err, bad)
 	}

@@ -96,22 +96,21 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 		return st, fmt.Errorf("%s: %w", opts.Name, err)
 	}
 	if bytes.HasPrefix(bytes.TrimSpace(first), []byte("[")) {
-		dec := json.NewDecoder(br)
-		if _, err := dec.Token(); err != nil {
-			return st, fmt.Errorf("%s: not a JSON array: %s", opts.Name, jsonReason(err))
-		}
-		for dec.More() {
-			if n&255 == 0 && ctx.Err() != nil {
+		err := arrayElements(br, func(elem []byte, i int64, err error) error {
+			if i&255 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			n = i
+			if err != nil {
+				return st.reject(sink, opts.Name, i, err.Error())
+			}
+			return handle(elem, i)
+		})
+		if err != nil {
+			if ctx.Err() != nil {
 				return st, ctx.Err()
 			}
-			n++
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				return st, fmt.Errorf("%s: conversation %d: %s (the array is cut or corrupt)", opts.Name, n, jsonReason(err))
-			}
-			if err := handle(raw, n); err != nil {
-				return st, err
-			}
+			return st, fmt.Errorf("%s: %w", opts.Name, err)
 		}
 	} else {
 		lines := lineReader{br: br}
