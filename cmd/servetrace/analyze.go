@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/trace"
 )
 
 func analyzeCmd() *cli.Command {
@@ -76,9 +77,15 @@ Example:
 			if err != nil {
 				return usageError(err.Error())
 			}
-			rep, err := analyze.Analyze(c.Args().Slice(), analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
+			if path := c.String("html"); path != "" {
+				if err := trace.CheckOutputPath(path, c.Args().Slice()); err != nil {
+					return usageError("--html: " + err.Error())
+				}
+			}
+			opts := analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
-				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged")})
+				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged")}
+			rep, err := interruptible(c.Context, func() (*analyze.Report, error) { return analyze.AnalyzeContext(c.Context, c.Args().Slice(), opts) })
 			if err != nil {
 				return err
 			}

@@ -51,8 +51,10 @@ Example:
 			if err != nil {
 				return usageError(err.Error())
 			}
-			res, err := analyze.Compare(a, b, analyze.CompareOptions{TTFTMode: c.String("ttft-mode"), Confidence: c.Float64("confidence"),
-				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed")}, Testing: c.String("testing"), MaxKS: c.Float64("max-ks")})
+			res, err := interruptible(c.Context, func() (*analyze.Comparison, error) {
+				return analyze.Compare(a, b, analyze.CompareOptions{TTFTMode: c.String("ttft-mode"), Confidence: c.Float64("confidence"),
+					Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed")}, Testing: c.String("testing"), MaxKS: c.Float64("max-ks")})
+			})
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/trace"
 )
 
 func envelopeCmd() *cli.Command {
@@ -48,12 +49,17 @@ Example:
 				}
 				dirs = append(dirs, d...)
 			}
-			env, err := analyze.AnalyzeEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: slo, TTFTMode: c.String("ttft-mode")},
-				Attainment: c.Float64("attainment")})
+			env, err := interruptible(c.Context, func() (*analyze.Envelope, error) {
+				return analyze.AnalyzeEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: slo, TTFTMode: c.String("ttft-mode")},
+					Attainment: c.Float64("attainment")})
+			})
 			if err != nil {
 				return err
 			}
 			if path := c.String("html"); path != "" {
+				if err := trace.CheckOutputPath(path, dirs); err != nil {
+					return usageError("--html: " + err.Error())
+				}
 				figs, err := analyze.EnvelopeFigures(env)
 				if err != nil {
 					return fmt.Errorf("--html: %w", err)

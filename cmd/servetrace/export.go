@@ -45,6 +45,9 @@ Example:
 			}
 			o := datasets.ExportOptions{DenseIDs: c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids"), Tokenizer: c.String("tokenizer")}
 			if path := c.String("out"); path != "" {
+				if err := trace.CheckOutputPath(path, c.Args().Slice()); err != nil {
+					return usageError("--out: " + err.Error())
+				}
 				var n int64
 				err := trace.WriteFileAtomic(path, func(w io.Writer) error {
 					var err error

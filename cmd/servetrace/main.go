@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/servetrace/servetrace/internal/termsafe"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -29,6 +30,9 @@ func main() {
 // run executes the CLI and returns the exit code. Errors are printed as one
 // line on stderr, never as a stack trace.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	// Text from files and servers (model names, file names, errors) must
+	// not drive the terminal: control characters are printed as escapes.
+	stdout, stderr = termsafe.Writer(stdout), termsafe.Writer(stderr)
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "servetrace: internal error: %v (please report this)\n", r)

@@ -133,6 +133,9 @@ Example:
 			fmt.Fprintf(c.App.Writer, "simulate it: servetrace sim --iter-base %v --prefill-per-token %v --decode-per-seq %v --kv-per-token %v\n",
 				k.IterBase.Round(time.Microsecond), k.PerPrefillToken.Round(100*time.Nanosecond), k.PerDecodeSeq.Round(100*time.Nanosecond), k.PerKVToken)
 			if out := c.String("out"); out != "" {
+				if err := trace.CheckOutputPath(out, c.Args().Slice()); err != nil {
+					return usageError("--out: " + err.Error())
+				}
 				return trace.WriteJSONAtomic(out, cal)
 			}
 			return nil
