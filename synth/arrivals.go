@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -173,7 +174,7 @@ func fitRenewal(obs []gapObs, censored bool) (Renewal, error) {
 			if dist != "exponential" {
 				shape, scale = math.Exp(p[0]), math.Exp(p[1])
 			}
-			if shape < 1e-3 || shape > 1e3 || math.IsInf(scale, 0) || scale == 0 {
+			if shape < minRenewalShape || shape > maxRenewalShape || math.IsInf(scale, 0) || scale == 0 {
 				return math.Inf(1)
 			}
 			return renewalNLL(makeLaw(dist, shape, scale), obs, censored)
@@ -261,6 +262,12 @@ type arrivalGen struct {
 
 	t, cellEnd, rate float64 // current time, end of the current cell, its rate
 	u, target        float64 // operational time now and of the next arrival
+
+	// ctx, when set, is checked every few thousand cells; err is why next
+	// stopped early.
+	ctx   context.Context
+	cells int
+	err   error
 }
 
 type ouState struct{ x, a, s float64 }
@@ -316,6 +323,10 @@ func (g *arrivalGen) next(limit float64) (float64, bool) {
 		}
 		g.u += room
 		g.t = g.cellEnd
+		if g.cells++; g.cells&4095 == 0 && g.ctx != nil && g.ctx.Err() != nil {
+			g.err = g.ctx.Err()
+			return 0, false
+		}
 		for j := range g.ou {
 			o := &g.ou[j]
 			o.x = o.a*o.x + o.s*g.rng.NormFloat64()

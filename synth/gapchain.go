@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 )
 
@@ -226,35 +227,13 @@ func tableMean(q []float64) float64 {
 	return s / float64(len(q)-1)
 }
 
-// validate checks the chain's shape.
+// validate checks the chain's shape (Model.Validate checks it in place).
 func (c *GapChain) validate() error {
-	k := len(c.Quantiles)
-	switch {
-	case c.Order < 1 || c.Order > 4:
-		return fmt.Errorf("gap chain order %d, want 1 to 4", c.Order)
-	case k < 2 || len(c.Edges) != k-1:
-		return fmt.Errorf("gap chain has %d classes and %d edges, want at least 2 and one fewer edges", k, len(c.Edges))
-	case len(c.Transition) != int(math.Pow(float64(k), float64(c.Order))):
-		return fmt.Errorf("gap chain has %d transition rows, want %d classes to the power %d", len(c.Transition), k, c.Order)
-	case !(c.Scale > 0) || math.IsInf(c.Scale, 0):
-		return fmt.Errorf("gap chain scale %v must be positive", c.Scale)
-	}
-	for _, q := range c.Quantiles {
-		if len(q) < 2 || !slices.IsSorted(q) || q[0] < 0 {
-			return fmt.Errorf("gap chain quantile table %v must hold at least 2 non-negative ascending values", q)
-		}
-	}
-	for s, row := range c.Transition {
-		sum := 0.0
-		for _, p := range row {
-			if p < 0 {
-				return fmt.Errorf("gap chain transition row %d has a negative probability", s)
-			}
-			sum += p
-		}
-		if len(row) != k || math.Abs(sum-1) > 1e-6 {
-			return fmt.Errorf("gap chain transition row %d has %d entries summing to %v, want %d summing to 1", s, len(row), sum, k)
-		}
+	var ck checker
+	c.check(&ck, "chain")
+	walkNumbers(&ck, "chain", reflect.ValueOf(c).Elem())
+	if len(ck.probs) > 0 {
+		return &ModelError{Problems: ck.probs}
 	}
 	return nil
 }

@@ -93,10 +93,10 @@ func TestGapChainValidation(t *testing.T) {
 	}{
 		"order":             {func(c *GapChain) { c.Order = 0 }, "order"},
 		"edges":             {func(c *GapChain) { c.Edges = nil }, "edges"},
-		"rows":              {func(c *GapChain) { c.Transition = c.Transition[:1] }, "transition rows"},
-		"row sum":           {func(c *GapChain) { c.Transition[1] = []float64{0.2, 0.7} }, "summing"},
-		"negative":          {func(c *GapChain) { c.Transition[0] = []float64{1.5, -0.5} }, "negative"},
-		"unsorted table":    {func(c *GapChain) { c.Quantiles[1] = []float64{2, 1} }, "ascending"},
+		"rows":              {func(c *GapChain) { c.Transition = c.Transition[:1] }, "chain.transition has 1 rows"},
+		"row sum":           {func(c *GapChain) { c.Transition[1] = []float64{0.2, 0.7} }, "sum to"},
+		"negative":          {func(c *GapChain) { c.Transition[0] = []float64{1.5, -0.5} }, "transition[0][1] -0.5 is outside"},
+		"unsorted table":    {func(c *GapChain) { c.Quantiles[1] = []float64{2, 1} }, "must not decrease"},
 		"scale":             {func(c *GapChain) { c.Scale = 0 }, "scale"},
 		"too short a table": {func(c *GapChain) { c.Quantiles[0] = []float64{0} }, "at least 2"},
 	} {

@@ -55,28 +55,123 @@ func (o GenerateOptions) withDefaults() GenerateOptions {
 	return o
 }
 
-// EffectiveDuration returns the workload length Generate will use.
+// EffectiveDuration returns the workload length Generate will use
+// (saturating at the longest time.Duration).
 func (o *GenerateOptions) EffectiveDuration(m *Model) time.Duration {
 	if o.Duration > 0 {
 		return o.Duration
 	}
 	for _, s := range o.Scenarios {
 		if s.Name == ScenarioRamp {
-			return time.Duration((s.At.Seconds() + s.rampLength()) * float64(time.Second))
+			return secondsDuration(s.At.Seconds() + s.rampLength())
 		}
 	}
-	return time.Duration(m.Source.SpanS() / o.withDefaults().TimeScale * float64(time.Second))
+	return secondsDuration(m.Source.SpanS() / o.withDefaults().TimeScale)
+}
+
+// secondsDuration converts seconds to a Duration, saturating; NaN is 0.
+func secondsDuration(s float64) time.Duration {
+	switch {
+	case math.IsNaN(s):
+		return 0
+	case s >= float64(math.MaxInt64)/1e9:
+		return math.MaxInt64
+	case s <= float64(math.MinInt64)/1e9:
+		return math.MinInt64
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// maxSameInstant bounds consecutive arrivals at one instant: more means
+// the gap law is degenerate (all zero) and time would never move on.
+const maxSameInstant = 1_000_000
+
+// bound refuses, before any row is drawn, a workload past the ceilings:
+// a peak rate over MaxRatePerS, more than MaxGenerateRows rows expected, or
+// an end after trace.MaxTS (2200).
+func (o *GenerateOptions) bound(m *Model, dur time.Duration) error {
+	durS := dur.Seconds()
+	startS := float64(o.Start.UnixMicro()) / 1e6
+	if o.Start.Before(time.UnixMicro(trace.MinTS)) || startS+durS > float64(trace.MaxTS)/1e6 {
+		return fmt.Errorf("the workload from %s for %v would end after 2200-01-01, past the last date a trace may hold; shorten --duration or move --start",
+			o.Start.UTC().Format(time.RFC3339), dur)
+	}
+	mean := m.MeanRatePerS() * o.RateScale
+	base := m.Arrivals.Intensity.peakRate() * o.RateScale
+	ramp, flash := 0.0, 1.0
+	first := mean * durS
+	overlap := func(from, to float64) float64 { return max(0, min(to, durS)-max(from, 0)) }
+	for i := range o.Scenarios {
+		s := &o.Scenarios[i]
+		switch s.Name {
+		case ScenarioRamp:
+			for k := range max(len(s.Rates), len(s.Factors)) {
+				r := 0.0
+				if len(s.Rates) > 0 {
+					r = s.Rates[k] * o.RateScale
+				} else {
+					r = s.Factors[k] * mean
+				}
+				ramp = max(ramp, r)
+				from := s.At.Seconds() + float64(k)*(s.Step.Seconds()+s.Gap.Seconds())
+				first += r * overlap(from, from+s.Step.Seconds())
+			}
+		case ScenarioFlashCrowd:
+			flash *= max(s.Factor, 1)
+			to := durS
+			if s.For > 0 {
+				to = s.At.Seconds() + s.For.Seconds()
+			}
+			first += (max(s.Factor, 1) - 1) * mean * overlap(s.At.Seconds(), to)
+		}
+	}
+	switch peak := max(base, ramp) * flash; {
+	case peak <= MaxRatePerS:
+	case max(base, ramp) <= MaxRatePerS:
+		return fmt.Errorf("flash-crowd factor %g makes a peak rate of %.3g requests/s, more than %g (MaxRatePerS); lower its factor or --rate-scale", flash, peak, float64(MaxRatePerS))
+	case ramp > base:
+		return fmt.Errorf("ramp: a step of %.3g requests/s (rate scale %g included), more than %g (MaxRatePerS); lower its rates or factors", ramp, o.RateScale, float64(MaxRatePerS))
+	default:
+		return fmt.Errorf("rate scale %g makes a peak rate of %.3g requests/s (the model's %.3g × %g), more than %g (MaxRatePerS: timestamps are microseconds); lower --rate-scale",
+			o.RateScale, peak, base/o.RateScale, o.RateScale, float64(MaxRatePerS))
+	}
+	turns := m.meanTurns()
+	if rows := first * turns; !(rows <= MaxGenerateRows) {
+		return fmt.Errorf("about %.3g rows expected (%.3g first turns over %v, %.3g turns per session), more than the %g a workload may hold (MaxGenerateRows); shorten --duration or lower --rate-scale",
+			rows, first, dur, turns, float64(MaxGenerateRows))
+	}
+	return nil
+}
+
+// meanTurns is the mean number of requests per session start.
+func (m *Model) meanTurns() float64 {
+	s := m.Sessions
+	if s == nil {
+		return 1
+	}
+	const n = 1024
+	sum := 0.0
+	for i := range n {
+		sum += max(1, math.Round(s.Turns.Quantile((float64(i)+0.5)/n)))
+	}
+	return sum / n
 }
 
 // Generate draws a workload from m and calls emit for every request in
-// arrival order. It returns the number of requests emitted.
+// arrival order. It returns the number of requests emitted. A workload past
+// the ceilings (MaxRatePerS, MaxGenerateRows, MaxGenerateSteps, the year
+// 2200) is refused before its first row; a cancelled ctx stops it within
+// a few milliseconds.
 func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(trace.Request) error) (int64, error) {
 	if err := m.Validate(); err != nil {
 		return 0, err
 	}
 	opts = opts.withDefaults()
-	if !(opts.RateScale > 0) || !(opts.TimeScale > 0) {
-		return 0, fmt.Errorf("rate scale %v and time scale %v must be positive", opts.RateScale, opts.TimeScale)
+	if !(opts.RateScale > 0) || math.IsInf(opts.RateScale, 0) {
+		return 0, fmt.Errorf("rate scale %v must be positive and finite", opts.RateScale)
+	}
+	if !(opts.TimeScale >= minTimeScale && opts.TimeScale <= maxTimeScale) {
+		return 0, fmt.Errorf("time scale %v is outside [%g, %g]", opts.TimeScale, minTimeScale, maxTimeScale)
 	}
 	for i := range opts.Scenarios {
 		if err := opts.Scenarios[i].Check(); err != nil {
@@ -87,41 +182,62 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 	if dur <= 0 {
 		return 0, fmt.Errorf("duration must be positive, got %v", dur)
 	}
+	if err := opts.bound(m, dur); err != nil {
+		return 0, err
+	}
 	g := newGenerator(m, opts)
 	limit := dur.Seconds()
+	if steps := limit / g.arrivals.dt; steps > MaxGenerateSteps {
+		return 0, fmt.Errorf("%v at the arrival process's step of %g s is %.3g steps, more than %g (MaxGenerateSteps); shorten --duration", dur, g.arrivals.dt, steps, float64(MaxGenerateSteps))
+	}
+	g.arrivals.ctx = ctx
 	var n int64
+	emitRow := func(r trace.Request) error {
+		if n >= MaxGenerateRows {
+			return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten --duration", n)
+		}
+		r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+		if err := emit(r); err != nil {
+			return err
+		}
+		n++
+		if n&1023 == 0 {
+			return ctx.Err()
+		}
+		return nil
+	}
 	flush := func(upTo float64) error {
 		for g.pending.Len() > 0 && g.pending[0].at <= upTo {
 			p := heap.Pop(&g.pending).(*pendingTurn)
 			if p.at >= limit {
 				continue
 			}
-			r := g.nextTurn(p)
-			r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
-			if err := emit(r); err != nil {
+			if err := emitRow(g.nextTurn(p)); err != nil {
 				return err
 			}
-			n++
 		}
 		return nil
 	}
+	last, same := math.NaN(), 0
 	for {
-		if n&1023 == 0 && ctx.Err() != nil {
-			return n, ctx.Err()
-		}
 		t, ok := g.arrivals.next(limit)
 		if !ok {
+			if err := g.arrivals.err; err != nil {
+				return n, err
+			}
 			break
+		}
+		if same++; t != last {
+			last, same = t, 0
+		} else if same >= maxSameInstant {
+			return n, fmt.Errorf("%d arrivals in a row at %.6f s: the model's gap law does not move time on (all its gaps are 0); refit with 'servetrace fit'", same, t)
 		}
 		if err := flush(t); err != nil {
 			return n, err
 		}
-		r := g.firstTurn(t)
-		r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
-		if err := emit(r); err != nil {
+		if err := emitRow(g.firstTurn(t)); err != nil {
 			return n, err
 		}
-		n++
 	}
 	if err := flush(math.Inf(1)); err != nil {
 		return n, err
@@ -325,7 +441,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 	c := &g.m.Lengths[p.classIdx]
 	prev := p.prev
 	newTokens := max(1, int64(math.Round(s.NewTokens.Quantile(g.sessRng.Float64()))))
-	in := prev.InputTokens + prev.OutputTokens + newTokens
+	in := min(prev.InputTokens+prev.OutputTokens+newTokens, MaxModelTokens)
 	if g.opts.MaxInputTokens > 0 {
 		in = min(in, g.opts.MaxInputTokens)
 	}
@@ -514,6 +630,7 @@ func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts Genera
 		man.PrefixIDs, man.BlockSize = trace.PrefixIDsSynthetic, m.Prefix.BlockSize
 	}
 	if err := w.Close(man); err != nil {
+		w.Abort()
 		return nil, err
 	}
 	return man, nil

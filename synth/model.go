@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"time"
 
@@ -78,8 +77,12 @@ func (m *Model) MainLengths() *LengthClass {
 }
 
 // WriteModel writes m as JSON to path (atomically). A model larger than
-// MaxModelBytes is an error: it would be a copy of the trace.
+// MaxModelBytes is an error: it would be a copy of the trace. So is a NaN
+// or an infinity, which JSON cannot hold: the error names the field.
 func WriteModel(path string, m *Model) error {
+	if err := checkFinite(m); err != nil {
+		return fmt.Errorf("encode model %s: %w", path, err)
+	}
 	b, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode model: %w", err)
@@ -95,64 +98,29 @@ func WriteModel(path string, m *Model) error {
 
 // ReadModel reads and validates a model.json.
 func ReadModel(path string) (*Model, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read model: %w", err)
 	}
-	var m Model
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("read model %s: not a model.json (%v); write one with 'servetrace fit'", path, err)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxModelReadBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read model: %w", err)
 	}
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("read model %s: %w", path, err)
-	}
-	return &m, nil
+	return decodeModel(b, path)
 }
 
-// Validate checks that m can generate a workload.
-func (m *Model) Validate() error {
-	in := &m.Arrivals.Intensity
-	switch {
-	case m.Version != ModelVersion:
-		return fmt.Errorf("model version %d, this servetrace reads version %d; refit with 'servetrace fit'", m.Version, ModelVersion)
-	case in.Kind != "fourier" && in.Kind != "piecewise":
-		return fmt.Errorf("arrival intensity %q is not supported (want fourier or piecewise)", in.Kind)
-	case !(in.MeanRatePerS > 0) || math.IsInf(in.MeanRatePerS, 0):
-		return fmt.Errorf("mean arrival rate %v must be positive and finite", in.MeanRatePerS)
-	case in.Kind == "fourier" && len(in.Coef) != 1+2*in.DailyHarmonics+2*in.WeeklyHarmonics:
-		return fmt.Errorf("fourier intensity has %d coefficients for %d daily and %d weekly harmonics", len(in.Coef), in.DailyHarmonics, in.WeeklyHarmonics)
-	case m.Arrivals.Renewal.Dist != "exponential" && !(m.Arrivals.Renewal.Shape > 0):
-		return fmt.Errorf("renewal %s shape %v must be positive", m.Arrivals.Renewal.Dist, m.Arrivals.Renewal.Shape)
-
-	case len(m.Arrivals.Latent.Sigma) != len(m.Arrivals.Latent.TauS):
-		return fmt.Errorf("latent layer has %d sigmas and %d correlation times", len(m.Arrivals.Latent.Sigma), len(m.Arrivals.Latent.TauS))
-	case len(m.Lengths) == 0:
-		return fmt.Errorf("no length classes")
+// decodeModel parses and validates model.json bytes; name labels errors.
+func decodeModel(b []byte, name string) (*Model, error) {
+	if len(b) > maxModelReadBytes {
+		return nil, fmt.Errorf("read model %s: more than %d bytes, and a model.json is at most %d; write one with 'servetrace fit'", name, maxModelReadBytes, MaxModelBytes)
 	}
-	for i, c := range m.Lengths {
-		if len(c.Input.Knots) < 2 || len(c.Output.Knots) < 2 {
-			return fmt.Errorf("length class %d: marginals need at least 2 knots", i)
-		}
+	var m Model
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("read model %s: not a model.json (%v); write one with 'servetrace fit'", name, err)
 	}
-	for _, tau := range m.Arrivals.Latent.TauS {
-		if !(tau > 0) {
-			return fmt.Errorf("latent correlation time %v must be positive", tau)
-		}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("read model %s: %w", name, err)
 	}
-	if c := m.Arrivals.Renewal.Chain; c != nil {
-		if err := c.validate(); err != nil {
-			return err
-		}
-	}
-	if p := m.Prefix; p != nil && (p.BlockSize <= 0 || len(p.AgeS.Knots) < 2 || len(p.Depth.Knots) < 2) && p.ReuseShare > 0 {
-		return fmt.Errorf("prefix model needs a block size and age and depth tables")
-	}
-	if p := m.Prefix; p != nil {
-		for i, b := range p.ByInputBin {
-			if !(b.InputHigh > 0) || len(b.Depth.Knots) < 2 || len(b.AgeS.Knots) < 2 || b.Depth.Knots[0] <= 0 || b.Depth.Knots[len(b.Depth.Knots)-1] > 1 {
-				return fmt.Errorf("prefix laws_by_input_bin[%d]: want a positive input_high, a depth table within (0, 1] and an age table", i)
-			}
-		}
-	}
-	return nil
+	return &m, nil
 }

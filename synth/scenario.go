@@ -3,6 +3,7 @@ package synth
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // Scenario names.
@@ -188,8 +191,22 @@ func (s *Scenario) Check() error {
 	if s.At < 0 || s.For < 0 {
 		return fmt.Errorf("%s: at and for must not be negative", s.Name)
 	}
-	if s.Share < 0 || s.Share > 1 {
+	if !(s.Share >= 0 && s.Share <= 1) {
 		return fmt.Errorf("%s: share %v must be within [0, 1]", s.Name, s.Share)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"factor", s.Factor}, {"quantile", s.Quantile}, {"after_ms", s.AfterMs}, {"read_delay_ms", s.ReadDelayMs}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s: %s %v must be a finite number", s.Name, f.name, f.v)
+		}
+	}
+	if s.AfterTokens < 0 || s.AfterTokens > MaxModelTokens || s.MaxInputTokens < 0 || s.MaxInputTokens > MaxModelTokens {
+		return fmt.Errorf("%s: after_tokens and max_input_tokens must be within [0, %d]", s.Name, MaxModelTokens)
+	}
+	if s.AfterMs < 0 || s.AfterMs > trace.MaxClientMs || s.ReadDelayMs < 0 || s.ReadDelayMs > trace.MaxClientMs {
+		return fmt.Errorf("%s: after_ms and read_delay_ms must be within [0, %d] (a week)", s.Name, trace.MaxClientMs)
 	}
 	def := func(p *float64, v float64) {
 		if *p == 0 {
@@ -199,22 +216,22 @@ func (s *Scenario) Check() error {
 	switch s.Name {
 	case ScenarioFlashCrowd:
 		def(&s.Factor, 5)
-		if s.Factor <= 0 {
-			return fmt.Errorf("%s: factor %v must be positive", s.Name, s.Factor)
+		if s.Factor <= 0 || s.Factor > MaxRatePerS {
+			return fmt.Errorf("%s: factor %v must be positive and at most %g", s.Name, s.Factor, float64(MaxRatePerS))
 		}
 	case ScenarioLongContextStorm:
 		def(&s.Factor, 1)
 		def(&s.Quantile, 0.9)
-		if s.Quantile <= 0 || s.Quantile >= 1 || s.Factor <= 0 {
-			return fmt.Errorf("%s: quantile must be within (0, 1) and factor positive", s.Name)
+		if s.Quantile <= 0 || s.Quantile >= 1 || s.Factor <= 0 || s.Factor > MaxModelTokens {
+			return fmt.Errorf("%s: quantile must be within (0, 1) and factor positive (at most %d)", s.Name, MaxModelTokens)
 		}
 	case ScenarioRamp:
 		if len(s.Rates) == 0 && len(s.Factors) == 0 {
 			s.Factors = []float64{0.5, 1, 2, 4, 8}
 		}
 		for _, r := range append(slices.Clone(s.Rates), s.Factors...) {
-			if !(r > 0) {
-				return fmt.Errorf("%s: every rate and factor must be positive", s.Name)
+			if !(r > 0 && r <= MaxRatePerS) {
+				return fmt.Errorf("%s: rate or factor %v: every rate and factor must be positive and at most %g (MaxRatePerS)", s.Name, r, float64(MaxRatePerS))
 			}
 		}
 		if s.Step == 0 {
@@ -222,6 +239,9 @@ func (s *Scenario) Check() error {
 		}
 		if s.Gap == 0 {
 			s.Gap = Duration(20 * time.Second)
+		}
+		if s.Step < 0 || s.Gap < 0 {
+			return fmt.Errorf("%s: step %v and gap %v must not be negative", s.Name, time.Duration(s.Step), time.Duration(s.Gap))
 		}
 	case ScenarioCancelStorm:
 		def(&s.Share, 0.5)
@@ -252,7 +272,7 @@ func (s *Scenario) Check() error {
 			s.Sampling = map[string]float64{"greedy": 1, "sampling": 1, "json_schema": 1, "logprobs": 1}
 		}
 		for k, v := range s.Sampling {
-			if !slices.Contains([]string{"greedy", "sampling", "json_schema", "logprobs"}, k) || v < 0 {
+			if !slices.Contains([]string{"greedy", "sampling", "json_schema", "logprobs"}, k) || !(v >= 0) || math.IsInf(v, 0) {
 				return fmt.Errorf("%s: sampling %q=%v: keys are greedy, sampling, json_schema, logprobs with shares ≥ 0", s.Name, k, v)
 			}
 		}
