@@ -23,7 +23,8 @@ test: vet fmt-check test-timing test-unit test-interop test-fuzz
 ## baseline coverage. Longer runs: make test-fuzz FUZZTIME=200000x.
 FUZZTIME ?= 2000x
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
-	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent
+	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent \
+	./trace:FuzzBucketReadChecks
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($(FUZZTIME))"; \
