@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -185,7 +186,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		opts.TTFTMode = TTFTFirstContent
 	}
 	if opts.TTFTMode != TTFTFirstContent && opts.TTFTMode != TTFTFirstChunk {
-		return nil, fmt.Errorf("--ttft-mode %q: use %s or %s", opts.TTFTMode, TTFTFirstContent, TTFTFirstChunk)
+		return nil, opterr.New("TTFTMode", opts.TTFTMode, "use %s or %s", TTFTFirstContent, TTFTFirstChunk)
 	}
 	if len(opts.Percentiles) == 0 {
 		opts.Percentiles = DefaultPercentiles
@@ -198,12 +199,12 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	}
 	for _, p := range opts.Percentiles {
 		if !(p > 0 && p < 100) {
-			return nil, fmt.Errorf("--percentiles: %v is not between 0 and 100 (exclusive)", p)
+			return nil, opterr.New("Percentiles", p, "not between 0 and 100 (exclusive)")
 		}
 	}
 	for _, d := range opts.By {
 		if !slices.Contains(Dimensions, d) {
-			return nil, fmt.Errorf("--by %q: use one or more of %s", d, strings.Join(Dimensions, ", "))
+			return nil, opterr.New("By", d, "use one or more of %s", strings.Join(Dimensions, ", "))
 		}
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Metrics: map[string]Distribution{}}
@@ -232,7 +233,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if src := opts.VsLogged; src != "" {
 		if src == VsLoggedAuto {
 			if len(l.infos) == 0 || l.infos[0].Workload == "" {
-				return nil, fmt.Errorf("--vs-logged: run.json names no workload; give the source trace's path")
+				return nil, opterr.New("VsLogged", VsLoggedAuto, "run.json names no workload; give the source trace's path")
 			}
 			src = l.infos[0].Workload
 		}

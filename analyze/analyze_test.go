@@ -185,7 +185,7 @@ func TestAnalyzeRunDirAndTable(t *testing.T) {
 	if _, err := Analyze([]string{t.TempDir()}, Options{}); err == nil || !strings.Contains(err.Error(), "not a servetrace run directory") {
 		t.Errorf("analyze of an empty dir: %v", err)
 	}
-	if _, err := Analyze([]string{run}, Options{TTFTMode: "first-byte"}); err == nil || !strings.Contains(err.Error(), "--ttft-mode") {
+	if _, err := Analyze([]string{run}, Options{TTFTMode: "first-byte"}); err == nil || !strings.Contains(err.Error(), "TTFTMode") {
 		t.Errorf("bad ttft mode: %v", err)
 	}
 }

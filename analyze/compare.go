@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -102,7 +103,7 @@ func Compare(aDirs, bDirs []string, o CompareOptions) (*Comparison, error) {
 		o.Confidence = 0.95
 	}
 	if !(o.Confidence > 0.5 && o.Confidence < 1) {
-		return nil, fmt.Errorf("--confidence %v: use a level between 0.5 and 1, e.g. 0.95", o.Confidence)
+		return nil, opterr.New("Confidence", o.Confidence, "use a level between 0.5 and 1, e.g. 0.95")
 	}
 	if o.MaxKS == 0 {
 		o.MaxKS = 0.05
@@ -170,7 +171,7 @@ func (c *Comparison) checkComparable(la, lb *loaded, xa, xb *extracted, o Compar
 		}
 	}
 	for _, d := range fingerprintDiffs(la.infos, lb.infos, o.Testing) {
-		block("%s differs between the sides, and it is not the label under test (--testing %q)", d, o.Testing)
+		block("%s differs between the sides, and it is not the label under test (%q)", d, o.Testing)
 	}
 	lastA, firstB, lastB, firstA := int64(math.MinInt64), int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64)
 	for _, ri := range la.infos {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -76,7 +77,7 @@ func AnalyzeEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 		o.Attainment = 0.99
 	}
 	if !(o.Attainment > 0 && o.Attainment <= 1) {
-		return nil, fmt.Errorf("--attainment %v: use a share in (0, 1], e.g. 0.99", o.Attainment)
+		return nil, opterr.New("Attainment", o.Attainment, "use a share in (0, 1], e.g. 0.99")
 	}
 	if o.TTFTMode == "" {
 		o.TTFTMode = TTFTFirstContent

@@ -18,7 +18,7 @@ type SLO struct {
 // Empty reports whether no objective is set.
 func (s SLO) Empty() bool { return s.TTFT == 0 && s.TPOT == 0 && s.E2E == 0 }
 
-// ParseSLO reads --slo "ttft=800ms,tpot=50ms,e2e=10s".
+// ParseSLO reads objectives written as "ttft=800ms,tpot=50ms,e2e=10s".
 func ParseSLO(v string) (SLO, error) {
 	var s SLO
 	if strings.TrimSpace(v) == "" {
@@ -28,7 +28,7 @@ func ParseSLO(v string) (SLO, error) {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		d, err := time.ParseDuration(strings.TrimSpace(val))
 		if !ok || err != nil || d <= 0 {
-			return s, fmt.Errorf("--slo %q: want name=duration pairs such as ttft=800ms,tpot=50ms,e2e=10s", part)
+			return s, fmt.Errorf("%q: want name=duration pairs such as ttft=800ms,tpot=50ms,e2e=10s", part)
 		}
 		switch strings.ToLower(strings.TrimSpace(k)) {
 		case "ttft":
@@ -38,7 +38,7 @@ func ParseSLO(v string) (SLO, error) {
 		case "e2e":
 			s.E2E = d
 		default:
-			return s, fmt.Errorf("--slo: unknown objective %q; use ttft, tpot or e2e", k)
+			return s, fmt.Errorf("unknown objective %q; use ttft, tpot or e2e", k)
 		}
 	}
 	return s, nil

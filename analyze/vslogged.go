@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/internal/rank"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -44,13 +45,13 @@ type VsLoggedMetric struct {
 // E2E.
 func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) {
 	if _, err := os.Stat(source); err != nil {
-		return nil, fmt.Errorf("--vs-logged: source trace %s: %w (give its path: --vs-logged PATH)", source, err)
+		return nil, opterr.New("VsLogged", source, "the source trace cannot be read (%v): give its path", err)
 	}
 	type logged struct{ ttft, e2e *float64 }
 	byID := map[string]logged{}
 	b, err := trace.OpenBucket(source)
 	if err != nil {
-		return nil, fmt.Errorf("--vs-logged: %w", err)
+		return nil, fmt.Errorf("logged latencies: %w", err)
 	}
 	err = b.Scan(context.Background(), func(r *trace.Request) error {
 		if r.TTFTMs != nil || r.E2EMs != nil {
@@ -59,7 +60,7 @@ func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("--vs-logged: read %s: %w", source, err)
+		return nil, fmt.Errorf("logged latencies: read %s: %w", source, err)
 	}
 	v := &VsLogged{Source: source, Metrics: map[string]VsLoggedMetric{},
 		Note: "logged latencies were measured where the source logged them (a gateway, a server log), replayed ones at this client: compare shapes and ratios, not single milliseconds"}
@@ -88,7 +89,7 @@ func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) 
 		}
 	}
 	if len(pairs) == 0 {
-		return nil, fmt.Errorf("--vs-logged: none of the %d replayed requests has a logged ttft_ms or e2e_ms in %s (joined by request_id)", v.Replayed, source)
+		return nil, fmt.Errorf("logged latencies: none of the %d replayed requests has a logged ttft_ms or e2e_ms in %s (joined by request_id)", v.Replayed, source)
 	}
 	for name, p := range pairs {
 		lg, rp := p[0], p[1]

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
 )
@@ -43,6 +44,14 @@ type ConvertOptions struct {
 	// trace.MergeShards joins their manifests. ShardCount 0 or 1: no split.
 	Shard, ShardCount int
 }
+
+// Errors of a conversion that wrote nothing, for callers to add their hint.
+var (
+	// ErrNothingConverted: every line was rejected; the format may be wrong.
+	ErrNothingConverted = errors.New("check the input's format, or name it")
+	// ErrTooManyRejects: more lines were rejected than MaxRejectRatio allows.
+	ErrTooManyRejects = errors.New("too many lines rejected")
+)
 
 // SmallTenants is the tenant that --min-tenant-requests folds rare ones into.
 const SmallTenants = "(small tenants)"
@@ -75,10 +84,10 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	}
 	if opts.ShardCount > 1 {
 		if opts.Shard < 0 || opts.Shard >= opts.ShardCount {
-			return nil, fmt.Errorf("--shard %d/%d: want i/N with 0 <= i < N", opts.Shard, opts.ShardCount)
+			return nil, opterr.New("Shard", fmt.Sprintf("%d/%d", opts.Shard, opts.ShardCount), "want i/N with 0 <= i < N")
 		}
 		if opts.MinTenantRequests > 1 || opts.DenseIDs {
-			return nil, errors.New("--min-tenant-requests and --dense-ids need every input in one conversion; they do not combine with --shard")
+			return nil, opterr.New("Shard", fmt.Sprintf("%d/%d", opts.Shard, opts.ShardCount), "MinTenantRequests and DenseIDs need every input in one conversion; they do not combine with shards")
 		}
 		var mine []string
 		for j, in := range inputs {
@@ -97,7 +106,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	var tenantCounts map[string]int
 	if opts.MinTenantRequests > 1 {
 		if slices.Contains(inputs, "-") {
-			return nil, errors.New("--min-tenant-requests reads the inputs twice: give files, not '-' (standard input)")
+			return nil, opterr.New("MinTenantRequests", opts.MinTenantRequests, "reads the inputs twice: give files, not '-' (standard input)")
 		}
 		counter := &tenantCounter{counts: map[string]int{}}
 		for _, in := range inputs {
@@ -127,7 +136,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		}
 		m.Sources = append(m.Sources, src)
 		if st.SyntheticTimes {
-			m.Notes = append(m.Notes, fmt.Sprintf("%s has no arrival times: rows were spaced %s apart in file order; take arrivals from fit and generate, or replay --rate", src.Name, ShareGPTGap))
+			m.Notes = append(m.Notes, fmt.Sprintf("%s has no arrival times: rows were spaced %s apart in file order; take arrivals from a fitted model, or replay at a rate", src.Name, ShareGPTGap))
 		}
 		if st.TimesRelative {
 			m.TimesRelative, m.Anchor = true, opts.startOrDefault()
@@ -168,7 +177,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	if w.Rows() == 0 {
 		rejects := w.Rejects()
 		w.Abort()
-		return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): check the input's format or pass --format", inputs, rejects)
+		return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): %w", inputs, rejects, ErrNothingConverted)
 	}
 	ratio := opts.MaxRejectRatio
 	if ratio == 0 {
@@ -176,15 +185,15 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	}
 	if total := w.Rows() + w.Rejects(); ratio >= 0 && total > 0 && float64(w.Rejects()) > ratio*float64(total) {
 		w.Abort()
-		return nil, fmt.Errorf("%d of %d lines rejected (%.1f%%), more than --max-reject-ratio %.1f%%: %s; nothing was written (fix the input or the --map, or raise --max-reject-ratio)",
-			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, ReasonsText(m.RejectReasons))
+		return nil, fmt.Errorf("%d of %d lines rejected (%.1f%%), more than the %.1f%% allowed: %s; nothing was written (fix the input or the mapping, or allow more): %w",
+			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, ReasonsText(m.RejectReasons), ErrTooManyRejects)
 	}
 	if opts.DenseIDs && m.PrefixIDs != trace.PrefixIDsNone {
 		m.PrefixIDs = trace.PrefixIDsDense
-		m.Notes = append(m.Notes, "prefix block ids were renumbered 0, 1, 2... by first appearance (--dense-ids)")
+		m.Notes = append(m.Notes, "prefix block ids were renumbered 0, 1, 2... by first appearance")
 	}
 	if opts.TimeResolution > 0 {
-		m.Notes = append(m.Notes, fmt.Sprintf("arrival times were coarsened to multiples of %s (--time-resolution)", opts.TimeResolution))
+		m.Notes = append(m.Notes, fmt.Sprintf("arrival times were coarsened to multiples of %s", opts.TimeResolution))
 		for i := range m.Sources {
 			m.Sources[i].TimeResolutionUs = max(m.Sources[i].TimeResolutionUs, opts.TimeResolution.Microseconds())
 		}
@@ -196,7 +205,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 				folded++
 			}
 		}
-		m.Notes = append(m.Notes, fmt.Sprintf("%d tenants with fewer than %d requests were folded into %q (--min-tenant-requests)", folded, opts.MinTenantRequests, SmallTenants))
+		m.Notes = append(m.Notes, fmt.Sprintf("%d tenants with fewer than %d requests were folded into %q", folded, opts.MinTenantRequests, SmallTenants))
 	}
 	if err := w.Close(m); err != nil {
 		return nil, err
@@ -245,7 +254,7 @@ func convertOne(ctx context.Context, in string, opts Options, w Sink) (trace.Sou
 }
 
 // noteRandomSalt is the manifest note for a conversion without a salt.
-const noteRandomSalt = "no salt was given (--salt-file or $SERVETRACE_SALT): a random one keyed the ids and prefix hashes, so they will not link with any other conversion"
+const noteRandomSalt = "no salt was given: a random one keyed the ids and prefix hashes, so they will not link with any other conversion"
 
 // ReasonsText lists reject counts by reason, largest first.
 func ReasonsText(m map[string]int64) string {

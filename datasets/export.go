@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -124,7 +126,7 @@ func Export(ctx context.Context, bucketDir string, w io.Writer, format string, o
 			return enc.Encode(line{Prompt: pb.Build(int(r.InputTokens), r.PrefixBlocks, tokenize.SeedFor(r.RequestID)), OutputTokens: r.OutputTokens})
 		}
 	default:
-		return 0, fmt.Errorf("--format %q: export writes %v", format, ExportFormats)
+		return 0, opterr.New("Format", format, "export writes %s", strings.Join(ExportFormats, ", "))
 	}
 	err = b.Scan(ctx, func(r *trace.Request) error {
 		n++

@@ -136,7 +136,7 @@ func Detect(firstLine []byte) (string, error) {
 				return FormatOpenAILog, nil
 			}
 		}
-		return "", fmt.Errorf("%w: the first line is JSON but neither Mooncake (input_length, hash_ids) nor a request log (request, messages, request_body, startTime); pass --format", ErrUnknownFormat)
+		return "", fmt.Errorf("%w: the first line is JSON but neither Mooncake (input_length, hash_ids) nor a request log (request, messages, request_body, startTime); name the format", ErrUnknownFormat)
 	}
 	header := strings.ToLower(string(line))
 	if strings.Contains(header, "contexttokens") && strings.Contains(header, "generatedtokens") {
@@ -145,7 +145,7 @@ func Detect(firstLine []byte) (string, error) {
 	if strings.Contains(header, "request tokens") && strings.Contains(header, "response tokens") {
 		return FormatBurstGPT, nil
 	}
-	return "", fmt.Errorf("%w: expected an Azure LLM trace CSV header (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL; pass --format %s", ErrUnknownFormat, strings.Join(Formats, "|"))
+	return "", fmt.Errorf("%w: expected an Azure LLM trace CSV header (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL; name the format: %s", ErrUnknownFormat, strings.Join(Formats, ", "))
 }
 
 // Read converts one source into request records. Malformed lines go to the

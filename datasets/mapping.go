@@ -149,7 +149,7 @@ func LoadMapping(nameOrFile string) (*Mapping, error) {
 	}
 	b, err := os.ReadFile(nameOrFile)
 	if err != nil {
-		return nil, fmt.Errorf("--map %s: not a preset (%s) and not a readable mapping file: %w", nameOrFile, strings.Join(MappingPresets(), ", "), err)
+		return nil, fmt.Errorf("mapping %s: not a preset (%s) and not a readable mapping file: %w", nameOrFile, strings.Join(MappingPresets(), ", "), err)
 	}
 	m, err := parseMapping(nameOrFile, string(b))
 	if err != nil {

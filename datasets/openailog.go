@@ -303,7 +303,7 @@ type prepared struct {
 func (lr *logReader) finish(p prepared) (trace.Request, error) {
 	req := p.req
 	if req.TS < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
-		return req, bad("ts", "%s earlier than a row before it (more than --max-disorder)", time.Duration(lr.latestUs-req.TS)*time.Microsecond)
+		return req, bad("ts", "%s earlier than a row before it (more than the disorder allowed)", time.Duration(lr.latestUs-req.TS)*time.Microsecond)
 	}
 	lr.latestUs = max(lr.latestUs, req.TS)
 	switch {
@@ -910,12 +910,12 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 	for field, paths := range lo.Mapping.Paths {
 		for _, p := range paths {
 			if len(p) > 1 {
-				return Stats{}, fmt.Errorf("--map %s: %s names a nested path %q, but a CSV has only columns", lo.Mapping.Name, field, strings.Join(p, "."))
+				return Stats{}, fmt.Errorf("mapping %s: %s names a nested path %q, but a CSV has only columns", lo.Mapping.Name, field, strings.Join(p, "."))
 			}
 		}
 	}
 	if _, ok := lo.Mapping.lookup(headerRecord(header), "ts"); !ok {
-		return Stats{}, fmt.Errorf("%s line 1: the mapping's ts column (%v) is not in the header; write a --map naming your columns", opts.Name, lo.Mapping.Paths["ts"])
+		return Stats{}, fmt.Errorf("%s line 1: the mapping's ts column (%v) is not in the header; write a mapping naming your columns", opts.Name, lo.Mapping.Paths["ts"])
 	}
 	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: true}
 	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}

@@ -94,11 +94,15 @@ func ReadManifest(dir string) (*Manifest, error) {
 	m, err := readManifestFile(dir, ManifestName)
 	if err != nil && errors.Is(err, errNoManifest) {
 		if shards, _ := filepath.Glob(filepath.Join(dir, "_manifest.shard-*.json")); len(shards) > 0 {
-			return nil, fmt.Errorf("open trace %s: it holds %d shard manifests but no %s: join them with 'servetrace convert --merge-shards --out %s'", dir, len(shards), ManifestName, dir)
+			return nil, fmt.Errorf("open trace %s: it holds %d shard manifests but no %s: %w", dir, len(shards), ManifestName, ErrShardsNotMerged)
 		}
 	}
 	return m, err
 }
+
+// ErrShardsNotMerged marks a directory that holds the manifests of a
+// sharded conversion but not yet the merged one.
+var ErrShardsNotMerged = errors.New("the shards have not been merged")
 
 // errNoManifest marks a directory without the manifest asked for.
 var errNoManifest = errors.New("no manifest")

@@ -52,7 +52,7 @@ func MergeShards(dir string) (*Manifest, error) {
 		byIndex[i], names[i] = man, e.Name()
 	}
 	if total < 0 {
-		return nil, fmt.Errorf("merge shards: no shard manifests (_manifest.shard-I-of-N.json) in %s: convert with --shard i/N first", dir)
+		return nil, fmt.Errorf("merge shards: no shard manifests (_manifest.shard-I-of-N.json) in %s: convert it in shards first", dir)
 	}
 	var missing []int
 	for i := range total {
@@ -77,7 +77,7 @@ func MergeShards(dir string) (*Manifest, error) {
 		m := byIndex[i]
 		differs := m.BlockSize != out.BlockSize || m.PrefixIDs != out.PrefixIDs || m.SaltFingerprint != out.SaltFingerprint || m.Tokenizer != out.Tokenizer || m.TimesRelative != out.TimesRelative
 		if len(m.Sources) > 0 && differs {
-			return nil, fmt.Errorf("merge shards: shard %d made ids or blocks differently (block size %d, prefix ids %s, salt %s, tokenizer %q) from shard %d (%d, %s, %s, %q): convert every shard with the same --salt-file, --tokenizer and --block-size",
+			return nil, fmt.Errorf("merge shards: shard %d made ids or blocks differently (block size %d, prefix ids %s, salt %s, tokenizer %q) from shard %d (%d, %s, %s, %q): convert every shard with the same salt, tokenizer and block size",
 				i, m.BlockSize, m.PrefixIDs, m.SaltFingerprint, m.Tokenizer, ref, out.BlockSize, out.PrefixIDs, out.SaltFingerprint, out.Tokenizer)
 		}
 		out.Sources = append(out.Sources, m.Sources...)

@@ -76,12 +76,32 @@ type RunInfo struct {
 	Tokenizer      string `json:"tokenizer"`
 	// TokenizerFailures counts token counts the server's /tokenize failed.
 	TokenizerFailures int64 `json:"tokenizer_failures,omitempty"`
+	// PromptTruncation counts requests whose prompt the server reports
+	// (usage.prompt_tokens) as shorter than sent by more than a chat
+	// template could explain: the server cut them. Absent when none.
+	PromptTruncation *PromptTruncation `json:"prompt_truncation,omitempty"`
+	// Notes say which workload values replay ignored, capped or cleaned
+	// (a NaN think time, say), with counts.
+	Notes []string `json:"notes,omitempty"`
 	// Client describes the load generator's own health during the run.
 	Client ClientHealth `json:"client"`
 	// Metrics lists the server metrics scrapes written to the run dir.
 	Metrics []string `json:"metrics_scrapes,omitempty"`
 	// Files lists every file of the run dir but run.json, with its sha256.
 	Files []FileHash `json:"files"`
+}
+
+// PromptTruncation summarises prompts a server cut silently: requests whose
+// usage_prompt_tokens fell short of prompt_tokens_sent by more than the
+// tolerance (the larger of ToleranceTokens and TolerancePct of the prompt),
+// and by how many tokens.
+type PromptTruncation struct {
+	Requests         int64   `json:"requests"`
+	Checked          int64   `json:"checked"` // requests whose usage reported prompt tokens
+	MaxDeficitTokens int64   `json:"max_deficit_tokens"`
+	P50DeficitTokens int64   `json:"p50_deficit_tokens"`
+	ToleranceTokens  int64   `json:"tolerance_tokens"`
+	TolerancePct     float64 `json:"tolerance_pct"`
 }
 
 // NotRecorded marks a run.json field whose value could not be recorded.
@@ -132,10 +152,10 @@ func NewResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
 	}
 	dir := filepath.Join(runDir, ResultsDir)
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return nil, fmt.Errorf("run directory %s already holds results; choose a new --out", runDir)
+		return nil, fmt.Errorf("run directory %s already holds results: %w", runDir, ErrOutputExists)
 	}
 	if _, err := os.Stat(filepath.Join(runDir, RunInfoName)); err == nil {
-		return nil, fmt.Errorf("run directory %s already holds a run.json; choose a new --out", runDir)
+		return nil, fmt.Errorf("run directory %s already holds a run.json: %w", runDir, ErrOutputExists)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)

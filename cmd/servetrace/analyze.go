@@ -75,7 +75,7 @@ Example:
 			}
 			slo, err := analyze.ParseSLO(c.String("slo"))
 			if err != nil {
-				return usageError(err.Error())
+				return usageError("--slo: " + err.Error())
 			}
 			if path := c.String("html"); path != "" {
 				if err := trace.CheckOutputPath(path, c.Args().Slice()); err != nil {

@@ -130,11 +130,11 @@ Example:
 func logOptions(c *cli.Context) (datasets.LogOptions, error) {
 	mapping, err := datasets.LoadMapping(c.String("map"))
 	if err != nil {
-		return datasets.LogOptions{}, err
+		return datasets.LogOptions{}, fmt.Errorf("--map: %w", err)
 	}
 	salt, err := anon.LoadSalt(c.String("salt-file"))
 	if err != nil {
-		return datasets.LogOptions{}, err
+		return datasets.LogOptions{}, fmt.Errorf("--salt-file: %w", err)
 	}
 	tok, err := tokenize.Open(c.String("tokenizer"), "")
 	if err != nil {

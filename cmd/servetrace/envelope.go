@@ -39,7 +39,7 @@ Example:
 			}
 			slo, err := analyze.ParseSLO(c.String("slo"))
 			if err != nil {
-				return usageError(err.Error())
+				return usageError("--slo: " + err.Error())
 			}
 			var dirs []string
 			for _, a := range c.Args().Slice() {

@@ -53,26 +53,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			fmt.Fprintln(stderr, "servetrace: interrupted")
 			return exitInterrupted
 		}
-		fmt.Fprintln(stderr, "servetrace: "+withFlagHints(err))
+		fmt.Fprintln(stderr, "servetrace: "+withFlagHints(app, err))
 		return exitFailure
 	}
 	return 0
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// withFlagHints is the one-line message of err plus the flag that would fix
-// it, for the errors libraries report in their own terms.
-func withFlagHints(err error) string {
-	msg := oneLine(err.Error())
-	switch {
-	case errors.Is(err, trace.ErrOutputExists):
-		msg += "; choose a new --out, or pass --force to replace it"
-	case errors.Is(err, trace.ErrOutputIsInput):
-		msg += " (--out)"
-	}
-	return msg
-}
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{

@@ -76,11 +76,11 @@ func LoadSalt(file string) (Salt, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return Salt{}, fmt.Errorf("--salt-file: %w", err)
+			return Salt{}, fmt.Errorf("salt file: %w", err)
 		}
 		s, err := ParseSalt(string(b))
 		if err != nil {
-			return Salt{}, fmt.Errorf("--salt-file %s: %w", file, err)
+			return Salt{}, fmt.Errorf("salt file %s: %w", file, err)
 		}
 		return s, nil
 	}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"unicode"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/servetrace/servetrace/datasets"
+	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// withFlagHints is the one-line message of err, in the CLI's terms:
+// libraries report an option by its Options field (opterr) and a state by
+// a typed error, and this names the flag or command that would fix it.
+func withFlagHints(app *cli.App, err error) string {
+	if oe, ok := opterr.As(err); ok {
+		name := flagFor(app, oe.Field)
+		if oe.Value == "" {
+			return name + ": " + oneLine(oe.Reason)
+		}
+		return name + " " + oe.Value + ": " + oneLine(oe.Reason)
+	}
+	msg := oneLine(err.Error())
+	switch {
+	case errors.Is(err, trace.ErrOutputExists):
+		msg += "; choose a new --out, or pass --force to replace it"
+	case errors.Is(err, trace.ErrOutputIsInput):
+		msg += " (--out)"
+	case errors.Is(err, trace.ErrShardsNotMerged):
+		msg += "; join them with 'servetrace convert --merge-shards --out DIR'"
+	case errors.Is(err, datasets.ErrUnknownFormat), errors.Is(err, datasets.ErrNothingConverted):
+		msg += " (--format " + strings.Join(datasets.Formats, "|") + ")"
+	case errors.Is(err, datasets.ErrTooManyRejects):
+		msg += " (--max-reject-ratio)"
+	}
+	return msg
+}
+
+// flagFor names the flag that sets a library option: the field in
+// kebab case (TTFTMode: --ttft-mode) where the CLI has such a flag, else
+// the field's own name.
+func flagFor(app *cli.App, field string) string {
+	name := kebab(field)
+	var walk func(cmds []*cli.Command) bool
+	walk = func(cmds []*cli.Command) bool {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					if n == name {
+						return true
+					}
+				}
+			}
+			if walk(c.Subcommands) {
+				return true
+			}
+		}
+		return false
+	}
+	if walk(app.Commands) {
+		return "--" + name
+	}
+	return field
+}
+
+// kebab turns a Go field name into a flag name: TTFTMode → ttft-mode,
+// MinTenantRequests → min-tenant-requests, VsLogged → vs-logged.
+func kebab(field string) string {
+	r := []rune(field)
+	var b strings.Builder
+	for i, c := range r {
+		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1])) {
+			b.WriteByte('-')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}
