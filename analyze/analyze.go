@@ -91,6 +91,20 @@ type RunSummary struct {
 	AchievedRate    float64               `json:"achieved_rate_rps"`
 	Target          string                `json:"target"`
 	Client          trace.ClientHealth    `json:"client"`
+	// PromptTruncation is set when the server reported prompts shorter
+	// than sent: it cut them, so the run measured shorter prompts.
+	PromptTruncation *trace.PromptTruncation `json:"prompt_truncation,omitempty"`
+}
+
+// TruncationWarning is the report's warning about a server that cut
+// prompts, or "" when none were cut.
+func (r RunSummary) TruncationWarning() string {
+	pt := r.PromptTruncation
+	if pt == nil || pt.Requests == 0 {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: the server cut %d of %d prompts (by up to %d tokens, median %d): these latencies are for shorter prompts than the workload's; raise the server's context length or shorten the workload",
+		pt.Requests, pt.Checked, pt.MaxDeficitTokens, pt.P50DeficitTokens)
 }
 
 // Report is the result of an analysis.
@@ -325,7 +339,7 @@ func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*l
 		ids[ri.RunID] = true
 		l.runs = append(l.runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, ShardCount: ri.ShardCount, Complete: ri.Complete, Reason: ri.Reason,
 			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target,
-			Client: ri.Client})
+			Client: ri.Client, PromptTruncation: ri.PromptTruncation})
 		if c := ri.Client; c.CPUUtilization > 0.8 || c.SchedLatencyP99Ms > 2 {
 			l.notes = append(l.notes, fmt.Sprintf("run %s: the client was busy (CPU %.0f%% of %d cores, Go scheduler latency p99 %.1f ms): token timestamps, and so ITL, may include client delay",
 				dir, 100*c.CPUUtilization, ri.GOMAXPROCS, c.SchedLatencyP99Ms))

@@ -204,3 +204,31 @@ func BenchmarkSummarize1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(x)*b.N)/b.Elapsed().Seconds(), "samples/s")
 }
+
+// TestTruncatedPromptsWarnFirst: a run whose server cut prompts says so in
+// the report's first lines, in the table and in Markdown.
+func TestTruncatedPromptsWarnFirst(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	writeSyntheticRun(t, dir, 50)
+	info, err := trace.ReadRunInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.PromptTruncation = &trace.PromptTruncation{Requests: 12, Checked: 50, MaxDeficitTokens: 4162, P50DeficitTokens: 900}
+	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), info); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Analyze([]string{dir}, Options{Bootstrap: BootstrapOptions{Resamples: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table, md strings.Builder
+	WriteTable(&table, rep)
+	WriteMarkdown(&md, rep)
+	for name, text := range map[string]string{"table": table.String(), "markdown": md.String()} {
+		head := strings.Join(strings.SplitN(text, "\n", 5)[:4], "\n")
+		if !strings.Contains(head, "the server cut 12 of 50 prompts (by up to 4162 tokens") {
+			t.Errorf("%s: the first lines do not warn of truncation:\n%s", name, head)
+		}
+	}
+}

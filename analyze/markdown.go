@@ -20,6 +20,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(&b, "- run `%s` (%s) against `%s`: offered %.2f req/s, sent %.2f req/s, client lateness p99 %.2f ms\n",
 			r.RunID, state, r.Target, r.OfferedRate, r.AchievedRate, r.Lateness.P99Ms)
+		if w := r.TruncationWarning(); w != "" {
+			fmt.Fprintf(&b, "- **%s**\n", w)
+		}
 	}
 	c, t := rep.Requests, rep.Throughput
 	fmt.Fprintf(&b, "- requests: %d counted (%d warmup excluded), success %.1f%%: %s\n", c.Counted, c.Warmup, 100*c.SuccessRate, countsText(c.Outcomes))

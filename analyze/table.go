@@ -26,6 +26,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(&b, "run %s%s (%s) against %s: offered %.2f req/s, sent %.2f req/s, client lateness p50 %.2f ms, p99 %.2f ms, max %.2f ms; client CPU %.0f%%, scheduler latency p99 %.2f ms\n",
 			r.RunID, shard, state, r.Target, r.OfferedRate, r.AchievedRate, r.Lateness.P50Ms, r.Lateness.P99Ms, r.Lateness.MaxMs, 100*r.Client.CPUUtilization, r.Client.SchedLatencyP99Ms)
+		if w := r.TruncationWarning(); w != "" {
+			b.WriteString(w + "\n")
+		}
 	}
 	c := rep.Requests
 	fmt.Fprintf(&b, "requests: %d counted", c.Counted)
