@@ -271,6 +271,17 @@ type generation struct {
 	buf          []byte // reused for token events
 	content      []byte // reused
 	reasonBuf    []byte // reused
+	abortCounted bool   // the abort is in the engine and in /metrics
+}
+
+// abort drops the sequence from the engine and counts it in /metrics, once.
+func (g *generation) abort() {
+	if g.abortCounted {
+		return
+	}
+	g.abortCounted = true
+	g.s.engine.abort(g.seq)
+	g.s.metrics.aborted()
 }
 
 func (g *generation) usage(generated int) map[string]any {
@@ -309,8 +320,7 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 	for {
 		select {
 		case <-ctx.Done():
-			g.s.engine.abort(g.seq)
-			g.s.metrics.aborted()
+			g.abort()
 			return
 		case ev := <-g.seq.out:
 			now := time.Now()
@@ -323,21 +333,22 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 			last = now
 			if g.stream && (pending >= g.s.opts.TokensPerChunk || ev.done) {
 				if !g.writeTokens(w, flusher, sent, pending) {
-					g.s.engine.abort(g.seq)
-					g.s.metrics.aborted()
+					g.abort()
 					return
 				}
 				sent += pending
 				pending = 0
 			}
 			if ev.done {
+				// Count the request before the client can see it end, so
+				// /metrics agrees with a client that scrapes it next.
 				total := sent + pending
+				g.s.metrics.finished(ev.reason, g.promptTokens, total, now.Sub(g.arrived))
 				if g.stream {
 					g.finishStream(w, flusher, total, ev.reason)
 				} else {
 					g.whole(w, total, ev.reason)
 				}
-				g.s.metrics.finished(ev.reason, g.promptTokens, total, now.Sub(g.arrived))
 				return
 			}
 		}
@@ -364,9 +375,13 @@ func (g *generation) chunk(choice map[string]any) map[string]any {
 
 // writeTokens streams tokens [from, from+n) as one event, applying a
 // mid-stream fault when it falls in this range. It reports whether the
-// stream goes on.
+// stream goes on. A fault that ends the stream is counted as an abort
+// before the client can see it.
 func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, from, n int) bool {
 	if g.faultAt >= 0 && g.faultAt < from+n {
+		if g.fault != "stall" {
+			g.abort()
+		}
 		switch g.fault {
 		case "error":
 			g.send(w, flusher, map[string]any{"error": map[string]any{"message": "injected fault: engine error mid-stream", "type": "InternalServerError", "code": 500}})
