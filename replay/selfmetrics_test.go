@@ -2,15 +2,17 @@ package replay
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,39 +65,98 @@ func TestSelfMetricsExposition(t *testing.T) {
 }
 
 func TestServeMetricsDuringARun(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
 	target := startSim(t, fastSim())
-	wl := workload(t, 30, 30*time.Millisecond) // ~0.9 s of schedule
+	wl := workload(t, 40, 40*time.Millisecond) // ~1.6 s of schedule
+	progress := &lockedBuffer{}
 	opts := DefaultOptions()
-	opts.Target, opts.ServeMetrics = target, addr
+	// Port 0, read back from the line that says where it serves: a port
+	// reserved by listening and closing could be taken meanwhile.
+	opts.Target, opts.ServeMetrics, opts.Progress = target, "127.0.0.1:0", progress
 	done := make(chan error, 1)
 	go func() {
 		_, err := Run(context.Background(), wl, filepath.Join(t.TempDir(), "run"), opts)
 		done <- err
 	}()
+	var runErr error
+	ended := false
+	// No keep-alives: every request dials, so it fails once the server is
+	// closed instead of reusing a connection the server has yet to drop.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	servedAt := regexp.MustCompile(`serving metrics at (\S+)`)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(5 * time.Millisecond) {
+		if !ended {
+			select {
+			case runErr = <-done:
+				ended = true
+			default:
+			}
+		}
+		if m := servedAt.FindStringSubmatch(progress.String()); m != nil {
+			url = m[1]
+		} else if ended {
+			t.Fatalf("the run ended (err %v) without saying where it serves metrics; progress:\n%s", runErr, progress.String())
+		} else if time.Now().After(deadline) {
+			t.Fatalf("30 s into the run, it has not said where it serves metrics; progress:\n%s", progress.String())
+		}
+	}
+	// Scrape until a finished request shows, for as long as the run lasts.
 	var body string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			continue
+	for !ended {
+		select {
+		case runErr = <-done:
+			ended = true
+		default:
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if body = string(b); strings.Contains(body, "servetrace_requests_total") && !strings.Contains(body, `outcome="ok"} 0`) {
-			break
+		resp, err := client.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if body = string(b); strings.Contains(body, "servetrace_requests_total") && !strings.Contains(body, `outcome="ok"} 0`) {
+				break
+			}
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if !strings.Contains(body, "servetrace_requests_sent_total") || strings.Contains(body, `outcome="ok"} 0`) {
 		t.Errorf("no live metrics with finished requests during the run:\n%s", body)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if !ended {
+		runErr = <-done
 	}
-	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
-		t.Error("the metrics server still answers after the run")
+	if runErr != nil {
+		t.Fatal(runErr)
 	}
+	// The server is closed once the run has returned, on its own goroutine:
+	// it must stop answering soon after, and not go on serving.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		resp, err := client.Get(url)
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the metrics server still answers 10 s after the run")
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestSelfMetricNamesMatchExposition keeps SelfMetricNames (which the
