@@ -37,6 +37,9 @@ type ArrivalModel struct {
 	RenewalGaps string `json:"renewal_gaps"`
 	// Chosen summarises the chosen model in words.
 	Chosen string `json:"chosen"`
+	// Notes say where the fit bounded its work on a long span (wider count
+	// bins, a shorter simulated span).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // DispersionPoint is the index of dispersion of counts at one window.
@@ -150,7 +153,7 @@ func renewalNLL(law renewalLaw, obs []gapObs, censored bool) float64 {
 
 // fitRenewal fits exponential, Gamma and Weibull laws to the gaps by maximum
 // likelihood and keeps the lowest AIC.
-func fitRenewal(obs []gapObs, censored bool) (Renewal, error) {
+func fitRenewal(ctx context.Context, obs []gapObs, censored bool) (Renewal, error) {
 	if len(obs) < 10 {
 		return Renewal{}, fmt.Errorf("%d inter-arrival gaps; a renewal fit needs at least 10", len(obs))
 	}
@@ -159,6 +162,9 @@ func fitRenewal(obs []gapObs, censored bool) (Renewal, error) {
 		gaps[i] = o.gap
 	}
 	mean := stat.Mean(gaps, nil)
+	if !(mean > 0) || math.IsInf(mean, 0) {
+		return Renewal{}, fmt.Errorf("inter-arrival gaps of mean %v; a renewal fit needs a positive mean", mean)
+	}
 	r := Renewal{Gaps: len(gaps), ResolutionCensored: censored}
 	type result struct {
 		dist         string
@@ -183,8 +189,11 @@ func fitRenewal(obs []gapObs, censored bool) (Renewal, error) {
 		if dist != "exponential" {
 			init = []float64{0, math.Log(mean)}
 		}
-		out, err := optimize.Minimize(optimize.Problem{Func: nll}, init, &optimize.Settings{Converger: &optimize.FunctionConverge{Absolute: 1e-7, Iterations: 200}, MajorIterations: 2000}, &optimize.NelderMead{})
-		if out == nil {
+		out, err := optimize.Minimize(optimize.Problem{Func: nll}, init, &optimize.Settings{Converger: &optimize.FunctionConverge{Absolute: 1e-7, Iterations: 200}, MajorIterations: 2000, Recorder: ctxRecorder{ctx}}, &optimize.NelderMead{})
+		if err := ctx.Err(); err != nil {
+			return Renewal{}, err
+		}
+		if out == nil || math.IsInf(out.F, 0) || math.IsNaN(out.F) {
 			return Renewal{}, fmt.Errorf("renewal fit %s: %w", dist, err)
 		}
 		rr := result{dist: dist, shape: 1, scale: math.Exp(out.X[0]), nll: out.F}
@@ -193,7 +202,7 @@ func fitRenewal(obs []gapObs, censored bool) (Renewal, error) {
 			h := mat.NewSymDense(2, nil)
 			fd.Hessian(h, nll, out.X, nil)
 			var inv mat.Dense
-			if inv.Inverse(h) == nil && inv.At(0, 0) > 0 {
+			if inv.Inverse(h) == nil && inv.At(0, 0) > 0 && !math.IsInf(inv.At(0, 0), 0) {
 				rr.shapeSE = math.Sqrt(inv.At(0, 0))
 			}
 		}
@@ -344,18 +353,24 @@ var gapProbs = []float64{0.1, 0.5, 0.9, 0.99}
 // window, followed by the typical gap quantiles at gapProbs. A geometric
 // mean, because a heavy-tailed latent rate makes the arithmetic mean of the
 // index follow rare realisations, not the one a trace is.
-func simulateDispersion(base func(float64) float64, r *Renewal, l *Latent, span float64, windows []float64, reps int, seed uint64) []float64 {
+func simulateDispersion(ctx context.Context, base func(float64) float64, r *Renewal, l *Latent, span float64, windows []float64, reps int, seed uint64) []float64 {
 	sum := make([]float64, len(windows)+len(gapProbs))
 	var ts, gs []float64
 	for rep := range reps {
 		ts = ts[:0]
 		g := newArrivalGen(base, r, l, seed+uint64(rep)*7919)
+		g.ctx = ctx
 		for {
 			t, ok := g.next(span)
 			if !ok {
 				break
 			}
-			ts = append(ts, t)
+			if ts = append(ts, t); len(ts)&0xffff == 0 && ctx.Err() != nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			return sum // the caller sees ctx.Err()
 		}
 		for i, w := range windows {
 			d := DispersionIndex(ts, 0, span, w)
@@ -370,7 +385,11 @@ func simulateDispersion(base func(float64) float64, r *Renewal, l *Latent, span 
 		}
 		slices.Sort(gs)
 		for j, p := range gapProbs {
-			sum[len(windows)+j] += math.Log(max(rank.Percentile(gs, p), 1e-6))
+			q := span // no gap seen: every gap is longer than the span
+			if len(gs) > 0 {
+				q = rank.Percentile(gs, p)
+			}
+			sum[len(windows)+j] += math.Log(max(q, 1e-6))
 		}
 	}
 	for i := range sum {
@@ -386,11 +405,11 @@ func simulateDispersion(base func(float64) float64, r *Renewal, l *Latent, span 
 // on both sides. target holds the dispersion at windows, then the gap
 // quantiles at gapProbs. It returns the layer and its simulated curve (the
 // caller scores it).
-func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, target []float64, expected float64) (Latent, []float64) {
+func fitLatent(ctx context.Context, base func(float64) float64, r *Renewal, span float64, windows, target []float64, expected float64) (Latent, []float64) {
 	reps := max(2, min(4, int(300_000/max(expected, 1))))
 	loss := func(model []float64) float64 { return curveLoss(model, target) }
 	none := Latent{Kind: "none"}
-	noneCurve := simulateDispersion(base, r, &none, span, windows, reps, 1)
+	noneCurve := simulateDispersion(ctx, base, r, &none, span, windows, reps, 1)
 	noneLoss := loss(noneCurve)
 	// Does the dispersion keep growing beyond what the renewal layer gives?
 	last := len(windows) - 1
@@ -405,6 +424,9 @@ func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, ta
 			Floor: 1 / (1 + math.Exp(-p[4]))}
 	}
 	obj := func(p []float64) float64 {
+		if ctx.Err() != nil {
+			return math.Inf(1)
+		}
 		for _, v := range p {
 			if v > 8 || v < -8 {
 				return math.Inf(1)
@@ -414,14 +436,14 @@ func fitLatent(base func(float64) float64, r *Renewal, span float64, windows, ta
 		if l.Sigma[0] > 3.5 || l.Sigma[1] > 3.5 || l.TauS[1] > span {
 			return math.Inf(1)
 		}
-		return loss(simulateDispersion(base, r, &l, span, windows, reps, 1))
+		return loss(simulateDispersion(ctx, base, r, &l, span, windows, reps, 1))
 	}
 	init := []float64{math.Log(0.7), math.Log(2), math.Log(0.7), math.Log(60), math.Log(0.3 / 0.7)}
-	res, _ := optimize.Minimize(optimize.Problem{Func: obj}, init, &optimize.Settings{FuncEvaluations: 200, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 40}}, &optimize.NelderMead{})
-	if res == nil || !(res.F < noneLoss) {
+	res, _ := optimize.Minimize(optimize.Problem{Func: obj}, init, &optimize.Settings{FuncEvaluations: 200, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 40}, Recorder: ctxRecorder{ctx}}, &optimize.NelderMead{})
+	if res == nil || !(res.F < noneLoss) || ctx.Err() != nil {
 		none.Note = "a latent layer did not improve the dispersion fit"
 		return none, noneCurve
 	}
 	l := decode(res.X)
-	return l, simulateDispersion(base, r, &l, span, windows, reps, 1)
+	return l, simulateDispersion(ctx, base, r, &l, span, windows, reps, 1)
 }

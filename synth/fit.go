@@ -36,7 +36,8 @@ const maxClasses = 8
 
 // Fit reads the bucket at dir in one pass, in bounded memory (8 bytes per
 // first turn for arrival times; histograms, reservoirs and a bounded block
-// memory for the rest), and fits a Model to it.
+// memory for the rest), and fits a Model to it. The model passes
+// Model.Validate; a cancelled ctx returns its error within about a second.
 func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 	if opts.Knots < 2 {
 		opts.Knots = 1025
@@ -115,26 +116,35 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 	if opts.Progress != nil {
 		opts.Progress(fmt.Sprintf("fit: %d rows, fitting arrivals", rows))
 	}
-	m.Arrivals, err = fitArrivals(ts, float64(fromUs)/1e6, float64(toUs)/1e6, float64(res)/1e6, opts.NoLatent)
+	m.Arrivals, err = fitArrivals(ctx, ts, float64(fromUs)/1e6, float64(toUs)/1e6, float64(res)/1e6, opts.NoLatent)
 	if err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
 	ts = nil
 	total := float64(firstTurns)
 	for _, k := range classKeys {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("fit %s: %w", dir, err)
+		}
 		c := classes[k].fit(opts.Knots)
 		c.Model, c.API = k[0], k[1]
 		c.Share = float64(classes[k].pairs.seen) / total
 		m.Lengths = append(m.Lengths, c)
 	}
 	slices.SortStableFunc(m.Lengths, func(a, b LengthClass) int { return cmp.Compare(b.Share, a.Share) })
-	if m.Prefix, err = prefix.fit(); err != nil {
+	if m.Prefix, err = prefix.fit(ctx); err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
 	if sawSessions {
 		m.Sessions = sessions.fit()
 	}
 	m.Mix = mix.mix()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fit %s: %w", dir, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("fit %s: the fitted model is not usable: %w", dir, err)
+	}
 	return m, nil
 }
 
@@ -151,12 +161,26 @@ func spanBounds(man *trace.Manifest, span [2]float64) (int64, int64) {
 	return from, to
 }
 
+// The latent and gap-chain fits simulate the process a few hundred times
+// over at most maxSimSpanS of the span, and only when that part holds at
+// least minSimArrivals arrivals: the work follows the rows, not the span.
+const (
+	maxSimSpanS    = daySeconds
+	minSimArrivals = 200
+)
+
 // fitArrivals fits the three arrival layers to arrival times ts (absolute
-// seconds, sorted) observed over [start, end).
-func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalModel, error) {
+// seconds; sorted here if they are not) observed over [start, end).
+func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noLatent bool) (ArrivalModel, error) {
+	if !slices.IsSorted(ts) {
+		slices.Sort(ts)
+	}
 	span := end - start
-	if !(span > 0) {
-		return ArrivalModel{}, fmt.Errorf("all %d arrivals share one timestamp; a rate needs a time span", len(ts))
+	if !(span > 0) || len(ts) < 2 || ts[len(ts)-1] <= ts[0] {
+		return ArrivalModel{}, fmt.Errorf("all %d arrivals share one timestamp; a rate needs arrivals at different times", len(ts))
+	}
+	if rate := float64(len(ts)) / span; rate > MaxRatePerS {
+		return ArrivalModel{}, fmt.Errorf("%d arrivals in %.3g s are %.3g requests/s, more than %g (MaxRatePerS); are the timestamps in microseconds?", len(ts), span, rate, float64(MaxRatePerS))
 	}
 	var a ArrivalModel
 	// Intensity from binned counts (bins tile the span exactly).
@@ -165,12 +189,16 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 		width = 300
 	}
 	nb := max(1, int(math.Ceil(span/width)))
+	if nb > maxIntensityBins {
+		nb = maxIntensityBins
+		a.Notes = append(a.Notes, fmt.Sprintf("intensity: %d count bins of %.4g s (at most %d; harmonics shorter than four bins are not fitted)", nb, span/float64(nb), maxIntensityBins))
+	}
 	bins := binnedCounts{Start: start, Width: span / float64(nb), Counts: make([]float64, nb)}
 	for _, t := range ts {
 		bins.Counts[min(nb-1, max(0, int((t-start)/bins.Width)))]++
 	}
 	var err error
-	if a.Intensity, err = fitIntensity(bins, span); err != nil {
+	if a.Intensity, err = fitIntensity(ctx, bins, span); err != nil {
 		return a, err
 	}
 	in := &a.Intensity
@@ -197,7 +225,7 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 		gaps = append(gaps, ts[i]-ts[i-1])
 	}
 	mean, sd := stat.MeanStdDev(gaps, nil)
-	a.InterArrivalCV = sd / mean
+	a.InterArrivalCV = sd / mean // mean > 0: the times are sorted and not all equal
 	slices.Sort(gaps)
 	for _, p := range gapProbs {
 		target = append(target, max(rank.Percentile(gaps, p), res/2, 1e-6))
@@ -206,11 +234,18 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 	base := func(t float64) float64 { return rateAt(start + t) }
 	// The latent fit simulates the process a few hundred times: over a long
 	// or dense trace it simulates the first part only, about 200,000
-	// arrivals but at least 20 one-minute windows, and fits the windows
-	// that part holds 20 of.
+	// arrivals but at least 20 one-minute windows (and at most
+	// maxSimSpanS), and fits the windows that part holds 20 of.
 	simSpan := span
 	if n := float64(len(ts)); n > 200_000 {
 		simSpan = min(max(span*200_000/n, 20*60), span)
+	}
+	if simSpan > maxSimSpanS {
+		simSpan = maxSimSpanS
+		a.Notes = append(a.Notes, fmt.Sprintf("dispersion: simulated over the first %g s of the %.4g s span", maxSimSpanS, span))
+	}
+	simArrivals := float64(len(ts)) * simSpan / span
+	if simSpan < span {
 		var kept, keptT []float64
 		for i, w := range windows {
 			if simSpan/w >= 20 {
@@ -227,6 +262,7 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 	// layer). Each gets its latent layer; the pair that reproduces the
 	// dispersion curve and gap quantiles better is kept.
 	localW := min(max(30/in.MeanRatePerS, 5), 300)
+	simulate := len(windows) >= 2 && simArrivals >= minSimArrivals && !noLatent
 	type variant struct {
 		name    string
 		renewal Renewal
@@ -238,6 +274,9 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 		sample := newReservoir[gapObs](maxRenewalGaps, 3)
 		lo, hi := 0, 0
 		for i := 1; i < len(ts); i++ {
+			if i&0xffff == 0 && ctx.Err() != nil {
+				return a, ctx.Err()
+			}
 			mid := (ts[i] + ts[i-1]) / 2
 			lam := rateAt(mid)
 			if local {
@@ -251,7 +290,7 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 			}
 			sample.add(gapObs{gap: (ts[i] - ts[i-1]) * lam, res: max(res, 1e-6) * lam})
 		}
-		ren, err := fitRenewal(sample.items, res > 0)
+		ren, err := fitRenewal(ctx, sample.items, res > 0)
 		if err != nil {
 			return a, err
 		}
@@ -259,27 +298,33 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 		if local {
 			v.name = fmt.Sprintf("local-rate-rescaled (%.3g s window)", localW)
 		}
-		if len(windows) < 2 || noLatent {
+		if !simulate {
 			v.latent = Latent{Kind: "none", Note: "not fitted (--no-latent)"}
-			if len(windows) < 2 {
+			switch {
+			case len(windows) < 2:
 				v.latent.Note = "the trace is too short for a dispersion curve"
+			case simArrivals < minSimArrivals:
+				v.latent.Note = fmt.Sprintf("not fitted: %.3g arrivals in the simulated span, fewer than %d", simArrivals, minSimArrivals)
 			}
-			v.curve = simulateDispersion(base, &v.renewal, &v.latent, simSpan, windows, 4, 1)
+			v.curve = simulateDispersion(ctx, base, &v.renewal, &v.latent, simSpan, windows, 4, 1)
 		} else {
-			v.latent, v.curve = fitLatent(base, &v.renewal, simSpan, windows, target, float64(len(ts))*simSpan/span)
+			v.latent, v.curve = fitLatent(ctx, base, &v.renewal, simSpan, windows, target, simArrivals)
+		}
+		if err := ctx.Err(); err != nil {
+			return a, err
 		}
 		v.latent.Loss = curveLoss(v.curve, target)
 		if best == nil || v.latent.Loss < best.latent.Loss {
 			best = v
 		}
-		if len(windows) < 2 || noLatent {
+		if !simulate {
 			break
 		}
 	}
 	// A third variant: gaps in intensity-rescaled time as a Markov chain
 	// over gap classes, the number of classes and order chosen by how well
 	// the process alone reproduces the trace; then its latent layer.
-	if len(windows) >= 2 && len(ts) >= 1000 {
+	if len(windows) >= 2 && len(ts) >= 1000 && simArrivals >= minSimArrivals {
 		gaps := make([]float64, 0, len(ts)-1)
 		rng := rand.New(rand.NewPCG(uint64(len(ts)), 0xc4a1))
 		for i := 1; i < len(ts); i++ {
@@ -290,7 +335,7 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 			}
 			gaps = append(gaps, g)
 		}
-		chains, err := fitGapChains(gaps, 1)
+		chains, err := fitGapChains(ctx, gaps, 1)
 		gaps = nil
 		if err == nil {
 			none := Latent{Kind: "none"}
@@ -298,14 +343,14 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 			for _, c := range chains {
 				v := &variant{name: fmt.Sprintf("intensity-rescaled, as a Markov chain over %d gap classes of order %d", len(c.Quantiles), c.Order), renewal: best.renewal, latent: none}
 				v.renewal.Chain = c
-				v.curve = simulateDispersion(base, &v.renewal, &none, simSpan, windows, 4, 1)
+				v.curve = simulateDispersion(ctx, base, &v.renewal, &none, simSpan, windows, 4, 1)
 				v.latent.Loss = curveLoss(v.curve, target)
 				if chosen == nil || v.latent.Loss < chosen.latent.Loss {
 					chosen = v
 				}
 			}
 			if !noLatent {
-				chosen.latent, chosen.curve = fitLatent(base, &chosen.renewal, simSpan, windows, target, float64(len(ts))*simSpan/span)
+				chosen.latent, chosen.curve = fitLatent(ctx, base, &chosen.renewal, simSpan, windows, target, simArrivals)
 				chosen.latent.Loss = curveLoss(chosen.curve, target)
 			} else {
 				chosen.latent.Note = "not fitted (--no-latent)"
@@ -313,6 +358,9 @@ func fitArrivals(ts []float64, start, end, res float64, noLatent bool) (ArrivalM
 			if chosen.latent.Loss < best.latent.Loss {
 				best = chosen
 			}
+		}
+		if err := ctx.Err(); err != nil {
+			return a, err
 		}
 	}
 	a.Renewal, a.Latent, a.RenewalGaps = best.renewal, best.latent, best.name

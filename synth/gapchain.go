@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -47,7 +48,7 @@ var gapChainCandidates = [][2]int{{4, 1}, {6, 1}, {8, 1}, {4, 2}, {6, 2}, {4, 3}
 // mean about 1) by counting transitions, once for each candidate number of
 // classes and order. The caller dequantises gaps observed at a coarse
 // resolution. Memory beyond gaps is a byte per gap and bounded samples.
-func fitGapChains(gaps []float64, seed uint64) ([]*GapChain, error) {
+func fitGapChains(ctx context.Context, gaps []float64, seed uint64) ([]*GapChain, error) {
 	if len(gaps) < 200 {
 		return nil, fmt.Errorf("%d gaps; a gap chain needs at least 200", len(gaps))
 	}
@@ -61,6 +62,9 @@ func fitGapChains(gaps []float64, seed uint64) ([]*GapChain, error) {
 	classes := make([]uint8, len(gaps))
 	var out []*GapChain
 	for _, cand := range gapChainCandidates {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		k, order := cand[0], cand[1]
 		c := &GapChain{Order: order, Edges: logKMeansEdges(sample, k)}
 		k = len(c.Edges) + 1
@@ -125,8 +129,10 @@ func fitGapChains(gaps []float64, seed uint64) ([]*GapChain, error) {
 			c.Transition[s] = p
 		}
 		c.Scale = 1
-		c.Scale = 1 / c.meanGap()
-		out = append(out, c)
+		if mg := c.meanGap(); mg > 0 && !math.IsInf(mg, 0) {
+			c.Scale = 1 / mg
+			out = append(out, c)
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("the gaps take a single value; no chain to fit")

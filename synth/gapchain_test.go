@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -35,7 +36,7 @@ func TestGapChainKeepsRegimesAndTheirOrder(t *testing.T) {
 	for _, g := range src {
 		mean += g / n
 	}
-	chains, err := fitGapChains(gaps, 1)
+	chains, err := fitGapChains(context.Background(), gaps, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -94,7 +95,7 @@ func fourierFeatures(dst []float64, hd, hw int, t float64) []float64 {
 }
 
 func fourierDot(coef []float64, hd, hw int, t float64) float64 {
-	var buf [32]float64
+	var buf [64]float64
 	x := fourierFeatures(buf[:0], hd, hw, t)
 	s := 0.0
 	for i, v := range x {
@@ -114,9 +115,13 @@ type binnedCounts struct {
 
 func (b *binnedCounts) mid(i int) float64 { return b.Start + (float64(i)+0.5)*b.Width }
 
+// maxIntensityBins bounds the count bins of the intensity fit: a long span
+// gets wider bins, so the work follows the rows, not the span.
+const maxIntensityBins = 20_000
+
 // fitIntensity chooses and fits the deterministic intensity to binned counts
 // over a span of spanS seconds starting at start (absolute Unix seconds).
-func fitIntensity(b binnedCounts, spanS float64) (Intensity, error) {
+func fitIntensity(ctx context.Context, b binnedCounts, spanS float64) (Intensity, error) {
 	total := 0.0
 	for _, c := range b.Counts {
 		total += c
@@ -126,40 +131,49 @@ func fitIntensity(b binnedCounts, spanS float64) (Intensity, error) {
 	}
 	mean := total / spanS
 	if spanS >= daySeconds {
-		return fitFourier(b, spanS, mean)
+		return fitFourier(ctx, b, spanS, mean)
 	}
 	return fitPiecewise(b, spanS, mean), nil
 }
+
+// minBinMean floors a bin's expected count in the likelihood and the
+// dispersion: a mean that underflows to 0 would make them infinite.
+const minBinMean = 1e-300
 
 // poissonLogLik is Σ y log μ − μ − log y! over bins.
 func poissonLogLik(y, mu []float64) float64 {
 	ll := 0.0
 	for i := range y {
 		lg, _ := math.Lgamma(y[i] + 1)
-		ll += y[i]*math.Log(mu[i]) - mu[i] - lg
+		ll += y[i]*math.Log(max(mu[i], minBinMean)) - mu[i] - lg
 	}
 	return ll
 }
 
+// maxOverdispersion bounds the Pearson dispersion factor: beyond it the
+// counts say nothing more, and QAIC must stay finite.
+const maxOverdispersion = 1e6
+
 func pearsonDispersion(y, mu []float64, params int) float64 {
 	chi := 0.0
 	for i := range y {
-		chi += (y[i] - mu[i]) * (y[i] - mu[i]) / mu[i]
+		chi += (y[i] - mu[i]) * (y[i] - mu[i]) / max(mu[i], minBinMean)
 	}
 	df := len(y) - params
-	if df <= 0 {
+	if df <= 0 || math.IsNaN(chi) {
 		return 1
 	}
-	return max(1, chi/float64(df))
+	return min(max(1, chi/float64(df)), maxOverdispersion)
 }
 
 // fitFourier fits log-linear daily (and, over two weeks or more, weekly)
 // harmonics by Poisson maximum likelihood and keeps the set with the lowest
-// QAIC.
-func fitFourier(b binnedCounts, spanS, mean float64) (Intensity, error) {
-	maxD, maxW := 4, 0
+// QAIC. A harmonic shorter than four bins is not fitted, and a fit whose
+// coefficients leave the model's ranges is dropped.
+func fitFourier(ctx context.Context, b binnedCounts, spanS, mean float64) (Intensity, error) {
+	maxD, maxW := min(4, int(daySeconds/(4*b.Width))), 0
 	if spanS >= 2*weekSeconds {
-		maxW = 2
+		maxW = min(2, int(weekSeconds/(4*b.Width)))
 	}
 	type fitted struct {
 		hd, hw int
@@ -171,11 +185,19 @@ func fitFourier(b binnedCounts, spanS, mean float64) (Intensity, error) {
 	var fits []fitted
 	for hd := 0; hd <= maxD; hd++ {
 		for hw := 0; hw <= maxW; hw++ {
-			coef, mu, info, err := poissonGLM(b, hd, hw, math.Log(mean))
+			coef, mu, info, err := poissonGLM(ctx, b, hd, hw, math.Log(mean))
+			if err := ctx.Err(); err != nil {
+				return Intensity{}, err
+			}
 			if err != nil {
 				return Intensity{}, fmt.Errorf("fit %d daily, %d weekly harmonics: %w", hd, hw, err)
 			}
-			fits = append(fits, fitted{hd, hw, coef, mu, poissonLogLik(b.Counts, mu), info})
+			in := Intensity{Kind: "fourier", DailyHarmonics: hd, WeeklyHarmonics: hw, Coef: coef, MeanRatePerS: mean}
+			var c checker
+			in.checkCoef(&c)
+			if ll := poissonLogLik(b.Counts, mu); len(c.probs) == 0 && !math.IsInf(ll, 0) && !math.IsNaN(ll) || hd+hw == 0 {
+				fits = append(fits, fitted{hd, hw, coef, mu, ll, info})
+			}
 		}
 	}
 	richest := fits[len(fits)-1]
@@ -196,7 +218,8 @@ func fitFourier(b binnedCounts, spanS, mean float64) (Intensity, error) {
 	return in, nil
 }
 
-// standardErrors returns sqrt(c · diag(info⁻¹)), nil when info is singular.
+// standardErrors returns sqrt(c · diag(info⁻¹)), nil when info is singular
+// or its inverse has a diagonal that is not a positive finite number.
 func standardErrors(info *mat.SymDense, c float64) []float64 {
 	var inv mat.Dense
 	if err := inv.Inverse(info); err != nil {
@@ -206,6 +229,9 @@ func standardErrors(info *mat.SymDense, c float64) []float64 {
 	se := make([]float64, n)
 	for i := range se {
 		se[i] = math.Sqrt(c * inv.At(i, i))
+		if !(se[i] < math.Inf(1)) {
+			return nil
+		}
 	}
 	return se
 }
@@ -217,7 +243,7 @@ func fitFourierFixed(b binnedCounts, hd, hw int) ([]float64, []float64, error) {
 	for _, y := range b.Counts {
 		total += y
 	}
-	coef, mu, info, err := poissonGLM(b, hd, hw, math.Log(max(total, 1)/(b.Width*float64(len(b.Counts)))))
+	coef, mu, info, err := poissonGLM(context.Background(), b, hd, hw, math.Log(max(total, 1)/(b.Width*float64(len(b.Counts)))))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,7 +253,7 @@ func fitFourierFixed(b binnedCounts, hd, hw int) ([]float64, []float64, error) {
 // poissonGLM maximises the Poisson likelihood of the binned counts under
 // log μ_b = log(width) + x_bᵀβ with BFGS, and returns β, the fitted means and
 // the Fisher information Σ μ_b x_b x_bᵀ.
-func poissonGLM(b binnedCounts, hd, hw int, logMean float64) ([]float64, []float64, *mat.SymDense, error) {
+func poissonGLM(ctx context.Context, b binnedCounts, hd, hw int, logMean float64) ([]float64, []float64, *mat.SymDense, error) {
 	k := 1 + 2*hd + 2*hw
 	n := len(b.Counts)
 	xs := make([][]float64, n)
@@ -242,7 +268,7 @@ func poissonGLM(b binnedCounts, hd, hw int, logMean float64) ([]float64, []float
 			for j, v := range x {
 				s += beta[j] * v
 			}
-			mu[i] = math.Exp(min(s, 700))
+			mu[i] = math.Exp(min(max(s, -700), 700))
 		}
 	}
 	p := optimize.Problem{
@@ -267,7 +293,7 @@ func poissonGLM(b binnedCounts, hd, hw int, logMean float64) ([]float64, []float
 	}
 	init := make([]float64, k)
 	init[0] = logMean
-	res, err := optimize.Minimize(p, init, &optimize.Settings{GradientThreshold: 1e-6}, &optimize.BFGS{})
+	res, err := optimize.Minimize(p, init, &optimize.Settings{GradientThreshold: 1e-6, Recorder: ctxRecorder{ctx}}, &optimize.BFGS{})
 	if err != nil && res == nil {
 		return nil, nil, nil, err
 	}
@@ -326,4 +352,13 @@ func fitPiecewise(b binnedCounts, spanS, mean float64) Intensity {
 	}
 	in.PieceRates = fits[best].rates
 	return in
+}
+
+// ctxRecorder stops an optimisation when its context is done.
+type ctxRecorder struct{ ctx context.Context }
+
+func (ctxRecorder) Init() error { return nil }
+
+func (r ctxRecorder) Record(*optimize.Location, optimize.Operation, *optimize.Stats) error {
+	return r.ctx.Err()
 }

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -170,7 +171,7 @@ func (f *prefixFitter) add(t float64, in int64, blocks []int64) {
 	}
 }
 
-func (f *prefixFitter) fit() (*PrefixModel, error) {
+func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 	if f.requests == 0 {
 		return nil, nil
 	}
@@ -196,7 +197,11 @@ func (f *prefixFitter) fit() (*PrefixModel, error) {
 		}
 	}
 	m.GroupLifetimeS = floatMarginal(life, 65)
-	if alpha, ci, err := fitPowerLaw(sizes); err == nil {
+	alpha, ci, err := fitPowerLaw(ctx, sizes)
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, cerr
+	}
+	if err == nil {
 		m.ZipfAlpha, m.ZipfAlphaCI95 = alpha, ci
 		m.ZipfS = 1 / (alpha - 1)
 	}
@@ -209,7 +214,7 @@ func (f *prefixFitter) fit() (*PrefixModel, error) {
 // fitPowerLaw fits P(x) = x^-α / ζ(α) for integer sizes x ≥ 1 by maximum
 // likelihood and returns α with its 95% interval from the Fisher
 // information n·Var_α[log x] = n·(ζ”/ζ − (ζ'/ζ)²).
-func fitPowerLaw(sizes []float64) (float64, [2]float64, error) {
+func fitPowerLaw(ctx context.Context, sizes []float64) (float64, [2]float64, error) {
 	n := float64(len(sizes))
 	if n < 10 {
 		return 0, [2]float64{}, fmt.Errorf("%d groups; a power-law fit needs at least 10", len(sizes))
@@ -226,16 +231,26 @@ func fitPowerLaw(sizes []float64) (float64, [2]float64, error) {
 		z, _, _ := hurwitzZeta(a, 1)
 		return a*sumLog + n*math.Log(z)
 	}
-	res, err := optimize.Minimize(optimize.Problem{Func: nll}, []float64{0}, &optimize.Settings{Converger: &optimize.FunctionConverge{Absolute: 1e-10, Iterations: 100}}, &optimize.NelderMead{})
-	if res == nil {
-		return 0, [2]float64{}, fmt.Errorf("power-law fit: %w", err)
+	res, err := optimize.Minimize(optimize.Problem{Func: nll}, []float64{0}, &optimize.Settings{Converger: &optimize.FunctionConverge{Absolute: 1e-10, Iterations: 100}, Recorder: ctxRecorder{ctx}}, &optimize.NelderMead{})
+	if res == nil || ctx.Err() != nil {
+		return 0, [2]float64{}, fmt.Errorf("power-law fit: %w", cmp.Or(ctx.Err(), err))
 	}
 	a := 1 + math.Exp(res.X[0])
+	if !(a > 1) || math.IsInf(a, 0) || math.IsInf(res.F, 0) || math.IsNaN(res.F) {
+		return 0, [2]float64{}, fmt.Errorf("power-law fit: no finite exponent (alpha %v)", a)
+	}
 	z, dz, d2z := hurwitzZeta(a, 1)
 	info := n * (d2z/z - (dz/z)*(dz/z))
+	if !(info > 0) || math.IsInf(info, 0) {
+		return a, [2]float64{a, a}, nil // no curvature to set an interval by
+	}
 	se := 1 / math.Sqrt(info)
 	return a, [2]float64{a - 1.96*se, a + 1.96*se}, nil
 }
+
+// maxPrefixBlocks bounds the prefix blocks of one generated request: with
+// small blocks a 10-million-token prompt would carry 80 MB of ids.
+const maxPrefixBlocks = 1 << 16
 
 // prefixGen assigns prefix blocks to generated requests by copying from its
 // own recent history with the fitted laws.
@@ -316,7 +331,7 @@ func (g *prefixGen) laws(in int64) (depth, age *Marginal) {
 // blocks returns the prefix blocks of a request at t (seconds) with in
 // input tokens.
 func (g *prefixGen) blocks(t float64, in int64) []int64 {
-	nb := int((in + int64(g.m.BlockSize) - 1) / int64(g.m.BlockSize))
+	nb := min(int((in+int64(g.m.BlockSize)-1)/int64(g.m.BlockSize)), maxPrefixBlocks)
 	out := make([]int64, 0, nb)
 	if t >= g.shiftAt && !g.shifted {
 		g.offset += int64(len(g.hist))

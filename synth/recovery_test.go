@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -58,7 +59,7 @@ func TestLongRecoverFourierIntensity(t *testing.T) {
 			b.Counts[i] = distuv.Poisson{Lambda: mu, Src: rng}.Rand()
 		}
 		if s <= 5 { // model choice: QAIC must keep the true harmonics
-			in, err := fitFourier(b, days*daySeconds, 2)
+			in, err := fitFourier(context.Background(), b, days*daySeconds, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +94,7 @@ func TestLongRecoverGammaShape(t *testing.T) {
 		for i := range obs {
 			obs[i] = gapObs{gap: g.Rand(), res: 1e-9}
 		}
-		r, err := fitRenewal(obs, false)
+		r, err := fitRenewal(context.Background(), obs, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +158,7 @@ func TestLongRecoverZipfExponent(t *testing.T) {
 			}
 			sizes[i] = float64(lo + 1)
 		}
-		_, ci, err := fitPowerLaw(sizes)
+		_, ci, err := fitPowerLaw(context.Background(), sizes)
 		if err != nil {
 			t.Fatal(err)
 		}

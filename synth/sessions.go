@@ -49,7 +49,7 @@ func newSessionFitter() *sessionFitter {
 
 func (f *sessionFitter) close(s *sessionState) {
 	f.sessions++
-	f.turns[s.turns]++
+	f.turns[min(s.turns, MaxSessionTurns)]++
 	if s.turns > 1 {
 		f.multi++
 	}
@@ -79,7 +79,10 @@ func (f *sessionFitter) add(id string, t float64, in, out int64, thinkMs *float6
 	if thinkMs != nil {
 		think = *thinkMs / 1000
 	}
-	f.think.add(math.Max(think, 0))
+	if !(think >= 0) { // backwards or NaN
+		think = 0
+	}
+	f.think.add(min(think, MaxThinkS))
 	f.newTokens.add(math.Max(1, float64(in-s.lastIn-s.last)))
 	s.lastTS, s.lastIn, s.last = t, in, out
 }

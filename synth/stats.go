@@ -1,16 +1,63 @@
 package synth
 
-import "math"
+import (
+	"context"
+	"math"
+	"slices"
+)
 
 // DispersionIndex returns the index of dispersion of counts (variance over
 // mean of the number of arrivals per window) for windows of w seconds laid
 // from t0 over [t0, t1). ts are arrival times in seconds. It returns NaN when
-// fewer than two whole windows fit or no arrival falls in them.
+// fewer than two whole windows fit or no arrival falls in them. Memory is
+// bounded by the arrivals, not the number of windows.
 func DispersionIndex(ts []float64, t0, t1, w float64) float64 {
-	n := int((t1 - t0) / w)
-	if n < 2 {
+	nw := math.Floor((t1 - t0) / w)
+	if !(nw >= 2) {
 		return math.NaN()
 	}
+	if nw <= max(1<<20, 4*float64(len(ts))) {
+		return denseDispersion(ts, t0, w, int(nw))
+	}
+	// Many more windows than arrivals: Σc and Σc² over the windows that
+	// hold arrivals (the rest add 0).
+	var sum, sq float64
+	if slices.IsSorted(ts) {
+		cur, c := -1.0, 0.0
+		for _, t := range ts {
+			k := math.Floor((t - t0) / w)
+			if k < 0 || k >= nw {
+				continue
+			}
+			if k != cur {
+				sq += c * c
+				cur, c = k, 0
+			}
+			c++
+			sum++
+		}
+		sq += c * c
+	} else {
+		counts := map[float64]float64{}
+		for _, t := range ts {
+			if k := math.Floor((t - t0) / w); k >= 0 && k < nw {
+				counts[k]++
+				sum++
+			}
+		}
+		for _, c := range counts {
+			sq += c * c
+		}
+	}
+	mean := sum / nw
+	if mean == 0 {
+		return math.NaN()
+	}
+	return (sq - nw*mean*mean) / (nw - 1) / mean
+}
+
+// denseDispersion is DispersionIndex with one counter per window.
+func denseDispersion(ts []float64, t0, w float64, n int) float64 {
 	counts := make([]float64, n)
 	for _, t := range ts {
 		k := int(math.Floor((t - t0) / w))
@@ -114,17 +161,26 @@ func (c *lruCache) HitRate() float64 {
 // block-level LRU caches of the given capacities in tokens, and returns each
 // cache's block hit rate.
 func LRUHitRates(blocks [][]int64, blockSize int, capacitiesTokens []float64) []float64 {
+	out, _ := lruHitRates(context.Background(), blocks, blockSize, capacitiesTokens)
+	return out
+}
+
+// lruHitRates is LRUHitRates, checking ctx every 4096 requests.
+func lruHitRates(ctx context.Context, blocks [][]int64, blockSize int, capacitiesTokens []float64) ([]float64, error) {
 	out := make([]float64, len(capacitiesTokens))
 	for i, capTokens := range capacitiesTokens {
 		c := newLRU(int(capTokens / float64(blockSize)))
-		for _, bs := range blocks {
+		for j, bs := range blocks {
+			if j&4095 == 0 && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			for _, b := range bs {
 				c.access(b)
 			}
 		}
 		out[i] = c.HitRate()
 	}
-	return out
+	return out, nil
 }
 
 // hurwitzZeta returns ζ(s, q) = Σ_{k≥0} (k+q)^-s for s > 1, with its first

@@ -164,6 +164,8 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 	addKS := func(name string, a, b []float64) {
 		push(Check{Name: name, Diff: rank.KS(a, b), Statistic: true})
 	}
+	// The checks below sort and count every row; ctx is checked between
+	// them and inside the LRU replay.
 	addKS("ks_input_tokens", real.in, syn.in)
 	addKS("ks_output_tokens", real.out, syn.out)
 	ri, si := sortedCopy(real.in), sortedCopy(syn.in)
@@ -184,6 +186,9 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		}
 	}
 	push(worst)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 
 	rg, sg := gaps(real.ts), gaps(syn.ts)
 	for _, q := range []struct {
@@ -201,6 +206,9 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		}
 		add(fmt.Sprintf("dispersion_%gs", w), rdI, sdI, true)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if e, r, s, ok := perMinuteRateError(real, syn); ok {
 		push(Check{Name: "rate_per_minute", Real: r, Synth: s, Diff: e, Relative: true})
 	} else {
@@ -211,8 +219,14 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		for i, c := range LRUCapacities {
 			caps[i] = c.Tokens
 		}
-		rh := LRUHitRates(real.blocks, real.blockSize, caps)
-		sh := LRUHitRates(syn.blocks, syn.blockSize, caps)
+		rh, err := lruHitRates(ctx, real.blocks, real.blockSize, caps)
+		if err != nil {
+			return nil, err
+		}
+		sh, err := lruHitRates(ctx, syn.blocks, syn.blockSize, caps)
+		if err != nil {
+			return nil, err
+		}
 		for i, c := range LRUCapacities {
 			add("lru_hit_"+c.Name, rh[i], sh[i], false)
 		}

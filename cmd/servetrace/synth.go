@@ -61,6 +61,10 @@ Example:
 			if err != nil {
 				return err
 			}
+			// An interrupted fit writes nothing, even if it got to the end.
+			if err := c.Context.Err(); err != nil {
+				return fmt.Errorf("fit interrupted, no model written: %w", err)
+			}
 			if err := synth.WriteModel(c.String("out"), m); err != nil {
 				return err
 			}
