@@ -24,7 +24,7 @@ test: vet fmt-check test-timing test-unit test-interop test-fuzz
 FUZZTIME ?= 2000x
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
 	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent \
-	./trace:FuzzBucketReadChecks
+	./trace:FuzzBucketReadChecks ./synth:FuzzReadModel
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($(FUZZTIME))"; \

@@ -453,7 +453,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 		Temperature: prev.Temperature, TopP: prev.TopP, ThinkTimeMs: &think}
 	if g.prefix != nil {
 		bs := g.prefix.m.BlockSize
-		nb := int((in + int64(bs) - 1) / int64(bs))
+		nb := min(int((in+int64(bs)-1)/int64(bs)), maxPrefixBlocks)
 		full := min(int(prev.InputTokens/int64(bs)), len(prev.PrefixBlocks), nb)
 		if g.prefix.cold != nil && g.prefix.cold(p.at) {
 			full = 0

@@ -162,6 +162,13 @@ func TestReadModelRejectsHostileValues(t *testing.T) {
 		{"negative row count", "azure", func(m *Model) { m.Source.Rows = -1 }, "source.rows"},
 		{"candidate log-likelihood -Inf", "azure", func(m *Model) { m.Arrivals.Renewal.Candidates[0].LogLik = math.Inf(-1) }, "arrivals.renewal.candidates[0].log_lik"},
 		{"no length classes", "azure", func(m *Model) { m.Lengths = nil }, "lengths"},
+		{"mix value with a newline", "azure", func(m *Model) { m.Mix.Model.Values[0] = "gpt\nInjected: 1" }, "mix.model.values[0]"},
+		{"mix api grpc", "azure", func(m *Model) { m.Mix.API = Categorical{Values: []string{"grpc"}, Shares: []float64{1}} }, "mix.api.values[0]"},
+		{"mix temperature -1", "azure", func(m *Model) { m.Mix.Temperature = Categorical{Values: []string{"-1"}, Shares: []float64{1}} }, "mix.temperature.values[0]"},
+		{"mix of 65 features", "azure", func(m *Model) {
+			m.Mix.Features = Categorical{Values: []string{strings.Repeat("f+", 64) + "f"}, Shares: []float64{1}}
+		}, "mix.features.values[0]"},
+		{"class api soap", "azure", func(m *Model) { m.Lengths[0].API = "soap" }, "lengths[0].api"},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {
@@ -200,6 +207,34 @@ func TestReadModelRejectsHostileValues(t *testing.T) {
 				t.Fatalf("error of %d bytes: %s", len(err.Error()), err)
 			}
 		})
+	}
+}
+
+// TestGeneratePrefixBlocksBounded: one-token blocks and inputs of up to
+// 10 million tokens give at most maxPrefixBlocks blocks per request.
+func TestGeneratePrefixBlocksBounded(t *testing.T) {
+	m := testModel(t, "mooncake")
+	m.Prefix.BlockSize = 1
+	k := m.Lengths[0].Input.Knots
+	for i := range k {
+		k[i] = MaxModelTokens
+	}
+	m.Lengths[0].Input.Atoms = nil
+	rows := 0
+	err, ok := withinDeadline(t, 30*time.Second, func() error {
+		_, err := Generate(context.Background(), m, GenerateOptions{Duration: 10 * time.Second}, func(r trace.Request) error {
+			if len(r.PrefixBlocks) > maxPrefixBlocks {
+				return fmt.Errorf("row %d has %d prefix blocks", rows, len(r.PrefixBlocks))
+			}
+			if rows++; rows >= 5 {
+				return errRunaway
+			}
+			return nil
+		})
+		return err
+	})
+	if ok && !errors.Is(err, errRunaway) {
+		t.Fatal(err)
 	}
 }
 

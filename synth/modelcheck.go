@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -48,6 +49,7 @@ const (
 	maxChainClasses     = 16
 	maxChainOrder       = 4
 	shareTolerance      = 1e-3
+	maxRescaledGap      = 1e15 // a gap chain's gaps, in mean gaps
 	minTimeScale        = 1e-6
 	maxTimeScale        = 1e6
 	maxProblems         = 3 // problems an error lists
@@ -168,7 +170,46 @@ func (c *checker) marginal(path string, m *Marginal, lo, hi float64, unit string
 	}
 }
 
-func (c *checker) categorical(path string, cat *Categorical) {
+// column checks a value a generated row will carry, by the trace's own
+// rules for that column (set puts it in a probe row).
+func (c *checker) column(path, v string, set func(r *trace.Request)) {
+	r := trace.Request{Identity: trace.Identity{RequestID: "probe"}}
+	set(&r)
+	err := r.Validate()
+	if err == nil {
+		return
+	}
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	var fe *trace.FieldError
+	if errors.As(err, &fe) {
+		c.bad(path, "%q cannot be a row's %s: %s", v, fe.Field, fe.Reason)
+		return
+	}
+	c.bad(path, "%q: %v", v, err)
+}
+
+// columns maps each mix attribute to the row column it fills.
+var columns = map[string]func(r *trace.Request, v string){
+	"model":       func(r *trace.Request, v string) { r.Model = v },
+	"adapter":     func(r *trace.Request, v string) { r.Adapter = v },
+	"tenant":      func(r *trace.Request, v string) { r.Tenant = v },
+	"api":         func(r *trace.Request, v string) { r.API = v },
+	"stream":      func(*trace.Request, string) {},
+	"temperature": func(r *trace.Request, v string) { r.Temperature = parseFloatKey(v) },
+	"top_p":       func(r *trace.Request, v string) { r.TopP = parseFloatKey(v) },
+	"features": func(r *trace.Request, v string) {
+		if v != "" {
+			r.Features = strings.Split(v, "+")
+		}
+	},
+}
+
+func (c *checker) categorical(path string, cat *Categorical, set func(r *trace.Request, v string)) {
+	for i, v := range cat.Values {
+		c.column(fmt.Sprintf("%s.values[%d]", path, i), v, func(r *trace.Request) { set(r, v) })
+	}
 	if len(cat.Values) > maxCategories {
 		c.bad(path+".values", "has %d values, at most %d", len(cat.Values), maxCategories)
 	}
@@ -251,7 +292,7 @@ func (m *Model) check(c *checker) {
 		c    *Categorical
 	}{{"model", &mx.Model}, {"adapter", &mx.Adapter}, {"tenant", &mx.Tenant}, {"api", &mx.API}, {"stream", &mx.Stream},
 		{"temperature", &mx.Temperature}, {"top_p", &mx.TopP}, {"features", &mx.Features}} {
-		c.categorical("mix."+f.name, f.c)
+		c.categorical("mix."+f.name, f.c, columns[f.name])
 	}
 }
 
@@ -275,15 +316,9 @@ func (a *ArrivalModel) check(c *checker) {
 			c.bad(p+"coef", "has %d coefficients for %d daily and %d weekly harmonics, want %d", len(in.Coef), in.DailyHarmonics, in.WeeklyHarmonics, want)
 			break
 		}
-		ok := true
-		for i, v := range in.Coef {
-			ok = c.num(fmt.Sprintf("%scoef[%d]", p, i), v, -maxFourierCoef, maxFourierCoef, "") && ok
-		}
+		in.checkCoef(c)
 		if n := len(in.CoefSE); n != 0 && n != len(in.Coef) {
 			c.bad(p+"coef_se", "has %d entries for %d coefficients", n, len(in.Coef))
-		}
-		if peak := in.peakRate(); ok && peak > MaxRatePerS {
-			c.bad(p+"coef", "gives a peak rate of %.3g requests/s, more than %s (MaxRatePerS)", peak, num(MaxRatePerS))
 		}
 	case "piecewise":
 		for i, r := range in.PieceRates {
@@ -348,14 +383,14 @@ func (g *GapChain) check(c *checker, p string) {
 	}
 	for i, e := range g.Edges {
 		q := fmt.Sprintf("%s.edges[%d]", p, i)
-		if c.num(q, e, 0, MaxModelSeconds, "") && i > 0 && e < g.Edges[i-1] {
+		if c.num(q, e, 0, maxRescaledGap, "(mean gaps)") && i > 0 && e < g.Edges[i-1] {
 			c.bad(q, "%s is below edges[%d] %s: edges must not decrease", num(e), i-1, num(g.Edges[i-1]))
 		}
 	}
 	moves := false
 	for j := range g.Quantiles {
 		q := &Marginal{Knots: g.Quantiles[j]}
-		c.marginal(fmt.Sprintf("%s.quantiles[%d]", p, j), q, 0, MaxModelSeconds, "(rescaled gaps)", true)
+		c.marginal(fmt.Sprintf("%s.quantiles[%d]", p, j), q, 0, maxRescaledGap, "(mean gaps)", true)
 		moves = moves || slices.Max(append([]float64{0}, q.Knots...)) > 0
 	}
 	if !moves {
@@ -372,12 +407,14 @@ func (g *GapChain) check(c *checker, p string) {
 		}
 		c.shares(q, row, 0, true)
 	}
-	if c.num(p+".scale", g.Scale, 0, MaxModelSeconds, "") && g.Scale == 0 {
+	if c.num(p+".scale", g.Scale, 0, maxRescaledGap, "") && g.Scale == 0 {
 		c.bad(p+".scale", "must be positive")
 	}
 }
 
 func (l *LengthClass) check(c *checker, p string) {
+	c.column(p+".model", l.Model, func(r *trace.Request) { r.Model = l.Model })
+	c.column(p+".api", l.API, func(r *trace.Request) { r.API = l.API })
 	c.prob(p+".share", l.Share)
 	c.marginal(p+".input_tokens", &l.Input, 0, MaxModelTokens, "tokens (MaxModelTokens)", true)
 	c.marginal(p+".output_tokens", &l.Output, 0, MaxModelTokens, "tokens (MaxModelTokens)", true)
@@ -436,8 +473,21 @@ func (pm *PrefixModel) check(c *checker) {
 		c.marginal(q+".depth_share", &b.Depth, 0, 1, "(a share of blocks)", true)
 		c.marginal(q+".reuse_age_s", &b.AgeS, 0, MaxModelSeconds, "s", true)
 	}
-	c.num("prefix.new_groups_per_s", pm.NewGroupsPerS, 0, MaxRatePerS, "groups/s")
 	c.marginal("prefix.group_lifetime_s", &pm.GroupLifetimeS, 0, MaxModelSeconds, "s", false)
+}
+
+// checkCoef checks a Fourier intensity's coefficients (as many as its
+// harmonics want): each within ±maxFourierCoef, the peak rate at most
+// MaxRatePerS.
+func (in *Intensity) checkCoef(c *checker) {
+	const p = "arrivals.intensity."
+	ok := true
+	for i, v := range in.Coef {
+		ok = c.num(fmt.Sprintf("%scoef[%d]", p, i), v, -maxFourierCoef, maxFourierCoef, "") && ok
+	}
+	if peak := in.peakRate(); ok && peak > MaxRatePerS {
+		c.bad(p+"coef", "gives a peak rate of %.3g requests/s, more than %s (MaxRatePerS)", peak, num(MaxRatePerS))
+	}
 }
 
 // peakRate is the intensity's highest rate: the largest piece, or the

@@ -208,6 +208,9 @@ func (s *Scenario) Check() error {
 	if s.AfterMs < 0 || s.AfterMs > trace.MaxClientMs || s.ReadDelayMs < 0 || s.ReadDelayMs > trace.MaxClientMs {
 		return fmt.Errorf("%s: after_ms and read_delay_ms must be within [0, %d] (a week)", s.Name, trace.MaxClientMs)
 	}
+	if err := (&trace.Request{Identity: trace.Identity{RequestID: "probe", Tenant: s.Tenant, Model: s.To}}).Validate(); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
 	def := func(p *float64, v float64) {
 		if *p == 0 {
 			*p = v
