@@ -4,13 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,15 +209,33 @@ func TestClientTimeoutAndRefused(t *testing.T) {
 	}
 
 	// A port nobody listens on: connection refused.
-	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln2.Addr().String()
-	ln2.Close()
-	r = testRunner("http://" + addr)
+	r = testRunner("http://" + refusingAddr(t))
 	res = trace.Result{Shape: trace.Shape{API: trace.APIChat}}
 	r.exchange(context.Background(), nil, []byte(`{}`), true, &res, nil)
 	if res.Outcome != trace.OutcomeConnError || !strings.Contains(res.Error, "refused") {
 		t.Errorf("closed port: outcome %s (%s), want conn_error: connection refused", res.Outcome, res.Error)
 	}
+}
+
+// refusingAddr returns a loopback address that refuses connections for
+// the rest of the test: a TCP socket bound to the port and never listening
+// holds it, so no other test or process can listen there meanwhile, as they
+// could on a port reserved by listening and closing.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func TestClientOnDocumentedServerFormats(t *testing.T) {
@@ -241,9 +261,13 @@ func TestClientOnDocumentedServerFormats(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Deliver each event in its own TCP write, a few ms apart, so the
-			// role-only chunk and the first token arrive at different times.
-			r := testRunner(pacedSSEServer(t, string(body), 3*time.Millisecond))
+			// Deliver each event in its own Read, on a clock that ticks at
+			// every reading, so the role-only chunk and the first token
+			// arrive at different times whatever the scheduler does.
+			r := testRunner("http://unused")
+			r.client = &http.Client{Transport: eventPerRead(string(body))}
+			var now atomic.Int64
+			r.clock = func() int64 { return now.Add(int64(time.Millisecond)) }
 			res := trace.Result{Shape: trace.Shape{API: trace.APIChat}}
 			r.exchange(context.Background(), nil, []byte(`{}`), true, &res, nil)
 			if res.Outcome != trace.OutcomeOK {
@@ -262,20 +286,38 @@ func TestClientOnDocumentedServerFormats(t *testing.T) {
 	}
 }
 
-// pacedSSEServer streams body's events one TCP write at a time, gap apart.
-func pacedSSEServer(t *testing.T, body string, gap time.Duration) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range strings.SplitAfter(body, "\n\n") {
-			if ev == "" {
-				continue
-			}
-			io.WriteString(w, ev)
-			w.(http.Flusher).Flush()
-			time.Sleep(gap)
+// eventPerRead answers every request with body as an SSE stream whose
+// Reads return one event each (up to and including its blank line), as if
+// each event were its own TCP segment read on its own.
+type eventPerRead string
+
+func (e eventPerRead) RoundTrip(req *http.Request) (*http.Response, error) {
+	var events []string
+	for _, ev := range strings.SplitAfter(string(e), "\n\n") {
+		if ev != "" {
+			events = append(events, ev)
 		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	}
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: &eventReader{events: events}, ContentLength: -1, Request: req}, nil
 }
+
+// eventReader returns one event per Read.
+type eventReader struct {
+	events []string
+	cur    string
+}
+
+func (r *eventReader) Read(p []byte) (int, error) {
+	if r.cur == "" {
+		if len(r.events) == 0 {
+			return 0, io.EOF
+		}
+		r.cur, r.events = r.events[0], r.events[1:]
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+func (r *eventReader) Close() error { return nil }
