@@ -33,16 +33,21 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// TTFT modes.
+// TTFTMode says which event ends TTFT.
+type TTFTMode string
+
+// TTFT modes: the first event with content (the default), or the first
+// chunk with non-empty choices even if its text is empty, as vllm bench
+// serve counts it.
 const (
-	TTFTFirstContent = "first-content"
-	TTFTFirstChunk   = "first-chunk"
+	TTFTFirstContent TTFTMode = "first-content"
+	TTFTFirstChunk   TTFTMode = "first-chunk"
 )
 
 // Options controls Analyze.
 type Options struct {
 	// TTFTMode is TTFTFirstContent (default) or TTFTFirstChunk.
-	TTFTMode string
+	TTFTMode TTFTMode
 	// Percentiles to report, in percent (default 50, 90, 95, 99, 99.9).
 	Percentiles []float64
 	// Bootstrap configures the bootstrap intervals of per-request metrics
@@ -110,7 +115,7 @@ func (r RunSummary) TruncationWarning() string {
 // Report is the result of an analysis.
 type Report struct {
 	Runs     []RunSummary `json:"runs"`
-	TTFTMode string       `json:"ttft_mode"`
+	TTFTMode TTFTMode     `json:"ttft_mode"`
 	Requests Counts       `json:"requests"`
 	// Metrics maps a metric name (ttft_ms, ...) to its distribution.
 	Metrics    map[string]Distribution `json:"metrics"`

@@ -25,7 +25,7 @@ const (
 // CompareOptions controls Compare.
 type CompareOptions struct {
 	// TTFTMode as in Options.
-	TTFTMode string
+	TTFTMode TTFTMode
 	// Confidence of the intervals and of the family of verdicts (default
 	// 0.95): Holm's correction keeps the chance of any false "better" or
 	// "worse" across the rows under 1 − Confidence.

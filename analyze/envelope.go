@@ -67,9 +67,9 @@ type Step struct {
 	Counted    int          `json:"counted"`
 }
 
-// AnalyzeEnvelope analyses a load sweep: each run (run id) is a step; a single
+// FindEnvelope analyses a load sweep: each run (run id) is a step; a single
 // run with several phases is split by phase.
-func AnalyzeEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
+func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 	if len(runDirs) == 0 {
 		return nil, fmt.Errorf("envelope needs the run directories of a sweep, or one run with phases")
 	}

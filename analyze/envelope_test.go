@@ -51,7 +51,7 @@ func TestEnvelopeSweep(t *testing.T) {
 		writeRun(t, d, fmt.Sprintf("run-%d", i), rows, rate)
 		dirs = append(dirs, d)
 	}
-	env, err := AnalyzeEnvelope(dirs, EnvelopeOptions{Options: Options{SLO: SLO{TTFT: 200 * time.Millisecond}}})
+	env, err := FindEnvelope(dirs, EnvelopeOptions{Options: Options{SLO: SLO{TTFT: 200 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ Example:
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (same as --format json)"},
 			&cli.BoolFlag{Name: "markdown", Usage: "print the report as Markdown (same as --format markdown)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table|json|markdown|vllm (vllm: the JSON field names of vllm bench serve results)"},
-			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk (first-chunk counts a role-only chunk, as vllm bench does)"},
+			&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk (first-chunk counts a role-only chunk, as vllm bench does)"},
 			&cli.StringFlag{Name: "percentiles", Value: "50,90,95,99,99.9", Usage: "comma-separated percentiles"},
 			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed (same seed, same intervals)"},
@@ -82,7 +82,7 @@ Example:
 					return usageError("--html: " + err.Error())
 				}
 			}
-			opts := analyze.Options{TTFTMode: c.String("ttft-mode"), Percentiles: pcts,
+			opts := analyze.Options{TTFTMode: analyze.TTFTMode(c.String("ttft-mode")), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
 				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged")}
 			rep, err := interruptible(c.Context, func() (*analyze.Report, error) { return analyze.AnalyzeContext(c.Context, c.Args().Slice(), opts) })

@@ -31,7 +31,7 @@ Example:
 			&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},
 			&cli.Float64Flag{Name: "confidence", Value: 0.95, Usage: "confidence of intervals and verdicts (family-wise)"},
 			&cli.StringFlag{Name: "testing", Usage: "the run.json label under test (set with replay --label KEY=VALUE); it may differ between the sides"},
-			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk"},
+			&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk"},
 			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed"},
 			&cli.Float64Flag{Name: "max-ks", Value: 0.05, Usage: "largest token-distribution KS distance still comparable"},
@@ -52,7 +52,7 @@ Example:
 				return usageError(err.Error())
 			}
 			res, err := interruptible(c.Context, func() (*analyze.Comparison, error) {
-				return analyze.Compare(a, b, analyze.CompareOptions{TTFTMode: c.String("ttft-mode"), Confidence: c.Float64("confidence"),
+				return analyze.Compare(a, b, analyze.CompareOptions{TTFTMode: analyze.TTFTMode(c.String("ttft-mode")), Confidence: c.Float64("confidence"),
 					Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed")}, Testing: c.String("testing"), MaxKS: c.Float64("max-ks")})
 			})
 			if err != nil {

@@ -30,7 +30,7 @@ Example:
 			&cli.BoolFlag{Name: "json", Usage: "print the envelope as JSON"},
 			&cli.StringFlag{Name: "slo", Usage: "objectives, e.g. ttft=800ms,tpot=50ms (without: goodput = completed)"},
 			&cli.Float64Flag{Name: "attainment", Value: 0.99, Usage: "share of a step's requests that must meet the SLO"},
-			&cli.StringFlag{Name: "ttft-mode", Value: analyze.TTFTFirstContent, Usage: "first-content|first-chunk"},
+			&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML page with the envelope plot"},
 		},
 		Action: func(c *cli.Context) error {
@@ -50,7 +50,7 @@ Example:
 				dirs = append(dirs, d...)
 			}
 			env, err := interruptible(c.Context, func() (*analyze.Envelope, error) {
-				return analyze.AnalyzeEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: slo, TTFTMode: c.String("ttft-mode")},
+				return analyze.FindEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: slo, TTFTMode: analyze.TTFTMode(c.String("ttft-mode"))},
 					Attainment: c.Float64("attainment")})
 			})
 			if err != nil {
