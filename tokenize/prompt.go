@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -65,7 +66,7 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 		return nil, fmt.Errorf("tokenize: only %d single-token words under %s; cannot synthesize prompts of exact length", len(words), tok.Name())
 	}
 	b := &PromptBuilder{tok: tok, blockSize: blockSize, words: words}
-	if n := tok.Count(b.Build(300, nil, 1)); n != 300 {
+	if n := tok.Count(b.build(300, nil, 1)); n != 300 {
 		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style --tokenizer", n, tok.Name())
 	}
 	return b, nil
@@ -77,11 +78,38 @@ func (b *PromptBuilder) BlockSize() int { return b.blockSize }
 // Counter returns the builder's token counter.
 func (b *PromptBuilder) Counter() Counter { return b.tok }
 
-// Build returns text of exactly tokens tokens. Block i covers tokens
+// MaxPromptTokens is the longest prompt Prompt builds: 10,000,000 tokens,
+// above any served context. A longer count is a fault in the workload, not
+// a prompt: at about 7 bytes a token, 10^9 tokens would take 7 GB.
+const MaxPromptTokens = 10_000_000
+
+// ErrTooManyTokens is returned (wrapped) for a token count above
+// MaxPromptTokens.
+var ErrTooManyTokens = errors.New("above tokenize.MaxPromptTokens (10000000)")
+
+// Prompt returns text of exactly tokens tokens, or an error wrapping
+// ErrTooManyTokens for a count above MaxPromptTokens. Block i covers tokens
 // [i·B, (i+1)·B) and is generated from blocks[i]; tokens past the given
 // blocks (or all of them, when blocks is empty) are generated from seed, so
 // give each request a distinct seed for text no other request shares.
+func (b *PromptBuilder) Prompt(tokens int64, blocks []int64, seed uint64) (string, error) {
+	if tokens > MaxPromptTokens {
+		return "", fmt.Errorf("a prompt of %d tokens is %w", tokens, ErrTooManyTokens)
+	}
+	return b.build(int(tokens), blocks, seed), nil
+}
+
+// Build is Prompt for a count known to be at most MaxPromptTokens; it
+// panics with an error wrapping ErrTooManyTokens above it.
 func (b *PromptBuilder) Build(tokens int, blocks []int64, seed uint64) string {
+	s, err := b.Prompt(int64(tokens), blocks, seed)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 	if tokens <= 0 {
 		return ""
 	}
@@ -117,8 +145,10 @@ func SeedFor(requestID string) uint64 {
 }
 
 // Words returns count space-prefixed single-token words from seed, for
-// generated completions; the result has exactly count tokens.
+// generated completions; the result has exactly count tokens. A count above
+// MaxPromptTokens gets MaxPromptTokens words.
 func (b *PromptBuilder) Words(count int, seed uint64) []string {
+	count = max(0, min(count, MaxPromptTokens))
 	rng := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
 	out := make([]string, count)
 	for i := range out {

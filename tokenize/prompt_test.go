@@ -1,6 +1,8 @@
 package tokenize
 
 import (
+	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -97,4 +99,28 @@ func BenchmarkCount4kTokens(b *testing.B) {
 		_ = tok.Count(text)
 	}
 	b.ReportMetric(float64(4096*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// TestPromptRefusesImpossibleCounts: a count above MaxPromptTokens is an
+// error, not a panic (makeslice at 10^18) or an exhausted memory (10^9).
+func TestPromptRefusesImpossibleCounts(t *testing.T) {
+	tok, err := Get(CL100K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewPromptBuilder(tok, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int64{MaxPromptTokens + 1, 1e9, 1e12, 1e18, math.MaxInt64} {
+		if s, err := b.Prompt(n, nil, 1); !errors.Is(err, ErrTooManyTokens) || s != "" {
+			t.Errorf("Prompt(%d) = %d bytes, %v; want ErrTooManyTokens", n, len(s), err)
+		}
+	}
+	if s, err := b.Prompt(-5, nil, 1); err != nil || s != "" {
+		t.Errorf("Prompt(-5) = %q, %v; want an empty prompt", s, err)
+	}
+	if s, err := b.Prompt(3, []int64{1}, 1); err != nil || tok.Count(s) != 3 {
+		t.Errorf("Prompt(3) = %q, %v", s, err)
+	}
 }
