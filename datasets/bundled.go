@@ -1,6 +1,3 @@
-// Package datasets reads public LLM trace formats (Azure LLM inference
-// traces 2023/2024, Mooncake) into servetrace request records, and bundles
-// small real samples of them, with attribution, for the demo and the tests.
 package datasets
 
 import (
