@@ -117,7 +117,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		tenantCounts = counter.counts
 	}
 	wo := opts.Writer
-	wo.Force, wo.Inputs = opts.Force, inputs
+	wo.Force, wo.Inputs, wo.Context = opts.Force, inputs, ctx
 	w, err := trace.NewBucketWriter(outDir, wo)
 	if err != nil {
 		return nil, err

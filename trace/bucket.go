@@ -37,6 +37,10 @@ type WriterOptions struct {
 	// same directory: its manifest and rejects get shard names, other
 	// shards' files are left alone, and MergeShards joins the manifests.
 	Shard string
+	// Context, when set, stops a part being written between row groups
+	// once it ends, so an interrupted conversion stops within a row group's
+	// time; the writer must then be aborted.
+	Context context.Context
 	// Inputs are the paths the writer's rows come from: the output may not
 	// be one of them, lie inside one or hold one.
 	Inputs []string
@@ -326,7 +330,11 @@ func (w *BucketWriter) flushPartition(p string) error {
 	if w.pw == nil {
 		w.pw = &partWriter[Request]{rowGroupRows: w.opts.RowGroupRows}
 	}
-	if err := w.pw.write(filepath.Join(w.stage, rel), rows); err != nil {
+	ctx := w.opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := w.pw.write(ctx, filepath.Join(w.stage, rel), rows); err != nil {
 		return err
 	}
 	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(len(rows)), MinTS: rows[0].TS, MaxTS: rows[len(rows)-1].TS})

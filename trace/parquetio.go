@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -19,7 +20,7 @@ const DefaultRowGroupRows = 128 << 10
 // file in the same directory, syncs it, and renames it into place, so a crash
 // never leaves a file under the final name that looks whole but is not.
 func writePartFile[T any](path string, rows []T, rowGroupRows int) error {
-	return (&partWriter[T]{rowGroupRows: rowGroupRows}).write(path, rows)
+	return (&partWriter[T]{rowGroupRows: rowGroupRows}).write(context.Background(), path, rows)
 }
 
 // partWriter writes part files one after another with one Parquet writer,
@@ -30,7 +31,9 @@ type partWriter[T any] struct {
 	w            *parquet.GenericWriter[T]
 }
 
-func (pw *partWriter[T]) write(path string, rows []T) (err error) {
+// write writes rows as the part at path, stopping with ctx's error between
+// row groups once ctx ends (a part of 512k rows takes about a second).
+func (pw *partWriter[T]) write(ctx context.Context, path string, rows []T) (err error) {
 	if pw.rowGroupRows <= 0 {
 		pw.rowGroupRows = DefaultRowGroupRows
 	}
@@ -60,6 +63,9 @@ func (pw *partWriter[T]) write(path string, rows []T) (err error) {
 	}
 	w := pw.w
 	for start := 0; start < len(rows); start += pw.rowGroupRows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		end := min(start+pw.rowGroupRows, len(rows))
 		if _, err := w.Write(rows[start:end]); err != nil {
 			return fmt.Errorf("write parquet rows to %s: %w", path, err)
