@@ -1,7 +1,7 @@
 // Package analyze turns replay results into latency, throughput and outcome
 // figures, each percentile with a confidence interval and its sample count.
 //
-// Definitions (DESIGN.md, one definition everywhere):
+// Definitions (docs/architecture.md, one definition everywhere):
 //   - TTFT = first_token_ns − sent_ns (first-content mode, the default) or
 //     first_chunk_ns − sent_ns (first-chunk mode, as vllm bench serve counts).
 //     TTFT from the intended time (− scheduled_ns) is reported beside it so
@@ -401,7 +401,7 @@ func (x *extracted) values(name string) []float64 {
 	return vals
 }
 
-// extract computes every per-request metric of rows (DESIGN.md definitions).
+// extract computes every per-request metric of rows (docs/architecture.md definitions).
 func extract(c *resultColumns, opts Options) *extracted { return extractRows(c, opts, nil) }
 
 // extractRows is extract over the rows idx (nil: every row).

@@ -2,8 +2,8 @@
 // per request of a trace or workload), the result record (one row per
 // replayed request), and the Parquet bucket layout that stores them.
 //
-// The column names, units and nullability follow DESIGN.md; a change to any of
-// them bumps SchemaVersion.
+// The column names, units and nullability are documented in
+// docs/architecture.md; a change to any of them bumps SchemaVersion.
 package trace
 
 import "time"

@@ -1,8 +1,8 @@
 // Package anon turns identifying values into keyed hashes: request and
 // session ids into salted 64-bit ids, tenant and user ids into HMACs, and
-// prompt token sequences into chained prefix-block ids (DESIGN.md: block i
-// covers tokens [i·B, (i+1)·B), its id is keyed and chained over every token
-// up to the block's end, the last partial block included).
+// prompt token sequences into chained prefix-block ids (docs/architecture.md:
+// block i covers tokens [i·B, (i+1)·B), its id is keyed and chained over
+// every token up to the block's end, the last partial block included).
 //
 // Everything is keyed by one salt. The same salt links ids across
 // conversions; without one, a random salt is used and ids do not link. The

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"go/build"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLayering holds every package to the import table of
+// docs/architecture.md: arrows point down, nothing imports cmd, and no
+// library imports a sibling on its own level.
+func TestLayering(t *testing.T) {
+	const module = "github.com/servetrace/servetrace/"
+	internal := []string{"internal/rank", "internal/promtext", "internal/opterr", "internal/termsafe"}
+	allowed := map[string][]string{
+		"internal/rank": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil,
+		"tokenize":   nil,
+		"trace/anon": nil,
+		"trace":      internal,
+		"datasets":   append([]string{"trace", "trace/anon", "tokenize"}, internal...),
+		"synth":      append([]string{"trace"}, internal...),
+		"replay":     append([]string{"trace", "tokenize"}, internal...),
+		"replay/sim": append([]string{"trace", "tokenize"}, internal...),
+		"analyze":    append([]string{"trace"}, internal...),
+	}
+	root := filepath.Join("..", "..")
+	for pkg, may := range allowed {
+		p, err := build.ImportDir(filepath.Join(root, pkg), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", pkg, err)
+		}
+		for _, imp := range p.Imports {
+			dep, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			if !slices.Contains(may, dep) {
+				t.Errorf("%s imports %s, which docs/architecture.md does not allow (it may import %v)", pkg, dep, may)
+			}
+		}
+	}
+	// Every package of the module but cmd is in the table, so a new one
+	// must be placed in it (and in the doc).
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		base := d.Name()
+		if rel != "." && (strings.HasPrefix(base, ".") || base == "testdata" || rel == "cmd" || rel == "interop" || rel == "deploy") {
+			return filepath.SkipDir
+		}
+		if bp, err := build.ImportDir(p, 0); err == nil && len(bp.GoFiles) > 0 && bp.Name != "main" {
+			if _, ok := allowed[rel]; !ok {
+				t.Errorf("package %s is not in the layering table: add it here and to docs/architecture.md", rel)
+			}
+		}
+		return nil
+	})
+}
