@@ -51,7 +51,7 @@ func writeSyntheticRun(tb testing.TB, dir string, n int) {
 	}
 }
 
-// BenchmarkFullReport1M is the Done-means benchmark: a full report on
+// BenchmarkFullReport1M measures a full report on
 // 1,000,000 result rows with 16 content events each (16 million ITL
 // samples), with 2,000 bootstrap resamples for every per-request
 // percentile. SERVETRACE_BENCH_ROWS overrides the row count.

@@ -32,9 +32,8 @@ const BlockAuto = 0
 // the sample's p-quantile, F̂(q̂p): a mean of indicators, which the
 // (moving-block) bootstrap estimates well, where the percentile bootstrap of
 // an extreme quantile under time correlation covers far less than its
-// nominal level (measured: 82% for a nominal 95% on AR(1) φ = 0.9, against
-// 91% here). The interval is [Q̂(p − z·se), Q̂(p + z·se)], read off the one
-// sorted sample.
+// nominal level (docs/measurements.md). The interval is
+// [Q̂(p − z·se), Q̂(p + z·se)], read off the one sorted sample.
 //
 // Replicates are drawn without expanding any resample: a resample is B =
 // n/l blocks of l consecutive observations (circular), and a block

@@ -22,7 +22,7 @@ func TestHolmHandComputed(t *testing.T) {
 	}
 }
 
-// TestLongCompareCalibration is the Done-means check: lognormal σ = 0.5,
+// TestLongCompareCalibration calibrates the verdicts: lognormal σ = 0.5,
 // 20,000 samples per side, 200 seeds. A/A must flag no metric in at least
 // 93% of seeds; B 10% slower must be "worse" on p99 in at least 95%.
 func TestLongCompareCalibration(t *testing.T) {

@@ -30,7 +30,8 @@ func TestBurstGPT(t *testing.T) {
 	if len(rows) != 4 || m.Rejects != 1 || m.Sources[0].Format != FormatBurstGPT {
 		t.Fatalf("%d rows, %d rejects, format %s", len(rows), m.Rejects, m.Sources[0].Format)
 	}
-	// Whole seconds: the manifest says so, as the issue asks.
+	// Whole seconds: the manifest says so, since fits on such times describe
+	// the quantizer.
 	if m.Sources[0].TimeResolutionUs != 1e6 || !m.TimesRelative {
 		t.Errorf("time resolution %d µs, relative %v; want 1 s and relative", m.Sources[0].TimeResolutionUs, m.TimesRelative)
 	}

@@ -15,7 +15,7 @@ import (
 // 1,000,000; make bench-fit uses 10,000,000) with the default options, the
 // latent arrival layer included, and reports rows/s and the process's peak
 // resident memory during the fit (VmHWM, reset before each fit), the figure
-// the issue bounds at 1 GiB for 10 million rows.
+// the fit keeps under 1 GiB for 10 million rows.
 func BenchmarkFit(b *testing.B) {
 	rows := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("SERVETRACE_FIT_ROWS")); err == nil && v > 0 {
