@@ -91,10 +91,7 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 				sessions[raw] = s
 			}
 			s.turn++
-			req.Turn = s.turn
-			if s.endUs >= 0 && req.TS >= s.endUs {
-				req.ThinkTimeMs = new(float64(req.TS-s.endUs) / 1000)
-			}
+			setTurn(&req, s.turn, s.endUs)
 			s.endUs = -1
 			if req.E2EMs != nil {
 				s.endUs = req.TS + int64(*req.E2EMs*1000)

@@ -39,27 +39,12 @@ func bad(field, format string, args ...any) error {
 	return &rowError{field, fmt.Sprintf(format, args...)}
 }
 
-// sessionState is an inferred session's latest turn.
-type sessionState struct {
-	id      string
-	turn    int32
-	endUs   int64
-	expires int64
-}
-
-// sessionKey is a keyed hash of a conversation's messages (and tenant),
-// never the text.
-type sessionKey [16]byte
-
 // logReader converts one log source.
 type logReader struct {
 	opts     Options
 	lo       LogOptions
 	sessions map[sessionKey]*sessionState
-	expiry   []struct {
-		key     sessionKey
-		expires int64
-	}
+	expiry   []sessionExpiry
 	latestUs int64
 	// csv is set for CSV input, where every value is text.
 	csv bool
@@ -513,92 +498,6 @@ func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error)
 	}
 	p.req = req
 	return p, nil
-}
-
-// linkLogged numbers turns of a logged conversation id.
-func (lr *logReader) linkLogged(req *trace.Request, endUs int64) {
-	var key sessionKey
-	copy(key[:], req.SessionID)
-	lr.expire(req.TS)
-	if s, ok := lr.sessions[key]; ok {
-		s.turn++
-		req.Turn = s.turn
-		if s.endUs >= 0 && req.TS >= s.endUs {
-			req.ThinkTimeMs = new(float64(req.TS-s.endUs) / 1000)
-		}
-		s.endUs = max(endUs, req.TS)
-		lr.touch(key, s)
-		return
-	}
-	s := &sessionState{id: req.SessionID, endUs: max(endUs, req.TS)}
-	lr.sessions[key] = s
-	lr.touch(key, s)
-}
-
-// linkByPrefix makes a chat request the next turn of an earlier one whose
-// conversation (messages, plus its reply where logged) its own messages
-// extend: same tenant, within the idle window. Only keyed hashes of the
-// messages are kept, never text.
-func (lr *logReader) linkByPrefix(req *trace.Request, prefix []sessionKey, withReply *sessionKey, endUs int64) {
-	lr.expire(req.TS)
-	n := len(prefix) - 1 // messages
-	var parent *sessionState
-	for k := n - 1; k >= 1; k-- {
-		if s, ok := lr.sessions[prefix[k]]; ok {
-			parent = s
-			break
-		}
-	}
-	s := &sessionState{id: salt16(lr.lo.Salt, req.RequestID), endUs: max(endUs, req.TS)}
-	if parent != nil {
-		s.id, s.turn = parent.id, parent.turn+1
-		req.Turn = s.turn
-		if parent.endUs >= 0 && req.TS >= parent.endUs {
-			req.ThinkTimeMs = new(float64(req.TS-parent.endUs) / 1000)
-		}
-	}
-	req.SessionID = s.id
-	// Register this conversation, with and without the logged reply.
-	lr.sessions[prefix[n]] = s
-	lr.touch(prefix[n], s)
-	if withReply != nil {
-		lr.sessions[*withReply] = s
-		lr.touch(*withReply, s)
-	}
-}
-
-// salt16 derives a session id from the first request's id.
-func salt16(s anon.Salt, requestID string) string { return s.ID("session", "first:"+requestID) }
-
-// chain extends a keyed prefix hash by one rendered message.
-func (lr *logReader) chain(prev sessionKey, text string) sessionKey {
-	var k sessionKey
-	copy(k[:], lr.lo.Salt.HMAC("session-chain", string(prev[:])+text))
-	return k
-}
-
-// touch schedules a session entry's expiry.
-func (lr *logReader) touch(key sessionKey, s *sessionState) {
-	s.expires = s.endUs + lr.lo.SessionIdle.Microseconds()
-	lr.expiry = append(lr.expiry, struct {
-		key     sessionKey
-		expires int64
-	}{key, s.expires})
-}
-
-// expire forgets sessions idle past the window, so memory stays bounded by
-// the number of conversations active within it.
-func (lr *logReader) expire(nowUs int64) {
-	i := 0
-	for ; i < len(lr.expiry) && lr.expiry[i].expires < nowUs; i++ {
-		e := lr.expiry[i]
-		if s, ok := lr.sessions[e.key]; ok && s.expires <= e.expires {
-			delete(lr.sessions, e.key)
-		}
-	}
-	if i > 0 {
-		lr.expiry = append(lr.expiry[:0], lr.expiry[i:]...)
-	}
 }
 
 // resizeBlocks fits block ids to ceil(input/B) when the logged token count
