@@ -8,12 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/servetrace/servetrace/trace"
@@ -83,118 +80,6 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 	}
 	err := prepareLines(ctx, br, lr, emit)
 	return st, err
-}
-
-// logLine is one input line, prepared (or failed) by a worker.
-type logLine struct {
-	lineNo int64
-	raw    []byte
-	p      prepared
-	err    error
-}
-
-// logBatch is a run of consecutive lines, the unit of parallel work.
-type logBatch struct {
-	seq   int
-	lines []logLine
-}
-
-// prepareLines reads lines, prepares them on every core (JSON decoding and
-// tokenizing dominate), and hands them to emit in input order, so session
-// linking and the order check stay sequential. Memory is bounded by the
-// batches in flight.
-func prepareLines(ctx context.Context, br *bufio.Reader, lr *logReader, emit func(logLine) error) error {
-	const batchLines = 128
-	workers := max(1, runtime.GOMAXPROCS(0))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	todo := make(chan logBatch, workers)
-	done := make(chan logBatch, workers)
-	readErr := make(chan error, 1)
-	go func() { // reader
-		defer close(todo)
-		lines := lineReader{br: br}
-		b := logBatch{}
-		for lineNo := int64(1); ; lineNo++ {
-			line, err := lines.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil && !errors.Is(err, errLineTooLong) {
-				readErr <- fmt.Errorf("%s line %d: %w", lr.opts.Name, lineNo, err)
-				return
-			}
-			line = bytes.TrimSpace(line)
-			if err == nil && len(line) == 0 {
-				continue
-			}
-			b.lines = append(b.lines, logLine{lineNo: lineNo, raw: bytes.Clone(line), err: err})
-			if len(b.lines) == batchLines {
-				select {
-				case todo <- b:
-				case <-ctx.Done():
-					return
-				}
-				b = logBatch{seq: b.seq + 1}
-			}
-		}
-		if len(b.lines) > 0 {
-			select {
-			case todo <- b:
-			case <-ctx.Done():
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for b := range todo {
-				for i := range b.lines {
-					l := &b.lines[i]
-					if l.err == nil {
-						l.p, l.err = lr.prepareLine(l.raw, l.lineNo)
-					}
-					l.raw = nil
-				}
-				select {
-				case done <- b:
-				case <-ctx.Done():
-					return
-				}
-			}
-		})
-	}
-	go func() { wg.Wait(); close(done) }()
-	pending := map[int]logBatch{}
-	next := 0
-	for b := range done {
-		pending[b.seq] = b
-		for {
-			nb, ok := pending[next]
-			if !ok {
-				break
-			}
-			delete(pending, next)
-			next++
-			for _, l := range nb.lines {
-				if err := emit(l); err != nil {
-					cancel()
-					for range done { // let the workers finish
-					}
-					return err
-				}
-			}
-		}
-		if next&7 == 0 && ctx.Err() != nil {
-			break
-		}
-	}
-	select {
-	case err := <-readErr:
-		return err
-	default:
-	}
-	return ctx.Err()
 }
 
 // prepareLine decodes a JSON line and prepares it (safe to run in parallel).
