@@ -38,6 +38,7 @@ func FuzzReadModel(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
+	f.Add(tinyModel(f))
 	f.Add([]byte(`{"version": 2}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeModel(b, "fuzz.json")
@@ -64,4 +65,41 @@ func FuzzReadModel(f *testing.F) {
 			t.Fatalf("a model that loads does not generate: %v", err)
 		}
 	})
+}
+
+// tinyModel is a valid model with every part and two-knot tables: small
+// enough for the fuzzer's mutations to reach its numbers.
+func tinyModel(t testing.TB) []byte {
+	t.Helper()
+	tab := func(lo, hi float64) Marginal { return Marginal{N: 10, Mean: (lo + hi) / 2, Knots: []float64{lo, hi}} }
+	cat := func(v ...string) Categorical {
+		c := Categorical{Values: v}
+		for range v {
+			c.Shares = append(c.Shares, 1/float64(len(v)))
+		}
+		return c
+	}
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := &Model{Version: ModelVersion,
+		Source: SourceInfo{Rows: 10, FirstTurns: 10, Start: start, End: start.Add(time.Hour), SpanFraction: [2]float64{0, 1}, BlockSize: 16},
+		Arrivals: ArrivalModel{
+			Intensity: Intensity{Kind: "piecewise", PieceRates: []float64{2, 5}, SpanS: 3600, MeanRatePerS: 3.5, BinSeconds: 60, Overdispersion: 1},
+			Renewal: Renewal{Dist: "gamma", Shape: 0.5, KS: 0.1, Chain: &GapChain{Order: 1, Edges: []float64{0.5}, Quantiles: [][]float64{{0, 0.4}, {0.6, 3}},
+				Transition: [][]float64{{0.7, 0.3}, {0.4, 0.6}}, Scale: 1}},
+			Latent: Latent{Kind: "lgcp", Sigma: []float64{0.5}, TauS: []float64{2}, Floor: 0.3}},
+		Lengths: []LengthClass{{Model: "m", API: trace.APIChat, Share: 1, Input: tab(1, 500), Output: tab(1, 50), Sampler: "copula", Rho: 0.2,
+			Bins: []LengthBin{{InputLow: 0, InputHigh: 501, Output: tab(2, 40)}}}},
+		Prefix: &PrefixModel{BlockSize: 16, ReuseShare: 0.5, Depth: tab(0.1, 1), AgeS: tab(0, 30),
+			ByInputBin: []ReuseBin{{InputHigh: binHigh(inputBin(100)), Depth: tab(0.5, 1), AgeS: tab(0, 5)}}},
+		Sessions: &SessionModel{Sessions: 5, MultiTurnShare: 0.5, Turns: tab(1, 4), ThinkS: tab(0, 20), NewTokens: tab(1, 100)},
+		Mix:      Mix{Model: cat("m"), Tenant: cat("a", "b"), Stream: cat("true", "false"), Temperature: cat("0.7"), Features: cat("", "json_schema+logprobs")},
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -446,7 +446,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 		in = min(in, g.opts.MaxInputTokens)
 	}
 	out := max(1, int64(math.Round(c.Output.Quantile(g.lengths.Float64()))))
-	think := (p.at - (float64(prev.TS-g.startUs) / 1e6)) * 1000
+	think := max(0, (p.at-float64(prev.TS-g.startUs)/1e6)*1000) // the previous TS was rounded to 1 µs
 	r := trace.Request{Identity: trace.Identity{SessionID: p.session, Turn: p.turn + 1, Tenant: prev.Tenant, Model: prev.Model, Adapter: prev.Adapter},
 		TS:          g.startUs + int64(math.Round(p.at*1e6)),
 		Shape:       trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1, API: prev.API, Stream: prev.Stream, Features: prev.Features},

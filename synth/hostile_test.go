@@ -238,6 +238,24 @@ func TestGeneratePrefixBlocksBounded(t *testing.T) {
 	}
 }
 
+// TestGenerateRowsAreValidTraceRows: with think times of exactly 0 a later
+// turn's think_time_ms was a tiny negative number (its previous turn's
+// time was rounded to the microsecond), which the trace reader rejects.
+func TestGenerateRowsAreValidTraceRows(t *testing.T) {
+	m := testModel(t, "sessions")
+	m.Sessions.ThinkS = Marginal{N: 1, Knots: []float64{0, 0}}
+	later := 0
+	_, err := Generate(context.Background(), m, GenerateOptions{Duration: 60 * time.Second}, func(r trace.Request) error {
+		if r.Turn > 1 {
+			later++
+		}
+		return r.Validate()
+	})
+	if err != nil || later == 0 {
+		t.Fatalf("%v (%d later turns)", err, later)
+	}
+}
+
 // errRunaway stops a generation that writes far more rows than asked for.
 var errRunaway = errors.New("runaway: more than 2,000,000 rows")
 
