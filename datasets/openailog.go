@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/servetrace/servetrace/trace"
@@ -36,7 +34,9 @@ func bad(field, format string, args ...any) error {
 	return &rowError{field, fmt.Sprintf(format, args...)}
 }
 
-// logReader converts one log source.
+// logReader converts one log source: rows are prepared independently
+// (prepare.go), then finished in input order, which checks their order and
+// links their sessions (logsessions.go).
 type logReader struct {
 	opts     Options
 	lo       LogOptions
@@ -47,39 +47,48 @@ type logReader struct {
 	csv bool
 }
 
-func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+// newLogReader fills in the log options' defaults and returns a reader for
+// one source, with the Stats its rows are counted in.
+func newLogReader(opts Options, csv bool) (*logReader, Stats, error) {
 	lo := opts.Log
 	if err := lo.defaults(); err != nil {
+		return nil, Stats{}, err
+	}
+	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: csv}
+	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
+	return lr, st, nil
+}
+
+func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+	lr, st, err := newLogReader(opts, false)
+	if err != nil {
 		return Stats{}, err
 	}
-	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}}
-	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
-	emit := func(r logLine) error {
-		reject := func(reason string) error {
-			return st.reject(sink, opts.Name, r.lineNo, reason)
+	err = prepareLines(ctx, br, lr, func(l logLine) error {
+		var req trace.Request
+		err := l.err
+		if err == nil {
+			req, err = lr.finish(l.p)
 		}
-		if r.err != nil {
-			var re *rowError
-			if errors.As(r.err, &re) {
-				return reject(re.Error())
-			}
-			if errors.Is(r.err, errLineTooLong) {
-				return reject(r.err.Error())
-			}
-			return fmt.Errorf("%s line %d: %w", opts.Name, r.lineNo, r.err)
-		}
-		req, err := lr.finish(r.p)
-		if err != nil {
-			var re *rowError
-			if errors.As(err, &re) {
-				return reject(re.Error())
-			}
-			return err
-		}
-		return st.accept(sink, opts.Name, r.lineNo, req)
-	}
-	err := prepareLines(ctx, br, lr, emit)
+		return lr.settle(&st, sink, l.lineNo, req, err)
+	})
 	return st, err
+}
+
+// settle writes a converted row to the sink, or rejects its line when the
+// row is bad (a rowError, or a line too long to read); any other error
+// stops the read.
+func (lr *logReader) settle(st *Stats, sink Sink, line int64, req trace.Request, err error) error {
+	var re *rowError
+	switch {
+	case err == nil:
+		return st.accept(sink, lr.opts.Name, line, req)
+	case errors.As(err, &re):
+		return st.reject(sink, lr.opts.Name, line, re.Error())
+	case errors.Is(err, errLineTooLong):
+		return st.reject(sink, lr.opts.Name, line, err.Error())
+	}
+	return fmt.Errorf("%s line %d: %w", lr.opts.Name, line, err)
 }
 
 // prepareLine decodes a JSON line and prepares it (safe to run in parallel).
@@ -406,78 +415,4 @@ func appendFeature(fs []string, f string) []string {
 		}
 	}
 	return append(fs, f)
-}
-
-// FormatCSV is a CSV or TSV log with a header row, read through a Mapping
-// whose paths are column names.
-const FormatCSV = "csv"
-
-// readCSVLog converts a CSV/TSV log (the delimiter is detected from the
-// header) through the mapping: each row becomes column → text and goes
-// through the same conversion as a JSON log.
-func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
-	lo := opts.Log
-	if err := lo.defaults(); err != nil {
-		return Stats{}, err
-	}
-	first, err := peekLine(br)
-	if err != nil {
-		return Stats{}, fmt.Errorf("%s: %w", opts.Name, err)
-	}
-	cr := csv.NewReader(br)
-	if bytes.Count(first, []byte("\t")) > bytes.Count(first, []byte(",")) {
-		cr.Comma = '\t'
-	}
-	cr.FieldsPerRecord = -1
-	cr.LazyQuotes = true
-	header, err := cr.Read()
-	if err != nil {
-		return Stats{}, fmt.Errorf("%s line 1: read header: %w", opts.Name, err)
-	}
-	for i := range header {
-		header[i] = strings.TrimSpace(strings.TrimPrefix(header[i], "\ufeff"))
-	}
-	for field, paths := range lo.Mapping.Paths {
-		for _, p := range paths {
-			if len(p) > 1 {
-				return Stats{}, fmt.Errorf("mapping %s: %s names a nested path %q, but a CSV has only columns", lo.Mapping.Name, field, strings.Join(p, "."))
-			}
-		}
-	}
-	if _, ok := lo.Mapping.lookup(headerRecord(header), "ts"); !ok {
-		return Stats{}, fmt.Errorf("%s line 1: the mapping's ts column (%v) is not in the header; write a mapping naming your columns", opts.Name, lo.Mapping.Paths["ts"])
-	}
-	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: true}
-	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
-	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
-		row := make(map[string]any, len(header))
-		for i, h := range header {
-			if i < len(rec) {
-				row[h] = rec[i]
-			}
-		}
-		req, err := lr.convertRecord(row, line)
-		if err != nil {
-			var re *rowError
-			if !errors.As(err, &re) {
-				return fmt.Errorf("%s line %d: %w", opts.Name, line, err)
-			}
-			return st.reject(sink, opts.Name, line, re.Error())
-		}
-		return st.accept(sink, opts.Name, line, req)
-	})
-	if err != nil {
-		return st, err
-	}
-	return st, nil
-}
-
-// headerRecord is a record whose every column is present, to check that
-// the mapping names existing columns.
-func headerRecord(header []string) map[string]any {
-	m := make(map[string]any, len(header))
-	for _, h := range header {
-		m[h] = "x"
-	}
-	return m
 }
