@@ -3,10 +3,13 @@ package replay
 import (
 	"context"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +65,35 @@ func startSim(t *testing.T, opts sim.Options) string {
 	}
 	t.Cleanup(func() { rs.Close() })
 	return rs.URL
+}
+
+// startSimBehind serves a simulator through wrap, for a test that acts on
+// what the server has seen.
+func startSimBehind(t *testing.T, opts sim.Options, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	s, err := sim.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(wrap(s.Handler()))
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	return hs.URL
+}
+
+// cancelAfterServed wraps a handler to call cancel once it has answered n
+// generation requests (POSTs; not /v1/models or /health), so a test
+// interrupts a run on its progress instead of after a fixed time that
+// would also have to cover the run's setup.
+func cancelAfterServed(n int64, cancel func()) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		var served atomic.Int64
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			if r.Method == http.MethodPost && served.Add(1) == n {
+				cancel()
+			}
+		})
+	}
 }
 
 func fastSim() sim.Options {
@@ -152,11 +184,14 @@ func TestUnreachableEndpointWritesNothing(t *testing.T) {
 }
 
 func TestInterruptedRunRecordsEveryRequest(t *testing.T) {
-	target := startSim(t, fastSim())
-	wl := workload(t, 40, 50*time.Millisecond) // 2 s of schedule
-	run := filepath.Join(t.TempDir(), "run")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// Interrupt once the server has answered the first 3 requests (about
+	// 200 ms into a 4 s schedule), however long the run took to set up.
+	const served = 3
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	target := startSimBehind(t, fastSim(), cancelAfterServed(served, cancel))
+	wl := workload(t, 40, 100*time.Millisecond) // 4 s of schedule
+	run := filepath.Join(t.TempDir(), "run")
 	opts := DefaultOptions()
 	opts.Target = target
 	info, err := Run(ctx, wl, run, opts)
@@ -167,8 +202,8 @@ func TestInterruptedRunRecordsEveryRequest(t *testing.T) {
 	if len(rows) != 40 || info.Complete || !strings.Contains(info.Reason, "interrupted") {
 		t.Fatalf("%d rows, complete %v (%s); want 40 rows and an incomplete run", len(rows), info.Complete, info.Reason)
 	}
-	if info.Outcomes[trace.OutcomeNotSent] < 20 || info.Outcomes[trace.OutcomeOK] < 2 {
-		t.Errorf("outcomes %v: want most not_sent and the first few ok", info.Outcomes)
+	if info.Outcomes[trace.OutcomeNotSent] < 20 || info.Outcomes[trace.OutcomeOK] < served {
+		t.Errorf("outcomes %v: want most not_sent and the %d answered before the interrupt ok", info.Outcomes, served)
 	}
 }
 
@@ -258,15 +293,16 @@ func TestArrivalProcesses(t *testing.T) {
 }
 
 // TestConnectionsAreReused guards against closing a response body unread,
-// which makes net/http discard the connection: requests spaced well apart
-// must all but the first reuse one.
+// which makes net/http discard the connection: requests one at a time (closed
+// loop, one in flight, so a stall cannot make several due at once and open
+// new connections) must all but the first reuse one.
 func TestConnectionsAreReused(t *testing.T) {
 	for _, api := range []string{trace.APIChat, trace.APICompletions} {
 		target := startSim(t, fastSim())
 		wl := workload(t, 30, 20*time.Millisecond)
 		run := filepath.Join(t.TempDir(), "run")
 		opts := DefaultOptions()
-		opts.Target, opts.API = target, api
+		opts.Target, opts.API, opts.Concurrency = target, api, 1
 		if _, err := Run(context.Background(), wl, run, opts); err != nil {
 			t.Fatal(err)
 		}

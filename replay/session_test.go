@@ -152,8 +152,12 @@ func TestMultiTurnSessionsCarryRealHistory(t *testing.T) {
 }
 
 func TestInterruptedSessionRecordsUnsentTurns(t *testing.T) {
+	// Interrupt once the first turn is answered, during the 2 s think time
+	// before the second, however long the run took to set up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	srv := &recordingServer{bodies: map[string][]chatMessage{}}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(cancelAfterServed(1, cancel)(srv))
 	defer hs.Close()
 	dir := filepath.Join(t.TempDir(), "wl")
 	w, _ := trace.NewBucketWriter(dir, trace.WriterOptions{})
@@ -166,8 +170,6 @@ func TestInterruptedSessionRecordsUnsentTurns(t *testing.T) {
 	if err := w.Close(&trace.Manifest{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
 	opts := DefaultOptions()
 	opts.Target = hs.URL
 	run := filepath.Join(t.TempDir(), "run")
