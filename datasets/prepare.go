@@ -1,0 +1,403 @@
+package datasets
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
+)
+
+// prepared is a record converted as far as it can be without knowing the
+// rows before it: everything but the order check and session linking.
+// prepare is safe for concurrent use; finish is not and runs in order.
+type prepared struct {
+	req   trace.Request
+	endUs int64
+	// logged: a session id the log named; else, for chat requests, the
+	// keyed hashes of the message prefixes (prefix[k] covers messages[:k])
+	// and of the conversation with its logged reply.
+	logged    bool
+	prefix    []sessionKey
+	withReply *sessionKey
+}
+
+// logRecord is one decoded record (a JSON object, or a CSV row as column
+// → text) read through the mapping.
+type logRecord struct {
+	fields map[string]any
+	m      *Mapping
+	csv    bool
+}
+
+// get returns a field's first present value. An empty CSV cell is an
+// absent value, since CSV cannot tell empty from missing.
+func (r logRecord) get(field string) (any, bool) {
+	v, ok := r.m.lookup(r.fields, field)
+	if s, isStr := v.(string); ok && isStr && s == "" && r.csv {
+		return nil, false
+	}
+	return v, ok
+}
+
+// flag reads an optional boolean field: on is true only for a readable
+// true value; present says the field was there at all.
+func (r logRecord) flag(field string) (on, present bool) {
+	v, ok := r.get(field)
+	if !ok {
+		return false, false
+	}
+	b, err := parseBool(v)
+	return err == nil && b, true
+}
+
+// nonNegative reads an optional non-negative number into *dst, leaving it
+// as it was when the field is absent; reason is the rejection otherwise.
+func (r logRecord) nonNegative(field string, dst **float64, reason string) error {
+	v, ok := r.get(field)
+	if !ok {
+		return nil
+	}
+	x, err := parseFloat(v)
+	if err != nil || x < 0 {
+		return bad(field, "%s", reason)
+	}
+	*dst = &x
+	return nil
+}
+
+// prepare turns one decoded record (a JSON object, or a CSV row as column
+// → text) into a prepared row, or a rowError. The sections run in a fixed
+// order, so a record with several bad fields is always rejected for the
+// same one.
+func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error) {
+	r := logRecord{fields: rec, m: lr.lo.Mapping, csv: lr.csv}
+	var req trace.Request
+	tsV, ok := r.get("ts")
+	if !ok {
+		return prepared{}, bad("ts", "missing (the arrival time)")
+	}
+	ts, err := parseLogTime(tsV)
+	if err != nil {
+		return prepared{}, bad("ts", "%v", err)
+	}
+	req.TS = ts
+	rawID, tenant := lr.prepareIdentity(&req, r, lineNo)
+	msgs, err := lr.prepareShape(&req, r, rawID)
+	if err != nil {
+		return prepared{}, err
+	}
+	endUs, err := prepareOutcome(&req, r)
+	if err != nil {
+		return prepared{}, err
+	}
+	p := lr.prepareSession(&req, r, msgs, tenant)
+	p.req, p.endUs = req, endUs
+	return p, nil
+}
+
+// prepareIdentity sets the request's keyed ids and its model and adapter
+// names (hashed too with HashNames). It returns the raw request id, which
+// seeds padding blocks, and the raw tenant, which keys inferred sessions.
+func (lr *logReader) prepareIdentity(req *trace.Request, r logRecord, lineNo int64) (rawID, tenant string) {
+	salt := lr.lo.Salt
+	rawID = fmt.Sprintf("%s:%d", lr.opts.Name, lineNo)
+	if v, ok := r.get("request_id"); ok {
+		rawID = fmt.Sprint(v)
+	}
+	req.RequestID = salt.ID("request", rawID)
+	if v, ok := r.get("tenant"); ok {
+		tenant = fmt.Sprint(v)
+	} else if v, ok := r.get("user"); ok {
+		tenant = fmt.Sprint(v)
+	}
+	if tenant != "" {
+		req.Tenant = salt.HMAC("tenant", tenant)
+	}
+	if v, ok := r.get("model"); ok {
+		req.Model = fmt.Sprint(v)
+	} else {
+		req.Model = lr.opts.Model
+	}
+	if v, ok := r.get("adapter"); ok {
+		req.Adapter = fmt.Sprint(v)
+	}
+	if lr.lo.HashNames {
+		if req.Model != "" {
+			req.Model = "model-" + salt.HMAC("model", req.Model)[:12]
+		}
+		if req.Adapter != "" {
+			req.Adapter = "adapter-" + salt.HMAC("adapter", req.Adapter)[:12]
+		}
+	}
+	return rawID, tenant
+}
+
+// prepareShape sets what the request asks of the server: API, lengths,
+// prefix blocks, sampling parameters and features. The prompt is tokenized
+// for counts and blocks, never kept; the chat messages are returned for
+// session inference.
+func (lr *logReader) prepareShape(req *trace.Request, r logRecord, rawID string) ([]message, error) {
+	req.API, req.Stream, req.N = trace.APICompletions, false, 1
+	tokens, msgs, err := lr.promptTokens(req, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := lr.prepareLengths(req, r, tokens, rawID); err != nil {
+		return nil, err
+	}
+	if err := lr.prepareSampling(req, r); err != nil {
+		return nil, err
+	}
+	if err := prepareFeatures(req, r); err != nil {
+		return nil, err
+	}
+	slices.Sort(req.Features) // one order, whatever the log's key order
+	return msgs, nil
+}
+
+// promptTokens tokenizes the chat messages (marking the request chat, and
+// image-bearing where a message has an image) or else the completions
+// prompt; tokens is nil when the record has neither.
+func (lr *logReader) promptTokens(req *trace.Request, r logRecord) (tokens []int, msgs []message, err error) {
+	if v, ok := r.get("messages"); ok {
+		req.API = trace.APIChat
+		msgs, err = parseMessages(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, msg := range msgs {
+			tokens = append(tokens, lr.lo.Tokenizer.Encode(msg.render())...)
+			if msg.image {
+				req.Features = appendFeature(req.Features, "image")
+			}
+		}
+	} else if v, ok := r.get("prompt"); ok {
+		text, err := promptText(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		tokens = lr.lo.Tokenizer.Encode(text)
+	}
+	return tokens, msgs, nil
+}
+
+// prepareLengths sets the input length (logged usage first, else our
+// count), the prefix blocks, the output length (usage, else the logged
+// reply's count) and max_tokens (default: the output length).
+func (lr *logReader) prepareLengths(req *trace.Request, r logRecord, tokens []int, rawID string) error {
+	salt, bs := lr.lo.Salt, lr.lo.BlockSize
+	if n, ok, err := count(r.get, "prompt_tokens"); err != nil {
+		return err
+	} else if ok {
+		req.InputTokens = n
+	} else if tokens != nil {
+		req.InputTokens = int64(len(tokens))
+	} else {
+		return bad("prompt_tokens", "missing, and no messages or prompt to count")
+	}
+	if len(tokens) > 0 {
+		req.PrefixBlocks = salt.PrefixBlocks(tokens, bs)
+		if int64(len(req.PrefixBlocks)) != ceilDiv(req.InputTokens, int64(bs)) {
+			// usage and our tokenizer disagree on the length: keep the
+			// blocks consistent with input_tokens (DESIGN: ceil(input/B)).
+			req.PrefixBlocks = resizeBlocks(req.PrefixBlocks, req.InputTokens, bs, salt, rawID)
+		}
+	}
+	if n, ok, err := count(r.get, "completion_tokens"); err != nil {
+		return err
+	} else if ok {
+		req.OutputTokens = n
+	} else if v, ok := r.get("response_text"); ok {
+		req.OutputTokens = int64(lr.lo.Tokenizer.Count(fmt.Sprint(v)))
+	}
+	if n, ok, err := count(r.get, "max_tokens"); err != nil {
+		return err
+	} else if ok {
+		req.MaxTokens = n
+	} else {
+		req.MaxTokens = req.OutputTokens
+	}
+	return nil
+}
+
+// resizeBlocks fits block ids to ceil(input/B) when the logged token count
+// and our tokenizer disagree: extra ids are dropped, missing ones are
+// derived from the request (unique to it, so they never fake sharing).
+func resizeBlocks(blocks []int64, input int64, b int, salt anon.Salt, rawID string) []int64 {
+	want := int(ceilDiv(input, int64(b)))
+	if len(blocks) >= want {
+		return blocks[:want]
+	}
+	for i := len(blocks); i < want; i++ {
+		blocks = append(blocks, salt.ID64("pad-block", rawID+":"+strconv.Itoa(i)))
+	}
+	return blocks
+}
+
+// prepareSampling sets stream (default: the source's), n, temperature and
+// top_p.
+func (lr *logReader) prepareSampling(req *trace.Request, r logRecord) error {
+	if v, ok := r.get("stream"); ok {
+		b, err := parseBool(v)
+		if err != nil {
+			return bad("stream", "%v", err)
+		}
+		req.Stream = b
+	} else {
+		req.Stream = lr.opts.Stream
+	}
+	if v, ok := r.get("n"); ok {
+		n, err := parseInt(v)
+		if err != nil || n < 1 {
+			return bad("n", "not a positive whole number")
+		}
+		req.N = int32(n)
+	}
+	if err := r.nonNegative("temperature", &req.Temperature, "not a non-negative number"); err != nil {
+		return err
+	}
+	return r.nonNegative("top_p", &req.TopP, "not a non-negative number")
+}
+
+// prepareFeatures adds the features that change how a server handles the
+// request (structured output, tools, logprobs, reasoning) and the cached
+// prompt tokens.
+func prepareFeatures(req *trace.Request, r logRecord) error {
+	if v, ok := r.get("response_format"); ok {
+		switch fmt.Sprint(v) {
+		case "json_schema":
+			req.Features = appendFeature(req.Features, "json_schema")
+		case "json_object":
+			req.Features = appendFeature(req.Features, "json")
+		}
+	}
+	if v, ok := r.get("tools"); ok {
+		if a, isArr := v.([]any); !isArr || len(a) > 0 {
+			req.Features = appendFeature(req.Features, "tools")
+		}
+	}
+	if on, _ := r.flag("logprobs"); on {
+		req.Features = appendFeature(req.Features, "logprobs")
+	}
+	if n, ok, err := count(r.get, "reasoning_tokens"); err != nil {
+		return err
+	} else if ok && n > 0 {
+		req.Features = appendFeature(req.Features, "reasoning")
+	}
+	if n, ok, err := count(r.get, "cached_tokens"); err != nil {
+		return err
+	} else if ok {
+		req.CachedTokens = &n
+	}
+	return nil
+}
+
+func appendFeature(fs []string, f string) []string {
+	if slices.Contains(fs, f) {
+		return fs
+	}
+	return append(fs, f)
+}
+
+// prepareOutcome sets the outcome and timing as logged: status, finish
+// reason, TTFT, end-to-end time and a client cancel. It returns the
+// response's end in µs, or -1 when the log does not tell it.
+func prepareOutcome(req *trace.Request, r logRecord) (endUs int64, err error) {
+	if v, ok := r.get("status"); ok {
+		code, err := parseStatus(v, r.get)
+		if err != nil {
+			return -1, bad("status", "%v", err)
+		}
+		req.Status = &code
+	}
+	if v, ok := r.get("finish_reason"); ok {
+		s := fmt.Sprint(v)
+		req.FinishReason = &s
+	}
+	if endUs, err = prepareTiming(req, r); err != nil {
+		return -1, err
+	}
+	markCancelled(req, r)
+	return endUs, nil
+}
+
+// prepareTiming sets TTFT and end-to-end time from logged instants, then
+// from logged durations, which win where both are present.
+func prepareTiming(req *trace.Request, r logRecord) (endUs int64, err error) {
+	ts := req.TS
+	var firstUs int64
+	endUs = -1
+	if v, ok := r.get("end_ts"); ok {
+		if endUs, err = parseLogTime(v); err != nil {
+			return -1, bad("end_ts", "%v", err)
+		}
+		if endUs < ts {
+			return -1, bad("end_ts", "before ts")
+		}
+		req.E2EMs = new(float64(endUs-ts) / 1000)
+	}
+	if v, ok := r.get("first_token_ts"); ok {
+		if firstUs, err = parseLogTime(v); err != nil {
+			return -1, bad("first_token_ts", "%v", err)
+		}
+		if firstUs >= ts {
+			req.TTFTMs = new(float64(firstUs-ts) / 1000)
+		}
+	}
+	const ms = "not a non-negative number of milliseconds"
+	if err := r.nonNegative("ttft_ms", &req.TTFTMs, ms); err != nil {
+		return -1, err
+	}
+	if err := r.nonNegative("e2e_ms", &req.E2EMs, ms); err != nil {
+		return -1, err
+	}
+	if endUs < 0 && req.E2EMs != nil {
+		endUs = ts + int64(*req.E2EMs*1000)
+	}
+	return endUs, nil
+}
+
+// markCancelled marks a client disconnect: status 499, a cancelled flag, or
+// a stream that ended where the log has a place for the finish reason and
+// it is null (the stream ended before the response finished). It replays
+// as a cancel after the same time.
+func markCancelled(req *trace.Request, r logRecord) {
+	cancelled := req.Status != nil && *req.Status == 499
+	if on, present := r.flag("cancelled"); present {
+		cancelled = cancelled || on
+	} else if req.Stream && req.E2EMs != nil && (req.Status == nil || *req.Status/100 == 2) && r.m.present(r.fields, "finish_reason") && req.FinishReason == nil {
+		cancelled = true
+	}
+	if cancelled {
+		req.Cancelled = new(true)
+		if req.E2EMs != nil {
+			req.CancelAfterMs = new(*req.E2EMs)
+		}
+	}
+}
+
+// prepareSession takes a logged conversation id, or else, for chat
+// requests, the keyed hashes finish links sessions by: one per message
+// prefix, keyed by the tenant, and one for the conversation with its
+// logged reply.
+func (lr *logReader) prepareSession(req *trace.Request, r logRecord, msgs []message, tenant string) prepared {
+	var p prepared
+	salt := lr.lo.Salt
+	if v, ok := r.get("session_id"); ok {
+		req.SessionID = salt.ID("session", fmt.Sprint(v))
+		p.logged = true
+	} else if len(msgs) > 0 {
+		p.prefix = make([]sessionKey, len(msgs)+1)
+		copy(p.prefix[0][:], salt.HMAC("session-prefix", tenant))
+		for k, msg := range msgs {
+			p.prefix[k+1] = lr.chain(p.prefix[k], msg.render())
+		}
+		if v, ok := r.get("response_text"); ok {
+			k := lr.chain(p.prefix[len(msgs)], message{role: "assistant", text: fmt.Sprint(v)}.render())
+			p.withReply = &k
+		}
+	}
+	return p
+}
