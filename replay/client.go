@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -64,7 +66,61 @@ func newHTTPClient(o Options) (*http.Client, error) {
 		}
 		tr.TLSClientConfig = cfg
 	}
-	return &http.Client{Transport: tr}, nil
+	return &http.Client{Transport: tr, CheckRedirect: o.checkRedirect}, nil
+}
+
+// maxRedirects is how many redirects a request follows at most, with
+// FollowRedirects.
+const maxRedirects = 10
+
+// checkRedirect decides whether the client follows a redirect, for every
+// request replay makes. A redirect can take the Authorization header and
+// the extra headers to another port or host, resend the body, or turn a
+// POST into a GET: unless FollowRedirects is set none is followed, and
+// with it only one within the first request's origin that keeps the
+// method, with the Authorization header, the extra headers and the URL's
+// user info removed. The 3xx response is then what the caller sees
+// (redirectNote says why it was not followed).
+func (o *Options) checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if !o.FollowRedirects || len(via) > maxRedirects || origin(req.URL) != origin(first.URL) || req.Method != first.Method {
+		return http.ErrUseLastResponse
+	}
+	req.Header.Del("Authorization")
+	for k := range o.Headers {
+		req.Header.Del(k)
+	}
+	req.URL.User = nil // else net/http sends it again as basic auth
+	return nil
+}
+
+// redirectNote says where a 3xx response pointed (the Location's origin,
+// redacted) and why it was not followed.
+func (o *Options) redirectNote(resp *http.Response) string {
+	loc, err := resp.Location()
+	if err != nil {
+		return "a redirect without a usable Location, not followed"
+	}
+	to := RedactURL(loc.Scheme + "://" + loc.Host)
+	from := resp.Request.URL
+	switch {
+	case !o.FollowRedirects:
+		return fmt.Sprintf("redirect to %s not followed (following redirects was not asked for)", to)
+	case origin(loc) != origin(from):
+		return fmt.Sprintf("redirect to another origin, %s, not followed", to)
+	case resp.StatusCode == http.StatusMovedPermanently || resp.StatusCode == http.StatusFound || resp.StatusCode == http.StatusSeeOther:
+		return fmt.Sprintf("redirect to %s not followed: it would resend the %s as a GET", to, resp.Request.Method)
+	}
+	return fmt.Sprintf("more than %d redirects, the last to %s; not followed", maxRedirects, to)
+}
+
+// httpStatusError describes a non-2xx answer to a request replay makes.
+func (o *Options) httpStatusError(resp *http.Response) string {
+	s := fmt.Sprintf("HTTP %d", resp.StatusCode)
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		s += ", " + o.redirectNote(resp)
+	}
+	return s
 }
 
 // chatMessage is one message of a chat request.
@@ -147,10 +203,35 @@ func errorMessage(raw []byte) string {
 	return "error object without a message"
 }
 
-func shorten(s string) string {
+// maxWholeBody bounds a non-streamed response body: a completion of the
+// longest output is far shorter, and ten concurrent replies of 1 GB must
+// not take the client's memory (at 256 MiB each they took 4.7 GB RSS).
+const maxWholeBody = 8 << 20
+
+// maxErrorBody bounds the body of a non-2xx response read for its message:
+// a validation error can quote a long prompt, and a cut JSON object would
+// lose the message.
+const maxErrorBody = 1 << 20
+
+// maxDrain bounds what is read, and thrown away, before a body is closed.
+const maxDrain = 256 << 10
+
+// A recorded error message is at most maxErrorText bytes. Messages are
+// first clipped to scrubWindow bytes (shorten), scrubbed, then cut to
+// maxErrorText (shortenTo): a secret's copy that the final cut goes through
+// was scrubbed whole, not missed as a fragment too short to tell.
+const (
+	maxErrorText = 200
+	scrubWindow  = 2 * maxErrorText
+)
+
+// shorten collapses white space and clips s to scrubWindow bytes.
+func shorten(s string) string { return shortenTo(s, scrubWindow) }
+
+func shortenTo(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		return s[:200] + "…"
+	if len(s) > n {
+		return s[:n] + "…"
 	}
 	return s
 }
@@ -162,6 +243,18 @@ var (
 	errTotalTimeout      = errors.New("total timeout")
 	errInterrupted       = errors.New("run interrupted before the response finished")
 )
+
+// endpoint returns the target's URL for path: the path joined to the
+// target's, its query (an api-version, say) kept.
+func (o *Options) endpoint(path string) string {
+	u, err := url.Parse(o.Target)
+	if err != nil {
+		return o.Target + path
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawPath = ""
+	return u.String()
+}
 
 // setHeaders adds authorization and the user's extra headers.
 func (r *Runner) setHeaders(req *http.Request) {
@@ -178,15 +271,21 @@ func (r *Runner) setHeaders(req *http.Request) {
 // after cancel_after_ms or cancel_after_tokens, and read_delay_ms between
 // reads (a slow consumer).
 func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte, stream bool, res *trace.Result, collect *[]byte) {
-	url := r.opts.Target + "/v1/chat/completions"
+	url := r.chatURL
 	if res.API == trace.APICompletions {
-		url = r.opts.Target + "/v1/completions"
+		url = r.completionsURL
 	}
 	defer func() {
 		if res.Error != "" {
-			res.Error = scrubError(res.Error, body, r.secrets)
+			res.Error = strings.ToValidUTF8(shortenTo(scrubError(res.Error, body, r.scrub), maxErrorText), "")
 		}
+		res.ObservedFinishReason = r.recordedFinish(res.ObservedFinishReason, body)
 	}()
+	requestID := r.opts.RunID + "-" + res.RequestID
+	if !validHeaderValue(requestID) || q != nil && !validHeaderValue(q.RequestID) {
+		res.Outcome, res.Error = trace.OutcomeNotSent, "not sent: request_id holds a control character, which no X-Request-Id header may carry"
+		return
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	var timers []*time.Timer
@@ -203,7 +302,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	trace0 := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { res.ConnReused = info.Reused }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace0), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		res.Outcome, res.Error = trace.OutcomeConnError, "build request: "+err.Error()
+		res.Outcome, res.Error = trace.OutcomeNotSent, "not sent: the request could not be built: "+err.Error()
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -211,7 +310,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	r.setHeaders(req)
-	req.Header.Set("X-Request-Id", r.opts.RunID+"-"+res.RequestID)
+	req.Header.Set("X-Request-Id", requestID)
 
 	res.SentNs = trace.Ptr(r.clock())
 	r.stats.sent.Add(1)
@@ -220,8 +319,10 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	if r.opts.FirstTokenTimeout > 0 && stream {
 		firstToken = after(r.opts.FirstTokenTimeout, errFirstTokenTimeout)
 	}
-	if q != nil && q.CancelAfterMs != nil {
-		after(time.Duration(*q.CancelAfterMs*float64(time.Millisecond)), errWorkloadCancel)
+	if q != nil {
+		if d, ok := r.behaviourMs("cancel_after_ms", q.CancelAfterMs, q.RequestID); ok {
+			after(d, errWorkloadCancel)
+		}
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
@@ -232,17 +333,15 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	// body) before closing: a body closed unread makes net/http discard the
 	// connection, and every request would then pay for a new dial.
 	defer func() {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 256<<10))
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 		resp.Body.Close()
 	}()
-	res.HTTPStatus = int32(resp.StatusCode)
+	res.HTTPStatus = int32(max(0, min(resp.StatusCode, 999)))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// Up to 1 MiB: a validation error can quote a long prompt, and a
-		// cut JSON object would lose the message.
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		res.DoneNs = trace.Ptr(r.clock())
 		res.Outcome = trace.OutcomeHTTPError
-		res.Error = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		res.Error = r.opts.httpStatusError(resp)
 		if msg := errorMessage(b); msg != "" {
 			res.Error += ": " + msg
 		}
@@ -255,9 +354,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 			if q.CancelAfterTokens != nil {
 				b.cancelAfterTokens = *q.CancelAfterTokens
 			}
-			if q.ReadDelayMs != nil {
-				b.readDelay = time.Duration(*q.ReadDelayMs * float64(time.Millisecond))
-			}
+			b.readDelay, _ = r.behaviourMs("read_delay_ms", q.ReadDelayMs, q.RequestID)
 		}
 		r.readStream(ctx, resp.Body, res, b)
 	} else {
@@ -274,6 +371,36 @@ type behaviour struct {
 	collect           *[]byte // when set, the streamed text is appended here
 }
 
+// usageCount is one count of a usage object, named by its JSON path.
+type usageCount struct {
+	name string
+	v    int64
+}
+
+// impossibleUsage names a usage count no server can mean: negative, or
+// above maxUsageTokens; "" when all are possible.
+func impossibleUsage(counts ...usageCount) string {
+	for _, c := range counts {
+		if c.v < 0 || c.v > maxUsageTokens {
+			return fmt.Sprintf("impossible usage: %s %d (must be 0 to %d)", c.name, c.v, maxUsageTokens)
+		}
+	}
+	return ""
+}
+
+// honestEmpty reports whether a stream that ended (with [DONE], or closed
+// after a finish reason) without a token event is an empty completion: the
+// server gave a finish reason, and no usage claiming tokens. Otherwise
+// nothing was generated that the client saw, and the response is no
+// response.
+func honestEmpty(res *trace.Result) bool {
+	return res.ObservedFinishReason != "" && (res.UsageCompletionTokens == nil || *res.UsageCompletionTokens == 0)
+}
+
+// maxTokenEvents bounds the token events recorded for one stream: a server
+// that streams on past any max_tokens must not grow the result without end.
+const maxTokenEvents = maxUsageTokens
+
 // readStream consumes an SSE response.
 func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result, b behaviour) {
 	sse := newSSEReader(ctx, body, r.clock, b.readDelay)
@@ -289,6 +416,9 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			case errors.Is(err, io.EOF) && res.ObservedFinishReason != "":
 				// The server closed after finishing without [DONE]: lenient.
 				res.Outcome = trace.OutcomeOK
+				if events == 0 && !honestEmpty(res) {
+					res.Outcome, res.Error = trace.OutcomeProtocolError, "stream closed before any token, its usage claiming tokens"
+				}
 			case errors.Is(err, io.EOF):
 				res.Outcome, res.Error = trace.OutcomeConnError, "stream ended before [DONE]"
 			case errors.Is(err, errEventTooLong):
@@ -301,6 +431,9 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 		if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
 			res.DoneNs = trace.Ptr(at)
 			res.Outcome = trace.OutcomeOK
+			if events == 0 && !honestEmpty(res) {
+				res.Outcome, res.Error = trace.OutcomeProtocolError, "stream ended with [DONE] before any token"
+			}
 			break
 		}
 		if err := decodeEvent(data, &ev, b.collect != nil); err != nil {
@@ -326,6 +459,11 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 					b.firstToken.Stop()
 				}
 			}
+			if events >= maxTokenEvents {
+				res.DoneNs = trace.Ptr(at)
+				res.Outcome, res.Error = trace.OutcomeProtocolError, fmt.Sprintf("stream went on past %d token events", maxTokenEvents)
+				break
+			}
 			res.TokenTimesNs = append(res.TokenTimesNs, at-sent)
 			events++
 			if b.cancelAfterTokens > 0 && events >= b.cancelAfterTokens {
@@ -340,6 +478,17 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 		}
 		// Usage from the chunk with empty choices is final; some servers
 		// (Ollama) put zeros in every other chunk.
+		if ev.hasUsage || ev.hasPromptTokens || ev.hasReasoningTokens {
+			counts := []usageCount{{"usage.completion_tokens", ev.completionTokens}, {"usage.prompt_tokens", ev.promptTokens},
+				{"usage.completion_tokens_details.reasoning_tokens", ev.reasoningTokens}}
+			if why := impossibleUsage(counts...); why != "" {
+				res.DoneNs = trace.Ptr(at)
+				res.Outcome, res.Error = trace.OutcomeProtocolError, why
+				res.UsageCompletionTokens, res.UsagePromptTokens, res.ObservedReasoningTokens = nil, nil, 0
+				lastUsage, finalUsage = nil, nil
+				break
+			}
+		}
 		if ev.hasUsage && (ev.choices == 0 || ev.completionTokens > 0) {
 			res.UsageCompletionTokens = trace.Ptr(ev.completionTokens)
 			res.UsagePromptTokens = nil
@@ -368,10 +517,14 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 // readWhole consumes a non-streamed JSON response. Without a stream there is
 // no first-token time: only done_ns is set.
 func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Result, collect *[]byte) {
-	b, err := io.ReadAll(io.LimitReader(body, 256<<20))
+	b, err := io.ReadAll(io.LimitReader(body, maxWholeBody+1))
 	res.DoneNs = trace.Ptr(r.clock())
 	if err != nil {
 		r.classifyTransportError(ctx, err, res)
+		return
+	}
+	if len(b) > maxWholeBody {
+		res.Outcome, res.Error = trace.OutcomeProtocolError, fmt.Sprintf("response body over %d MiB", maxWholeBody>>20)
 		return
 	}
 	var c wholeResponse
@@ -392,6 +545,24 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 			if ch.Message != nil {
 				*collect = append(*collect, ch.Message.Content...)
 			}
+		}
+	}
+	if u := c.Usage; u != nil {
+		var counts []usageCount
+		for _, c := range []struct {
+			name string
+			v    *int64
+		}{{"usage.completion_tokens", u.CompletionTokens}, {"usage.prompt_tokens", u.PromptTokens}} {
+			if c.v != nil {
+				counts = append(counts, usageCount{c.name, *c.v})
+			}
+		}
+		if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
+			counts = append(counts, usageCount{"usage.completion_tokens_details.reasoning_tokens", *d.ReasoningTokens})
+		}
+		if why := impossibleUsage(counts...); why != "" {
+			res.Outcome, res.Error = trace.OutcomeProtocolError, why
+			return
 		}
 	}
 	if u := c.Usage; u != nil && u.CompletionTokens != nil {
@@ -501,14 +672,31 @@ func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, 
 	var historyTokens int64
 	newTokens := q.InputTokens
 	var prompt string
+	var err error
 	if sess != nil && len(sess.messages) > 0 {
 		history, historyTokens = sess.messages, sess.tokens
 		newTokens = max(1, q.InputTokens-historyTokens)
-		prompt = r.prompt.Build(int(newTokens), nil, tokenize.SeedFor(q.RequestID))
+		prompt, err = r.prompt.Prompt(newTokens, nil, tokenize.SeedFor(q.RequestID))
 	} else {
-		prompt = r.prompt.Build(int(q.InputTokens), q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
+		prompt, err = r.prompt.Prompt(q.InputTokens, q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
 	}
-	res.PromptTokensSent = historyTokens + newTokens
+	if err == nil && historyTokens+newTokens > tokenize.MaxPromptTokens {
+		err = fmt.Errorf("the session's history of %d tokens and this turn's %d are %w", historyTokens, newTokens, tokenize.ErrTooManyTokens)
+	}
+	if err != nil {
+		res.Outcome, res.Error = trace.OutcomeNotSent, "not sent: the prompt could not be built: "+err.Error()
+		return
+	}
+	res.PromptTokensSent = historyTokens + max(0, newTokens)
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"temperature", q.Temperature}, {"top_p", q.TopP}} {
+		if f.v != nil && (math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
+			res.Outcome, res.Error = trace.OutcomeNotSent, fmt.Sprintf("not sent: %s %v cannot be encoded in JSON", f.name, *f.v)
+			return
+		}
+	}
 
 	maxTokens := q.MaxTokens
 	if maxTokens <= 0 {
@@ -537,7 +725,7 @@ func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, 
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		res.Outcome, res.Error = trace.OutcomeConnError, "encode request: "+err.Error()
+		res.Outcome, res.Error = trace.OutcomeNotSent, "not sent: the request could not be encoded: "+err.Error()
 		return
 	}
 	var reply []byte

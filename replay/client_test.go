@@ -81,8 +81,9 @@ func testRunner(target string) *Runner {
 	opts := DefaultOptions()
 	opts.Target = target
 	opts.Timeout = 5 * time.Second
-	client, _ := newHTTPClient(opts)
-	return &Runner{opts: opts, client: client, start: start, clock: monotonicClock(start)}
+	r, _ := newRunner(opts)
+	r.start, r.clock = start, monotonicClock(start)
+	return r
 }
 
 func TestClientOnRealServerTranscripts(t *testing.T) {
@@ -164,7 +165,11 @@ func TestClientStreamEdgeCases(t *testing.T) {
 		{"stream cut before [DONE]", content + content, trace.OutcomeConnError, 2, true, true},
 		{"finished but no [DONE] is lenient", content + `data: {"choices":[{"delta":{},"finish_reason":"stop"}]}` + "\n\n", trace.OutcomeOK, 1, true, true},
 		{"multi-line data joins", "data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n", trace.OutcomeOK, 1, true, true},
-		{"usage only, no choices", `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0}}` + "\n\ndata: [DONE]\n\n", trace.OutcomeOK, 0, false, false},
+		// No token and no finish reason: nothing was generated that the
+		// client saw, and a server that says nothing more gave no response.
+		{"usage only, no choices, no finish", `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0}}` + "\n\ndata: [DONE]\n\n", trace.OutcomeProtocolError, 0, false, false},
+		{"an empty completion with its finish reason",
+			`data: {"choices":[{"delta":{},"finish_reason":"stop"}]}` + "\n\n" + `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0}}` + "\n\ndata: [DONE]\n\n", trace.OutcomeOK, 0, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

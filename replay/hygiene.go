@@ -26,13 +26,13 @@ func (r *Runner) waitReady(ctx context.Context, limit time.Duration) (time.Durat
 	defer cancel()
 	for {
 		for _, path := range []string{"/health", "/v1/models"} {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.Target+path, nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.endpoint(path), nil)
 			if err != nil {
 				return 0, err
 			}
 			r.setHeaders(req)
 			if resp, err := r.client.Do(req); err == nil {
-				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
 					return time.Since(start), nil
@@ -41,7 +41,7 @@ func (r *Runner) waitReady(ctx context.Context, limit time.Duration) (time.Durat
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("endpoint %s was not ready within --wait-ready %v (polled /health and /v1/models)", r.opts.Target, limit)
+			return 0, fmt.Errorf("endpoint %s was not ready within --wait-ready %v (polled /health and /v1/models)", RedactURL(r.opts.Target), limit)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -54,35 +54,41 @@ type scraper struct {
 	url    string
 	dir    string
 	client *http.Client
+	opts   *Options  // for redirect notes
+	scrub  *Scrubber // what a scrape file holds is scrubbed first
 	mu     sync.Mutex
 	seq    int
 	files  []string
 }
 
+// maxScrape bounds one metrics scrape.
+const maxScrape = 32 << 20
+
 // newScraper prepares scrapes into runDir/metrics, created on first write.
-func newScraper(metricsURL, runDir string, client *http.Client) *scraper {
-	return &scraper{url: metricsURL, dir: filepath.Join(runDir, "metrics"), client: client}
+func newScraper(metricsURL, runDir string, r *Runner) *scraper {
+	return &scraper{url: metricsURL, dir: filepath.Join(runDir, "metrics"), client: r.client, opts: &r.opts, scrub: r.scrub}
 }
 
 // fetch returns the metrics text.
 func (s *scraper) fetch(ctx context.Context) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	where := RedactURL(s.url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-url %s: %w", s.url, err)
+		return nil, fmt.Errorf("--metrics-url %s: %v", where, s.scrub.Scrub(err.Error()))
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %v", s.url, shortTransport(err))
+		return nil, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(shortTransport(err)))
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxScrape))
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", s.url, err)
+		return nil, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(err.Error()))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: HTTP %d", s.url, resp.StatusCode)
+		return nil, fmt.Errorf("scrape %s: %s", where, s.opts.httpStatusError(resp))
 	}
 	return b, nil
 }
@@ -98,9 +104,9 @@ func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "# servetrace scrape phase=%s run_ns=%d unix_ns=%d\n", phase, atNs, time.Now().UnixNano())
 	if err != nil {
-		fmt.Fprintf(&buf, "# scrape failed: %s\n", err)
+		fmt.Fprintf(&buf, "# scrape failed: %s\n", oneLine(s.scrub.Scrub(err.Error())))
 	} else {
-		buf.Write(body)
+		buf.WriteString(s.scrub.ScrubLines(string(body)))
 	}
 	if os.MkdirAll(s.dir, 0o755) == nil && os.WriteFile(filepath.Join(s.dir, name), buf.Bytes(), 0o644) == nil {
 		s.files = append(s.files, "metrics/"+name)
@@ -169,7 +175,7 @@ func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
 		if err == nil {
 			n, found := busyCount(body)
 			if !found {
-				return fmt.Errorf("--wait-idle: %s reports none of %s; it cannot tell when the server is idle", s.url, strings.Join(busyGauges, ", "))
+				return fmt.Errorf("--wait-idle: %s reports none of %s; it cannot tell when the server is idle", RedactURL(s.url), strings.Join(busyGauges, ", "))
 			}
 			if n == 0 {
 				return nil
@@ -191,7 +197,7 @@ func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
 func (r *Runner) modelsAnswer(ctx context.Context) (any, string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.Target+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.endpoint("/v1/models"), nil)
 	if err != nil {
 		return trace.NotRecorded, trace.NotRecorded
 	}
@@ -201,7 +207,9 @@ func (r *Runner) modelsAnswer(ctx context.Context) (any, string) {
 		return trace.NotRecorded, trace.NotRecorded
 	}
 	defer resp.Body.Close()
-	server := resp.Header.Get("Server")
+	// Both are the server's words, and a gateway may echo the request's
+	// headers in them.
+	server := cleanString(r.scrub.Scrub(resp.Header.Get("Server")), maxRecordedString)
 	if server == "" {
 		server = trace.NotRecorded
 	}
@@ -209,5 +217,8 @@ func (r *Runner) modelsAnswer(ctx context.Context) (any, string) {
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v) != nil {
 		return trace.NotRecorded, server
 	}
-	return v, server
+	return r.scrub.ScrubJSON(v), server
 }
+
+// oneLine joins a text's lines with spaces.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

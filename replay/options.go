@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +89,11 @@ type Options struct {
 	HTTP     string
 	CACert   string
 	Insecure bool
+	// FollowRedirects follows a redirect within the target's origin
+	// (scheme, host and port), without the Authorization header and
+	// Headers. Unset, or to another origin, a redirect is not followed: the
+	// request is recorded http_error.
+	FollowRedirects bool
 	// Tokenizer synthesizes prompts of exact token counts: a bundled
 	// encoding (cl100k_base, o200k_base, p50k_base), a tiktoken-format rank
 	// file path (Llama 3 style, with TokenizerPattern, default Llama 3's), or
@@ -155,8 +162,8 @@ func (o *Options) validate() error {
 	if o.Speed == 0 {
 		o.Speed = def.Speed
 	}
-	if o.Speed < 0 {
-		return fmt.Errorf("--speed must be positive, got %v", o.Speed)
+	if !(o.Speed > 0) || math.IsInf(o.Speed, 0) {
+		return fmt.Errorf("--speed must be a finite positive number, got %v", o.Speed)
 	}
 	if o.Arrival == "" {
 		o.Arrival = def.Arrival
@@ -170,10 +177,10 @@ func (o *Options) validate() error {
 		o.Burstiness = def.Burstiness
 	}
 	switch {
-	case o.Rate < 0:
-		return fmt.Errorf("--rate must be positive, got %v", o.Rate)
-	case o.Burstiness < 0:
-		return fmt.Errorf("--burstiness must be positive, got %v", o.Burstiness)
+	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
+		return fmt.Errorf("--rate must be a finite positive number, got %v", o.Rate)
+	case !(o.Burstiness > 0) || math.IsInf(o.Burstiness, 0):
+		return fmt.Errorf("--burstiness must be a finite positive number, got %v", o.Burstiness)
 	case o.Concurrency < 0 || o.MaxConcurrency < 0:
 		return fmt.Errorf("--concurrency and --max-concurrency must not be negative")
 	case o.Concurrency > 0 && (o.Rate > 0 || o.MaxConcurrency > 0):
@@ -226,10 +233,37 @@ func (o *Options) validate() error {
 		return fmt.Errorf("--stream %q: use auto, true or false", o.Stream)
 	}
 	o.Target = strings.TrimRight(o.Target, "/")
-	if !strings.HasPrefix(o.Target, "http://") && !strings.HasPrefix(o.Target, "https://") {
-		return fmt.Errorf("--target %q must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000", o.Target)
+	if u, err := url.Parse(o.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--target %q must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000", RedactURL(o.Target))
+	}
+	if o.MetricsURL != "" {
+		if u, err := url.Parse(o.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--metrics-url %q must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics", RedactURL(o.MetricsURL))
+		}
+	}
+	if !validHeaderValue(o.APIKey) {
+		return fmt.Errorf("the API key holds a control character (a line break?): no Authorization header can carry it")
+	}
+	for k, v := range o.Headers {
+		if !validHeaderName(k) || !validHeaderValue(v) {
+			return fmt.Errorf("--header %s: the name must be a token (letters, digits, -) and the value free of control characters", cleanString(k, 64))
+		}
 	}
 	return nil
+}
+
+// validHeaderName reports whether k is an HTTP header name (a token).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !isAlnum(c) && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseWarmup reads a --warmup value: a duration ("30s") or a request count ("100").

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -37,17 +36,6 @@ func toolCommit() string {
 		rev += "-dirty"
 	}
 	return rev
-}
-
-// endpointWithoutCredentials strips user info and the query (which may hold
-// a key) from a base URL.
-func endpointWithoutCredentials(target string) string {
-	u, err := url.Parse(target)
-	if err != nil {
-		return trace.NotRecorded
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
 
 // workloadDigest is the sha256 over the workload's parts, in manifest
@@ -92,24 +80,35 @@ func hashRunDir(runDir string) []trace.FileHash {
 	return out
 }
 
-// RedactArgs returns a command line with the values of secret-bearing flags
-// replaced: --header values (Name=value keeps Name) and anything that looks
-// like a key given inline. API keys never appear as flag values to begin
-// with (--api-key-env and --api-key-file name where they are).
+// urlFlags are the flags whose values are URLs.
+var urlFlags = map[string]bool{"target": true, "metrics-url": true}
+
+// RedactArgs returns a command line with secrets replaced: --header values
+// (Name=value keeps Name), and the user info and query values of every URL
+// (RedactURL), whether given to --target and --metrics-url or anywhere
+// else. API keys never appear as flag values to begin with (--api-key-env
+// and --api-key-file name where they are).
 func RedactArgs(args []string) []string {
 	out := make([]string, len(args))
 	copy(out, args)
 	for i := 0; i < len(out); i++ {
 		a := out[i]
 		name, value, inline := strings.Cut(a, "=")
-		if name != "--header" && name != "-header" {
-			continue
-		}
-		if inline {
+		flag := strings.TrimLeft(name, "-")
+		isFlag := strings.HasPrefix(name, "-")
+		switch {
+		case isFlag && flag == "header" && inline:
 			out[i] = name + "=" + redactHeader(value)
-		} else if i+1 < len(out) {
+		case isFlag && flag == "header" && i+1 < len(out):
 			out[i+1] = redactHeader(out[i+1])
 			i++
+		case isFlag && urlFlags[flag] && inline:
+			out[i] = name + "=" + RedactURL(value)
+		case isFlag && urlFlags[flag] && i+1 < len(out):
+			out[i+1] = RedactURL(out[i+1])
+			i++
+		default:
+			out[i] = RedactURLs(a)
 		}
 	}
 	return out

@@ -162,7 +162,9 @@ sglang:num_queue_reqs 0
 	if !slices.Equal(got, want) {
 		t.Errorf("RedactArgs = %v, want %v", got, want)
 	}
-	if e := endpointWithoutCredentials("https://user:pw@host:8443/base?api-key=k"); e != "https://host:8443/base" {
-		t.Errorf("endpoint without credentials: %s", e)
+	got = RedactArgs([]string{"replay", "--target", "http://u:p@h:1/?api_key=k", "--metrics-url=https://h/m?token=t&x", "--label", "note=see http://a:b@c/d?e=f"})
+	want = []string{"replay", "--target", "http://REDACTED@h:1/?api_key=REDACTED", "--metrics-url=https://h/m?token=REDACTED&REDACTED", "--label", "note=see http://REDACTED@c/d?e=REDACTED"}
+	if !slices.Equal(got, want) {
+		t.Errorf("RedactArgs = %v, want %v", got, want)
 	}
 }

@@ -49,7 +49,23 @@ type Runner struct {
 	clock        func() int64
 	stats        liveStats
 	self         *selfMetrics // nil unless ServeMetrics is set
-	secrets      []string     // never written: the API key and header values (scrubError)
+	// scrub removes secrets (the API key, header values, URL credentials)
+	// from whatever server-provided or user-provided text is written.
+	scrub *Scrubber
+	// notes tallies workload values replay ignored, capped or cleaned.
+	notes notes
+	// chatURL and completionsURL are the generation endpoints.
+	chatURL, completionsURL string
+}
+
+// newRunner returns a runner for validated opts, with its HTTP client.
+func newRunner(opts Options) (*Runner, error) {
+	client, err := newHTTPClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{opts: opts, client: client, scrub: NewScrubber(opts.secrets()...),
+		chatURL: opts.endpoint("/v1/chat/completions"), completionsURL: opts.endpoint("/v1/completions")}, nil
 }
 
 // liveStats are counters for the progress line.
@@ -74,15 +90,30 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("workload %s has no requests", workloadDir)
 	}
+	return runRequests(ctx, reqs, m, workloadDir, runDir, opts)
+}
+
+// runRequests replays reqs (the workload at workloadDir, described by m)
+// with validated opts. Tests call it with requests the trace reader would
+// refuse, so replay's own guards are checked.
+func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, workloadDir, runDir string, opts Options) (info *trace.RunInfo, err error) {
+	// Errors quote URLs and what servers answered: scrubbed before anyone
+	// prints them.
+	scrub := NewScrubber(opts.secrets()...)
+	defer func() {
+		if err != nil {
+			err = scrubbedError(err, scrub)
+		}
+	}()
 	plan, err := buildPlan(reqs, &opts)
 	if err != nil {
 		return nil, err
 	}
-	client, err := newHTTPClient(opts)
+	r, err := newRunner(opts)
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{opts: opts, client: client, secrets: opts.secrets()}
+	client := r.client
 	var timeToReady any = trace.NotRecorded
 	if opts.WaitReady > 0 {
 		d, err := r.waitReady(ctx, opts.WaitReady)
@@ -101,7 +132,7 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		if model == "" {
 			model = r.defaultModel
 		}
-		serverTok = &serverCounter{url: opts.Target + "/tokenize", model: model, client: client, headers: r.setHeaders}
+		serverTok = &serverCounter{url: opts.endpoint("/tokenize"), model: model, client: client, headers: r.setHeaders, opts: &r.opts}
 		if _, err := serverTok.count(" the"); err != nil {
 			return nil, fmt.Errorf("--tokenizer server: %w; the endpoint needs a /tokenize route (vLLM, SGLang) or pick a local --tokenizer", err)
 		}
@@ -118,7 +149,7 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	}
 	var scr *scraper
 	if opts.MetricsURL != "" {
-		scr = newScraper(opts.MetricsURL, runDir, r.client)
+		scr = newScraper(opts.MetricsURL, runDir, r)
 		if opts.WaitIdle > 0 {
 			if err := scr.waitIdle(ctx, opts.WaitIdle); err != nil {
 				return nil, err
@@ -135,10 +166,12 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		return nil, err
 	}
 	models, server := r.modelsAnswer(ctx)
-	info := &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard, ShardCount: r.opts.ShardCount,
-		Target: endpointWithoutCredentials(r.opts.Target), Workload: workloadDir, Options: r.opts, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness),
+	recorded := r.opts
+	recorded.Target, recorded.MetricsURL = RedactURL(recorded.Target), RedactURL(recorded.MetricsURL)
+	info = &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard, ShardCount: r.opts.ShardCount,
+		Target: RedactURL(r.opts.Target), Workload: workloadDir, Options: recorded, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness),
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: endpointWithoutCredentials(r.opts.Target),
+		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: RedactURL(r.opts.Target),
 		ServerHeader: server, ServerModels: models, TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: counter.Name()}
 	if r.opts.ServeMetrics != "" {
 		r.self = newSelfMetrics(r.opts.RunID, r.opts.Shard, &r.stats)
@@ -194,6 +227,8 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 		info.TokenizerFailures = serverTok.failed.Load()
 		info.Reason = strings.TrimPrefix(info.Reason+"; ", "; ") + fmt.Sprintf("%d server token counts failed (first: %v): session prompt sizes may be off", serverTok.failed.Load(), serverTok.err())
 	}
+	info.Reason = r.scrub.Scrub(info.Reason)
+	info.Notes = r.notes.lines()
 	info.StartUTC = time.Unix(0, info.StartUnixNs).UTC().Format(time.RFC3339Nano)
 	info.EndUTC = time.Unix(0, info.EndUnixNs).UTC().Format(time.RFC3339Nano)
 	info.Parts = w.Parts()
@@ -208,14 +243,14 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 func (r *Runner) preflight(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.Target+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.endpoint("/v1/models"), nil)
 	if err != nil {
-		return "", fmt.Errorf("--target %s: %w", r.opts.Target, err)
+		return "", fmt.Errorf("--target %s: %w", RedactURL(r.opts.Target), err)
 	}
 	r.setHeaders(req)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("cannot reach endpoint %s (%v); start one with 'servetrace sim' or point --target at a running server", r.opts.Target, shortTransport(err))
+		return "", fmt.Errorf("cannot reach endpoint %s (%v); start one with 'servetrace sim' or point --target at a running server", RedactURL(r.opts.Target), shortTransport(err))
 	}
 	defer resp.Body.Close()
 	var list struct {
@@ -227,7 +262,7 @@ func (r *Runner) preflight(ctx context.Context) (string, error) {
 		if r.opts.Model != "" {
 			return "", nil // the endpoint answers; the user named the model
 		}
-		return "", fmt.Errorf("endpoint %s did not list a model at /v1/models (HTTP %d); pass --model", r.opts.Target, resp.StatusCode)
+		return "", fmt.Errorf("endpoint %s did not list a model at /v1/models (%s); pass --model", RedactURL(r.opts.Target), r.opts.httpStatusError(resp))
 	}
 	return list.Data[0].ID, nil
 }
@@ -252,6 +287,47 @@ type collector struct {
 	done      chan struct{}
 	results   chan trace.Result
 	lastFlush time.Time
+	// Prompt truncation: requests whose usage reported prompt tokens, and
+	// the deficits of those the server cut.
+	promptChecked int64
+	deficits      []int64
+}
+
+// A server that reports fewer prompt tokens than were sent, by more than
+// the larger of truncationSlackTokens and truncationSlackPct of the prompt,
+// cut it: a chat template adds tokens (a few to a few dozen) and a
+// different tokenizer moves the count by a few percent, but neither takes
+// away a tenth. A llama.cpp or Ollama server with a 2,048-token context
+// cut prompts by up to 4,162 tokens and said so only in usage.prompt_tokens.
+const (
+	truncationSlackTokens = 32
+	truncationSlackPct    = 10
+)
+
+// promptDeficit returns by how many tokens the server's count of a
+// request's prompt fell short of what was sent, when that is more than the
+// slack; ok is false when usage gave no prompt count.
+func promptDeficit(res *trace.Result) (deficit int64, checked bool) {
+	if res.UsagePromptTokens == nil || res.PromptTokensSent <= 0 {
+		return 0, false
+	}
+	d := res.PromptTokensSent - *res.UsagePromptTokens
+	slack := max(truncationSlackTokens, (res.PromptTokensSent*truncationSlackPct+99)/100)
+	if d <= slack {
+		return 0, true
+	}
+	return d, true
+}
+
+// promptTruncation summarises the deficits, nil when there are none.
+func (c *collector) promptTruncation() *trace.PromptTruncation {
+	if len(c.deficits) == 0 {
+		return nil
+	}
+	d := slices.Clone(c.deficits)
+	slices.Sort(d)
+	return &trace.PromptTruncation{Requests: int64(len(d)), Checked: c.promptChecked, MaxDeficitTokens: d[len(d)-1], P50DeficitTokens: d[(len(d)-1)/2],
+		ToleranceTokens: truncationSlackTokens, TolerancePct: truncationSlackPct}
 }
 
 func newCollector(w *trace.ResultWriter, every time.Duration, r *Runner) *collector {
@@ -296,6 +372,12 @@ func (c *collector) add(res trace.Result, r *Runner) {
 			c.first = *res.SentNs
 		}
 		c.last = max(c.last, *res.SentNs)
+	}
+	if d, checked := promptDeficit(&res); checked {
+		c.promptChecked++
+		if d > 0 {
+			c.deficits = append(c.deficits, d)
+		}
 	}
 	if c.err == nil {
 		c.err = c.w.Write(res)
@@ -365,6 +447,7 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 	flushErr := w.Flush()
 
 	info.Outcomes = col.outcomes
+	info.PromptTruncation = col.promptTruncation()
 	info.Lateness = summarizeLateness(col.lateness)
 	if n := len(plan); n > 1 && plan[n-1].scheduledNs > 0 && r.opts.Concurrency == 0 {
 		info.OfferedRate = float64(n-1) / (float64(plan[n-1].scheduledNs) / 1e9)
@@ -434,8 +517,9 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			if res.DoneNs != nil {
 				due = *res.DoneNs
 			}
-			if think := plan[p.next].req.ThinkTimeMs; think != nil {
-				due += int64(*think * 1e6)
+			nq := plan[p.next].req
+			if think, ok := r.behaviourMs("think_time_ms", nq.ThinkTimeMs, nq.RequestID); ok {
+				due = satAdd(due, int64(think))
 			}
 			if r.waitUntil(ctx, due) && acquire() {
 				launch(p.next, due, sess)
@@ -518,6 +602,7 @@ func (r *Runner) newResult(p planned) trace.Result {
 	if p.warmup && res.Phase == "" {
 		res.Phase = "warmup"
 	}
+	r.makeRecordable(&res)
 	return res
 }
 
@@ -530,7 +615,7 @@ func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		left := ns - r.clock()
+		left := max(0, min(ns, maxScheduleNs)) - r.clock()
 		if left <= 0 {
 			return true
 		}

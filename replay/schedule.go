@@ -50,7 +50,7 @@ func buildPlan(reqs []trace.Request, o *Options) ([]planned, error) {
 		return nil, fmt.Errorf("--to must be after --from")
 	}
 	leadFrom := lo
-	if o.LeadIn > 0 {
+	if o.LeadIn > 0 && lo > math.MinInt64+o.LeadIn.Microseconds() {
 		leadFrom = lo - o.LeadIn.Microseconds()
 	}
 	var window []*trace.Request
@@ -70,7 +70,7 @@ func buildPlan(reqs []trace.Request, o *Options) ([]planned, error) {
 	} else {
 		t0 := window[0].TS
 		for i, q := range window {
-			offsets[i] = int64(float64(q.TS-t0) * 1000 / o.Speed)
+			offsets[i] = satNs((float64(q.TS) - float64(t0)) * 1000 / o.Speed)
 		}
 	}
 	plan := make([]planned, 0, len(window))
@@ -147,7 +147,7 @@ func arrivals(offsets []int64, rate float64, kind string, shape float64, seed ui
 		if i > 0 {
 			t += gap()
 		}
-		offsets[i] = int64(t * 1e9)
+		offsets[i] = satNs(t * 1e9)
 	}
 }
 

@@ -2,35 +2,419 @@ package replay
 
 import (
 	"bytes"
+	"encoding/base64"
+	"net/url"
 	"strings"
 )
 
-// Servers put surprising things in error messages: a validation error can
-// echo the whole request body (FastAPI's 422 lists each invalid field with
-// its "input"), and a gateway can quote the key it refused. An error message
-// is recorded in results.parquet, so before it is, scrubError removes every
-// run of it copied from the request body or from a secret.
+// Servers put surprising things in what they send back: a validation error
+// can echo the whole request body (FastAPI's 422 lists each invalid field
+// with its "input"), a gateway can quote the key it refused, in part,
+// base64-encoded (a Basic credential) or spaced out, and a /v1/models answer
+// or a Server header can echo the request's headers. Whatever of it a run
+// writes or prints first passes through one Scrubber.
 
 const (
 	// minCopiedText is the shortest run of an error message, copied from
 	// the request body, that is removed: long enough that field names and
 	// numbers are kept, short enough that no sentence of a prompt survives.
 	minCopiedText = 16
-	// minCopiedSecret is the shortest run copied from an API key or header
-	// value that is removed (a gateway may quote part of a key).
-	minCopiedSecret = 6
+	// longSecret is the length from which any minSecretRun-byte run copied
+	// from a secret is removed (a gateway may quote part of a key); a
+	// shorter secret is removed only whole, and only as a word of its own,
+	// since its fragments could not be told from words.
+	longSecret   = 8
+	minSecretRun = 4
+	// minSpacedRun is the shortest run of a secret's letters and digits,
+	// with other characters between them ("s k - l i v e"), that is removed
+	// (the whole secret, if it has fewer).
+	minSpacedRun = 8
+	// minEncodedRun is the shortest run of a secret found in the decoding
+	// of a base64 run that has the whole run removed (the whole secret, if
+	// it is shorter). Decoding ordinary words gives noise: 6 bytes make a
+	// chance match negligible.
+	minEncodedRun = 6
+	// minEncodedSecret is the shortest secret looked for in base64 at all:
+	// shorter ones match the noise of decoded words.
+	minEncodedSecret = 4
+
+	redactedLabel = "<redacted>"
+	requestLabel  = "<request text>"
 )
 
-// scrubError returns msg with every run of at least minCopiedSecret bytes
-// copied from a secret replaced by "<redacted>", and every run of at least
-// minCopiedText bytes copied from body by "<request text>". Secrets shorter
-// than minCopiedSecret are no credentials and could not be told from words
-// ("tok" in "max_tokens"), so they are left alone.
-func scrubError(msg string, body []byte, secrets []string) string {
-	for _, s := range secrets {
-		msg = redactCopies(msg, []byte(s), minCopiedSecret, "<redacted>")
+// Scrubber removes secrets from text: raw copies of one, in whole or in part,
+// spaced-out copies, base64-encoded copies (standard or URL alphabet,
+// padded or not, at any alignment), and credentials and query values of
+// URLs in the text (RedactURLs). It is safe for concurrent use. A nil
+// Scrubber only redacts URLs.
+type Scrubber struct {
+	long, short [][]byte            // secrets of at least longSecret bytes, and shorter
+	grams       map[string]struct{} // every minSecretRun-byte window of the long secrets
+	skeletons   [][]byte            // each secret's letters and digits
+	spacedGrams grams               // the skeletons' windows a spaced copy starts with
+	encoded     grams               // the secrets' windows looked for in decoded base64
+}
+
+// grams holds byte windows by length: a quick test of whether a position
+// can start a copy, before the exact (slower) search.
+type grams map[int]map[string]struct{}
+
+// add adds every n-byte window of b.
+func (g grams) add(b []byte, n int) {
+	if g[n] == nil {
+		g[n] = map[string]struct{}{}
 	}
-	return redactCopies(msg, body, minCopiedText, "<request text>")
+	for i := 0; i+n <= len(b); i++ {
+		g[n][string(b[i:i+n])] = struct{}{}
+	}
+}
+
+// at reports whether some window starts at b[i].
+func (g grams) at(b []byte, i int) bool {
+	for n, set := range g {
+		if i+n <= len(b) {
+			if _, ok := set[string(b[i:i+n])]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// in reports whether some window occurs in b.
+func (g grams) in(b []byte) bool {
+	for i := range b {
+		if g.at(b, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// NewScrubber returns a scrubber for the given secrets (empty ones are
+// ignored).
+func NewScrubber(secrets ...string) *Scrubber {
+	s := &Scrubber{grams: map[string]struct{}{}, spacedGrams: grams{}, encoded: grams{}}
+	for _, sec := range secrets {
+		b := []byte(sec)
+		switch {
+		case len(b) == 0:
+			continue
+		case len(b) >= longSecret:
+			s.long = append(s.long, b)
+			for i := 0; i+minSecretRun <= len(b); i++ {
+				s.grams[string(b[i:i+minSecretRun])] = struct{}{}
+			}
+		default:
+			s.short = append(s.short, b)
+		}
+		if sk := skeleton(b); len(sk) >= 2 {
+			s.skeletons = append(s.skeletons, sk)
+			s.spacedGrams.add(sk, min(minSpacedRun, len(sk)))
+		}
+		if len(b) >= minEncodedSecret {
+			s.encoded.add(b, min(minEncodedRun, len(b)))
+		}
+	}
+	return s
+}
+
+// Scrub returns text with URLs redacted and every copy of a secret replaced
+// by "<redacted>". Invalid UTF-8 a cut left behind is dropped.
+func (s *Scrubber) Scrub(text string) string {
+	text = RedactURLs(text)
+	if s == nil || len(s.long)+len(s.short) == 0 {
+		return text
+	}
+	out := s.raw(text)
+	out = s.whole(out)
+	out = s.spaced(out)
+	out = s.base64(out)
+	if out == text {
+		return text
+	}
+	return strings.ToValidUTF8(out, "")
+}
+
+// scrubChunk is the most ScrubLines scrubs at once: its working memory is
+// a few times the text's length.
+const scrubChunk = 1 << 20
+
+// ScrubLines scrubs a long text (a metrics exposition) in pieces of about
+// scrubChunk bytes, cut after a line end; a copy that spans a cut is
+// missed.
+func (s *Scrubber) ScrubLines(text string) string {
+	if len(text) <= scrubChunk {
+		return s.Scrub(text)
+	}
+	var out strings.Builder
+	for len(text) > 0 {
+		n := min(len(text), scrubChunk)
+		if n < len(text) {
+			if i := strings.LastIndexByte(text[:n], '\n'); i > 0 {
+				n = i + 1
+			}
+		}
+		out.WriteString(s.Scrub(text[:n]))
+		text = text[n:]
+	}
+	return out.String()
+}
+
+// ScrubJSON returns v, a decoded JSON value, with every string in it (keys
+// too) scrubbed.
+func (s *Scrubber) ScrubJSON(v any) any {
+	switch x := v.(type) {
+	case string:
+		return s.Scrub(x)
+	case []any:
+		for i := range x {
+			x[i] = s.ScrubJSON(x[i])
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[s.Scrub(k)] = s.ScrubJSON(e)
+		}
+		return out
+	}
+	return v
+}
+
+// raw removes every maximal run of at least minSecretRun bytes copied from
+// a long secret.
+func (s *Scrubber) raw(text string) string {
+	if len(s.long) == 0 || len(text) < minSecretRun {
+		return text
+	}
+	var out strings.Builder
+	last := 0
+	for i := 0; i+minSecretRun <= len(text); {
+		if _, hit := s.grams[text[i:i+minSecretRun]]; !hit {
+			i++
+			continue
+		}
+		j := i + minSecretRun
+		for j < len(text) && s.inLong(text[i:j+1]) {
+			j++
+		}
+		out.WriteString(text[last:i])
+		out.WriteString(redactedLabel)
+		i, last = j, j
+	}
+	if last == 0 {
+		return text
+	}
+	out.WriteString(text[last:])
+	return out.String()
+}
+
+func (s *Scrubber) inLong(run string) bool {
+	for _, sec := range s.long {
+		if bytes.Contains(sec, []byte(run)) {
+			return true
+		}
+	}
+	return false
+}
+
+// whole removes each short secret where it stands as a word of its own.
+func (s *Scrubber) whole(text string) string {
+	for _, sec := range s.short {
+		var out strings.Builder
+		last := 0
+		for i := 0; ; {
+			k := strings.Index(text[i:], string(sec))
+			if k < 0 {
+				break
+			}
+			at, end := i+k, i+k+len(sec)
+			if (at == 0 || !isWordByte(text[at-1]) || !isWordByte(sec[0])) &&
+				(end == len(text) || !isWordByte(text[end]) || !isWordByte(sec[len(sec)-1])) {
+				out.WriteString(text[last:at])
+				out.WriteString(redactedLabel)
+				last = end
+			}
+			i = at + 1
+		}
+		if last > 0 {
+			out.WriteString(text[last:])
+			text = out.String()
+		}
+	}
+	return text
+}
+
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// skeleton returns b's ASCII letters and digits.
+func skeleton(b []byte) []byte {
+	var out []byte
+	for _, c := range b {
+		if isAlnum(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// spaced removes copies of a secret with other characters (spaces,
+// punctuation) put between its letters and digits: a run of at least
+// minSpacedRun of a secret's letters and digits in a row, or all of a
+// shorter one's, among the text's letters and digits, that has such
+// characters inside it. A short secret's copy must also stand as a word.
+func (s *Scrubber) spaced(text string) string {
+	if len(s.skeletons) == 0 {
+		return text
+	}
+	var sk []byte
+	var pos []int32 // pos[k]: the index in text of sk[k]
+	for i := 0; i < len(text); i++ {
+		if isAlnum(text[i]) {
+			sk = append(sk, text[i])
+			pos = append(pos, int32(i))
+		}
+	}
+	type span struct{ from, to int } // text[from:to] is removed
+	var cut []span
+	for k := 0; k < len(sk); {
+		if !s.spacedGrams.at(sk, k) {
+			k++
+			continue
+		}
+		best, bestSpan := 0, span{}
+		for _, sec := range s.skeletons {
+			need := min(minSpacedRun, len(sec))
+			if k+need > len(sk) || !bytes.Contains(sec, sk[k:k+need]) {
+				continue
+			}
+			n := need
+			for k+n < len(sk) && bytes.Contains(sec, sk[k:k+n+1]) {
+				n++
+			}
+			from, to := int(pos[k]), int(pos[k+n-1])+1
+			if to-from == n {
+				continue // nothing between: a raw copy, or a word
+			}
+			if len(sec) < minSpacedRun && ((from > 0 && isAlnum(text[from-1])) || (to < len(text) && isAlnum(text[to]))) {
+				continue
+			}
+			if n > best {
+				best, bestSpan = n, span{from, to}
+			}
+		}
+		if best == 0 {
+			k++
+			continue
+		}
+		cut = append(cut, bestSpan)
+		k += best
+	}
+	if len(cut) == 0 {
+		return text
+	}
+	var out strings.Builder
+	last := 0
+	for _, c := range cut {
+		out.WriteString(text[last:c.from])
+		out.WriteString(redactedLabel)
+		last = c.to
+	}
+	out.WriteString(text[last:])
+	return out.String()
+}
+
+func isBase64Byte(c byte) bool {
+	return isAlnum(c) || c == '+' || c == '/' || c == '-' || c == '_'
+}
+
+// base64 removes every run of base64 characters (either alphabet, with its
+// padding) whose decoding, from any of the four alignments, holds a run of
+// at least minEncodedRun bytes of a secret, or all of a shorter one.
+func (s *Scrubber) base64(text string) string {
+	if len(s.encoded) == 0 {
+		return text
+	}
+	var out strings.Builder
+	last := 0
+	var buf, dec []byte
+	for i := 0; i < len(text); {
+		if !isBase64Byte(text[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(text) && isBase64Byte(text[j]) {
+			j++
+		}
+		end := j
+		for end < len(text) && text[end] == '=' {
+			end++
+		}
+		if j-i >= 6 && s.encodedIn(text[i:j], &buf, &dec) {
+			out.WriteString(text[last:i])
+			out.WriteString(redactedLabel)
+			last = end
+		}
+		i = end
+	}
+	if last == 0 {
+		return text
+	}
+	out.WriteString(text[last:])
+	return out.String()
+}
+
+// encodedIn reports whether run, decoded from any alignment, holds a secret.
+func (s *Scrubber) encodedIn(run string, buf, dec *[]byte) bool {
+	*buf = (*buf)[:0]
+	for k := 0; k < len(run); k++ {
+		c := run[k]
+		switch c {
+		case '-':
+			c = '+'
+		case '_':
+			c = '/'
+		}
+		*buf = append(*buf, c)
+	}
+	for off := 0; off < 4 && off < len(*buf); off++ {
+		b := (*buf)[off:]
+		if len(b)%4 == 1 {
+			b = b[:len(b)-1]
+		}
+		if len(b) < 6 {
+			break
+		}
+		if want := base64.RawStdEncoding.DecodedLen(len(b)); cap(*dec) < want {
+			*dec = make([]byte, want)
+		} else {
+			*dec = (*dec)[:want]
+		}
+		n, err := base64.RawStdEncoding.Decode(*dec, b)
+		if err != nil {
+			continue
+		}
+		if s.encoded.in((*dec)[:n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrubError returns msg scrubbed of secrets, with every run of at least
+// minCopiedText bytes copied from the request body replaced by
+// "<request text>".
+func scrubError(msg string, body []byte, s *Scrubber) string {
+	msg = s.Scrub(msg)
+	return redactCopies(msg, body, minCopiedText, requestLabel)
 }
 
 // redactCopies replaces each maximal run of msg of at least minRun bytes
@@ -59,8 +443,9 @@ func redactCopies(msg string, src []byte, minRun int, label string) string {
 	return strings.ToValidUTF8(out.String(), "")
 }
 
-// secrets lists what a run must never write: the API key and the values of
-// the extra headers.
+// secrets lists what a run must never write: the API key, the values of
+// the extra headers, and the passwords and credential-like query values of
+// the target and metrics URLs.
 func (o *Options) secrets() []string {
 	s := make([]string, 0, 1+len(o.Headers))
 	if o.APIKey != "" {
@@ -69,5 +454,153 @@ func (o *Options) secrets() []string {
 	for _, v := range o.Headers {
 		s = append(s, v)
 	}
+	for _, u := range []string{o.Target, o.MetricsURL} {
+		s = append(s, urlSecrets(u)...)
+	}
 	return s
+}
+
+// credentialParams are substrings of query parameter names whose values
+// are credentials (api_key, token, sig, ...); other query values (an
+// api-version) are redacted in URLs but not hunted for in free text.
+var credentialParams = []string{"key", "token", "secret", "sig", "pass", "auth", "cred", "code", "session"}
+
+// urlSecrets returns a URL's password and credential-like query values.
+func urlSecrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if p, ok := u.User.Password(); ok && p != "" {
+		out = append(out, p)
+	}
+	for k, vs := range u.Query() {
+		lk := strings.ToLower(k)
+		for _, c := range credentialParams {
+			if strings.Contains(lk, c) {
+				out = append(out, vs...)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// RedactedValue stands in for a URL's user info and query values.
+const RedactedValue = "REDACTED"
+
+// RedactURL returns raw with its user info replaced by REDACTED, every query
+// value by REDACTED (names are kept) and a fragment by REDACTED. It works on
+// the text, so a URL that does not parse is redacted too; anything before
+// the last '@' ahead of the query counts as user info.
+func RedactURL(raw string) string {
+	prefix, rest := "", raw
+	if i := strings.Index(raw, "://"); i >= 0 {
+		prefix, rest = raw[:i+3], raw[i+3:]
+	}
+	end := strings.IndexAny(rest, "?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	head, tail := rest[:end], rest[end:]
+	if at := strings.LastIndexByte(head, '@'); at >= 0 {
+		head = RedactedValue + "@" + head[at+1:]
+	}
+	var b strings.Builder
+	b.WriteString(prefix)
+	b.WriteString(head)
+	if tail == "" {
+		return b.String()
+	}
+	query, frag, hasFrag := tail, "", false
+	if i := strings.IndexByte(tail, '#'); i >= 0 {
+		query, frag, hasFrag = tail[:i], tail[i+1:], true
+	}
+	if strings.HasPrefix(query, "?") {
+		b.WriteByte('?')
+		for i, p := range strings.Split(query[1:], "&") {
+			if i > 0 {
+				b.WriteByte('&')
+			}
+			switch k, _, ok := strings.Cut(p, "="); {
+			case ok:
+				b.WriteString(k + "=" + RedactedValue)
+			case p != "":
+				b.WriteString(RedactedValue)
+			}
+		}
+	}
+	if hasFrag {
+		b.WriteByte('#')
+		if frag != "" {
+			b.WriteString(RedactedValue)
+		}
+	}
+	return b.String()
+}
+
+// RedactURLs redacts (RedactURL) every http:// or https:// URL in text; a
+// URL ends at white space, a quote or an angle bracket, and trailing
+// punctuation is left outside it.
+func RedactURLs(text string) string {
+	if !strings.Contains(text, "://") {
+		return text
+	}
+	var out strings.Builder
+	last := 0
+	for i := 0; i < len(text); {
+		k := strings.Index(text[i:], "://")
+		if k < 0 {
+			break
+		}
+		at := i + k
+		start := at
+		for start > 0 && isSchemeByte(text[start-1]) {
+			start--
+		}
+		scheme := strings.ToLower(text[start:at])
+		if scheme != "http" && scheme != "https" {
+			i = at + 3
+			continue
+		}
+		end := at + 3
+		for end < len(text) && !strings.ContainsRune(" \t\r\n\"'<>`", rune(text[end])) {
+			end++
+		}
+		for end > at+3 && strings.ContainsRune(".,;:)]}", rune(text[end-1])) {
+			end--
+		}
+		out.WriteString(text[last:start])
+		out.WriteString(RedactURL(text[start:end]))
+		last, i = end, end
+	}
+	if last == 0 {
+		return text
+	}
+	out.WriteString(text[last:])
+	return out.String()
+}
+
+func isSchemeByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// scrubbed is an error whose message was scrubbed; it unwraps to the
+// original, for errors.Is and errors.As, but prints only the scrubbed text.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// scrubbedError returns err with its message scrubbed, or err itself when
+// there was nothing to scrub.
+func scrubbedError(err error, s *Scrubber) error {
+	if msg := s.Scrub(err.Error()); msg != err.Error() {
+		return &scrubbed{msg: msg, err: err}
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -8,7 +9,9 @@ import (
 
 func TestScrubError(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"The quick brown fox jumps over the lazy dog near the riverbank"}],"max_tokens":"ten"}`)
-	secrets := []string{"sk-live-4f9a8b7c6d", "tok"}
+	s := NewScrubber("sk-live-4f9a8b7c6d", "tok", "hdr-XY-77q1")
+	key := "sk-live-4f9a8b7c6d"
+	b64 := func(enc *base64.Encoding, s string) string { return enc.EncodeToString([]byte(s)) }
 	tests := []struct {
 		name, msg, want string
 	}{
@@ -18,11 +21,21 @@ func TestScrubError(t *testing.T) {
 			"HTTP 422: [{'loc': ('body',), 'input': {'content': '<request text>'}}]"},
 		{"whole key removed", "HTTP 401: Incorrect API key provided: sk-live-4f9a8b7c6d.", "HTTP 401: Incorrect API key provided: <redacted>."},
 		{"quoted part of a key removed", "HTTP 401: key sk-live-4f**** refused", "HTTP 401: key <redacted>**** refused"},
-		{"a secret too short to tell from words is left", "bad token tok", "bad token tok"},
+		{"four bytes of a long key removed", "HTTP 401: key ending 7c6d refused", "HTTP 401: key ending <redacted> refused"},
+		{"a short secret inside a word is left", "bad token", "bad token"},
+		{"a short secret as a word is removed", "bad token tok.", "bad token <redacted>."},
+		{"base64 of the key removed", "auth " + b64(base64.StdEncoding, key) + " refused", "auth <redacted> refused"},
+		{"base64 of user:key removed", "Basic " + b64(base64.StdEncoding, "bob:"+key), "Basic <redacted>"},
+		{"unpadded URL-alphabet base64 at another alignment removed", "x=" + b64(base64.RawURLEncoding, "ab"+key+"?>"), "x=<redacted>"},
+		{"spaced-out key removed", "key: s k - l i v e - 4 f 9 a 8 b 7 c 6 d!", "key: <redacted>!"},
+		{"key with dots between removed", "k=s.k.-.l.i.v.e.-.4.f.9.a", "k=<redacted>"},
+		{"spaced-out short header value removed", "h = h d r X Y 7 7 q 1", "h = <redacted>"},
+		{"URL credentials and query values redacted", `Post "http://bob:pw@host:1/v1?api_key=abc&v=2": EOF`, `Post "http://REDACTED@host:1/v1?api_key=REDACTED&v=REDACTED": EOF`},
+		{"ordinary base64 kept", "id Y2hhdGNtcGwtMTIzNDU2", "id Y2hhdGNtcGwtMTIzNDU2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := scrubError(tc.msg, body, secrets); got != tc.want {
+			if got := scrubError(tc.msg, body, s); got != tc.want {
 				t.Errorf("scrubError(%q)\n got %q\nwant %q", tc.msg, got, tc.want)
 			}
 		})
@@ -31,6 +44,37 @@ func TestScrubError(t *testing.T) {
 	got := scrubError("é"+"quick brown fox jumps", []byte("\xa9quick brown fox jumps"), nil)
 	if !utf8.ValidString(got) || !strings.Contains(got, "<request text>") {
 		t.Errorf("multi-byte boundary: %q", got)
+	}
+}
+
+// TestScrubEveryAlignment: the key base64-encoded after 0 to 5 other
+// bytes, in both alphabets, padded or not, is removed.
+func TestScrubEveryAlignment(t *testing.T) {
+	const key = "sk-proj-Zq81xPlm04"
+	s := NewScrubber(key)
+	for pre := range 6 {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			text := "v " + enc.EncodeToString([]byte(strings.Repeat("\xfb", pre)+key+"\xff\xfe")) + " end"
+			if got := s.Scrub(text); got != "v <redacted> end" {
+				t.Errorf("prefix %d: Scrub(%q) = %q", pre, text, got)
+			}
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"http://127.0.0.1:8000", "http://127.0.0.1:8000"},
+		{"https://user:pw@host:8443/base?api-key=k&x=1#frag", "https://REDACTED@host:8443/base?api-key=REDACTED&x=REDACTED#REDACTED"},
+		{"http://user:p@ss/w@host/p", "http://REDACTED@host/p"},
+		{"http://h/?sk-123", "http://h/?REDACTED"},
+		{"user:pass@host:8000", "REDACTED@host:8000"},
+		{"http://us er:pa ss@host", "http://REDACTED@host"},
+		{"", ""},
+	} {
+		if got := RedactURL(c.in); got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
 

@@ -24,12 +24,13 @@ type serverCounter struct {
 	model   string
 	client  *http.Client
 	headers func(*http.Request)
+	opts    *Options // for redirect notes
 	mu      sync.Mutex
 	firstEr error
 	failed  atomic.Int64
 }
 
-func (s *serverCounter) Name() string { return "server:" + s.url }
+func (s *serverCounter) Name() string { return "server:" + RedactURL(s.url) }
 
 func (s *serverCounter) Count(text string) int {
 	n, err := s.count(text)
@@ -57,17 +58,26 @@ func (s *serverCounter) count(text string) (int, error) {
 	s.headers(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("POST %s: %v", s.url, shortTransport(err))
+		return 0, fmt.Errorf("POST %s: %v", RedactURL(s.url), shortTransport(err))
 	}
-	defer resp.Body.Close()
+	defer func() {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+		resp.Body.Close()
+	}()
 	var out struct {
 		Count  *int  `json:"count"`
 		Tokens []int `json:"tokens"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("POST %s: HTTP %d, not a /tokenize answer", s.url, resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("POST %s: %s, not a /tokenize answer", RedactURL(s.url), s.opts.httpStatusError(resp))
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
+		return 0, fmt.Errorf("POST %s: HTTP %d, not a /tokenize answer", RedactURL(s.url), resp.StatusCode)
 	}
 	if out.Count != nil {
+		if *out.Count < 0 || *out.Count > maxUsageTokens {
+			return 0, fmt.Errorf("POST %s: impossible count %d", RedactURL(s.url), *out.Count)
+		}
 		return *out.Count, nil
 	}
 	return len(out.Tokens), nil
