@@ -65,6 +65,7 @@ Examples:
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "send ignore_eos (vLLM, SGLang, the simulator; OpenAI rejects it)"},
 			&cli.BoolFlag{Name: "force-output-len", Usage: "send ignore_eos and min_tokens = max_tokens, so outputs have the workload's length"},
 			&cli.StringFlag{Name: "http", Value: "1.1", Usage: "HTTP version: 1.1|2 (2 over http:// is h2 by prior knowledge)"},
+			&cli.BoolFlag{Name: "follow-redirects", Usage: "follow a redirect within the target's origin (same scheme, host and port), without the API key and --header values; by default, and to another origin, a redirect is recorded http_error"},
 			&cli.StringFlag{Name: "ca-cert", Usage: "PEM certificate to trust for an https endpoint"},
 			&cli.BoolFlag{Name: "insecure", Usage: "skip TLS certificate verification"},
 			&cli.StringFlag{Name: "tokenizer", Value: def.Tokenizer, Usage: "prompt tokenizer: " + strings.Join(tokenize.Encodings, "|") + ", a tiktoken rank file path (Llama 3 style), or 'server' (the endpoint's /tokenize)"},
@@ -133,7 +134,8 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 	for _, h := range c.StringSlice("header") {
 		kv, err := replay.ParseKeyValues("--header", h)
 		if err != nil {
-			return replay.Options{}, err
+			// The entry may hold the secret: it is not shown.
+			return replay.Options{}, errors.New("--header: an entry is not Name=value (it is not shown: it may hold a secret)")
 		}
 		maps.Copy(headers, kv)
 	}
@@ -145,7 +147,7 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"), WarmupDuration: warmDur, WarmupRequests: warmN,
 		ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
 		Grace: c.Duration("grace"), RotateEvery: c.Duration("rotate-every"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern"),
-		ForceOutputLen: c.Bool("force-output-len"), HTTP: c.String("http"), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"),
+		ForceOutputLen: c.Bool("force-output-len"), HTTP: c.String("http"), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"), FollowRedirects: c.Bool("follow-redirects"),
 		APIKey: key, Headers: headers, RunID: c.String("run-id"),
 		WaitReady: c.Duration("wait-ready"), MetricsURL: c.String("metrics-url"), MetricsInterval: c.Duration("metrics-interval"),
 		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
@@ -210,6 +212,13 @@ func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
 	fmt.Fprintf(w, "; client lateness p99 %.2f ms\n", info.Lateness.P99Ms)
 	if info.ClientSaturated {
 		fmt.Fprintf(w, "warning: the client was saturated (lateness p99 %.2f ms > %.2f ms): latencies may reflect the load generator\n", info.Lateness.P99Ms, info.MaxLatenessMs)
+	}
+	if pt := info.PromptTruncation; pt != nil {
+		fmt.Fprintf(w, "warning: the server cut %d of %d prompts it counted (usage.prompt_tokens below the tokens sent by up to %d, median %d; more than max(%d tokens, %g%%) short): its context is shorter than the workload's prompts, and latencies are those of the cut prompts\n",
+			pt.Requests, pt.Checked, pt.MaxDeficitTokens, pt.P50DeficitTokens, pt.ToleranceTokens, pt.TolerancePct)
+	}
+	for _, n := range info.Notes {
+		fmt.Fprintln(w, "note: "+n)
 	}
 	return nil
 }

@@ -2,16 +2,19 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/servetrace/servetrace/replay/sim"
@@ -35,8 +38,15 @@ type hostileServer struct {
 const replyCanary = "WOMBATREPLY the reply text the client must not keep"
 
 func (s *hostileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	auth, tenant := r.Header.Get("Authorization"), r.Header.Get("X-Tenant-Token")
 	if r.Method == http.MethodGet {
-		fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+		// A gateway that echoes the request's headers, plainly, base64-encoded
+		// and spaced out, in its Server header and its model list (and, as
+		// it answers every GET so, in the metrics scraped from it).
+		w.Header().Set("Server", fmt.Sprintf("hostile-gw/2 (auth %s; tenant %s; b64 %s)", auth, tenant, base64.StdEncoding.EncodeToString([]byte(auth))))
+		models, _ := json.Marshal(map[string]any{"object": "list", "data": []any{map[string]any{"id": "m", "object": "model",
+			"owned_by": auth, "tenant": tenant, auth: "as a key", "encoded": base64.URLEncoding.EncodeToString([]byte(auth)), "spaced": spacedOut(auth)}}})
+		w.Write(models)
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
@@ -56,9 +66,10 @@ func (s *hostileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, m := range req.Messages {
 		s.prompts = append(s.prompts, m.Content)
 	}
-	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	s.auth = append(s.auth, auth)
 	s.mu.Unlock()
-	echo, _ := json.Marshal(fmt.Sprintf("invalid request from %s with %s: input %s", r.Header.Get("Authorization"), r.Header.Get("X-Tenant-Token"), body))
+	echo, _ := json.Marshal(fmt.Sprintf("invalid request from %s with %s (basic %s, spaced %s): input %s", auth, tenant,
+		base64.StdEncoding.EncodeToString([]byte("user:"+strings.TrimPrefix(auth, "Bearer "))), spacedOut(tenant), body))
 	switch n % 3 {
 	case 0:
 		w.Header().Set("Content-Type", "application/json")
@@ -72,6 +83,22 @@ func (s *hostileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", replyCanary)
 		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}
+}
+
+// spacedOut puts a space between every two characters of s.
+func spacedOut(s string) string { return strings.Join(strings.Split(s, ""), " ") }
+
+// encodedNeedles are the forms a hostile server sends a secret back in.
+func encodedNeedles(name, secret string) map[string]string {
+	return map[string]string{
+		name:                       secret,
+		name + ", base64":          base64.StdEncoding.EncodeToString([]byte(secret)),
+		name + ", base64 url":      base64.URLEncoding.EncodeToString([]byte("Bearer " + secret)),
+		name + ", Bearer base64":   base64.StdEncoding.EncodeToString([]byte("Bearer " + secret)),
+		name + ", basic":           base64.StdEncoding.EncodeToString([]byte("user:" + secret)),
+		name + ", spaced":          spacedOut(secret),
+		name + ", spaced (Bearer)": spacedOut("Bearer " + secret),
 	}
 }
 
@@ -109,7 +136,9 @@ func TestSecurityAudit(t *testing.T) {
 		if len(srv.prompts) < 20 || srv.auth[0] != "Bearer "+key {
 			t.Fatalf("the server saw %d prompts, Authorization %q: the key must still be sent", len(srv.prompts), srv.auth[0])
 		}
-		needles := map[string]string{"the API key": key, "a header value": headerSecret, "the reply text": "WOMBATREPLY"}
+		needles := map[string]string{"the reply text": "WOMBATREPLY"}
+		maps.Copy(needles, encodedNeedles("the API key", key))
+		maps.Copy(needles, encodedNeedles("a header value", headerSecret))
 		for i, p := range srv.prompts {
 			// Every 40-byte window of every prompt the server received.
 			for j := 0; j+40 <= len(p); j += 40 {
@@ -152,6 +181,120 @@ func TestSecurityAudit(t *testing.T) {
 			}
 		}
 		t.Logf("scanned %d outputs for %d needles; %d of %d results carry a scrubbed server message", len(texts), len(needles), failed, len(rows))
+	})
+
+	// scanRun fails the test for every needle found in the run dir (the
+	// decoded results too) or in the given outputs.
+	scanRun := func(t *testing.T, run string, needles map[string]string, outputs map[string]string) {
+		t.Helper()
+		texts := map[string][]byte{}
+		for k, v := range outputs {
+			texts[k] = []byte(v)
+		}
+		filepath.WalkDir(run, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := os.ReadFile(p)
+				texts[p] = b
+			}
+			return nil
+		})
+		if rows, err := trace.ReadResults(run); err == nil {
+			decoded, _ := json.Marshal(rows)
+			texts["the decoded results"] = decoded
+		}
+		for where, b := range texts {
+			for what, n := range needles {
+				if bytes.Contains(b, []byte(n)) {
+					t.Errorf("%s found in %s", what, where)
+				}
+			}
+		}
+	}
+
+	t.Run("redirects are not followed and carry no secret", func(t *testing.T) {
+		// The second listener records whatever reaches it.
+		var mu sync.Mutex
+		var reached []string
+		elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			reached = append(reached, fmt.Sprintf("%s %s Authorization=%q X-Tenant-Token=%q", r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Tenant-Token")))
+			mu.Unlock()
+			(&hostileServer{}).ServeHTTP(w, r)
+		}))
+		defer elsewhere.Close()
+		codes := []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect}
+		var n atomic.Int64
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+				return
+			}
+			http.Redirect(w, r, elsewhere.URL+r.URL.Path, codes[n.Add(1)%int64(len(codes))])
+		}))
+		defer hs.Close()
+		for _, follow := range []bool{false, true} {
+			run := filepath.Join(dir, fmt.Sprintf("redirect-follow-%v", follow))
+			args := []string{"replay", wl, "--target", hs.URL, "--speed", "50", "--api-key-file", keyFile, "--header", "X-Tenant-Token=" + headerSecret, "--out", run}
+			if follow {
+				args = append(args, "--follow-redirects") // another origin is still not followed
+			}
+			code, out, errOut := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("replay: exit %d\n%s", code, errOut)
+			}
+			rows, err := trace.ReadResults(run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.Outcome != trace.OutcomeHTTPError || r.HTTPStatus < 300 || r.HTTPStatus > 399 || !strings.Contains(r.Error, elsewhere.URL) {
+					t.Errorf("follow %v: %s: %s HTTP %d %q; want http_error naming the Location's origin", follow, r.RequestID, r.Outcome, r.HTTPStatus, r.Error)
+					break
+				}
+			}
+			scanRun(t, run, map[string]string{"the API key": key, "a header value": headerSecret}, map[string]string{"stdout": out, "stderr": errOut})
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reached) > 0 {
+			t.Errorf("%d requests reached the other origin, the first %s", len(reached), reached[0])
+		}
+	})
+
+	t.Run("URL credentials and query secrets are never written", func(t *testing.T) {
+		hs := httptest.NewServer(&hostileServer{})
+		defer hs.Close()
+		const pass, query, metricsToken = "URLPASS-6e21c9", "QUERYSECRET-0b7d55", "METRICSECRET-a3f08e"
+		withUser := strings.Replace(hs.URL, "http://", "http://audit:"+pass+"@", 1)
+		target := withUser + "/?api_key=" + query
+		metrics := withUser + "/metrics?token=" + metricsToken
+		needles := map[string]string{}
+		for name, secret := range map[string]string{"the URL password": pass, "the query secret": query, "the metrics token": metricsToken} {
+			maps.Copy(needles, encodedNeedles(name, secret))
+		}
+		needles["the basic credential"] = base64.StdEncoding.EncodeToString([]byte("audit:" + pass))
+		run := filepath.Join(dir, "url-secrets")
+		code, out, errOut := runCLI(t, "replay", wl, "--target", target, "--metrics-url="+metrics, "--metrics-interval", "200ms",
+			"--speed", "50", "--api-key-file", keyFile, "--out", run)
+		if code != 0 {
+			t.Fatalf("replay: exit %d\n%s", code, errOut)
+		}
+		ri, err := trace.ReadRunInfo(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ri.Metrics) == 0 || !strings.Contains(ri.Target, "REDACTED@") || !strings.Contains(ri.Target, "api_key=REDACTED") {
+			t.Errorf("target %q, %d scrapes: want the user info and query REDACTED, and scrapes written", ri.Target, len(ri.Metrics))
+		}
+		scanRun(t, run, needles, map[string]string{"stdout": out, "stderr": errOut})
+		// Errors that print the URL print it redacted.
+		for _, bad := range []string{"htp://audit:" + pass + "@127.0.0.1:1/?api_key=" + query, "http://audit:" + pass + "@127.0.0.1:1/?api_key=" + query} {
+			code, out, errOut := runCLI(t, "replay", wl, "--target", bad, "--out", filepath.Join(dir, "url-bad"))
+			if code == 0 {
+				t.Errorf("--target %s: exit 0", bad)
+			}
+			scanRun(t, filepath.Join(dir, "url-bad"), needles, map[string]string{"stdout": out, "stderr": errOut})
+		}
 	})
 
 	t.Run("https is verified unless --insecure", func(t *testing.T) {
