@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 )
 
 // faultServer misbehaves according to the request id at the end of the
-// X-Request-Id header (<run_id>-<request_id>).
-func faultServer(t *testing.T) string {
+// X-Request-Id header (<run_id>-<request_id>). It calls answered after
+// each generation request's handler returns.
+func faultServer(t *testing.T, answered func()) string {
 	t.Helper()
 	token := func(w http.ResponseWriter, text string) {
 		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", text)
@@ -28,6 +30,7 @@ func faultServer(t *testing.T) string {
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"fault"}]}`)
 	})
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		defer answered()
 		id := r.Header.Get("X-Request-Id")
 		kind := id[strings.LastIndex(id, "-")+1:]
 		if kind == "http500" {
@@ -41,10 +44,10 @@ func faultServer(t *testing.T) string {
 				token(w, s)
 			}
 			fmt.Fprint(w, "data: [DONE]\n\n")
-		case "slowconsumer": // a token every 10 ms
-			for _, s := range []string{"a", "b", "c"} {
-				token(w, s)
-				time.Sleep(10 * time.Millisecond)
+		case "slowconsumer": // 10 tokens, one every 50 ms
+			for i := range 10 {
+				token(w, string(rune('a'+i)))
+				time.Sleep(50 * time.Millisecond)
 			}
 			fmt.Fprint(w, "data: [DONE]\n\n")
 		case "streamerr":
@@ -64,11 +67,15 @@ func faultServer(t *testing.T) string {
 			if kind != "stallfirst" {
 				token(w, "a")
 			}
-			for i := 0; i < 100; i++ { // slow stream, one token per 50 ms, for the cancel cases
+			every := 50 * time.Millisecond // slow stream, for the cancel cases
+			if kind == "cancelms" {
+				every = 200 * time.Millisecond
+			}
+			for i := 0; i < 100; i++ { // past the client's timeout for the stalls
 				select {
 				case <-r.Context().Done():
 					return
-				case <-time.After(50 * time.Millisecond):
+				case <-time.After(every):
 				}
 				if kind == "cancelms" || kind == "canceltokens" {
 					token(w, "x")
@@ -97,10 +104,10 @@ func TestEveryOutcomeOfTheMapping(t *testing.T) {
 		{"malformed", trace.OutcomeProtocolError, 1, 40 * time.Millisecond, nil},
 		{"stall", trace.OutcomeTimeout, 1, 50 * time.Millisecond, nil},
 		{"stallfirst", trace.OutcomeTimeout, 0, 60 * time.Millisecond, nil},
-		{"cancelms", trace.OutcomeCancelled, -1, 70 * time.Millisecond, func(q *trace.Request) { q.CancelAfterMs = trace.Ptr(120.0) }},
+		{"cancelms", trace.OutcomeCancelled, -1, 70 * time.Millisecond, func(q *trace.Request) { q.CancelAfterMs = trace.Ptr(500.0) }},
 		{"canceltokens", trace.OutcomeCancelled, 2, 80 * time.Millisecond, func(q *trace.Request) { q.CancelAfterTokens = trace.Ptr(int64(2)) }},
-		{"slowconsumer", trace.OutcomeOK, 3, 90 * time.Millisecond, func(q *trace.Request) { q.ReadDelayMs = trace.Ptr(60.0) }},
-		{"notsent", trace.OutcomeNotSent, 0, 5 * time.Second, nil},
+		{"slowconsumer", trace.OutcomeOK, 10, 90 * time.Millisecond, func(q *trace.Request) { q.ReadDelayMs = trace.Ptr(60.0) }},
+		{"notsent", trace.OutcomeNotSent, 0, 20 * time.Second, nil},
 	}
 	dir := filepath.Join(t.TempDir(), "wl")
 	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
@@ -122,15 +129,21 @@ func TestEveryOutcomeOfTheMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := DefaultOptions()
-	opts.Target = faultServer(t)
-	opts.Timeout = 600 * time.Millisecond
-	opts.FirstTokenTimeout = 300 * time.Millisecond
-	opts.Grace = 5 * time.Second
-	// The run is interrupted at 1.5 s: everything but "notsent" (due at 5 s)
-	// has finished by then, one way or another.
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	// The run is interrupted once the server has answered all but "notsent"
+	// (due at 20 s): they have all finished by then, one way or another, or
+	// finish in the grace period. The timeout only fails a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var answered atomic.Int64
+	opts := DefaultOptions()
+	opts.Target = faultServer(t, func() {
+		if answered.Add(1) == int64(len(rows)-1) {
+			cancel()
+		}
+	})
+	opts.Timeout = 3 * time.Second
+	opts.FirstTokenTimeout = time.Second
+	opts.Grace = 5 * time.Second
 	run := filepath.Join(t.TempDir(), "run")
 	info, err := Run(ctx, dir, run, opts)
 	if err != nil {
@@ -166,14 +179,33 @@ func TestEveryOutcomeOfTheMapping(t *testing.T) {
 			t.Errorf("%s: failed without an error text", c.kind)
 		}
 	}
-	// The server sends a token every 10 ms; a consumer that waits 60 ms
-	// between socket reads sees the later tokens a read delay late.
-	if r := byID["slowconsumer"]; len(r.TokenTimesNs) == 3 && r.TokenTimesNs[2]-r.TokenTimesNs[0] < int64(55*time.Millisecond) {
-		t.Errorf("slow consumer token events span %v, want at least one 60 ms read delay", time.Duration(r.TokenTimesNs[2]-r.TokenTimesNs[0]))
+	// The server sends a token every 50 ms; a consumer that waits 60 ms
+	// before each socket read after the first sometimes takes two per read.
+	// Events from one read share its time, and two reads are at least the
+	// delay apart however the scheduler ran: every step between event times
+	// is 0 or at least 60 ms, where a consumer without the delay would step
+	// about 50 ms. (All 10 in one read would prove nothing; that needs the
+	// consumer to stall for the whole 450 ms stream before its first read.)
+	if r := byID["slowconsumer"]; len(r.TokenTimesNs) == 10 {
+		reads := 1
+		for i := 1; i < len(r.TokenTimesNs); i++ {
+			step := time.Duration(r.TokenTimesNs[i] - r.TokenTimesNs[i-1])
+			if step != 0 {
+				reads++
+			}
+			if step != 0 && step < 60*time.Millisecond {
+				t.Errorf("slow consumer: token events %d and %d are %v apart, less than the 60 ms read delay: %v", i-1, i, step, r.TokenTimesNs)
+				break
+			}
+		}
+		if reads < 2 {
+			t.Errorf("slow consumer: all 10 token events in one read (%v): the 450 ms stream cannot show the read delay", r.TokenTimesNs)
+		}
 	}
-	// cancel_after_ms = 120 ms with a token every 50 ms: two or three events.
+	// cancel_after_ms = 500 ms with a token at once and then every 200 ms:
+	// 3 events, give or take a late token or cancel.
 	if n := len(byID["cancelms"].TokenTimesNs); n < 2 || n > 4 {
-		t.Errorf("cancel after 120 ms kept %d token events, want about 3", n)
+		t.Errorf("cancel after 500 ms kept %d token events, want about 3", n)
 	}
 	if info.Complete || !strings.Contains(info.Reason, "interrupted") {
 		t.Errorf("run.json complete %v (%s); want incomplete after the interrupt", info.Complete, info.Reason)
@@ -240,18 +272,24 @@ func peakConcurrency(rows []trace.Result) int {
 }
 
 func TestClosedLoopKeepsConcurrency(t *testing.T) {
-	target := startSim(t, fastSim())
-	wl := workload(t, 30, time.Second) // timing is ignored in closed loop
+	o := fastSim()
+	o.Engine.Cost = sim.CostModel{IterBase: 20 * time.Millisecond} // 20-160 ms a request, so the four overlap
+	target := startSim(t, o)
+	wl := workload(t, 30, time.Minute) // timing is ignored in closed loop
 	run := filepath.Join(t.TempDir(), "run")
 	opts := DefaultOptions()
 	opts.Target, opts.Concurrency = target, 4
+	// Following the workload's 29 minutes of timing would be cut off here,
+	// leaving requests unsent; the limit only fails that, not a slow host.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	start := time.Now()
-	info, err := Run(context.Background(), wl, run, opts)
+	info, err := Run(ctx, wl, run, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) > 10*time.Second {
-		t.Errorf("closed loop took %v; it should not follow the 29 s of workload timing", time.Since(start))
+	if !info.Complete {
+		t.Errorf("closed loop not done after %v (%s); it should not follow the 29 min of workload timing", time.Since(start), info.Reason)
 	}
 	rows, _ := trace.ReadResults(run)
 	if len(rows) != 30 || info.Outcomes[trace.OutcomeOK] != 30 {
