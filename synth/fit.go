@@ -299,7 +299,7 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 			v.name = fmt.Sprintf("local-rate-rescaled (%.3g s window)", localW)
 		}
 		if !simulate {
-			v.latent = Latent{Kind: "none", Note: "not fitted (--no-latent)"}
+			v.latent = Latent{Kind: "none", Note: "not fitted (the latent layer was skipped)"}
 			switch {
 			case len(windows) < 2:
 				v.latent.Note = "the trace is too short for a dispersion curve"
@@ -353,7 +353,7 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 				chosen.latent, chosen.curve = fitLatent(ctx, base, &chosen.renewal, simSpan, windows, target, simArrivals)
 				chosen.latent.Loss = curveLoss(chosen.curve, target)
 			} else {
-				chosen.latent.Note = "not fitted (--no-latent)"
+				chosen.latent.Note = "not fitted (the latent layer was skipped)"
 			}
 			if chosen.latent.Loss < best.latent.Loss {
 				best = chosen

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -93,8 +94,8 @@ func (o *GenerateOptions) bound(m *Model, dur time.Duration) error {
 	durS := dur.Seconds()
 	startS := float64(o.Start.UnixMicro()) / 1e6
 	if o.Start.Before(time.UnixMicro(trace.MinTS)) || startS+durS > float64(trace.MaxTS)/1e6 {
-		return fmt.Errorf("the workload from %s for %v would end after 2200-01-01, past the last date a trace may hold; shorten --duration or move --start",
-			o.Start.UTC().Format(time.RFC3339), dur)
+		return opterr.New("Duration", dur.String(), "a workload from %s would end after 2200-01-01, past the last date a trace may hold; shorten it or start earlier",
+			o.Start.UTC().Format(time.RFC3339))
 	}
 	mean := m.MeanRatePerS() * o.RateScale
 	base := m.Arrivals.Intensity.peakRate() * o.RateScale
@@ -128,17 +129,17 @@ func (o *GenerateOptions) bound(m *Model, dur time.Duration) error {
 	switch peak := max(base, ramp) * flash; {
 	case peak <= MaxRatePerS:
 	case max(base, ramp) <= MaxRatePerS:
-		return fmt.Errorf("flash-crowd factor %g makes a peak rate of %.3g requests/s, more than %g (MaxRatePerS); lower its factor or --rate-scale", flash, peak, float64(MaxRatePerS))
+		return fmt.Errorf("flash-crowd factor %g makes a peak rate of %.3g requests/s, more than %g (MaxRatePerS); lower its factor or the rate scale", flash, peak, float64(MaxRatePerS))
 	case ramp > base:
 		return fmt.Errorf("ramp: a step of %.3g requests/s (rate scale %g included), more than %g (MaxRatePerS); lower its rates or factors", ramp, o.RateScale, float64(MaxRatePerS))
 	default:
-		return fmt.Errorf("rate scale %g makes a peak rate of %.3g requests/s (the model's %.3g × %g), more than %g (MaxRatePerS: timestamps are microseconds); lower --rate-scale",
-			o.RateScale, peak, base/o.RateScale, o.RateScale, float64(MaxRatePerS))
+		return opterr.New("RateScale", o.RateScale, "makes a peak rate of %.3g requests/s (the model's %.3g × %g), more than %g (MaxRatePerS: timestamps are microseconds); lower it",
+			peak, base/o.RateScale, o.RateScale, float64(MaxRatePerS))
 	}
 	turns := m.meanTurns()
 	if rows := first * turns; !(rows <= MaxGenerateRows) {
-		return fmt.Errorf("about %.3g rows expected (%.3g first turns over %v, %.3g turns per session), more than the %g a workload may hold (MaxGenerateRows); shorten --duration or lower --rate-scale",
-			rows, first, dur, turns, float64(MaxGenerateRows))
+		return opterr.New("Duration", dur.String(), "about %.3g rows expected (%.3g first turns, %.3g turns per session), more than the %g a workload may hold (MaxGenerateRows); shorten it or lower the rate scale",
+			rows, first, turns, float64(MaxGenerateRows))
 	}
 	return nil
 }
@@ -188,13 +189,13 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 	g := newGenerator(m, opts)
 	limit := dur.Seconds()
 	if steps := limit / g.arrivals.dt; steps > MaxGenerateSteps {
-		return 0, fmt.Errorf("%v at the arrival process's step of %g s is %.3g steps, more than %g (MaxGenerateSteps); shorten --duration", dur, g.arrivals.dt, steps, float64(MaxGenerateSteps))
+		return 0, opterr.New("Duration", dur.String(), "%.3g steps of the arrival process (%g s each), more than %g (MaxGenerateSteps); shorten it", steps, g.arrivals.dt, float64(MaxGenerateSteps))
 	}
 	g.arrivals.ctx = ctx
 	var n int64
 	emitRow := func(r trace.Request) error {
 		if n >= MaxGenerateRows {
-			return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten --duration", n)
+			return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
 		}
 		r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
 		if err := emit(r); err != nil {
@@ -605,7 +606,7 @@ func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts Genera
 	if err != nil {
 		return nil, err
 	}
-	w, err := trace.NewBucketWriter(outDir, trace.WriterOptions{Force: force, Deterministic: true})
+	w, err := trace.NewBucketWriter(outDir, trace.WriterOptions{Force: force, Deterministic: true, Inputs: []string{modelPath}, Context: ctx})
 	if err != nil {
 		return nil, err
 	}
@@ -618,7 +619,7 @@ func GenerateToBucket(ctx context.Context, modelPath, outDir string, opts Genera
 	dur := opts.EffectiveDuration(m)
 	if n == 0 {
 		w.Abort()
-		return nil, fmt.Errorf("no requests generated: at %.3g req/s, %v holds no arrival; give a longer --duration", m.MeanRatePerS()*opts.RateScale, dur)
+		return nil, opterr.New("Duration", dur.String(), "no requests generated: at %.3g req/s it holds no arrival; make it longer", m.MeanRatePerS()*opts.RateScale)
 	}
 	gen := map[string]any{"model": modelPath, "seed": opts.Seed, "duration_s": dur.Seconds(),
 		"arrivals": m.Arrivals.Chosen, "mean_rate_per_s": m.MeanRatePerS(), "rate_scale": opts.RateScale, "time_scale": opts.TimeScale}

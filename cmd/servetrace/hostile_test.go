@@ -111,6 +111,9 @@ func TestHostileInputsEndToEnd(t *testing.T) {
 			trace.WriteJSONAtomic(filepath.Join(run, trace.RunInfoName), &trace.RunInfo{RunID: "x", Complete: true, Parts: w.Parts()})
 			return []string{"analyze", run, "--html", filepath.Join(run, trace.RunInfoName)}
 		}, "lies inside the input", 2},
+		{"fit --out over the bucket's own manifest is refused", func(dir string) []string {
+			return []string{"fit", bucket, "--out", filepath.Join(bucket, trace.ManifestName)}
+		}, "lies inside the input", 2},
 		{"a 10^18-token request is rejected by convert", func(dir string) []string {
 			lines := []string{"TIMESTAMP,ContextTokens,GeneratedTokens"}
 			for i := range 200 {

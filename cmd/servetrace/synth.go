@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/servetrace/servetrace/synth"
+	"github.com/servetrace/servetrace/trace"
 )
 
 // parseSpan reads "FROM-TO" in percent ("0-70", "70-100%") as fractions.
@@ -54,7 +54,13 @@ Example:
 			}
 			span, err := parseSpan("span", c.String("span"))
 			if err != nil {
-				return cli.Exit(err.Error(), 2)
+				return usageError(err.Error())
+			}
+			if _, err := trace.OpenBucket(c.Args().First()); err != nil {
+				return err // before the output check: a wrong input is the first thing to say
+			}
+			if err := trace.CheckOutputPath(c.String("out"), c.Args().Slice()); err != nil {
+				return usageError("--out: " + err.Error())
 			}
 			m, err := synth.Fit(c.Context, c.Args().First(), synth.FitOptions{Span: span, NoLatent: c.Bool("no-latent"),
 				Progress: func(s string) { fmt.Fprintln(c.App.ErrWriter, s) }})
@@ -134,25 +140,25 @@ Examples:
 				return err
 			}
 			if c.IsSet("duration") && c.Duration("duration") <= 0 {
-				return cli.Exit("--duration must be positive, e.g. --duration 60s", 2)
+				return usageError("--duration must be positive, e.g. --duration 60s")
 			}
 			for _, f := range []string{"rate-scale", "time-scale"} {
 				if !(c.Float64(f) > 0) {
-					return cli.Exit(fmt.Sprintf("--%s %v must be positive", f, c.Float64(f)), 2)
+					return usageError(fmt.Sprintf("--%s %v must be positive", f, c.Float64(f)))
 				}
 			}
 			var scenarios []synth.Scenario
 			if path := c.String("scenarios"); path != "" {
 				s, err := synth.ReadScenarioFile(path)
 				if err != nil {
-					return cli.Exit(err.Error(), 2)
+					return usageError(err.Error())
 				}
 				scenarios = append(scenarios, s...)
 			}
 			for _, arg := range c.StringSlice("scenario") {
 				s, err := synth.ParseScenario(arg)
 				if err != nil {
-					return cli.Exit("--scenario: "+err.Error(), 2)
+					return usageError("--scenario: " + err.Error())
 				}
 				scenarios = append(scenarios, s)
 			}
@@ -197,17 +203,17 @@ Example (fit on the first 70%, check on the held-out 30%):
 			var o synth.ValidateOptions
 			var err error
 			if o.RealSpan, err = parseSpan("real-span", c.String("real-span")); err != nil {
-				return cli.Exit(err.Error(), 2)
+				return usageError(err.Error())
 			}
 			if o.SynthSpan, err = parseSpan("synth-span", c.String("synth-span")); err != nil {
-				return cli.Exit(err.Error(), 2)
+				return usageError(err.Error())
 			}
 			o.Thresholds = map[string]float64{}
 			for _, kv := range c.StringSlice("threshold") {
 				k, v, ok := strings.Cut(kv, "=")
 				x, perr := strconv.ParseFloat(v, 64)
 				if _, known := synth.DefaultThresholds[k]; !ok || perr != nil || !known || x < 0 {
-					return cli.Exit(fmt.Sprintf("--threshold %q: want NAME=VALUE with a known check name (e.g. ks_input_tokens=0.05) and a value ≥ 0", kv), 2)
+					return usageError(fmt.Sprintf("--threshold %q: want NAME=VALUE with a known check name (e.g. ks_input_tokens=0.05) and a value ≥ 0", kv))
 				}
 				o.Thresholds[k] = x
 			}
@@ -216,16 +222,14 @@ Example (fit on the first 70%, check on the held-out 30%):
 				return err
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(v); err != nil {
+				if err := writeJSON(c.App.Writer, v); err != nil {
 					return err
 				}
 			} else if err := synth.WriteValidation(c.App.Writer, v); err != nil {
 				return err
 			}
 			if !v.Pass {
-				return cli.Exit("", 1)
+				return cli.Exit("", exitFailure)
 			}
 			return nil
 		},
