@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,4 +49,18 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// parseSpan reads "FROM-TO" in percent ("0-70", "70-100%") as fractions.
+func parseSpan(flag, s string) ([2]float64, error) {
+	if s == "" {
+		return [2]float64{}, nil
+	}
+	a, b, ok := strings.Cut(strings.TrimSuffix(s, "%"), "-")
+	lo, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
+	hi, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
+	if !ok || err1 != nil || err2 != nil || lo < 0 || hi > 100 || lo >= hi {
+		return [2]float64{}, fmt.Errorf("--%s %q: want FROM-TO in percent of the trace's span, e.g. 0-70 or 70-100", flag, s)
+	}
+	return [2]float64{lo / 100, hi / 100}, nil
 }
