@@ -21,10 +21,8 @@ const lengthBlockSize = 256
 // outputs are paired with the inputs so that the normal scores of the block
 // correlate exactly at the fitted rho (Iman–Conover). Every pair is still a
 // draw from the fitted joint law; what goes is the sampling noise of short
-// workloads: held out on the Azure code trace, five i.i.d. seeds of a
-// 2,600-request workload spread over 0.030–0.053 in output KS and
-// 0.014–0.086 in rank-correlation difference (in blocks: 0.040–0.042 and
-// 0.031–0.046), as much as the trace itself moves in an hour.
+// workloads, which i.i.d. draws make as large as the trace's own drift
+// (docs/measurements.md).
 type lengthBlocks struct {
 	c       *LengthClass
 	rng     *rand.Rand

@@ -401,17 +401,12 @@ const parentScan = 256
 // blocks drawn to be as old as target (seconds). Among the parentScan live
 // contexts at or before index i it takes, of those with at least d blocks,
 // the one whose d-th block was last used nearest to target: ages are judged
-// per block, as the fit measures them, since a prefix shared by several
-// contexts was used more recently than any one of their entries says
-// (judging by entries made each fit-and-generate cycle's reuse ages a third
-// younger). A deep reuse needs a parent as long, as a reusing prompt in a
-// trace shares with one that long; when none in reach is, it settles for
-// the longest it saw and the reuse is cut short (about 2.5% of the reused
-// blocks of a Mooncake-like workload, nearly all from its longest prompts:
-// looking 4,096 contexts back instead of 256 recovered a tenth of that).
-// Only when no live context is that old does it look at newer ones, the
-// nearest first: a newer parent would make the reuse more recent than the
-// age drawn, and small prefix caches would hit more often than the trace's.
+// per block, as the fit measures them, because a shared prefix was used
+// more recently than any one context's entry says. When none in reach is
+// long enough it takes the longest and the reuse is cut short. Only when no
+// live context is that old does it look at newer ones, the nearest first:
+// a newer parent would make the reuse younger than drawn
+// (docs/measurements.md).
 func (g *prefixGen) parent(i, d int, target float64) int {
 	longest, deep := -1, -1
 	deepMiss := math.Inf(1)
