@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -41,26 +42,26 @@ func newHTTPClient(o Options) (*http.Client, error) {
 		Protocols:           new(http.Protocols),
 	}
 	switch o.HTTP {
-	case "", "1.1":
+	case "", HTTP1:
 		tr.Protocols.SetHTTP1(true)
-	case "2":
+	case HTTP2:
 		// TLS endpoints negotiate h2 by ALPN; plain http:// ones are spoken
 		// to in h2 by prior knowledge.
 		tr.Protocols.SetHTTP2(true)
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	default:
-		return nil, fmt.Errorf("--http %q: use 1.1 or 2", o.HTTP)
+		return nil, opterr.New("HTTP", string(o.HTTP), "use 1.1 or 2")
 	}
 	if o.CACert != "" || o.Insecure {
 		cfg := &tls.Config{InsecureSkipVerify: o.Insecure}
 		if o.CACert != "" {
 			pem, err := os.ReadFile(o.CACert)
 			if err != nil {
-				return nil, fmt.Errorf("--ca-cert: %w", err)
+				return nil, opterr.New("CACert", o.CACert, "%v", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--ca-cert %s holds no PEM certificate", o.CACert)
+				return nil, opterr.New("CACert", o.CACert, "holds no PEM certificate")
 			}
 			cfg.RootCAs = pool
 		}
@@ -650,9 +651,9 @@ func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, 
 	res.API = api
 	stream := q.Stream
 	switch r.opts.Stream {
-	case "true":
+	case StreamOn:
 		stream = true
-	case "false":
+	case StreamOff:
 		stream = false
 	}
 	res.Stream = stream

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -41,7 +42,7 @@ func (r *Runner) waitReady(ctx context.Context, limit time.Duration) (time.Durat
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("endpoint %s was not ready within --wait-ready %v (polled /health and /v1/models)", RedactURL(r.opts.Target), limit)
+			return 0, opterr.New("WaitReady", limit, "endpoint %s was not ready within it (polled /health and /v1/models)", RedactURL(r.opts.Target))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -76,7 +77,7 @@ func (s *scraper) fetch(ctx context.Context) ([]byte, error) {
 	where := RedactURL(s.url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-url %s: %v", where, s.scrub.Scrub(err.Error()))
+		return nil, fmt.Errorf("metrics URL %s: %v", where, s.scrub.Scrub(err.Error()))
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -175,7 +176,7 @@ func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
 		if err == nil {
 			n, found := busyCount(body)
 			if !found {
-				return fmt.Errorf("--wait-idle: %s reports none of %s; it cannot tell when the server is idle", RedactURL(s.url), strings.Join(busyGauges, ", "))
+				return opterr.New("WaitIdle", nil, "%s reports none of %s; it cannot tell when the server is idle", RedactURL(s.url), strings.Join(busyGauges, ", "))
 			}
 			if n == 0 {
 				return nil
@@ -186,7 +187,7 @@ func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the server did not become idle within --wait-idle %v: %s", limit, last)
+			return opterr.New("WaitIdle", limit, "the server did not become idle within it: %s", last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

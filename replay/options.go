@@ -10,15 +10,38 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
 
-// Arrival processes for Options.Arrival.
+// Arrival is the arrival process of Options.Rate.
+type Arrival string
+
+// Arrival processes.
 const (
-	ArrivalPoisson  = "poisson"
-	ArrivalGamma    = "gamma"
-	ArrivalConstant = "constant"
+	ArrivalPoisson  Arrival = "poisson"
+	ArrivalGamma    Arrival = "gamma"
+	ArrivalConstant Arrival = "constant"
+)
+
+// StreamMode is Options.Stream: whether requests stream.
+type StreamMode string
+
+// Stream modes: auto (or "") uses each request's stream flag.
+const (
+	StreamAuto StreamMode = "auto"
+	StreamOn   StreamMode = "true"
+	StreamOff  StreamMode = "false"
+)
+
+// HTTPVersion is Options.HTTP: the one protocol the client speaks.
+type HTTPVersion string
+
+// HTTP versions; "" is HTTP1.
+const (
+	HTTP1 HTTPVersion = "1.1"
+	HTTP2 HTTPVersion = "2" // h2 by ALPN over TLS, by prior knowledge over http://
 )
 
 // Options configures a replay. The zero value of a field means "not set";
@@ -35,7 +58,7 @@ type Options struct {
 	API string
 	// Stream forces streaming on ("true") or off ("false"); "" or "auto"
 	// uses each request's stream flag.
-	Stream string
+	Stream StreamMode
 
 	// Speed scales the workload's timing: 2 sends twice as fast.
 	Speed float64
@@ -44,7 +67,7 @@ type Options struct {
 	// (default), "gamma" with shape Burstiness (1 = Poisson, below 1
 	// burstier), or "constant". Seed makes it reproducible.
 	Rate       float64
-	Arrival    string
+	Arrival    Arrival
 	Burstiness float64
 	Seed       uint64
 	// Concurrency, when positive, runs closed loop: that many requests in
@@ -86,7 +109,7 @@ type Options struct {
 	ForceOutputLen bool
 	// HTTP is "1.1" (default) or "2"; CACert trusts a PEM certificate for
 	// https endpoints; Insecure skips certificate verification.
-	HTTP     string
+	HTTP     HTTPVersion
 	CACert   string
 	Insecure bool
 	// FollowRedirects follows a redirect within the target's origin
@@ -149,21 +172,22 @@ func DefaultOptions() Options {
 	}
 }
 
-// validate checks options and fills unset ones from DefaultOptions. Errors
-// name the flag at fault.
+// validate checks options and fills unset ones from DefaultOptions. An
+// error is an *opterr.Error naming the Options field at fault (its reason
+// names other fields by their Go names); the caller names them its way.
 func (o *Options) validate() error {
 	def := DefaultOptions()
 	if o.ShardCount < 0 || o.Shard < 0 || (o.ShardCount > 1 && o.Shard >= o.ShardCount) || (o.ShardCount <= 1 && o.Shard > 0) {
-		return fmt.Errorf("--shard %d/%d: want i/N with 0 <= i < N", o.Shard, o.ShardCount)
+		return opterr.New("Shard", fmt.Sprintf("%d/%d", o.Shard, o.ShardCount), "want i/N with 0 <= i < N")
 	}
 	if !o.StartAt.IsZero() && time.Until(o.StartAt) < -10*time.Second {
-		return fmt.Errorf("--start-at %s passed %s ago; give every shard the same time a little in the future", o.StartAt.UTC().Format(time.RFC3339), (-time.Until(o.StartAt)).Round(time.Second))
+		return opterr.New("StartAt", o.StartAt.UTC().Format(time.RFC3339), "passed %s ago; give every shard the same time a little in the future", (-time.Until(o.StartAt)).Round(time.Second))
 	}
 	if o.Speed == 0 {
 		o.Speed = def.Speed
 	}
 	if !(o.Speed > 0) || math.IsInf(o.Speed, 0) {
-		return fmt.Errorf("--speed must be a finite positive number, got %v", o.Speed)
+		return opterr.New("Speed", o.Speed, "must be a finite positive number")
 	}
 	if o.Arrival == "" {
 		o.Arrival = def.Arrival
@@ -171,28 +195,38 @@ func (o *Options) validate() error {
 	switch o.Arrival {
 	case ArrivalPoisson, ArrivalGamma, ArrivalConstant:
 	default:
-		return fmt.Errorf("--arrival %q: use poisson, gamma or constant", o.Arrival)
+		return opterr.New("Arrival", string(o.Arrival), "use poisson, gamma or constant")
 	}
 	if o.Burstiness == 0 {
 		o.Burstiness = def.Burstiness
 	}
 	switch {
 	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
-		return fmt.Errorf("--rate must be a finite positive number, got %v", o.Rate)
+		return opterr.New("Rate", o.Rate, "must be a finite positive number")
 	case !(o.Burstiness > 0) || math.IsInf(o.Burstiness, 0):
-		return fmt.Errorf("--burstiness must be a finite positive number, got %v", o.Burstiness)
-	case o.Concurrency < 0 || o.MaxConcurrency < 0:
-		return fmt.Errorf("--concurrency and --max-concurrency must not be negative")
+		return opterr.New("Burstiness", o.Burstiness, "must be a finite positive number")
+	case o.Concurrency < 0:
+		return opterr.New("Concurrency", o.Concurrency, "must not be negative")
+	case o.MaxConcurrency < 0:
+		return opterr.New("MaxConcurrency", o.MaxConcurrency, "must not be negative")
 	case o.Concurrency > 0 && (o.Rate > 0 || o.MaxConcurrency > 0):
-		return fmt.Errorf("--concurrency runs closed loop; it does not combine with --rate or --max-concurrency (use --rate with --max-concurrency for a capped open loop)")
-	case o.WarmupDuration < 0 || o.WarmupRequests < 0 || o.LeadIn < 0:
-		return fmt.Errorf("--warmup and --lead-in must not be negative")
+		return opterr.New("Concurrency", o.Concurrency, "runs closed loop; it does not combine with Rate or MaxConcurrency (use Rate with MaxConcurrency for a capped open loop)")
+	case o.WarmupDuration < 0:
+		return opterr.New("WarmupDuration", o.WarmupDuration, "must not be negative")
+	case o.WarmupRequests < 0:
+		return opterr.New("WarmupRequests", o.WarmupRequests, "must not be negative")
+	case o.LeadIn < 0:
+		return opterr.New("LeadIn", o.LeadIn, "must not be negative")
 	case o.LeadIn > 0 && o.From == "":
-		return fmt.Errorf("--lead-in needs --from: it is taken from just before the window")
+		return opterr.New("LeadIn", o.LeadIn, "needs From: it is taken from just before the window")
 	}
-	for name, d := range map[string]*time.Duration{"connect": &o.ConnectTimeout, "total": &o.Timeout, "grace": &o.Grace, "rotate": &o.RotateEvery} {
-		if *d < 0 {
-			return fmt.Errorf("the %s timeout must not be negative", name)
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"ConnectTimeout", o.ConnectTimeout}, {"Timeout", o.Timeout}, {"Grace", o.Grace}, {"RotateEvery", o.RotateEvery},
+		{"FirstTokenTimeout", o.FirstTokenTimeout}, {"WaitReady", o.WaitReady}, {"WaitIdle", o.WaitIdle}} {
+		if d.v < 0 {
+			return opterr.New(d.field, d.v, "must not be negative")
 		}
 	}
 	if o.ConnectTimeout == 0 {
@@ -217,36 +251,38 @@ func (o *Options) validate() error {
 		o.MetricsInterval = def.MetricsInterval
 	}
 	if o.WaitIdle > 0 && o.MetricsURL == "" {
-		return fmt.Errorf("--wait-idle needs --metrics-url: the server's metrics say when it is idle")
-	}
-	if o.WaitReady < 0 || o.WaitIdle < 0 {
-		return fmt.Errorf("--wait-ready and --wait-idle must not be negative")
+		return opterr.New("WaitIdle", o.WaitIdle, "needs MetricsURL: the server's metrics say when it is idle")
 	}
 	switch o.API {
 	case "", trace.APIChat, trace.APICompletions:
 	default:
-		return fmt.Errorf("--api %q: use chat or completions", o.API)
+		return opterr.New("API", o.API, "use chat or completions")
 	}
 	switch o.Stream {
-	case "", "auto", "true", "false":
+	case "", StreamAuto, StreamOn, StreamOff:
 	default:
-		return fmt.Errorf("--stream %q: use auto, true or false", o.Stream)
+		return opterr.New("Stream", string(o.Stream), "use auto, true or false")
+	}
+	switch o.HTTP {
+	case "", HTTP1, HTTP2:
+	default:
+		return opterr.New("HTTP", string(o.HTTP), "use 1.1 or 2")
 	}
 	o.Target = strings.TrimRight(o.Target, "/")
 	if u, err := url.Parse(o.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--target %q must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000", RedactURL(o.Target))
+		return opterr.New("Target", RedactURL(o.Target), "must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000")
 	}
 	if o.MetricsURL != "" {
 		if u, err := url.Parse(o.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--metrics-url %q must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics", RedactURL(o.MetricsURL))
+			return opterr.New("MetricsURL", RedactURL(o.MetricsURL), "must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics")
 		}
 	}
 	if !validHeaderValue(o.APIKey) {
-		return fmt.Errorf("the API key holds a control character (a line break?): no Authorization header can carry it")
+		return opterr.New("APIKey", nil, "holds a control character (a line break?): no Authorization header can carry it")
 	}
 	for k, v := range o.Headers {
 		if !validHeaderName(k) || !validHeaderValue(v) {
-			return fmt.Errorf("--header %s: the name must be a token (letters, digits, -) and the value free of control characters", cleanString(k, 64))
+			return opterr.New("Headers", cleanString(k, 64), "the name must be a token (letters, digits, -) and the value free of control characters")
 		}
 	}
 	return nil
@@ -266,7 +302,9 @@ func validHeaderName(k string) bool {
 	return true
 }
 
-// ParseWarmup reads a --warmup value: a duration ("30s") or a request count ("100").
+// ParseWarmup reads a warmup: a duration ("30s") or a request count
+// ("100"), for WarmupDuration or WarmupRequests. Its error is an
+// *opterr.Error for the field "Warmup" (the pair).
 func ParseWarmup(s string) (time.Duration, int, error) {
 	if s == "" {
 		return 0, 0, nil
@@ -274,19 +312,20 @@ func ParseWarmup(s string) (time.Duration, int, error) {
 	var n int
 	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && fmt.Sprint(n) == s {
 		if n < 0 {
-			return 0, 0, fmt.Errorf("--warmup %q must not be negative", s)
+			return 0, 0, opterr.New("Warmup", s, "must not be negative")
 		}
 		return 0, n, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, 0, fmt.Errorf("--warmup %q: give a duration (30s) or a request count (100)", s)
+		return 0, 0, opterr.New("Warmup", s, "give a duration (30s) or a request count (100)")
 	}
 	return d, 0, nil
 }
 
-// ParseKeyValues reads "a=b,c=d" (used by --model-map and --header).
-func ParseKeyValues(flag, s string) (map[string]string, error) {
+// ParseKeyValues reads "a=b,c=d" (a ModelMap, Labels, Headers). Its error
+// quotes the entry at fault: a caller parsing secrets must not show it.
+func ParseKeyValues(s string) (map[string]string, error) {
 	out := map[string]string{}
 	if s == "" {
 		return out, nil
@@ -294,20 +333,21 @@ func ParseKeyValues(flag, s string) (map[string]string, error) {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("%s: %q is not key=value", flag, kv)
+			return nil, fmt.Errorf("%q is not key=value", kv)
 		}
 		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return out, nil
 }
 
-// ParseShard reads "i/N" (0 <= i < N).
+// ParseShard reads "i/N" (0 <= i < N). Its error is an *opterr.Error for
+// the field "Shard".
 func ParseShard(s string) (i, n int32, err error) {
 	a, b, ok := strings.Cut(s, "/")
 	x, err1 := strconv.Atoi(a)
 	y, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil || y < 1 || x < 0 || x >= y {
-		return 0, 0, fmt.Errorf("--shard %q: want i/N with 0 <= i < N, e.g. 0/4", s)
+		return 0, 0, opterr.New("Shard", s, "want i/N with 0 <= i < N, e.g. 0/4")
 	}
 	return int32(x), int32(y), nil
 }

@@ -96,8 +96,8 @@ func TestHTTPVersionsTLSAndForcedLength(t *testing.T) {
 	if len(plain.protos) != 10 || plain.protos[0] != 1 || plain.protos[9] != 2 {
 		t.Errorf("plain http protocols %v, want five HTTP/1 then five HTTP/2", plain.protos)
 	}
-	if err := replayTo(url, func(o *Options) { o.HTTP = "3" }); err == nil || !strings.Contains(err.Error(), "--http") {
-		t.Errorf("--http 3: %v", err)
+	if err := replayTo(url, func(o *Options) { o.HTTP = "3" }); !isOptionError(err, "HTTP", "use 1.1 or 2") {
+		t.Errorf("HTTP 3: %v", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -129,13 +130,13 @@ func TestWaitIdleNeedsMetricsAndUnreadyEndpointFails(t *testing.T) {
 	wl := workload(t, 2, time.Millisecond)
 	opts := DefaultOptions()
 	opts.Target, opts.WaitIdle = "http://127.0.0.1:1", time.Second
-	if _, err := Run(context.Background(), wl, filepath.Join(t.TempDir(), "r"), opts); err == nil || !strings.Contains(err.Error(), "--metrics-url") {
-		t.Errorf("--wait-idle without --metrics-url: %v", err)
+	if _, err := Run(context.Background(), wl, filepath.Join(t.TempDir(), "r"), opts); !isOptionError(err, "WaitIdle", "MetricsURL") {
+		t.Errorf("WaitIdle without MetricsURL: %v", err)
 	}
 	opts = DefaultOptions()
 	opts.Target, opts.WaitReady = "http://127.0.0.1:1", 600*time.Millisecond
 	run := filepath.Join(t.TempDir(), "r")
-	if _, err := Run(context.Background(), wl, run, opts); err == nil || !strings.Contains(err.Error(), "not ready within --wait-ready") {
+	if _, err := Run(context.Background(), wl, run, opts); !isOptionError(err, "WaitReady", "not ready within") {
 		t.Errorf("unready endpoint: %v", err)
 	}
 	if _, err := os.Stat(run); err == nil {
@@ -167,4 +168,11 @@ sglang:num_queue_reqs 0
 	if !slices.Equal(got, want) {
 		t.Errorf("RedactArgs = %v, want %v", got, want)
 	}
+}
+
+// isOptionError reports whether err is an *opterr.Error for field whose
+// message holds want.
+func isOptionError(err error, field, want string) bool {
+	oe, ok := opterr.As(err)
+	return ok && oe.Field == field && strings.Contains(err.Error(), want)
 }

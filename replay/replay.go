@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -134,18 +135,18 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 		}
 		serverTok = &serverCounter{url: opts.endpoint("/tokenize"), model: model, client: client, headers: r.setHeaders, opts: &r.opts}
 		if _, err := serverTok.count(" the"); err != nil {
-			return nil, fmt.Errorf("--tokenizer server: %w; the endpoint needs a /tokenize route (vLLM, SGLang) or pick a local --tokenizer", err)
+			return nil, opterr.New("Tokenizer", TokenizerServer, "%v; the endpoint needs a /tokenize route (vLLM, SGLang), or pick a local Tokenizer", err)
 		}
 		counter = serverTok
 	} else {
 		tok, err := tokenize.Open(opts.Tokenizer, opts.TokenizerPattern)
 		if err != nil {
-			return nil, fmt.Errorf("--tokenizer: %w", err)
+			return nil, opterr.New("Tokenizer", opts.Tokenizer, "%v", err)
 		}
 		counter = tok
 	}
 	if r.prompt, err = tokenize.NewPromptBuilder(counter, max(m.BlockSize, 1)); err != nil {
-		return nil, fmt.Errorf("--tokenizer %s: %w", opts.Tokenizer, err)
+		return nil, opterr.New("Tokenizer", opts.Tokenizer, "%v", err)
 	}
 	var scr *scraper
 	if opts.MetricsURL != "" {
@@ -155,7 +156,7 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 				return nil, err
 			}
 		} else if _, err := scr.fetch(ctx); err != nil {
-			return nil, fmt.Errorf("--metrics-url: %w", err)
+			return nil, opterr.New("MetricsURL", nil, "%v", err)
 		}
 	}
 	if r.opts.RunID == "" {
@@ -196,7 +197,7 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	if !r.opts.StartAt.IsZero() {
 		r.start = r.start.Add(time.Until(r.opts.StartAt)) // keeps the monotonic reading
 		if d := time.Until(r.start); d > 0 && r.opts.Progress != nil {
-			fmt.Fprintf(r.opts.Progress, "replay: shard %d/%d waits %s for --start-at\n", r.opts.Shard, r.opts.ShardCount, d.Round(time.Millisecond))
+			fmt.Fprintf(r.opts.Progress, "replay: shard %d/%d waits %s for the start time the shards share\n", r.opts.Shard, r.opts.ShardCount, d.Round(time.Millisecond))
 		}
 	}
 	r.clock = monotonicClock(r.start)
@@ -245,12 +246,12 @@ func (r *Runner) preflight(ctx context.Context) (string, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.endpoint("/v1/models"), nil)
 	if err != nil {
-		return "", fmt.Errorf("--target %s: %w", RedactURL(r.opts.Target), err)
+		return "", opterr.New("Target", RedactURL(r.opts.Target), "%v", err)
 	}
 	r.setHeaders(req)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("cannot reach endpoint %s (%v); start one with 'servetrace sim' or point --target at a running server", RedactURL(r.opts.Target), shortTransport(err))
+		return "", opterr.New("Target", nil, "cannot reach endpoint %s (%v); start one with 'servetrace sim' or point Target at a running server", RedactURL(r.opts.Target), shortTransport(err))
 	}
 	defer resp.Body.Close()
 	var list struct {
@@ -262,7 +263,7 @@ func (r *Runner) preflight(ctx context.Context) (string, error) {
 		if r.opts.Model != "" {
 			return "", nil // the endpoint answers; the user named the model
 		}
-		return "", fmt.Errorf("endpoint %s did not list a model at /v1/models (%s); pass --model", RedactURL(r.opts.Target), r.opts.httpStatusError(resp))
+		return "", opterr.New("Model", nil, "endpoint %s did not list a model at /v1/models (%s); name one with Model", RedactURL(r.opts.Target), r.opts.httpStatusError(resp))
 	}
 	return list.Data[0].ID, nil
 }

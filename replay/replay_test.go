@@ -259,7 +259,7 @@ func TestBuildPlan(t *testing.T) {
 // known moments: mean gap 1/rate, CV 1 (Poisson), 1/sqrt(k) (gamma), 0.
 func TestArrivalProcesses(t *testing.T) {
 	cases := []struct {
-		kind  string
+		kind  Arrival
 		shape float64
 		cv    float64
 	}{

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -10,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -37,17 +37,17 @@ func buildPlan(reqs []trace.Request, o *Options) ([]planned, error) {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	var err error
 	if o.From != "" {
-		if lo, err = parseInstant("--from", o.From, first); err != nil {
+		if lo, err = parseInstant("From", o.From, first); err != nil {
 			return nil, err
 		}
 	}
 	if o.To != "" {
-		if hi, err = parseInstant("--to", o.To, first); err != nil {
+		if hi, err = parseInstant("To", o.To, first); err != nil {
 			return nil, err
 		}
 	}
 	if hi <= lo {
-		return nil, fmt.Errorf("--to must be after --from")
+		return nil, opterr.New("To", o.To, "must be after From (%s)", o.From)
 	}
 	leadFrom := lo
 	if o.LeadIn > 0 && lo > math.MinInt64+o.LeadIn.Microseconds() {
@@ -60,7 +60,7 @@ func buildPlan(reqs []trace.Request, o *Options) ([]planned, error) {
 		}
 	}
 	if len(window) == 0 {
-		return nil, fmt.Errorf("no request of the workload falls between --from and --to (the workload spans %s to %s)",
+		return nil, opterr.New("From", o.From, "no request of the workload falls between From and To (the workload spans %s to %s)",
 			time.UnixMicro(first).UTC().Format(time.RFC3339), time.UnixMicro(reqs[len(reqs)-1].TS).UTC().Format(time.RFC3339))
 	}
 
@@ -129,7 +129,7 @@ func linkSessions(plan []planned) {
 // second: exponential gaps (poisson), gamma gaps of the given shape and the
 // same mean (CV = 1/sqrt(shape), as vLLM's bench), or constant gaps. The
 // first request goes at 0.
-func arrivals(offsets []int64, rate float64, kind string, shape float64, seed uint64) {
+func arrivals(offsets []int64, rate float64, kind Arrival, shape float64, seed uint64) {
 	src := rand.NewPCG(seed, 0xa441)
 	var gap func() float64
 	switch kind {
@@ -152,13 +152,14 @@ func arrivals(offsets []int64, rate float64, kind string, shape float64, seed ui
 }
 
 // parseInstant reads an RFC 3339 time or a duration offset from the
-// workload's first request, returning microseconds since the epoch.
-func parseInstant(flag, s string, firstTS int64) (int64, error) {
+// workload's first request, returning microseconds since the epoch; field
+// names the option for the error.
+func parseInstant(field, s string, firstTS int64) (int64, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UnixMicro(), nil
 	}
 	if d, err := time.ParseDuration(s); err == nil {
 		return firstTS + d.Microseconds(), nil
 	}
-	return 0, fmt.Errorf("%s %q: give an RFC 3339 time (2024-01-01T10:05:00Z) or an offset from the workload's start (10m)", flag, s)
+	return 0, opterr.New(field, s, "give an RFC 3339 time (2024-01-01T10:05:00Z) or an offset from the workload's start (10m)")
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"net/url"
 	"strings"
+
+	"github.com/servetrace/servetrace/internal/opterr"
 )
 
 // Servers put surprising things in what they send back: a validation error
@@ -597,8 +599,12 @@ func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
 
 // scrubbedError returns err with its message scrubbed, or err itself when
-// there was nothing to scrub.
+// there was nothing to scrub. An *opterr.Error in its chain is scrubbed in
+// place, since a caller reads its Value and Reason.
 func scrubbedError(err error, s *Scrubber) error {
+	if oe, ok := opterr.As(err); ok {
+		oe.Value, oe.Reason = s.Scrub(oe.Value), s.Scrub(oe.Reason)
+	}
 	if msg := s.Scrub(err.Error()); msg != err.Error() {
 		return &scrubbed{msg: msg, err: err}
 	}

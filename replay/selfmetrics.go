@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/internal/promtext"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -85,7 +86,7 @@ func (m *selfMetrics) serve(ctx context.Context, addr string) (string, error) {
 	addr = loopbackUnlessNamed(addr)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("--serve-metrics %s: %w", addr, err)
+		return "", opterr.New("ServeMetrics", addr, "%v", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m)

@@ -67,7 +67,7 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 	}
 	b := &PromptBuilder{tok: tok, blockSize: blockSize, words: words}
 	if n := tok.Count(b.build(300, nil, 1)); n != 300 {
-		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style --tokenizer", n, tok.Name())
+		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style tokenizer", n, tok.Name())
 	}
 	return b, nil
 }

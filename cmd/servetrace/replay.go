@@ -6,12 +6,16 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay"
+	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -45,7 +49,7 @@ Examples:
 			&cli.StringFlag{Name: "stream", Value: "auto", Usage: "auto|true|false: force streaming on or off"},
 			&cli.Float64Flag{Name: "speed", Value: def.Speed, Usage: "time scale of the workload's timing: 2 replays twice as fast"},
 			&cli.Float64Flag{Name: "rate", Usage: "replace the workload's timing with RATE requests/s"},
-			&cli.StringFlag{Name: "arrival", Value: def.Arrival, Usage: "with --rate: poisson|gamma|constant"},
+			&cli.StringFlag{Name: "arrival", Value: string(def.Arrival), Usage: "with --rate: poisson|gamma|constant"},
 			&cli.Float64Flag{Name: "burstiness", Value: def.Burstiness, Usage: "with --arrival gamma: shape (1 = Poisson, below 1 burstier)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the --rate arrival process"},
 			&cli.IntFlag{Name: "concurrency", Usage: "closed loop: keep N requests in flight"},
@@ -89,12 +93,12 @@ Examples:
 			}
 			opts, err := replayOptions(c)
 			if err != nil {
-				return usageError(err.Error())
+				return usageError(inFlags(c.App, err).Error())
 			}
 			defer replay.TuneGC()() // this process only replays
 			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
 			if err != nil {
-				return err
+				return inFlags(c.App, err)
 			}
 			if err := printRunSummary(c.App.Writer, c.String("out"), info); err != nil {
 				return err
@@ -118,21 +122,21 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 	if err != nil {
 		return replay.Options{}, err
 	}
-	modelMap, err := replay.ParseKeyValues("--model-map", c.String("model-map"))
+	modelMap, err := replay.ParseKeyValues(c.String("model-map"))
 	if err != nil {
-		return replay.Options{}, err
+		return replay.Options{}, fmt.Errorf("--model-map: %w", err)
 	}
 	labels := map[string]string{}
 	for _, l := range c.StringSlice("label") {
-		kv, err := replay.ParseKeyValues("--label", l)
+		kv, err := replay.ParseKeyValues(l)
 		if err != nil {
-			return replay.Options{}, err
+			return replay.Options{}, fmt.Errorf("--label: %w", err)
 		}
 		maps.Copy(labels, kv)
 	}
 	headers := map[string]string{}
 	for _, h := range c.StringSlice("header") {
-		kv, err := replay.ParseKeyValues("--header", h)
+		kv, err := replay.ParseKeyValues(h)
 		if err != nil {
 			// The entry may hold the secret: it is not shown.
 			return replay.Options{}, errors.New("--header: an entry is not Name=value (it is not shown: it may hold a secret)")
@@ -140,14 +144,14 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		maps.Copy(headers, kv)
 	}
 	o := replay.Options{
-		Target: c.String("target"), Model: c.String("model"), ModelMap: modelMap, API: c.String("api"), Stream: c.String("stream"),
-		Speed: c.Float64("speed"), Rate: c.Float64("rate"), Arrival: c.String("arrival"), Burstiness: c.Float64("burstiness"), Seed: c.Uint64("seed"),
+		Target: c.String("target"), Model: c.String("model"), ModelMap: modelMap, API: c.String("api"), Stream: replay.StreamMode(c.String("stream")),
+		Speed: c.Float64("speed"), Rate: c.Float64("rate"), Arrival: replay.Arrival(c.String("arrival")), Burstiness: c.Float64("burstiness"), Seed: c.Uint64("seed"),
 		Concurrency: c.Int("concurrency"), MaxConcurrency: c.Int("max-concurrency"),
 		From: c.String("from"), To: c.String("to"), LeadIn: c.Duration("lead-in"),
 		Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"), WarmupDuration: warmDur, WarmupRequests: warmN,
 		ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
 		Grace: c.Duration("grace"), RotateEvery: c.Duration("rotate-every"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern"),
-		ForceOutputLen: c.Bool("force-output-len"), HTTP: c.String("http"), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"), FollowRedirects: c.Bool("follow-redirects"),
+		ForceOutputLen: c.Bool("force-output-len"), HTTP: replay.HTTPVersion(c.String("http")), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"), FollowRedirects: c.Bool("follow-redirects"),
 		APIKey: key, Headers: headers, RunID: c.String("run-id"),
 		WaitReady: c.Duration("wait-ready"), MetricsURL: c.String("metrics-url"), MetricsInterval: c.Duration("metrics-interval"),
 		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
@@ -221,4 +225,66 @@ func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
 		fmt.Fprintln(w, "note: "+n)
 	}
 	return nil
+}
+
+// optionFlags names the flag of each replay.Options and sim.Options field
+// whose flag is not the field in kebab case (flagFor finds those).
+var optionFlags = map[string]string{
+	"WarmupDuration": "--warmup", "WarmupRequests": "--warmup", "Warmup": "--warmup",
+	"Headers": "--header", "Labels": "--label", "ShardCount": "--shard", "APIKey": "--api-key-env or --api-key-file",
+	"PerPrefillToken": "--prefill-per-token", "PerDecodeSeq": "--decode-per-seq", "PerKVToken": "--kv-per-token",
+}
+
+// proseFields are option names also found in plain text ("HTTP 404"): a
+// reason's mention of them is left as it is.
+var proseFields = map[string]bool{"HTTP": true, "API": true}
+
+// optionFields lists the fields of replay.Options and sim.Options (nested
+// structs too), the names a library error's reason may mention.
+var optionFields = func() []string {
+	var out []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for f := range t.Fields() {
+			if !f.IsExported() {
+				continue
+			}
+			out = append(out, f.Name)
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() != "time" {
+				walk(f.Type)
+			}
+		}
+	}
+	walk(reflect.TypeFor[replay.Options]())
+	walk(reflect.TypeFor[sim.Options]())
+	return out
+}()
+
+// inFlags puts a replay or sim option error in the CLI's terms: its field,
+// and every option its reason names, become flags ("Concurrency 4: runs
+// closed loop; it does not combine with Rate" becomes "--concurrency 4:
+// ... with --rate"). Any other error is returned as it is.
+func inFlags(app *cli.App, err error) error {
+	oe, ok := opterr.As(err)
+	if !ok {
+		return err
+	}
+	flag := func(field string) (string, bool) {
+		if f, ok := optionFlags[field]; ok {
+			return f, true
+		}
+		f := flagFor(app, field)
+		return f, strings.HasPrefix(f, "--")
+	}
+	name, _ := flag(oe.Field)
+	reason := oe.Reason
+	for _, f := range optionFields {
+		if fl, ok := flag(f); ok && !proseFields[f] && strings.Contains(reason, f) {
+			reason = regexp.MustCompile(`\b`+f+`\b`).ReplaceAllLiteralString(reason, fl)
+		}
+	}
+	if oe.Value == "" {
+		return errors.New(name + ": " + reason)
+	}
+	return errors.New(name + " " + oe.Value + ": " + reason)
 }

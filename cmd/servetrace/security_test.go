@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -321,12 +322,60 @@ func TestSecurityAudit(t *testing.T) {
 		if rs, err := s.Start("0.0.0.0:0", false); err == nil {
 			rs.Close()
 			t.Errorf("the simulator listened on all interfaces without --allow-remote")
-		} else if !strings.Contains(err.Error(), "--allow-remote") {
-			t.Errorf("refusal %q does not name --allow-remote", err)
+		} else if !errors.Is(err, sim.ErrNotLoopback) {
+			t.Errorf("refusal %q is not sim.ErrNotLoopback", err)
 		}
 		code, _, errOut := runCLI(t, "sim", "--addr", "0.0.0.0:0")
 		if code == 0 || !strings.Contains(errOut, "--allow-remote") {
 			t.Errorf("servetrace sim --addr 0.0.0.0:0: exit %d, %q; want a refusal naming --allow-remote", code, errOut)
 		}
 	})
+}
+
+// TestReplayErrorsNameFlags: replay and sim report options by their
+// Options fields; the CLI names the flags, in the field and in the reason,
+// with the value and what to do.
+func TestReplayErrorsNameFlags(t *testing.T) {
+	dir := t.TempDir()
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "3s")
+	out := filepath.Join(dir, "r")
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--concurrency", "4", "--rate", "2"}, []string{"--concurrency 4: runs closed loop; it does not combine with --rate or --max-concurrency (use --rate with --max-concurrency"}},
+		{[]string{"--lead-in", "1m"}, []string{"--lead-in 1m0s: needs --from"}},
+		{[]string{"--wait-idle", "1s"}, []string{"--wait-idle 1s: needs --metrics-url"}},
+		{[]string{"--warmup", "-3"}, []string{`--warmup "-3": must not be negative`}},
+		{[]string{"--warmup", "soon"}, []string{`--warmup "soon": give a duration`}},
+		{[]string{"--shard", "5/2", "--run-id", "x"}, []string{`--shard "5/2": want i/N`}},
+		{[]string{"--arrival", "fractal", "--rate", "1"}, []string{`--arrival "fractal": use poisson, gamma or constant`}},
+		{[]string{"--http", "3"}, []string{`--http "3": use 1.1 or 2`}},
+		{[]string{"--from", "10m", "--to", "5m"}, []string{`--to "5m": must be after --from`}},
+		{[]string{"--from", "yesterday"}, []string{`--from "yesterday": give an RFC 3339 time`}},
+		{[]string{"--target", "http://127.0.0.1:1"}, []string{"--target: cannot reach endpoint http://127.0.0.1:1", "point --target at a running server"}},
+		{[]string{"--model-map", "nonsense"}, []string{`--model-map: "nonsense" is not key=value`}},
+		{[]string{"--speed", "-1"}, []string{"--speed -1: must be a finite positive number"}},
+	} {
+		code, _, errOut := runCLI(t, append([]string{"replay", wl, "--out", out}, c.args...)...)
+		for _, w := range c.want {
+			if code == 0 || !strings.Contains(errOut, w) {
+				t.Errorf("replay %v: exit %d, %q; want %q", c.args, code, strings.TrimSpace(errOut), w)
+			}
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "h200-dreams"}, `--preset "h200-dreams": unknown; use one of:`},
+		{[]string{"--fail-rate", "0.7", "--reset-rate", "0.6"}, "--fail-rate: --fail-rate, --stream-error-rate, --reset-rate, --stall-rate and --malformed-rate add up to 1.3"},
+		{[]string{"--stop-rate", "2"}, "--stop-rate 2: must be within [0, 1]"},
+		{[]string{"--prefill-per-token", "-1ms"}, "--prefill-per-token -1ms: must not be negative"},
+	} {
+		code, _, errOut := runCLI(t, append([]string{"sim", "--addr", "127.0.0.1:0"}, c.args...)...)
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("sim %v: exit %d, %q; want %q", c.args, code, strings.TrimSpace(errOut), c.want)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -73,16 +74,19 @@ Examples:
 			sim.LatencyGC(c.Int64("gc-memory-limit"))
 			opts, err := simOptions(c)
 			if err != nil {
-				return usageError(err.Error())
+				return usageError(inFlags(c.App, err).Error())
 			}
 			s, err := sim.New(opts)
 			if err != nil {
-				return err
+				return inFlags(c.App, err)
 			}
 			rs, err := s.Start(c.String("addr"), c.Bool("allow-remote"))
 			if err != nil {
 				s.Close()
-				return err
+				if errors.Is(err, sim.ErrNotLoopback) {
+					return fmt.Errorf("--addr %s is not a loopback address; pass --allow-remote to serve on another interface", c.String("addr"))
+				}
+				return fmt.Errorf("--addr %s: %w", c.String("addr"), err)
 			}
 			fmt.Fprintf(c.App.Writer, "servetrace sim serving %s at %s, preset %s (Ctrl-C to stop)\n", c.String("models"), rs.URL, opts.Preset)
 			go func() { <-c.Context.Done(); rs.Close() }()

@@ -213,7 +213,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	switch err := s.engine.submit(sq); {
 	case errors.Is(err, errQueueFull):
 		s.metrics.rejected()
-		writeError(w, http.StatusTooManyRequests, "RateLimitError", fmt.Sprintf("the server is overloaded: %d requests are waiting (--max-waiting); retry later", s.opts.Engine.MaxWaiting))
+		writeError(w, http.StatusTooManyRequests, "RateLimitError", fmt.Sprintf("the server is overloaded: %d requests are waiting, as many as its queue holds; retry later", s.opts.Engine.MaxWaiting))
 		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())

@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/servetrace/servetrace/internal/opterr"
 )
 
 // A Preset is a model/GPU pair's engine constants.
@@ -83,5 +84,5 @@ func LookupPreset(name string) (Preset, error) {
 	for i, p := range presets {
 		names[i] = p.Name
 	}
-	return Preset{}, fmt.Errorf("unknown --preset %q; use one of: %s", name, strings.Join(names, ", "))
+	return Preset{}, opterr.New("Preset", name, "unknown; use one of: %s", strings.Join(names, ", "))
 }

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/tokenize"
 )
 
@@ -125,18 +126,26 @@ func New(opts Options) (*Server, error) {
 	if e.MaxWaiting <= 0 {
 		e.MaxWaiting = def.Engine.MaxWaiting
 	}
-	for name, r := range map[string]float64{"fail": opts.FailRate, "stream error": opts.StreamErrorRate, "reset": opts.ResetRate,
-		"stall": opts.StallRate, "malformed": opts.MalformedRate, "slow first byte": opts.SlowFirstByteRate, "stop": opts.StopRate, "reasoning": opts.ReasoningRatio} {
-		if r < 0 || r > 1 {
-			return nil, fmt.Errorf("sim: the %s rate must be within [0, 1], got %v", name, r)
+	for _, r := range []struct {
+		field string
+		v     float64
+	}{{"FailRate", opts.FailRate}, {"StreamErrorRate", opts.StreamErrorRate}, {"ResetRate", opts.ResetRate}, {"StallRate", opts.StallRate},
+		{"MalformedRate", opts.MalformedRate}, {"SlowFirstByteRate", opts.SlowFirstByteRate}, {"StopRate", opts.StopRate}, {"ReasoningRatio", opts.ReasoningRatio}} {
+		if !(r.v >= 0 && r.v <= 1) { // NaN too
+			return nil, opterr.New(r.field, r.v, "must be within [0, 1]")
 		}
 	}
 	if sum := opts.FailRate + opts.StreamErrorRate + opts.ResetRate + opts.StallRate + opts.MalformedRate; sum > 1 {
-		return nil, fmt.Errorf("sim: fault rates add up to %v; a request gets at most one fault, so keep their sum within 1", sum)
+		return nil, opterr.New("FailRate", nil, "FailRate, StreamErrorRate, ResetRate, StallRate and MalformedRate add up to %.3g; a request gets at most one fault, so keep their sum within 1", sum)
 	}
 	c := e.Cost
-	if c.IterBase < 0 || c.PerPrefillToken < 0 || c.PerDecodeSeq < 0 || c.PerKVToken < 0 {
-		return nil, errors.New("sim: cost model constants must not be negative")
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"IterBase", c.IterBase}, {"PerPrefillToken", c.PerPrefillToken}, {"PerDecodeSeq", c.PerDecodeSeq}, {"PerKVToken", c.PerKVToken}} {
+		if d.v < 0 {
+			return nil, opterr.New(d.field, d.v, "must not be negative")
+		}
 	}
 	tok, err := tokenize.Get(opts.Tokenizer)
 	if err != nil {
@@ -197,15 +206,20 @@ type Running struct {
 	err chan error
 }
 
+// ErrNotLoopback is Start's refusal of an address on another interface
+// than loopback, without allowRemote.
+var ErrNotLoopback = errors.New("not a loopback address")
+
 // Start serves the simulator on addr (host:port; port 0 picks a free one).
-// It refuses a non-loopback host unless allowRemote is set.
+// It refuses a non-loopback host unless allowRemote is set (an error
+// wrapping ErrNotLoopback).
 func (s *Server) Start(addr string, allowRemote bool) (*Running, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("sim: --addr %q is not host:port: %w", addr, err)
+		return nil, fmt.Errorf("sim: address %q is not host:port: %w", addr, err)
 	}
 	if !allowRemote && !isLoopback(host) {
-		return nil, fmt.Errorf("sim: --addr %s is not a loopback address; pass --allow-remote to serve on another interface", addr)
+		return nil, fmt.Errorf("sim: %s is %w; serving on another interface must be allowed (allowRemote)", addr, ErrNotLoopback)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
