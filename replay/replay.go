@@ -167,10 +167,8 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 		return nil, err
 	}
 	models, server := r.modelsAnswer(ctx)
-	recorded := r.opts
-	recorded.Target, recorded.MetricsURL = RedactURL(recorded.Target), RedactURL(recorded.MetricsURL)
 	info = &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard, ShardCount: r.opts.ShardCount,
-		Target: RedactURL(r.opts.Target), Workload: workloadDir, Options: recorded, Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness),
+		Target: RedactURL(r.opts.Target), Workload: workloadDir, Options: r.opts.Recorded(), Scheduled: int64(len(plan)), MaxLatenessMs: ms(r.opts.MaxLateness),
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: RedactURL(r.opts.Target),
 		ServerHeader: server, ServerModels: models, TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: counter.Name()}
@@ -686,21 +684,21 @@ func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + randomHex(3)
 }
 
-// ReplayGCPercent is the GOGC a replay process runs with: fewer, larger
+// GCPercent is the GOGC a replay process runs with: fewer, larger
 // collections keep GC work (results parts are encoded mid-run) from showing
 // up as send lateness.
-const ReplayGCPercent = 400
+const GCPercent = 400
 
 // tunedGC is set while TuneGC's setting is in force.
 var tunedGC atomic.Bool
 
-// TuneGC sets GOGC to ReplayGCPercent for a process that replays and returns
+// TuneGC sets GOGC to GCPercent for a process that replays and returns
 // a function that restores the previous setting. It changes process-wide
 // runtime state: call it where the process is owned (a command, a test).
 // While it is in force, Run also bounds the heap once the workload is
 // loaded (boundHeap).
 func TuneGC() (restore func()) {
-	old := debug.SetGCPercent(ReplayGCPercent)
+	old := debug.SetGCPercent(GCPercent)
 	oldLimit := debug.SetMemoryLimit(-1)
 	tunedGC.Store(true)
 	return func() {
@@ -711,7 +709,7 @@ func TuneGC() (restore func()) {
 	}
 }
 
-// heapHeadroom is what boundHeap allows above ReplayGCPercent's goal.
+// heapHeadroom is what boundHeap allows above GCPercent's goal.
 const heapHeadroom = 128 << 20
 
 // boundHeap, under TuneGC and unless the user set GOMEMLIMIT, collects once
@@ -733,7 +731,7 @@ func boundHeap() {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
 	live := int64(sample[0].Value.Uint64())
-	limit := live*(1+ReplayGCPercent/100) + heapHeadroom
+	limit := live*(1+GCPercent/100) + heapHeadroom
 	heapBound.Store(limit)
 	debug.SetMemoryLimit(limit)
 }

@@ -1,9 +1,9 @@
 package sim
 
 import (
-	"errors"
 	"bufio"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
