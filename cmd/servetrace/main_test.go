@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -284,11 +285,25 @@ func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
 	dir := t.TempDir()
 	target := startFastSim(t, nil)
 	wl := workloadViaCLI(t, dir, "azure-code-2023", "30s")
-	// Cancelling the context is what SIGINT does through signal.NotifyContext.
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// Cancelling the context is what SIGINT does through signal.NotifyContext;
+	// it comes once the replay has written run.json and closed a results
+	// part, however long its setup took.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"servetrace", "replay", wl, "--target", target, "--out", filepath.Join(dir, "run")}, &stdout, &stderr)
+	exited, finished := make(chan error, 1), make(chan struct{})
+	var code int
+	go func() {
+		defer close(finished)
+		code = run(ctx, []string{"servetrace", "replay", wl, "--target", target, "--out", filepath.Join(dir, "run"), "--rotate-every", "200ms"}, &stdout, &stderr)
+		exited <- fmt.Errorf("exit %d", code)
+	}()
+	err := waitForRunDir(filepath.Join(dir, "run"), exited, 60*time.Second)
+	cancel()
+	<-finished
+	if err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr.String())
+	}
 	if code != 130 || !strings.Contains(stderr.String(), "replay incomplete") {
 		t.Fatalf("exit %d, stderr %q; want 130 and a note that the replay is incomplete", code, stderr.String())
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,12 +52,20 @@ func TestSignalsLeaveAnalyzableRunDirs(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			// Let it send for a while and close a few parts.
-			time.Sleep(2500 * time.Millisecond)
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// Signal once the replay has written its provisional run.json and
+			// closed a results part: a fresh child under -race on a busy
+			// host can take seconds to get there. The deadline fails a hang.
+			if err := waitForRunDir(run, exited, 60*time.Second); err != nil {
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("%v; stderr:\n%s", err, stderr.String())
+			}
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			err := cmd.Wait()
+			err := <-exited
 			code := cmd.ProcessState.ExitCode()
 			switch sig {
 			case syscall.SIGKILL:
@@ -88,5 +97,25 @@ func TestSignalsLeaveAnalyzableRunDirs(t *testing.T) {
 			}
 			t.Logf("%s: exit %d, %d rows kept, scheduled %d", sig, code, len(rows), ri.Scheduled)
 		})
+	}
+}
+
+// waitForRunDir waits until run holds run.json and a closed results part,
+// or the replay exits (exited yields its error), or d passes.
+func waitForRunDir(run string, exited <-chan error, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		parts, _ := filepath.Glob(filepath.Join(run, trace.ResultsDir, "part-*.parquet"))
+		if _, err := os.Stat(filepath.Join(run, trace.RunInfoName)); err == nil && len(parts) > 0 {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the replay exited (%v) before it wrote run.json and a results part", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no run.json and results part in %s after %v", run, d)
+		}
 	}
 }
