@@ -205,8 +205,9 @@ func errorMessage(raw []byte) string {
 }
 
 // maxWholeBody bounds a non-streamed response body: a completion of the
-// longest output is far shorter, and ten concurrent replies of 1 GB must
-// not take the client's memory (at 256 MiB each they took 4.7 GB RSS).
+// longest output is far shorter, and a hostile server's huge replies must
+// not take the client's memory (docs/measurements.md, "Whole-response
+// bound").
 const maxWholeBody = 8 << 20
 
 // maxErrorBody bounds the body of a non-2xx response read for its message:

@@ -1,0 +1,205 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// collector receives results, writes them, and tallies run.json figures.
+type collector struct {
+	w         *trace.ResultWriter
+	every     time.Duration
+	outcomes  trace.OutcomeCt
+	lateness  []int64
+	first     int64
+	last      int64
+	err       error
+	done      chan struct{}
+	results   chan trace.Result
+	lastFlush time.Time
+	// Prompt truncation: requests whose usage reported prompt tokens, and
+	// the deficits of those the server cut.
+	promptChecked int64
+	deficits      []int64
+}
+
+// A server that reports fewer prompt tokens than were sent, by more than
+// the larger of truncationSlackTokens and truncationSlackPct of the prompt,
+// cut it: a chat template adds tokens (a few to a few dozen) and a
+// different tokenizer moves the count by a few percent, but neither takes
+// away a tenth. A server with a context shorter than the prompts cuts them
+// and may say so only in usage.prompt_tokens (docs/measurements.md,
+// "Silent prompt truncation").
+const (
+	truncationSlackTokens = 32
+	truncationSlackPct    = 10
+)
+
+// promptDeficit returns by how many tokens the server's count of a
+// request's prompt fell short of what was sent, when that is more than the
+// slack; ok is false when usage gave no prompt count.
+func promptDeficit(res *trace.Result) (deficit int64, checked bool) {
+	if res.UsagePromptTokens == nil || res.PromptTokensSent <= 0 {
+		return 0, false
+	}
+	d := res.PromptTokensSent - *res.UsagePromptTokens
+	slack := max(truncationSlackTokens, (res.PromptTokensSent*truncationSlackPct+99)/100)
+	if d <= slack {
+		return 0, true
+	}
+	return d, true
+}
+
+// promptTruncation summarises the deficits, nil when there are none.
+func (c *collector) promptTruncation() *trace.PromptTruncation {
+	if len(c.deficits) == 0 {
+		return nil
+	}
+	d := slices.Clone(c.deficits)
+	slices.Sort(d)
+	return &trace.PromptTruncation{Requests: int64(len(d)), Checked: c.promptChecked, MaxDeficitTokens: d[len(d)-1], P50DeficitTokens: d[(len(d)-1)/2],
+		ToleranceTokens: truncationSlackTokens, TolerancePct: truncationSlackPct}
+}
+
+func newCollector(w *trace.ResultWriter, every time.Duration, r *Runner) *collector {
+	c := &collector{w: w, every: every, outcomes: trace.OutcomeCt{}, first: -1, last: -1,
+		done: make(chan struct{}), results: make(chan trace.Result, 4096), lastFlush: time.Now()}
+	go c.loop(r)
+	return c
+}
+
+func (c *collector) loop(r *Runner) {
+	defer close(c.done)
+	tick := time.NewTicker(min(c.every, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case res, ok := <-c.results:
+			if !ok {
+				return
+			}
+			c.add(res, r)
+		case <-tick.C:
+			if time.Since(c.lastFlush) >= c.every && c.err == nil {
+				c.err = c.w.Flush()
+				c.lastFlush = time.Now()
+			}
+		}
+	}
+}
+
+func (c *collector) add(res trace.Result, r *Runner) {
+	c.outcomes[res.Outcome]++
+	if r.self != nil {
+		r.self.observe(&res)
+	}
+	if res.Outcome != trace.OutcomeOK {
+		r.stats.failed.Add(1)
+	}
+	r.stats.done.Add(1)
+	if res.SentNs != nil {
+		c.lateness = append(c.lateness, *res.SentNs-res.AdmittedNs)
+		if c.first < 0 || *res.SentNs < c.first {
+			c.first = *res.SentNs
+		}
+		c.last = max(c.last, *res.SentNs)
+	}
+	if d, checked := promptDeficit(&res); checked {
+		c.promptChecked++
+		if d > 0 {
+			c.deficits = append(c.deficits, d)
+		}
+	}
+	if c.err == nil {
+		c.err = c.w.Write(res)
+	}
+}
+
+// execute runs the plan and records every request exactly once.
+func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWriter, info *trace.RunInfo) error {
+	col := newCollector(w, r.opts.RotateEvery, r)
+	info.StartUnixNs = r.start.UnixNano()
+
+	// Requests run on reqCtx, which outlives an interrupt by the grace period.
+	reqCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abort(nil)
+	graceDone := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			t := time.NewTimer(r.opts.Grace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				abort(errInterrupted)
+			case <-graceDone:
+			}
+		case <-graceDone:
+		}
+	}()
+	stopProgress := r.progress(len(plan))
+
+	var inflight sync.WaitGroup
+	handled := make([]atomic.Bool, len(plan))
+	if r.opts.Concurrency > 0 {
+		r.runClosedLoop(ctx, reqCtx, plan, col, &inflight, handled)
+	} else {
+		r.runOpenLoop(ctx, reqCtx, plan, col, &inflight, handled)
+	}
+	inflight.Wait()
+	interrupted := ctx.Err() != nil
+	sent := 0
+	for i := range plan {
+		if handled[i].Load() {
+			sent++
+		}
+	}
+	if r.opts.Concurrency > 0 {
+		// Closed loop schedules a request when a worker takes it: those
+		// never taken were never scheduled.
+		plan = plan[:sent]
+		info.Scheduled = int64(sent)
+	}
+	for i, p := range plan {
+		if handled[i].Load() {
+			continue
+		}
+		res := r.newResult(p)
+		res.AdmittedNs = p.scheduledNs
+		res.Outcome, res.Error = trace.OutcomeNotSent, "run ended before the request was sent"
+		col.results <- res
+	}
+	inflight.Wait()
+	close(graceDone)
+	close(col.results)
+	<-col.done
+	stopProgress()
+	info.EndUnixNs = time.Now().UnixNano()
+	flushErr := w.Flush()
+
+	info.Outcomes = col.outcomes
+	info.PromptTruncation = col.promptTruncation()
+	info.Lateness = summarizeLateness(col.lateness)
+	if n := len(plan); n > 1 && plan[n-1].scheduledNs > 0 && r.opts.Concurrency == 0 {
+		info.OfferedRate = float64(n-1) / (float64(plan[n-1].scheduledNs) / 1e9)
+	}
+	if len(col.lateness) > 1 && col.last > col.first {
+		info.AchievedRate = float64(len(col.lateness)-1) / (float64(col.last-col.first) / 1e9)
+	}
+	info.ClientSaturated = info.Lateness.P99Ms > info.MaxLatenessMs
+	info.Complete = !interrupted && col.err == nil && flushErr == nil
+	switch {
+	case interrupted:
+		info.Reason = fmt.Sprintf("interrupted after %d of %d requests were sent", sent, len(plan))
+	case col.err != nil || flushErr != nil:
+		info.Reason = "writing results failed"
+	}
+	return errors.Join(col.err, flushErr)
+}

@@ -1,0 +1,84 @@
+package replay
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
+)
+
+// GCPercent is the GOGC a replay process runs with: fewer, larger
+// collections keep GC work (results parts are encoded mid-run) from showing
+// up as send lateness.
+const GCPercent = 400
+
+// tunedGC is set while TuneGC's setting is in force.
+var tunedGC atomic.Bool
+
+// TuneGC sets GOGC to GCPercent for a process that replays and returns
+// a function that restores the previous setting. It changes process-wide
+// runtime state: call it where the process is owned (a command, a test).
+// While it is in force, Run also bounds the heap once the workload is
+// loaded (boundHeap).
+func TuneGC() (restore func()) {
+	old := debug.SetGCPercent(GCPercent)
+	oldLimit := debug.SetMemoryLimit(-1)
+	tunedGC.Store(true)
+	return func() {
+		tunedGC.Store(false)
+		heapBound.Store(0)
+		debug.SetGCPercent(old)
+		debug.SetMemoryLimit(oldLimit)
+	}
+}
+
+// heapHeadroom is what boundHeap allows above GCPercent's goal.
+const heapHeadroom = 128 << 20
+
+// boundHeap, under TuneGC and unless the user set GOMEMLIMIT, collects once
+// before the schedule starts (the workload's loading garbage would
+// otherwise be collected mid-run) and sets a soft memory limit of
+// (1 + GCPercent/100) times what is then live, plus heapHeadroom. At
+// GOGC 400 the collector counts what is allocated while it marks as live,
+// so its heap goal drifts up run after run while the live heap stays flat;
+// the limit holds RSS where the first cycles put it (docs/measurements.md,
+// "Replay heap bound"). Should the live state really grow past it, the
+// health sampler lifts it (liftHeapBound).
+func boundHeap() {
+	if !tunedGC.Load() || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	live := int64(sample[0].Value.Uint64())
+	limit := live*(1+GCPercent/100) + heapHeadroom
+	heapBound.Store(limit)
+	debug.SetMemoryLimit(limit)
+}
+
+// heapBound is the memory limit boundHeap set, 0 when none is in force.
+var heapBound atomic.Int64
+
+// gcShareToLift is the share of the CPU the process used, over the last
+// gcWindow seconds, that the collector may take before the heap bound is
+// lifted: a run whose live state really grows (long histories, many large
+// prompts in flight) must not have its collector run flat out, or the
+// client's own lateness would be the GC's. It lies between what a binding
+// bound and a steady replay cost (docs/measurements.md, "Heap-bound
+// valve").
+const gcShareToLift = 0.15
+
+// gcWindow is the valve's window in seconds (health samples).
+const gcWindow = 5
+
+// liftHeapBound removes boundHeap's limit, once; it reports whether it did.
+func liftHeapBound() bool {
+	if heapBound.Swap(0) == 0 {
+		return false
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	return true
+}
