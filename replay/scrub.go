@@ -31,13 +31,14 @@ const (
 	// with other characters between them ("s k - l i v e"), that is removed
 	// (the whole secret, if it has fewer).
 	minSpacedRun = 8
-	// minEncodedRun is the shortest run of a secret found in the decoding
-	// of a base64 run that has the whole run removed (the whole secret, if
-	// it is shorter). Decoding ordinary words gives noise: 6 bytes make a
-	// chance match negligible.
+	// minEncodedRun is the shortest run of a secret whose base64 encoding
+	// in a run of base64 characters has the whole run removed (the whole
+	// secret, if it is shorter): 6 bytes are at least 7 characters that
+	// the secret alone decides, so ordinary words match by chance
+	// negligibly often.
 	minEncodedRun = 6
 	// minEncodedSecret is the shortest secret looked for in base64 at all:
-	// shorter ones match the noise of decoded words.
+	// shorter ones decide too few characters to tell from words.
 	minEncodedSecret = 4
 
 	redactedLabel = "<redacted>"
@@ -47,47 +48,52 @@ const (
 // Scrubber removes secrets from text: raw copies of one, in whole or in part,
 // spaced-out copies, base64-encoded copies (standard or URL alphabet,
 // padded or not, at any alignment), and credentials and query values of
-// URLs in the text (RedactURLs). It is safe for concurrent use. A nil
-// Scrubber only redacts URLs.
+// URLs in the text (RedactURLs). A part of a secret that is only a few
+// digits (fewer than longSecret) is left: server text is full of numbers
+// (a metrics scrape would lose its values), and they tell little of a key.
+// It is safe for concurrent use. A nil Scrubber only redacts URLs.
 type Scrubber struct {
 	long, short [][]byte            // secrets of at least longSecret bytes, and shorter
 	grams       map[string]struct{} // every minSecretRun-byte window of the long secrets
 	skeletons   [][]byte            // each secret's letters and digits
 	spacedGrams grams               // the skeletons' windows a spaced copy starts with
-	encoded     grams               // the secrets' windows looked for in decoded base64
+	encoded     grams               // the base64 cores of the secrets' windows (base64Cores)
 }
 
-// grams holds byte windows by length: a quick test of whether a position
-// can start a copy, before the exact (slower) search.
-type grams map[int]map[string]struct{}
+// grams holds byte windows of a few lengths: a quick test of whether a
+// position can start a copy, before the exact (slower) search.
+type grams []gramSet
+
+type gramSet struct {
+	n   int
+	set map[string]struct{}
+}
 
 // add adds every n-byte window of b.
-func (g grams) add(b []byte, n int) {
-	if g[n] == nil {
-		g[n] = map[string]struct{}{}
-	}
+func (g *grams) add(b []byte, n int) {
 	for i := 0; i+n <= len(b); i++ {
-		g[n][string(b[i:i+n])] = struct{}{}
+		g.addOne(b[i : i+n])
 	}
+}
+
+// addOne adds w.
+func (g *grams) addOne(w []byte) {
+	for k := range *g {
+		if (*g)[k].n == len(w) {
+			(*g)[k].set[string(w)] = struct{}{}
+			return
+		}
+	}
+	*g = append(*g, gramSet{n: len(w), set: map[string]struct{}{string(w): {}}})
 }
 
 // at reports whether some window starts at b[i].
 func (g grams) at(b []byte, i int) bool {
-	for n, set := range g {
-		if i+n <= len(b) {
-			if _, ok := set[string(b[i:i+n])]; ok {
+	for _, gs := range g {
+		if i+gs.n <= len(b) {
+			if _, ok := gs.set[string(b[i:i+gs.n])]; ok {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-// in reports whether some window occurs in b.
-func (g grams) in(b []byte) bool {
-	for i := range b {
-		if g.at(b, i) {
-			return true
 		}
 	}
 	return false
@@ -96,7 +102,7 @@ func (g grams) in(b []byte) bool {
 // NewScrubber returns a scrubber for the given secrets (empty ones are
 // ignored).
 func NewScrubber(secrets ...string) *Scrubber {
-	s := &Scrubber{grams: map[string]struct{}{}, spacedGrams: grams{}, encoded: grams{}}
+	s := &Scrubber{grams: map[string]struct{}{}}
 	for _, sec := range secrets {
 		b := []byte(sec)
 		switch {
@@ -115,7 +121,12 @@ func NewScrubber(secrets ...string) *Scrubber {
 			s.spacedGrams.add(sk, min(minSpacedRun, len(sk)))
 		}
 		if len(b) >= minEncodedSecret {
-			s.encoded.add(b, min(minEncodedRun, len(b)))
+			n := min(minEncodedRun, len(b))
+			for i := 0; i+n <= len(b); i++ {
+				for _, e := range base64Cores(b[i : i+n]) {
+					s.encoded.addOne(e)
+				}
+			}
 		}
 	}
 	return s
@@ -185,7 +196,7 @@ func (s *Scrubber) ScrubJSON(v any) any {
 }
 
 // raw removes every maximal run of at least minSecretRun bytes copied from
-// a long secret.
+// a long secret, but a run of fewer than longSecret digits.
 func (s *Scrubber) raw(text string) string {
 	if len(s.long) == 0 || len(text) < minSecretRun {
 		return text
@@ -200,6 +211,10 @@ func (s *Scrubber) raw(text string) string {
 		j := i + minSecretRun
 		for j < len(text) && s.inLong(text[i:j+1]) {
 			j++
+		}
+		if j-i < longSecret && allDigits(text[i:j]) {
+			i++ // a short number: numbers abound in server text, and a few digits tell little of a key
+			continue
 		}
 		out.WriteString(text[last:i])
 		out.WriteString(redactedLabel)
@@ -250,6 +265,15 @@ func (s *Scrubber) whole(text string) string {
 
 func isWordByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func isAlnum(c byte) bool {
@@ -305,6 +329,9 @@ func (s *Scrubber) spaced(text string) string {
 			if to-from == n {
 				continue // nothing between: a raw copy, or a word
 			}
+			if n < len(sec) && allDigits(string(sk[k:k+n])) {
+				continue // numbers with separators ("12,345 678") abound
+			}
 			if len(sec) < minSpacedRun && ((from > 0 && isAlnum(text[from-1])) || (to < len(text) && isAlnum(text[to]))) {
 				continue
 			}
@@ -337,16 +364,35 @@ func isBase64Byte(c byte) bool {
 	return isAlnum(c) || c == '+' || c == '/' || c == '-' || c == '_'
 }
 
+// base64Cores returns the base64 characters (standard alphabet) that w
+// alone decides when it is encoded after 0, 1 or 2 other bytes: any
+// encoding of a text holding w holds one of them, whatever the bytes
+// around it.
+func base64Cores(w []byte) [][]byte {
+	var out [][]byte
+	for a := range 3 {
+		buf := make([]byte, a+len(w))
+		copy(buf[a:], w)
+		enc := base64.RawStdEncoding.EncodeToString(buf)
+		// Character k holds bits [6k, 6k+6); w's are [8a, 8(a+len(w))).
+		first, last := (8*a+5)/6, 8*(a+len(w))/6
+		if last > first {
+			out = append(out, []byte(enc[first:last]))
+		}
+	}
+	return out
+}
+
 // base64 removes every run of base64 characters (either alphabet, with its
-// padding) whose decoding, from any of the four alignments, holds a run of
-// at least minEncodedRun bytes of a secret, or all of a shorter one.
+// padding) that holds the encoding of a run of at least minEncodedRun bytes
+// of a secret, or all of a shorter one, at any alignment.
 func (s *Scrubber) base64(text string) string {
 	if len(s.encoded) == 0 {
 		return text
 	}
 	var out strings.Builder
 	last := 0
-	var buf, dec []byte
+	var norm []byte
 	for i := 0; i < len(text); {
 		if !isBase64Byte(text[i]) {
 			i++
@@ -360,10 +406,25 @@ func (s *Scrubber) base64(text string) string {
 		for end < len(text) && text[end] == '=' {
 			end++
 		}
-		if j-i >= 6 && s.encodedIn(text[i:j], &buf, &dec) {
-			out.WriteString(text[last:i])
-			out.WriteString(redactedLabel)
-			last = end
+		if j-i >= 4 {
+			norm = append(norm[:0], text[i:j]...)
+			for k, c := range norm {
+				switch c {
+				case '-':
+					norm[k] = '+'
+				case '_':
+					norm[k] = '/'
+				}
+			}
+			hit := false
+			for k := 0; k < len(norm) && !hit; k++ {
+				hit = s.encoded.at(norm, k)
+			}
+			if hit {
+				out.WriteString(text[last:i])
+				out.WriteString(redactedLabel)
+				last = end
+			}
 		}
 		i = end
 	}
@@ -374,43 +435,6 @@ func (s *Scrubber) base64(text string) string {
 	return out.String()
 }
 
-// encodedIn reports whether run, decoded from any alignment, holds a secret.
-func (s *Scrubber) encodedIn(run string, buf, dec *[]byte) bool {
-	*buf = (*buf)[:0]
-	for k := 0; k < len(run); k++ {
-		c := run[k]
-		switch c {
-		case '-':
-			c = '+'
-		case '_':
-			c = '/'
-		}
-		*buf = append(*buf, c)
-	}
-	for off := 0; off < 4 && off < len(*buf); off++ {
-		b := (*buf)[off:]
-		if len(b)%4 == 1 {
-			b = b[:len(b)-1]
-		}
-		if len(b) < 6 {
-			break
-		}
-		if want := base64.RawStdEncoding.DecodedLen(len(b)); cap(*dec) < want {
-			*dec = make([]byte, want)
-		} else {
-			*dec = (*dec)[:want]
-		}
-		n, err := base64.RawStdEncoding.Decode(*dec, b)
-		if err != nil {
-			continue
-		}
-		if s.encoded.in((*dec)[:n]) {
-			return true
-		}
-	}
-	return false
-}
-
 // scrubError returns msg scrubbed of secrets, with every run of at least
 // minCopiedText bytes copied from the request body replaced by
 // "<request text>".
@@ -419,29 +443,68 @@ func scrubError(msg string, body []byte, s *Scrubber) string {
 	return redactCopies(msg, body, minCopiedText, requestLabel)
 }
 
-// redactCopies replaces each maximal run of msg of at least minRun bytes
-// that occurs in src with label. It is quadratic in the message's length
-// times a search of src, which error messages (shortened to 200 bytes)
-// keep cheap.
+// redactCopies replaces each run of msg made of windows of at least minRun
+// bytes, each found in src, with label. It hashes msg's windows and rolls
+// a hash over src once, so a long request body costs one pass, not one
+// search per byte of the message.
 func redactCopies(msg string, src []byte, minRun int, label string) string {
 	if len(src) < minRun || len(msg) < minRun {
 		return msg
 	}
+	const prime = 1099511628211 // any odd multiplier; arithmetic wraps mod 2^64
+	pow := uint64(1)            // prime^(minRun-1)
+	for range minRun - 1 {
+		pow *= prime
+	}
+	hash := func(b string) uint64 {
+		var h uint64
+		for k := 0; k < len(b); k++ {
+			h = h*prime + uint64(b[k])
+		}
+		return h
+	}
+	starts := map[uint64][]int{} // window hash -> its starts in msg
+	var filter [1 << 10]uint64   // a 65,536-bit filter of those hashes
+	for i := 0; i+minRun <= len(msg); i++ {
+		h := hash(msg[i : i+minRun])
+		starts[h] = append(starts[h], i)
+		filter[h>>54] |= 1 << (h >> 48 & 63)
+	}
+	found := make([]bool, len(msg)-minRun+1)
+	h := hash(string(src[:minRun]))
+	for p := 0; ; p++ {
+		if filter[h>>54]&(1<<(h>>48&63)) != 0 {
+			for _, i := range starts[h] {
+				if !found[i] && msg[i:i+minRun] == string(src[p:p+minRun]) {
+					found[i] = true
+				}
+			}
+		}
+		if p+minRun >= len(src) {
+			break
+		}
+		h = (h-uint64(src[p])*pow)*prime + uint64(src[p+minRun])
+	}
 	var out strings.Builder
-	i := 0
-	for i < len(msg) {
-		if i+minRun > len(msg) || !bytes.Contains(src, []byte(msg[i:i+minRun])) {
-			out.WriteByte(msg[i])
-			i++
+	last := 0
+	for i := 0; i < len(found); i++ {
+		if !found[i] {
 			continue
 		}
-		j := i + minRun
-		for j < len(msg) && bytes.Contains(src, []byte(msg[i:j+1])) {
-			j++
+		end := i + minRun
+		for k := i + 1; k < end && k < len(found); k++ {
+			if found[k] {
+				end = max(end, k+minRun)
+			}
 		}
+		out.WriteString(msg[last:i])
 		out.WriteString(label)
-		i = j
+		last, i = end, end-1
 	}
+	if last == 0 {
+		return msg
+	}
+	out.WriteString(msg[last:])
 	return strings.ToValidUTF8(out.String(), "")
 }
 

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/base64"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -92,6 +93,56 @@ func TestErrorMessageShapes(t *testing.T) {
 	} {
 		if got := errorMessage([]byte(tc.body)); got != tc.want {
 			t.Errorf("errorMessage(%s) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// TestRedactCopiesLeavesNoCopy: whatever the message quotes of the body, no
+// minCopiedText-byte window of the scrubbed message (labels aside) is in
+// the body.
+func TestRedactCopiesLeavesNoCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := strings.Fields("the of and to in is was for on that with as by at from his her be are it an")
+	gen := func(n int) string {
+		var b strings.Builder
+		for b.Len() < n {
+			b.WriteString(" " + words[rng.IntN(len(words))])
+		}
+		return b.String()
+	}
+	for k := range 500 {
+		body := gen(300 + rng.IntN(3000))
+		a := rng.IntN(len(body) - 120)
+		msg := "HTTP 400: " + gen(40) + " input '" + body[a:a+10+rng.IntN(100)] + "' and " + body[a+3:a+40] + gen(30)
+		got := redactCopies(msg, []byte(body), minCopiedText, requestLabel)
+		for _, part := range strings.Split(got, requestLabel) {
+			for i := 0; i+minCopiedText <= len(part); i++ {
+				if strings.Contains(body, part[i:i+minCopiedText]) {
+					t.Fatalf("case %d: %q keeps %q of the body", k, got, part[i:i+minCopiedText])
+				}
+			}
+		}
+	}
+}
+
+// TestScrubKeepsNumbers: a key's few digits are not hunted in numbers,
+// whose text (metrics, counts) must survive, raw or with separators.
+func TestScrubKeepsNumbers(t *testing.T) {
+	s := NewScrubber("sk-proj-abcdefgh12345678", "Zq8x5")
+	for _, text := range []string{
+		`vllm:request_prompt_tokens_bucket{le="1234"} 5678`, "served 12,345 of 345678 tokens",
+	} {
+		if got := s.Scrub(text); got != text {
+			t.Errorf("Scrub(%q) = %q", text, got)
+		}
+	}
+	for text, want := range map[string]string{
+		"key 1234567 abcdefgh": "key 1234567 <redacted>", // seven digits are kept, letters are not
+		"tail efgh12345678.":   "tail <redacted>.",
+		"b64 " + base64.StdEncoding.EncodeToString([]byte("x:Zq8x5")): "b64 <redacted>",
+	} {
+		if got := s.Scrub(text); got != want {
+			t.Errorf("Scrub(%q) = %q, want %q", text, got, want)
 		}
 	}
 }
