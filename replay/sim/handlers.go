@@ -179,7 +179,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	}
 	<-s.tokenizing
 	promptTokens := len(ids)
-	if promptTokens+maxTokens > s.opts.MaxModelLen {
+	if maxTokens > s.opts.MaxModelLen-promptTokens { // not a sum: a max_tokens near MaxInt would overflow it
 		writeError(w, http.StatusBadRequest, "invalid_request_error",
 			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).",
 				s.opts.MaxModelLen, promptTokens+maxTokens, promptTokens, maxTokens))

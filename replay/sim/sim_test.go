@@ -142,6 +142,7 @@ func TestErrorsAreJSONWithTheRightStatus(t *testing.T) {
 		{"no prompt", "/v1/completions", `{"model":"servetrace-sim"}`, 400},
 		{"n=2", "/v1/completions", `{"model":"servetrace-sim","prompt":"x","n":2}`, 400},
 		{"too long", "/v1/completions", `{"model":"servetrace-sim","prompt":"hello world","max_tokens":9}`, 400},
+		{"max_tokens that overflows a sum", "/v1/completions", `{"model":"servetrace-sim","prompt":"hello world","max_tokens":9223372036854775807}`, 400},
 		{"unknown route", "/v1/embeddings", `{}`, 404},
 	}
 	for _, c := range cases {
