@@ -80,6 +80,9 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	if err := trace.CheckOutputPath(runDir, []string{workloadDir}); err != nil {
+		return nil, err
+	}
 	reqs, m, err := trace.ReadAll(ctx, workloadDir)
 	if err != nil {
 		return nil, err
@@ -132,6 +135,7 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	if err != nil {
 		return nil, err
 	}
+	defer w.Close()
 	info = r.newRunInfo(ctx, workloadDir, m, len(plan), timeToReady, counter.Name())
 	stopServing, err := r.serveSelfMetrics(ctx)
 	if err != nil {

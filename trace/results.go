@@ -139,17 +139,37 @@ type OutcomeCt map[string]int64
 type ResultWriter struct {
 	dir        string
 	rotateRows int
+	lock       *outputLock
 	buf        []Result
 	seq        int
 	parts      []Part
 }
 
-// NewResultWriter creates runDir/results. It refuses a run directory that
-// already holds results, so a new run never mixes with an old one.
+// NewResultWriter creates runDir/results and locks runDir against a second
+// writer until Close. It refuses a run directory that already holds
+// results, so a new run never mixes with an old one.
 func NewResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
 	if rotateRows <= 0 {
 		rotateRows = 64 << 10
 	}
+	lock, err := lockOutput(runDir, "writer")
+	if err != nil {
+		return nil, err
+	}
+	w, err := newResultWriter(runDir, rotateRows)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	w.lock = lock
+	return w, nil
+}
+
+// Close releases the run directory's lock; rows not flushed are not
+// written. It may be called more than once.
+func (w *ResultWriter) Close() { w.lock.release() }
+
+func newResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
 	dir := filepath.Join(runDir, ResultsDir)
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return nil, fmt.Errorf("run directory %s already holds results: %w", runDir, ErrOutputExists)

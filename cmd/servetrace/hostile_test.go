@@ -114,6 +114,19 @@ func TestHostileInputsEndToEnd(t *testing.T) {
 		{"fit --out over the bucket's own manifest is refused", func(dir string) []string {
 			return []string{"fit", bucket, "--out", filepath.Join(bucket, trace.ManifestName)}
 		}, "lies inside the input", 2},
+		{"replay --out inside its workload is refused", func(dir string) []string {
+			wl := rawBucket(t, filepath.Join(dir, "wl"), plainRows(3))
+			return []string{"replay", wl, "--target", "http://127.0.0.1:1", "--out", filepath.Join(wl, "run")}
+		}, "lies inside the input", 1},
+		{"a second replay into a run dir being written is locked out", func(dir string) []string {
+			run := filepath.Join(dir, "run")
+			w, err := trace.NewResultWriter(run, 10) // a replay in progress
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(w.Close)
+			return []string{"replay", rawBucket(t, filepath.Join(dir, "wl"), plainRows(3)), "--target", startFastSim(t, nil), "--out", run}
+		}, "another servetrace process is writing this output", 1},
 		{"a 10^18-token request is rejected by convert", func(dir string) []string {
 			lines := []string{"TIMESTAMP,ContextTokens,GeneratedTokens"}
 			for i := range 200 {
