@@ -62,28 +62,15 @@ func (r *Request) Validate() error {
 	if err := r.Shape.validate(); err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		name string
-		v    *float64
-		max  float64
-	}{{"temperature", r.Temperature, MaxTemperature}, {"top_p", r.TopP, 1},
-		{"ttft_ms", r.TTFTMs, MaxClientMs}, {"e2e_ms", r.E2EMs, MaxClientMs},
-		{"cancel_after_ms", r.CancelAfterMs, MaxClientMs}, {"read_delay_ms", r.ReadDelayMs, MaxClientMs}, {"think_time_ms", r.ThinkTimeMs, MaxClientMs}} {
-		if c.v != nil {
-			if err := checkFloat(c.name, *c.v, c.max); err != nil {
-				return err
-			}
-		}
+	if err := checkOptional(
+		optFloat{"temperature", r.Temperature, MaxTemperature}, optFloat{"top_p", r.TopP, 1},
+		optFloat{"ttft_ms", r.TTFTMs, MaxClientMs}, optFloat{"e2e_ms", r.E2EMs, MaxClientMs},
+		optFloat{"cancel_after_ms", r.CancelAfterMs, MaxClientMs}, optFloat{"read_delay_ms", r.ReadDelayMs, MaxClientMs},
+		optFloat{"think_time_ms", r.ThinkTimeMs, MaxClientMs}); err != nil {
+		return err
 	}
-	if r.CachedTokens != nil {
-		if err := checkCount("cached_tokens", *r.CachedTokens, MaxTokens); err != nil {
-			return err
-		}
-	}
-	if r.CancelAfterTokens != nil {
-		if err := checkCount("cancel_after_tokens", *r.CancelAfterTokens, MaxTokens); err != nil {
-			return err
-		}
+	if err := checkOptionalCounts(optCount{"cached_tokens", r.CachedTokens}, optCount{"cancel_after_tokens", r.CancelAfterTokens}); err != nil {
+		return err
 	}
 	if r.Status != nil && (*r.Status < 0 || *r.Status > 999) {
 		return &FieldError{"status", strconv.Itoa(int(*r.Status)), "must be an HTTP status, 0 to 999"}
@@ -107,16 +94,8 @@ func (r *Result) Validate() error {
 	if err := r.Shape.validate(); err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		name string
-		v    *float64
-		max  float64
-	}{{"temperature", r.Temperature, MaxTemperature}, {"top_p", r.TopP, 1}} {
-		if c.v != nil {
-			if err := checkFloat(c.name, *c.v, c.max); err != nil {
-				return err
-			}
-		}
+	if err := checkOptional(optFloat{"temperature", r.Temperature, MaxTemperature}, optFloat{"top_p", r.TopP, 1}); err != nil {
+		return err
 	}
 	if err := checkString("phase", r.Phase); err != nil {
 		return err
@@ -149,15 +128,8 @@ func (r *Result) Validate() error {
 			return err
 		}
 	}
-	for _, c := range []struct {
-		name string
-		v    *int64
-	}{{"usage_prompt_tokens", r.UsagePromptTokens}, {"usage_completion_tokens", r.UsageCompletionTokens}} {
-		if c.v != nil {
-			if err := checkCount(c.name, *c.v, MaxTokens); err != nil {
-				return err
-			}
-		}
+	if err := checkOptionalCounts(optCount{"usage_prompt_tokens", r.UsagePromptTokens}, optCount{"usage_completion_tokens", r.UsageCompletionTokens}); err != nil {
+		return err
 	}
 	if r.HTTPStatus < 0 || r.HTTPStatus > 999 {
 		return &FieldError{"http_status", strconv.Itoa(int(r.HTTPStatus)), "must be an HTTP status, 0 to 999"}
@@ -220,6 +192,43 @@ func (s *Shape) validate() error {
 	}
 	if int64(len(s.PrefixBlocks)) > max(s.InputTokens, 0) {
 		return &FieldError{"prefix_blocks", strconv.Itoa(len(s.PrefixBlocks)) + " blocks", fmt.Sprintf("more blocks than the request's %d input tokens", s.InputTokens)}
+	}
+	return nil
+}
+
+// optFloat is a nullable float column and its ceiling.
+type optFloat struct {
+	name string
+	v    *float64
+	max  float64
+}
+
+// checkOptional checks each present value with checkFloat.
+func checkOptional(cols ...optFloat) error {
+	for _, c := range cols {
+		if c.v != nil {
+			if err := checkFloat(c.name, *c.v, c.max); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// optCount is a nullable token count.
+type optCount struct {
+	name string
+	v    *int64
+}
+
+// checkOptionalCounts checks each present count against MaxTokens.
+func checkOptionalCounts(cols ...optCount) error {
+	for _, c := range cols {
+		if c.v != nil {
+			if err := checkCount(c.name, *c.v, MaxTokens); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

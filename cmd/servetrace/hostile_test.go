@@ -33,6 +33,25 @@ func rawBucket(t *testing.T, dir string, rows []trace.Request) string {
 	return dir
 }
 
+// oneResultRun writes a complete run dir holding one result row, as a
+// replay would, and returns it with its parts.
+func oneResultRun(t *testing.T, run string, r trace.Result) (string, []trace.Part) {
+	t.Helper()
+	w, err := trace.NewResultWriter(run, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Write(r)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.WriteJSONAtomic(filepath.Join(run, trace.RunInfoName), &trace.RunInfo{RunID: r.RunID, Complete: true, Parts: w.Parts()}); err != nil {
+		t.Fatal(err)
+	}
+	return run, w.Parts()
+}
+
 // plainRows are n valid requests a second apart.
 func plainRows(n int) []trace.Request {
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
@@ -104,11 +123,7 @@ func TestHostileInputsEndToEnd(t *testing.T) {
 			return []string{"convert", "mooncake-synthetic", "--out", evil, "--force"}
 		}, "converted", 0},
 		{"analyze --html over the run's own run.json is refused", func(dir string) []string {
-			run := filepath.Join(dir, "run")
-			w, _ := trace.NewResultWriter(run, 10)
-			w.Write(trace.Result{Identity: trace.Identity{RequestID: "a"}, Outcome: trace.OutcomeOK, RunID: "x"})
-			w.Flush()
-			trace.WriteJSONAtomic(filepath.Join(run, trace.RunInfoName), &trace.RunInfo{RunID: "x", Complete: true, Parts: w.Parts()})
+			run, _ := oneResultRun(t, filepath.Join(dir, "run"), trace.Result{Identity: trace.Identity{RequestID: "a"}, Outcome: trace.OutcomeOK, RunID: "x"})
 			return []string{"analyze", run, "--html", filepath.Join(run, trace.RunInfoName)}
 		}, "lies inside the input", 2},
 		{"fit --out over the bucket's own manifest is refused", func(dir string) []string {
@@ -173,21 +188,13 @@ func TestHostileInputsEndToEnd(t *testing.T) {
 			return []string{"export", wl, "--format", "azure"}
 		}, "no ts column", 1},
 		{"a duplicated results part is refused, not counted twice", func(dir string) []string {
-			run := filepath.Join(dir, "run")
-			w, _ := trace.NewResultWriter(run, 10)
-			w.Write(trace.Result{Identity: trace.Identity{RequestID: "a"}, Outcome: trace.OutcomeOK, RunID: "x"})
-			w.Flush()
-			trace.WriteJSONAtomic(filepath.Join(run, trace.RunInfoName), &trace.RunInfo{RunID: "x", Complete: true, Parts: w.Parts()})
-			b, _ := os.ReadFile(filepath.Join(run, w.Parts()[0].Path))
+			run, parts := oneResultRun(t, filepath.Join(dir, "run"), trace.Result{Identity: trace.Identity{RequestID: "a"}, Outcome: trace.OutcomeOK, RunID: "x"})
+			b, _ := os.ReadFile(filepath.Join(run, parts[0].Path))
 			os.WriteFile(filepath.Join(run, trace.ResultsDir, "part-00000-copy.parquet"), b, 0o644)
 			return []string{"analyze", run}
 		}, "is not listed in run.json", 1},
 		{"escape sequences in a model name do not reach the terminal", func(dir string) []string {
-			run := filepath.Join(dir, "run")
-			w, _ := trace.NewResultWriter(run, 10)
-			w.Write(trace.Result{Identity: trace.Identity{RequestID: "a", Model: "evil\x1b[2J\x1b[31m"}, Outcome: trace.OutcomeOK, RunID: "x"})
-			w.Flush()
-			trace.WriteJSONAtomic(filepath.Join(run, trace.RunInfoName), &trace.RunInfo{RunID: "x", Complete: true, Parts: w.Parts()})
+			run, _ := oneResultRun(t, filepath.Join(dir, "run"), trace.Result{Identity: trace.Identity{RequestID: "a", Model: "evil\x1b[2J\x1b[31m"}, Outcome: trace.OutcomeOK, RunID: "x"})
 			return []string{"analyze", run, "--by", "model"}
 		}, `evil\x1b[2J\x1b[31m`, 0},
 	} {
