@@ -332,6 +332,9 @@ func (e *engine) drop(s *seq) {
 	e.mu.Lock()
 	e.stats.aborted++
 	e.mu.Unlock()
+	// A drop can come in the engine's idle wait, after which nothing else
+	// would republish the gauges.
+	e.publish()
 }
 
 func (e *engine) freeBlocks(s *seq) {

@@ -387,3 +387,42 @@ func idleStats(t *testing.T, e *engine) engineStats {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestDropRepublishesTheGauges: a sequence dropped while the engine has
+// nothing else to do must show in the published gauges at once. Both
+// sequences are marked aborted first, so the engine retires them without
+// freeing; their drops then arrive in its idle wait, apart.
+func TestDropRepublishesTheGauges(t *testing.T) {
+	e := newEngine(EngineOptions{Cost: CostModel{IterBase: time.Millisecond}, MaxNumBatchedTokens: 1024, MaxNumSeqs: 8, KVBlocks: 256, BlockSize: 16, MaxWaiting: 8})
+	defer e.stop()
+	seqs := []*seq{{id: 1, promptLen: 40, maxTokens: 1000, stopAt: 1000}, {id: 2, promptLen: 40, maxTokens: 1000, stopAt: 1000}}
+	for _, s := range seqs {
+		if err := e.submit(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range seqs {
+		<-s.out // each has its first token: both are running
+		s.aborted.Store(true)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.snapshot().running != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine never retired the aborted sequences")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, s := range seqs {
+		e.abortC <- s
+		time.Sleep(3 * time.Millisecond)
+	}
+	for e.snapshot().aborted != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the drops were never counted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := e.snapshot(); st.usedBlocks != 0 || st.kvUsage != 0 {
+		t.Errorf("after both drops: %d blocks, KV usage %.2f published; want 0", st.usedBlocks, st.kvUsage)
+	}
+}
