@@ -3,10 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -94,16 +92,7 @@ func TestLongCommandsStopOnSignal(t *testing.T) {
 			t.Run(c.name+"/"+sig.String(), func(t *testing.T) {
 				parent := t.TempDir()
 				out := filepath.Join(parent, "out")
-				args, _ := json.Marshal(c.args(out))
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), cliChildEnv+"="+string(args))
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
+				cmd, stderr, exited := startCLIChild(t, c.args(out)...)
 				deadline := time.After(2 * time.Minute)
 			wait:
 				for {

@@ -44,16 +44,7 @@ func TestSignalsLeaveAnalyzableRunDirs(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			run := filepath.Join(dir, "run-"+strings.ReplaceAll(sig.String(), " ", "-"))
-			args, _ := json.Marshal([]string{"replay", wl, "--target", url, "--out", run, "--rotate-every", "200ms", "--grace", "1s"})
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), cliChildEnv+"="+string(args))
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
+			cmd, stderr, exited := startCLIChild(t, "replay", wl, "--target", url, "--out", run, "--rotate-every", "200ms", "--grace", "1s")
 			// Signal once the replay has written its provisional run.json and
 			// closed a results part: a fresh child under -race on a busy
 			// host can take seconds to get there. The deadline fails a hang.
@@ -98,6 +89,24 @@ func TestSignalsLeaveAnalyzableRunDirs(t *testing.T) {
 			t.Logf("%s: exit %d, %d rows kept, scheduled %d", sig, code, len(rows), ri.Scheduled)
 		})
 	}
+}
+
+// startCLIChild starts the CLI with args in a child process (this test
+// binary, see TestMain), so that a test can send it real signals; exited
+// yields the child's exit.
+func startCLIChild(t *testing.T, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer, exited <-chan error) {
+	t.Helper()
+	argv, _ := json.Marshal(args)
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), cliChildEnv+"="+string(argv))
+	stderr = &bytes.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, stderr, done
 }
 
 // waitForRunDir waits until run holds run.json and a closed results part,
