@@ -20,9 +20,10 @@ import (
 // waits for ever, panics, or passes for a request that was sent.
 
 // maxBehaviourMs caps the client-behaviour times (think_time_ms,
-// cancel_after_ms, read_delay_ms) at a week: longer is no client, and
-// nanoseconds past it come near overflowing the schedule's arithmetic.
-const maxBehaviourMs = 7 * 24 * 3600 * 1000
+// cancel_after_ms, read_delay_ms) at the trace's ceiling, a week: longer is
+// no client, and nanoseconds past it come near overflowing the schedule's
+// arithmetic.
+const maxBehaviourMs = trace.MaxClientMs
 
 // maxUsageTokens is the largest usage count a server may report: as many
 // tokens as the longest prompt replay builds (tokenize.MaxPromptTokens). A
