@@ -268,7 +268,7 @@ func TestGenerateRefusesHostileOptions(t *testing.T) {
 		opts GenerateOptions
 		want string
 	}{
-		{"rate scale 1e300", nil, GenerateOptions{Duration: 10 * time.Second, RateScale: 1e300}, "rate scale"},
+		{"rate scale 1e300", nil, GenerateOptions{Duration: 10 * time.Second, RateScale: 1e300}, "RateScale"},
 		{"rate scale NaN", nil, GenerateOptions{Duration: 10 * time.Second, RateScale: math.NaN()}, "rate scale"},
 		{"rate scale -1", nil, GenerateOptions{Duration: 10 * time.Second, RateScale: -1}, "rate scale"},
 		{"time scale 1e-300", nil, GenerateOptions{TimeScale: 1e-300}, "time scale"},
