@@ -24,11 +24,16 @@ test: vet fmt-check test-timing test-unit test-interop test-fuzz
 FUZZTIME ?= 2000x
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
 	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay:FuzzDecodeEvent \
-	./trace:FuzzBucketReadChecks ./synth:FuzzReadModel
+	./trace:FuzzRequestValidate ./synth:FuzzReadModel
+## Targets whose every execution writes and reads a Parquet file (tens of
+## milliseconds) run FUZZ_SLOW_TIME executions.
+FUZZ_SLOW_TIME ?= 200x
+FUZZ_SLOW_TARGETS := ./trace:FuzzBucketReadChecks
 test-fuzz:
-	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
-		echo "fuzz $$fn ($(FUZZTIME))"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) >/tmp/servetrace-fuzz.log 2>&1 || { cat /tmp/servetrace-fuzz.log; exit 1; }; \
+	@for t in $(FUZZ_TARGETS) $(FUZZ_SLOW_TARGETS:=:slow); do pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$(FUZZTIME); \
+		case $$rest in *:slow) n=$(FUZZ_SLOW_TIME);; esac; \
+		echo "fuzz $$fn ($$n)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $$n >/tmp/servetrace-fuzz.log 2>&1 || { cat /tmp/servetrace-fuzz.log; exit 1; }; \
 	done
 
 ## test-interop: other tools read our files (DuckDB through its Go driver, cgo);

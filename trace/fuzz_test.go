@@ -2,10 +2,48 @@ package trace
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
+
+// FuzzRequestValidate: whatever values a row holds, Validate either names
+// the column at fault or passes a row every later stage can handle: JSON
+// encodes it (no NaN or infinity), its times convert to nanoseconds without
+// overflow, and its strings carry no control character.
+func FuzzRequestValidate(f *testing.F) {
+	f.Add(int64(1704067200000000), int64(100), int64(5), int64(16), int32(1), 1.0, 0.5, 20.0, 100.0, 5.0, "r1", "gpt", "chat", "warmup")
+	f.Add(int64(math.MaxInt64), int64(1e18), int64(-1), int64(0), int32(-3), math.NaN(), math.Inf(1), -3.0, 1e300, math.Inf(-1), "a\x00b", "\x1b[31m", "x", "\xff")
+	f.Fuzz(func(t *testing.T, ts, in, out, maxTok int64, n int32, temp, topP, think, cancel, ttft float64, id, model, api, phase string) {
+		r := Request{Identity: Identity{RequestID: id, Model: model}, TS: ts, Shape: Shape{InputTokens: in, OutputTokens: out, MaxTokens: maxTok, API: api, N: n},
+			Temperature: &temp, TopP: &topP, ThinkTimeMs: &think, CancelAfterMs: &cancel, TTFTMs: &ttft, Phase: phase}
+		err := r.Validate()
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field == "" || fe.Reason == "" {
+				t.Fatalf("Validate returned %v, not a FieldError naming a column", err)
+			}
+			return
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("a valid row does not encode: %v", err)
+		}
+		for _, ms := range []float64{think, cancel, ttft} {
+			if ns := ms * 1e6; !(ns >= 0 && ns < math.MaxInt64/4) {
+				t.Fatalf("a valid row's time %v ms overflows nanoseconds", ms)
+			}
+		}
+		for _, v := range []string{id, model, api, phase} {
+			if !utf8.ValidString(v) || strings.IndexFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
+				t.Fatalf("a valid row holds %q", v)
+			}
+		}
+	})
+}
 
 // FuzzBucketReadChecks writes rows with fuzzed values into a part, as a
 // user's own tool could, and reads the bucket back: the reader must never
