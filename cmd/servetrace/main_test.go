@@ -53,22 +53,59 @@ func startFastSim(t *testing.T, mod func(*sim.Options)) string {
 	return rs.URL
 }
 
-// workloadViaCLI converts a bundled dataset, fits it and generates duration
-// of workload through the CLI, into dir; it returns the workload directory.
-// The fit skips the latent-rate layer: its simulations take a minute under
-// -race, and these tests are about the pipeline, not the arrival model
+// fittedModels caches, per bundled dataset, the model its CLI convert and
+// fit give, so each test that needs a workload pays only for generate: the
+// fit takes ten seconds under -race, and eight tests need one. The files
+// live under modelCacheDir, which TestMain removes.
+var fittedModels = struct {
+	sync.Mutex
+	path map[string]string
+}{path: map[string]string{}}
+
+var modelCacheDir string
+
+// fittedModel returns the path of the cached model of dataset, converting
+// and fitting it through the CLI the first time. The fit skips the
+// latent-rate layer: its simulations take a minute under -race, and these
+// tests are about the pipeline, not the arrival model
 // (TestPipelineThroughTheCLI and the synth package fit it).
-func workloadViaCLI(t *testing.T, dir, dataset, duration string) string {
+func fittedModel(t *testing.T, dataset string) string {
 	t.Helper()
-	wl := filepath.Join(dir, "wl")
+	fittedModels.Lock()
+	defer fittedModels.Unlock()
+	if p, ok := fittedModels.path[dataset]; ok {
+		return p
+	}
+	if modelCacheDir == "" {
+		t.Fatal("modelCacheDir is unset: TestMain did not run")
+	}
+	dir := filepath.Join(modelCacheDir, dataset)
+	model := filepath.Join(dir, "m.json")
 	for _, step := range [][]string{
 		{"convert", dataset, "--out", filepath.Join(dir, "trace")},
-		{"fit", filepath.Join(dir, "trace"), "--no-latent", "--out", filepath.Join(dir, "m.json")},
-		{"generate", filepath.Join(dir, "m.json"), "--duration", duration, "--out", wl},
+		{"fit", filepath.Join(dir, "trace"), "--no-latent", "--out", model},
 	} {
 		if code, _, errOut := runCLI(t, step...); code != 0 {
 			t.Fatalf("%v: %s", step, errOut)
 		}
+	}
+	fittedModels.path[dataset] = model
+	return model
+}
+
+// workloadViaCLI generates duration of workload from the fitted model of a
+// bundled dataset through the CLI, into dir/wl, with the model copied to
+// dir/m.json; it returns the workload directory.
+func workloadViaCLI(t *testing.T, dir, dataset, duration string) string {
+	t.Helper()
+	data, err := os.ReadFile(fittedModel(t, dataset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := writeFile(t, dir, "m.json", data)
+	wl := filepath.Join(dir, "wl")
+	if code, _, errOut := runCLI(t, "generate", model, "--duration", duration, "--out", wl); code != 0 {
+		t.Fatalf("generate %s: %s", model, errOut)
 	}
 	return wl
 }
@@ -339,10 +376,13 @@ func TestSecretsNeverReachTheRunDir(t *testing.T) {
 	}
 }
 
-// TestMooncakePromptsHaveExactTokenCounts materializes prompts for a spread
+// TestLongMooncakePromptsHaveExactTokenCounts materializes prompts for a spread
 // of the bundled Mooncake rows as replay does and counts them with the
 // tokenizer; rows that share their first block id share its text.
-func TestMooncakePromptsHaveExactTokenCounts(t *testing.T) {
+func TestLongMooncakePromptsHaveExactTokenCounts(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("a long check: runs without -race in make test-timing")
+	}
 	var rows []trace.Request
 	d, _ := datasets.Lookup("mooncake-synthetic")
 	if _, err := datasets.Read(context.Background(), d.Open(), datasets.Options{Name: "mc"}, sinkTo(&rows)); err != nil {
@@ -354,9 +394,6 @@ func TestMooncakePromptsHaveExactTokenCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := 80
-	if testing.Short() {
-		step = 400
-	}
 	// A spread of rows, plus the first two rows of up to 20 first-block ids
 	// the trace shares, so the sharing check has pairs to compare.
 	var pick []int

@@ -30,7 +30,15 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "servetrace-models-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	modelCacheDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // TestSignalsLeaveAnalyzableRunDirs sends SIGINT, SIGTERM and SIGKILL to a
