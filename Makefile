@@ -45,9 +45,11 @@ test-unit:
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 
 ## test-timing: tests whose figures -race would distort (TestTiming*) and long
-## statistical checks (TestLong*), without -race. The timing tests run alone,
-## one package at a time (-p 1); the seeded statistical checks run after
-## them, two packages at a time, since nothing they assert depends on time.
+## checks (TestLong*: seeded statistical checks and single-goroutine work
+## such as fits and tokenizer counts, which -race slows tenfold and has no
+## race to find in), without -race. The timing tests run alone, one package
+## at a time (-p 1); the long checks run after them, two packages at a
+## time, since nothing they assert depends on time.
 ## The timing tests judge the client by the requests scheduled while a
 ## separate probe process (one thread pinned per CPU) ran on time: on a
 ## virtual machine the hypervisor can stop every process for tens of

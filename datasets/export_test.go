@@ -130,11 +130,14 @@ func TestDenseIDsBounded(t *testing.T) {
 	}
 }
 
-// TestExportVLLMCustom exports the Mooncake sample as a vllm bench custom
+// TestLongExportVLLMCustom exports the Mooncake sample as a vllm bench custom
 // dataset: each prompt has exactly the row's input tokens in the chosen
 // tokenizer, output_tokens is the row's, and rows whose first blocks are
 // equal begin with the same text.
-func TestExportVLLMCustom(t *testing.T) {
+func TestLongExportVLLMCustom(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("a long check: runs without -race in make test-timing")
+	}
 	out := filepath.Join(t.TempDir(), "b")
 	if _, err := Convert(context.Background(), []string{"mooncake-synthetic"}, out, ConvertOptions{}); err != nil {
 		t.Fatal(err)

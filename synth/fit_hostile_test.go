@@ -15,10 +15,11 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// TestFitHostileTimestamps fits buckets whose timestamps repeat or crowd
+// TestLongFitHostileTimestamps fits buckets whose timestamps repeat or crowd
 // into a few microseconds: the fit gives a clear error or a model that is
 // finite, valid and written; never -Inf in model.json.
-func TestFitHostileTimestamps(t *testing.T) {
+func TestLongFitHostileTimestamps(t *testing.T) {
+	skipLong(t)
 	at := func(us int64, in, out int64) trace.Request {
 		return trace.Request{Identity: trace.Identity{RequestID: fmt.Sprint("r", us, in)}, TS: 1_700_000_000_000_000 + us,
 			Shape: trace.Shape{InputTokens: in, OutputTokens: out, API: trace.APIChat}}
@@ -88,9 +89,10 @@ func TestFitHostileTimestamps(t *testing.T) {
 	}
 }
 
-// TestFitArrivalsUnsortedTimes feeds the arrival fit times out of order
+// TestLongFitArrivalsUnsortedTimes feeds the arrival fit times out of order
 // (backwards, shuffled, repeated): every number it returns is finite.
-func TestFitArrivalsUnsortedTimes(t *testing.T) {
+func TestLongFitArrivalsUnsortedTimes(t *testing.T) {
+	skipLong(t)
 	var up []float64
 	const arrivals = 600
 	for i := range arrivals {

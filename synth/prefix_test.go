@@ -94,11 +94,12 @@ func realisedDepths(t *testing.T, dir string, limit int64) (short, long []float6
 	return short, long, float64(full) / float64(n)
 }
 
-// TestReuseDepthFollowsLength fits a trace where short prompts reuse one
+// TestLongReuseDepthFollowsLength fits a trace where short prompts reuse one
 // block and long ones all but one, and checks that the generated workload
 // keeps both depths per length (a pooled depth law gives the short prompts
 // the long ones' depth) and repeats whole prompts as rarely as the trace.
-func TestReuseDepthFollowsLength(t *testing.T) {
+func TestLongReuseDepthFollowsLength(t *testing.T) {
+	skipLong(t)
 	dir := reuseFixture(t, 6000)
 	m, err := Fit(context.Background(), dir, FitOptions{NoLatent: true})
 	if err != nil {
