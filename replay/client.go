@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/replay/chunk"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -406,7 +407,7 @@ const maxTokenEvents = maxUsageTokens
 // readStream consumes an SSE response.
 func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result, b behaviour) {
 	sse := newSSEReader(ctx, body, r.clock, b.readDelay)
-	var ev event
+	var ev chunk.Event
 	sent := *res.SentNs
 	var events int64
 	var lastUsage, finalUsage *int64
@@ -438,23 +439,23 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			}
 			break
 		}
-		if err := decodeEvent(data, &ev, b.collect != nil); err != nil {
+		if err := chunk.Decode(data, &ev, b.collect != nil); err != nil {
 			res.DoneNs = trace.Ptr(at)
 			res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON in SSE event: "+shorten(err.Error())
 			break
 		}
-		if ev.isError {
+		if ev.IsError {
 			res.DoneNs = trace.Ptr(at)
-			res.Outcome, res.Error = trace.OutcomeStreamError, "error in stream: "+ev.errMsg
+			res.Outcome, res.Error = trace.OutcomeStreamError, "error in stream: "+shorten(ev.ErrMsg)
 			break
 		}
 		if b.collect != nil {
-			*b.collect = append(*b.collect, ev.text...)
+			*b.collect = append(*b.collect, ev.Text...)
 		}
-		if ev.choices > 0 && res.FirstChunkNs == nil {
+		if ev.Choices > 0 && res.FirstChunkNs == nil {
 			res.FirstChunkNs = trace.Ptr(at)
 		}
-		if ev.content {
+		if ev.Content {
 			if res.FirstTokenNs == nil {
 				res.FirstTokenNs = trace.Ptr(at)
 				if b.firstToken != nil {
@@ -475,14 +476,14 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 				break
 			}
 		}
-		if ev.finish != "" {
-			res.ObservedFinishReason = ev.finish
+		if ev.Finish != "" {
+			res.ObservedFinishReason = ev.Finish
 		}
 		// Usage from the chunk with empty choices is final; some servers
 		// (Ollama) put zeros in every other chunk.
-		if ev.hasUsage || ev.hasPromptTokens || ev.hasReasoningTokens {
-			counts := []usageCount{{"usage.completion_tokens", ev.completionTokens}, {"usage.prompt_tokens", ev.promptTokens},
-				{"usage.completion_tokens_details.reasoning_tokens", ev.reasoningTokens}}
+		if ev.HasUsage || ev.HasPromptTokens || ev.HasReasoningTokens {
+			counts := []usageCount{{"usage.completion_tokens", ev.CompletionTokens}, {"usage.prompt_tokens", ev.PromptTokens},
+				{"usage.completion_tokens_details.reasoning_tokens", ev.ReasoningTokens}}
 			if why := impossibleUsage(counts...); why != "" {
 				res.DoneNs = trace.Ptr(at)
 				res.Outcome, res.Error = trace.OutcomeProtocolError, why
@@ -491,16 +492,16 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 				break
 			}
 		}
-		if ev.hasUsage && (ev.choices == 0 || ev.completionTokens > 0) {
-			res.UsageCompletionTokens = trace.Ptr(ev.completionTokens)
+		if ev.HasUsage && (ev.Choices == 0 || ev.CompletionTokens > 0) {
+			res.UsageCompletionTokens = trace.Ptr(ev.CompletionTokens)
 			res.UsagePromptTokens = nil
-			if ev.hasPromptTokens {
-				res.UsagePromptTokens = trace.Ptr(ev.promptTokens)
+			if ev.HasPromptTokens {
+				res.UsagePromptTokens = trace.Ptr(ev.PromptTokens)
 			}
-			if ev.hasReasoningTokens {
-				res.ObservedReasoningTokens = ev.reasoningTokens
+			if ev.HasReasoningTokens {
+				res.ObservedReasoningTokens = ev.ReasoningTokens
 			}
-			if ev.choices == 0 {
+			if ev.Choices == 0 {
 				finalUsage = res.UsageCompletionTokens
 			}
 			lastUsage = res.UsageCompletionTokens

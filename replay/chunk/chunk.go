@@ -1,4 +1,9 @@
-package replay
+// Package chunk decodes the data payload of one server-sent event of an
+// OpenAI-compatible streamed response (a chat or completions chunk, a usage
+// chunk or an error object) into what the replay client records. It is its
+// own package, with only the standard library beneath it, so that its
+// differential fuzz test builds and runs in seconds.
+package chunk
 
 import (
 	"encoding/json"
@@ -8,35 +13,35 @@ import (
 	"unicode/utf8"
 )
 
-// event is what one streamed chunk says.
-type event struct {
-	// isError: the chunk is an error object; errMsg says what went wrong.
-	isError bool
-	errMsg  string
-	// choices counts the entries of "choices".
-	choices int
-	// content: some choice carries non-empty text, content, reasoning
+// Event is what one streamed chunk says.
+type Event struct {
+	// IsError: the chunk is an error object; ErrMsg says what went wrong.
+	IsError bool
+	ErrMsg  string
+	// Choices counts the entries of "choices".
+	Choices int
+	// Content: some choice carries non-empty text, content, reasoning
 	// content or a tool-call delta.
-	content bool
-	// finish is the last non-empty finish_reason.
-	finish string
-	// hasUsage: a usage object with completion_tokens was present.
-	hasUsage                            bool
-	promptTokens, completionTokens      int64
-	hasPromptTokens, hasReasoningTokens bool
-	reasoningTokens                     int64
-	// text holds the content and text fields, unescaped, when collected.
-	text []byte
+	Content bool
+	// Finish is the last non-empty finish_reason.
+	Finish string
+	// HasUsage: a usage object with completion_tokens was present.
+	HasUsage                            bool
+	PromptTokens, CompletionTokens      int64
+	HasPromptTokens, HasReasoningTokens bool
+	ReasoningTokens                     int64
+	// Text holds the content and text fields, unescaped, when collected.
+	Text []byte
 }
 
-// decodeEvent parses one SSE data payload into ev with a single validating
+// Decode parses one SSE data payload into ev with a single validating
 // pass that builds no tree: chunks arrive by the million, and a generic
 // decoder would make the client, not the server, the bottleneck
 // (docs/measurements.md, "SSE event decoding"). It accepts exactly the documents
 // encoding/json accepts (checked by a differential fuzz test). When
-// collectText is set, content and text are appended, unescaped, to ev.text.
-func decodeEvent(data []byte, ev *event, collectText bool) error {
-	*ev = event{text: ev.text[:0]}
+// collectText is set, content and text are appended, unescaped, to ev.Text.
+func Decode(data []byte, ev *Event, collectText bool) error {
+	*ev = Event{Text: ev.Text[:0]}
 	s := scanner{b: data}
 	s.ws()
 	if !s.consume('{') {
@@ -53,7 +58,7 @@ func decodeEvent(data []byte, ev *event, collectText bool) error {
 			if err := s.value(); err != nil {
 				return err
 			}
-			ev.isError, ev.errMsg = true, errorValueText(data[start:s.i])
+			ev.IsError, ev.ErrMsg = true, errorValueText(data[start:s.i])
 		case "choices":
 			return s.choices(ev, collectText)
 		case "usage":
@@ -73,8 +78,9 @@ func decodeEvent(data []byte, ev *event, collectText bool) error {
 	return nil
 }
 
-// errorValueText returns a short message from a raw error value: a string,
-// or an object with "message".
+// errorValueText returns the message of a raw error value: a string, or an
+// object with "message". The caller shortens and scrubs it before it is
+// recorded.
 func errorValueText(raw []byte) string {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
@@ -82,10 +88,10 @@ func errorValueText(raw []byte) string {
 	}
 	switch e := v.(type) {
 	case string:
-		return shorten(e)
+		return e
 	case map[string]any:
 		if m, ok := e["message"].(string); ok && m != "" {
-			return shorten(m)
+			return m
 		}
 	}
 	return "error object without a message"
@@ -306,12 +312,12 @@ func (s *scanner) valueDepth(depth int) error {
 }
 
 // choices reads the "choices" value: an array of choice objects.
-func (s *scanner) choices(ev *event, collectText bool) error {
+func (s *scanner) choices(ev *Event, collectText bool) error {
 	if !s.consume('[') {
 		return s.value() // not an array: skip it, as a decoder into a struct would not
 	}
 	return s.elements(func() error {
-		ev.choices++
+		ev.Choices++
 		if !s.consume('{') {
 			return s.value()
 		}
@@ -331,7 +337,7 @@ func (s *scanner) choices(ev *event, collectText bool) error {
 						if s.i < len(s.b) && s.b[s.i] == '"' {
 							raw, _, err := s.str()
 							if len(raw) > 0 {
-								ev.content = true
+								ev.Content = true
 							}
 							return err
 						}
@@ -341,7 +347,7 @@ func (s *scanner) choices(ev *event, collectText bool) error {
 							n := 0
 							err := s.elements(func() error { n++; return s.value() })
 							if n > 0 {
-								ev.content = true
+								ev.Content = true
 							}
 							return err
 						}
@@ -353,7 +359,7 @@ func (s *scanner) choices(ev *event, collectText bool) error {
 				if s.i < len(s.b) && s.b[s.i] == '"' {
 					raw, esc, err := s.str()
 					if err == nil && len(raw) > 0 {
-						ev.finish = unescape(raw, esc)
+						ev.Finish = unescape(raw, esc)
 					}
 					return err
 				}
@@ -366,7 +372,7 @@ func (s *scanner) choices(ev *event, collectText bool) error {
 
 // content reads a text or content field: a non-empty string is a token
 // event; anything else is skipped.
-func (s *scanner) content(ev *event, collectText bool) error {
+func (s *scanner) content(ev *Event, collectText bool) error {
 	if s.i >= len(s.b) || s.b[s.i] != '"' {
 		return s.value()
 	}
@@ -374,15 +380,15 @@ func (s *scanner) content(ev *event, collectText bool) error {
 	if err != nil || len(raw) == 0 {
 		return err
 	}
-	ev.content = true
+	ev.Content = true
 	if collectText {
-		ev.text = append(ev.text, unescape(raw, esc)...)
+		ev.Text = append(ev.Text, unescape(raw, esc)...)
 	}
 	return nil
 }
 
 // usage reads the "usage" value.
-func (s *scanner) usage(ev *event) error {
+func (s *scanner) usage(ev *Event) error {
 	if !s.consume('{') {
 		return s.value()
 	}
@@ -391,13 +397,13 @@ func (s *scanner) usage(ev *event) error {
 		case "completion_tokens":
 			n, ok, err := s.int()
 			if ok {
-				ev.hasUsage, ev.completionTokens = true, n
+				ev.HasUsage, ev.CompletionTokens = true, n
 			}
 			return err
 		case "prompt_tokens":
 			n, ok, err := s.int()
 			if ok {
-				ev.hasPromptTokens, ev.promptTokens = true, n
+				ev.HasPromptTokens, ev.PromptTokens = true, n
 			}
 			return err
 		case "completion_tokens_details":
@@ -408,7 +414,7 @@ func (s *scanner) usage(ev *event) error {
 				if string(key) == "reasoning_tokens" {
 					n, ok, err := s.int()
 					if ok {
-						ev.hasReasoningTokens, ev.reasoningTokens = true, n
+						ev.HasReasoningTokens, ev.ReasoningTokens = true, n
 					}
 					return err
 				}

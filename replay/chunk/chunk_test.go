@@ -1,4 +1,4 @@
-package replay
+package chunk
 
 import (
 	"bytes"
@@ -12,10 +12,10 @@ import (
 )
 
 // referenceEvent decodes data with encoding/json, independently of the
-// scanner, into the same event fields. ok is false for documents the scanner
+// scanner, into the same Event fields. ok is false for documents the scanner
 // must reject; comparable is false when the document repeats an object key
 // (encoding/json keeps the last, the scanner sees each).
-func referenceEvent(data []byte) (ev event, ok, comparable bool) {
+func referenceEvent(data []byte) (ev Event, ok, comparable bool) {
 	var top any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -33,35 +33,35 @@ func referenceEvent(data []byte) (ev event, ok, comparable bool) {
 		return ev, true, false
 	}
 	if e, present := obj["error"]; present && e != nil {
-		ev.isError = true
+		ev.IsError = true
 		return ev, true, true
 	}
 	nonEmpty := func(v any) bool { s, ok := v.(string); return ok && s != "" }
 	if choices, isArr := obj["choices"].([]any); isArr {
 		for _, c := range choices {
-			ev.choices++
+			ev.Choices++
 			ch, isObj := c.(map[string]any)
 			if !isObj {
 				continue
 			}
 			if nonEmpty(ch["text"]) {
-				ev.content = true
-				ev.text = append(ev.text, ch["text"].(string)...)
+				ev.Content = true
+				ev.Text = append(ev.Text, ch["text"].(string)...)
 			}
 			if d, isObj := ch["delta"].(map[string]any); isObj {
 				if nonEmpty(d["content"]) {
-					ev.content = true
-					ev.text = append(ev.text, d["content"].(string)...)
+					ev.Content = true
+					ev.Text = append(ev.Text, d["content"].(string)...)
 				}
 				if nonEmpty(d["reasoning_content"]) || nonEmpty(d["reasoning"]) {
-					ev.content = true
+					ev.Content = true
 				}
 				if tc, isArr := d["tool_calls"].([]any); isArr && len(tc) > 0 {
-					ev.content = true
+					ev.Content = true
 				}
 			}
 			if nonEmpty(ch["finish_reason"]) {
-				ev.finish = ch["finish_reason"].(string)
+				ev.Finish = ch["finish_reason"].(string)
 			}
 		}
 	}
@@ -78,14 +78,14 @@ func referenceEvent(data []byte) (ev event, ok, comparable bool) {
 	}
 	if u, isObj := obj["usage"].(map[string]any); isObj {
 		if n, isNum := num(u["completion_tokens"]); isNum {
-			ev.hasUsage, ev.completionTokens = true, n
+			ev.HasUsage, ev.CompletionTokens = true, n
 		}
 		if n, isNum := num(u["prompt_tokens"]); isNum {
-			ev.hasPromptTokens, ev.promptTokens = true, n
+			ev.HasPromptTokens, ev.PromptTokens = true, n
 		}
 		if d, isObj := u["completion_tokens_details"].(map[string]any); isObj {
 			if n, isNum := num(d["reasoning_tokens"]); isNum {
-				ev.hasReasoningTokens, ev.reasoningTokens = true, n
+				ev.HasReasoningTokens, ev.ReasoningTokens = true, n
 			}
 		}
 	}
@@ -131,8 +131,8 @@ func hasDuplicateKeys(data []byte) bool {
 
 func compareWithReference(t *testing.T, data []byte) {
 	t.Helper()
-	var got event
-	err := decodeEvent(data, &got, true)
+	var got Event
+	err := Decode(data, &got, true)
 	want, ok, comparable := referenceEvent(data)
 	if ok != (err == nil) {
 		t.Fatalf("%q: scanner error %v, encoding/json accepts: %v", data, err, ok)
@@ -140,22 +140,26 @@ func compareWithReference(t *testing.T, data []byte) {
 	if !ok || !comparable {
 		return
 	}
-	if got.isError != want.isError {
-		t.Fatalf("%q: isError %v, reference %v", data, got.isError, want.isError)
+	if got.IsError != want.IsError {
+		t.Fatalf("%q: isError %v, reference %v", data, got.IsError, want.IsError)
 	}
-	if want.isError {
+	if want.IsError {
 		return
 	}
-	if got.choices != want.choices || got.content != want.content || got.finish != want.finish ||
-		got.hasUsage != want.hasUsage || got.completionTokens != want.completionTokens ||
-		got.hasPromptTokens != want.hasPromptTokens || got.promptTokens != want.promptTokens ||
-		got.hasReasoningTokens != want.hasReasoningTokens || got.reasoningTokens != want.reasoningTokens ||
-		string(got.text) != string(want.text) {
+	if got.Choices != want.Choices || got.Content != want.Content || got.Finish != want.Finish ||
+		got.HasUsage != want.HasUsage || got.CompletionTokens != want.CompletionTokens ||
+		got.HasPromptTokens != want.HasPromptTokens || got.PromptTokens != want.PromptTokens ||
+		got.HasReasoningTokens != want.HasReasoningTokens || got.ReasoningTokens != want.ReasoningTokens ||
+		string(got.Text) != string(want.Text) {
 		t.Fatalf("%q:\n scanner   %+v\n reference %+v", data, got, want)
 	}
 }
 
-// eventCorpus are hand-picked hard cases plus every event of the captured
+// replayTestdata holds the captured server transcripts and SSE fixtures,
+// which the replay client's tests read too.
+const replayTestdata = "../testdata"
+
+// eventCorpus are hand-picked hard cases plus every Event of the captured
 // server transcripts.
 func eventCorpus(t testing.TB) []string {
 	corpus := []string{
@@ -177,12 +181,12 @@ func eventCorpus(t testing.TB) []string {
 		`{"choices": [{` + "\n",
 	}
 	files := []string{filepath.Join("ollama-0.17.4", "chat-stream-usage.http"), filepath.Join("ollama-0.17.4", "completions-stream-usage.http")}
-	fixtures, _ := filepath.Glob(filepath.Join("testdata", "fixtures", "*.sse"))
+	fixtures, _ := filepath.Glob(filepath.Join(replayTestdata, "fixtures", "*.sse"))
 	for _, f := range fixtures {
-		files = append(files, strings.TrimPrefix(f, "testdata"+string(filepath.Separator)))
+		files = append(files, strings.TrimPrefix(f, replayTestdata+string(filepath.Separator)))
 	}
 	for _, name := range files {
-		b, err := os.ReadFile(filepath.Join("testdata", name))
+		b, err := os.ReadFile(filepath.Join(replayTestdata, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,13 +199,13 @@ func eventCorpus(t testing.TB) []string {
 	return corpus
 }
 
-func TestDecodeEventAgreesWithEncodingJSON(t *testing.T) {
+func TestDecodeAgreesWithEncodingJSON(t *testing.T) {
 	for _, c := range eventCorpus(t) {
 		compareWithReference(t, []byte(c))
 	}
 }
 
-func FuzzDecodeEvent(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, c := range eventCorpus(f) {
 		f.Add([]byte(c))
 	}
