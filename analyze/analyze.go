@@ -57,6 +57,10 @@ type Options struct {
 	// Precision is the target relative half-width for the stability figures
 	// (default 0.05).
 	Precision float64
+	// Interval chooses each per-request percentile's headline interval
+	// (default IntervalAuto: order statistics where the series looks
+	// independent, batch means where it does not).
+	Interval IntervalMethod
 	// SLO, when set, adds goodput: requests that succeeded and met every
 	// objective.
 	SLO SLO
@@ -116,7 +120,9 @@ func (r RunSummary) TruncationWarning() string {
 type Report struct {
 	Runs     []RunSummary `json:"runs"`
 	TTFTMode TTFTMode     `json:"ttft_mode"`
-	Requests Counts       `json:"requests"`
+	// Interval is how the headline intervals were chosen (Options.Interval).
+	Interval IntervalMethod `json:"interval_method"`
+	Requests Counts         `json:"requests"`
 	// Metrics maps a metric name (ttft_ms, ...) to its distribution.
 	Metrics    map[string]Distribution `json:"metrics"`
 	Throughput Throughput              `json:"throughput"`
@@ -210,6 +216,12 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if len(opts.Percentiles) == 0 {
 		opts.Percentiles = DefaultPercentiles
 	}
+	if opts.Interval == "" {
+		opts.Interval = IntervalAuto
+	}
+	if opts.Interval != IntervalAuto && opts.Interval != IntervalOrder && opts.Interval != IntervalBatch {
+		return nil, opterr.New("Interval", opts.Interval, "use %s, %s or %s", IntervalAuto, IntervalOrder, IntervalBatch)
+	}
 	if opts.Precision <= 0 {
 		opts.Precision = 0.05
 	}
@@ -226,7 +238,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 			return nil, opterr.New("By", d, "use one or more of %s", strings.Join(Dimensions, ", "))
 		}
 	}
-	rep := &Report{TTFTMode: opts.TTFTMode, Metrics: map[string]Distribution{}}
+	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
 	l, err := loadColumnsContext(ctx, runDirs, opts.VsLogged != "")
 	if err != nil {
 		return nil, err
@@ -516,7 +528,7 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 		if name == "queue_wait_ms" && !slices.ContainsFunc(x.timed[name], func(t timedValue) bool { return t.v != 0 }) {
 			continue // no concurrency cap held anything back
 		}
-		rep.Metrics[name] = SummarizeBootstrap(x.values(name), opts.Percentiles, opts.Bootstrap, opts.Precision)
+		rep.Metrics[name] = SummarizeBootstrap(x.values(name), opts.Percentiles, opts.Bootstrap, opts.Precision, opts.Interval)
 	}
 	for name, v := range x.pooled {
 		rep.Metrics[name] = Summarize(v, opts.Percentiles) // sorts v

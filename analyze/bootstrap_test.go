@@ -158,7 +158,7 @@ func TestSummarizeBootstrapFields(t *testing.T) {
 		x[i] = math.Exp(rng.NormFloat64())
 	}
 	pcts := []float64{99, 50} // not ascending on purpose
-	d := SummarizeBootstrap(x, pcts, BootstrapOptions{Resamples: 500, Seed: 1, Block: 1}, 0.05)
+	d := SummarizeBootstrap(x, pcts, BootstrapOptions{Resamples: 500, Seed: 1, Block: 1}, 0.05, IntervalAuto)
 	if d.Block != 1 || d.N != 3000 {
 		t.Fatalf("block %d n %d", d.Block, d.N)
 	}
@@ -176,7 +176,7 @@ func TestSummarizeBootstrapFields(t *testing.T) {
 		t.Errorf("p99 ±%.3f (n %d) vs p50 ±%.3f (n %d)", *p99.RelHalfWidth, *p99.NeededN, *p50.RelHalfWidth, *p50.NeededN)
 	}
 	// Half the data: the needed count is about the same, the width grows ~√2.
-	h := SummarizeBootstrap(x[:750], []float64{50}, BootstrapOptions{Resamples: 500, Seed: 1, Block: 1}, 0.05)
+	h := SummarizeBootstrap(x[:750], []float64{50}, BootstrapOptions{Resamples: 500, Seed: 1, Block: 1}, 0.05, IntervalAuto)
 	if r := *h.Quantiles[0].RelHalfWidth / *p50.RelHalfWidth; r < 1.4 || r > 2.8 {
 		t.Errorf("a quarter of the data widened the median interval %.2fx, want about 2x", r)
 	}

@@ -20,13 +20,14 @@ func WriteHTML(w io.Writer, rep *Report, figs []Figure) error {
 		SVG            template.HTML
 	}
 	data := struct {
-		Title   string
-		Runs    []RunSummary
-		Rep     *Report
-		Rows    []htmlRow
-		Figures []fig
-		Text    string
-	}{Title: "servetrace report", Runs: rep.Runs, Rep: rep, Rows: htmlRows(rep), Text: text.String()}
+		Title          string
+		Runs           []RunSummary
+		Rep            *Report
+		Rows           []htmlRow
+		IntervalLegend string
+		Figures        []fig
+		Text           string
+	}{Title: "servetrace report", Runs: rep.Runs, Rep: rep, Rows: htmlRows(rep), IntervalLegend: intervalLegend(rep.Interval), Text: text.String()}
 	if len(rep.Runs) > 0 {
 		data.Title = "servetrace report: " + rep.Runs[0].RunID
 	}
@@ -38,9 +39,9 @@ func WriteHTML(w io.Writer, rep *Report, figs []Figure) error {
 
 // htmlRow is one metric line of the HTML table.
 type htmlRow struct {
-	Name, Help string
-	N          int
-	Cells      []string
+	Name, Help, Interval string
+	N                    int
+	Cells                []string
 }
 
 func htmlRows(rep *Report) []htmlRow {
@@ -50,7 +51,7 @@ func htmlRows(rep *Report) []htmlRow {
 		if !ok || d.N == 0 {
 			continue
 		}
-		r := htmlRow{Name: strings.TrimSuffix(name, "_ms"), Help: metricHelp[name], N: d.N}
+		r := htmlRow{Name: strings.TrimSuffix(name, "_ms"), Help: metricHelp[name], Interval: intervalText(d), N: d.N}
 		for _, q := range d.Quantiles {
 			cell := quantileCell(q)
 			r.Cells = append(r.Cells, cell)
@@ -89,9 +90,10 @@ pre{font-size:12px;background:#f7f7f7;padding:.8rem;overflow-x:auto}
 {{with index .Rep.Metrics "ttft_ms"}}<div class="kpi">TTFT p50<b>{{range .Quantiles}}{{if eq .P 50.0}}{{num .Value}} ms{{end}}{{end}}</b>n {{.N}}</div>{{end}}
 </div>
 {{range .Rep.Notes}}<div class="note">{{.}}</div>{{end}}
-<h2>Latency (ms) with 95% order-statistic intervals</h2>
-<table><tr><th>metric</th><th>n</th>{{with index .Rep.Metrics "ttft_ms"}}{{range .Quantiles}}<th>p{{.P}}</th>{{end}}{{end}}<th>max</th></tr>
-{{range .Rows}}<tr><td title="{{.Help}}">{{.Name}}</td><td>{{.N}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>{{end}}
+<h2>Latency (ms) with 95% intervals</h2>
+<p>{{.IntervalLegend}}.</p>
+<table><tr><th>metric</th><th>n</th><th>interval</th>{{with index .Rep.Metrics "ttft_ms"}}{{range .Quantiles}}<th>p{{.P}}</th>{{end}}{{end}}<th>max</th></tr>
+{{range .Rows}}<tr><td title="{{.Help}}">{{.Name}}</td><td>{{.N}}</td><td>{{.Interval}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>{{end}}
 </table>
 <h2>Figures</h2>
 {{range .Figures}}<figure><div class="plot">{{.SVG}}</div><figcaption><b>{{.Title}}.</b> {{.Caption}}</figcaption></figure>

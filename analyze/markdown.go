@@ -32,7 +32,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		fmt.Fprintf(&b, "- goodput (%s): %.2f req/s [%.2f, %.2f], %.1f%% of requests met it, error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], 100*g.MetShare, g.ErrorBudgetUsed)
 	}
-	fmt.Fprintf(&b, "\nLatency in ms, TTFT mode %s; each percentile with its 95%% order-statistic interval (— : the sample cannot bound it).\n\n", rep.TTFTMode)
+	fmt.Fprintf(&b, "\nLatency in ms, TTFT mode %s; each percentile with its headline interval (≥x: the sample cannot bound it, only say it is at least x). %s.\n\n", rep.TTFTMode, intervalLegend(rep.Interval))
 	var header []string
 	for _, name := range MetricOrder {
 		if d, ok := rep.Metrics[name]; ok && len(d.Quantiles) > 0 {
@@ -42,7 +42,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			break
 		}
 	}
-	fmt.Fprintf(&b, "| metric | n | mean | %s | max |\n|---|--:|--:|%s--:|\n", strings.Join(header, " | "), strings.Repeat("--:|", len(header)))
+	fmt.Fprintf(&b, "| metric | n | interval | mean | %s | max |\n|---|--:|---|--:|%s--:|\n", strings.Join(header, " | "), strings.Repeat("--:|", len(header)))
 	for _, name := range MetricOrder {
 		d, ok := rep.Metrics[name]
 		if !ok || d.N == 0 {
@@ -52,7 +52,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		for i, q := range d.Quantiles {
 			cells[i] = quantileCell(q)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", strings.TrimSuffix(name, "_ms"), d.N, num(d.Mean), strings.Join(cells, " | "), num(d.Max))
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", strings.TrimSuffix(name, "_ms"), d.N, intervalText(d), num(d.Mean), strings.Join(cells, " | "), num(d.Max))
 	}
 	if sm := rep.Smoothness; rep.Metrics["itl_ms"].N > 0 {
 		fmt.Fprintf(&b, "\nStreaming: ITL CV %.2f, %d stalls above %s ms (%.2f per 1,000 tokens), longest gap %s ms.\n", sm.ITLCV, sm.Stalls, num(sm.StallMs), sm.StallsPer1kTokens, num(sm.LongestStallMs))

@@ -68,6 +68,12 @@ type Quantile struct {
 	// P is the percentile in percent (99 for p99).
 	P     float64 `json:"p"`
 	Value float64 `json:"value"`
+	// Interval names the headline interval Lo..Hi, the one the reports
+	// show: "order_statistic" (CILo..CIHi) or "batch_means"
+	// (BatchLo..BatchHi); nil ends are sides the sample cannot bound.
+	Interval string   `json:"interval"`
+	Lo       *float64 `json:"headline_ci95_lo"`
+	Hi       *float64 `json:"headline_ci95_hi"`
 	// CILo and CIHi bound the 95% order-statistic interval; nil where the
 	// sample is too small to bound that side.
 	CILo *float64 `json:"ci95_lo"`
@@ -76,6 +82,15 @@ type Quantile struct {
 	// the series is correlated in time); nil where none was computed.
 	BootLo *float64 `json:"bootstrap_ci95_lo,omitempty"`
 	BootHi *float64 `json:"bootstrap_ci95_hi,omitempty"`
+	// BatchLo and BatchHi bound the 95% batch-means interval, valid when
+	// the series is correlated in time; EffectiveN is the number of
+	// independent samples its standard error is worth, and SamplesToBound
+	// about how many samples would bound a side it cannot (nil: bounded).
+	// All nil where none was computed.
+	BatchLo        *float64 `json:"batch_ci95_lo,omitempty"`
+	BatchHi        *float64 `json:"batch_ci95_hi,omitempty"`
+	EffectiveN     *float64 `json:"effective_n,omitempty"`
+	SamplesToBound *int     `json:"samples_to_bound,omitempty"`
 	// RelHalfWidth is the bootstrap interval's half-width over the value;
 	// NeededN is about how many samples a half-width of Options.Precision
 	// needs (half-widths shrink as 1/√n).
@@ -88,8 +103,11 @@ type Distribution struct {
 	N int `json:"n"`
 	// Block is the bootstrap's block length in samples (1: independent
 	// resampling; 0: no bootstrap for this metric).
-	Block int     `json:"bootstrap_block,omitempty"`
-	Mean  float64 `json:"mean"`
+	Block int `json:"bootstrap_block,omitempty"`
+	// Dependence is the independence test of the series in time order
+	// (nil for pooled samples, which have no single order).
+	Dependence *Dependence `json:"dependence,omitempty"`
+	Mean       float64     `json:"mean"`
 	// Std is the population standard deviation (numpy's default, as vLLM
 	// reports it); Median is the type-7 p50.
 	Std       float64    `json:"std"`
@@ -133,6 +151,7 @@ func summarizeSorted(x []float64, percentiles []float64) Distribution {
 		if hiOK {
 			q.CIHi = new(x[hi-1])
 		}
+		q.Interval, q.Lo, q.Hi = intervalOrderName, q.CILo, q.CIHi
 		d.Quantiles = append(d.Quantiles, q)
 	}
 	return d
@@ -140,9 +159,11 @@ func summarizeSorted(x []float64, percentiles []float64) Distribution {
 
 // SummarizeBootstrap is Summarize plus, for each percentile, a bootstrap
 // interval from o (blocks chosen from the data unless o.Block says
-// otherwise) and the stability figures for a target relative half-width
-// precision. timeOrdered holds the values in the order they happened.
-func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o BootstrapOptions, precision float64) Distribution {
+// otherwise), the stability figures for a target relative half-width
+// precision, the series' independence test, the batch-means interval, and
+// the headline interval chosen by method. timeOrdered holds the values in
+// the order they happened.
+func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o BootstrapOptions, precision float64, method IntervalMethod) Distribution {
 	if len(timeOrdered) < 2 || len(percentiles) == 0 {
 		return Summarize(slices.Clone(timeOrdered), percentiles)
 	}
@@ -159,6 +180,24 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 	}
 	se, block := smp.cdfStandardErrors(ps, o)
 	d.Block = block
+	dep := smp.dependenceOf()
+	d.Dependence = &dep
+	if d.N >= minBatchSamples {
+		for k, bi := range smp.batchMeans(ps, dep.Batches, 0.95) {
+			q := &d.Quantiles[order[k]]
+			q.EffectiveN = new(bi.effectiveN)
+			if bi.loOK {
+				q.BatchLo = new(bi.lo)
+			}
+			if bi.hiOK {
+				q.BatchHi = new(bi.hi)
+			}
+			if bi.toBound > 0 {
+				q.SamplesToBound = new(bi.toBound)
+			}
+		}
+	}
+	chooseHeadline(&d, method)
 	for k, i := range order {
 		lo, hi, loOK, hiOK := smp.woodruff(ps[k], se[k], 0.95)
 		q := &d.Quantiles[i]

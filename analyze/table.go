@@ -48,7 +48,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(&b, "goodput (ok and %s): %.2f req/s [95%% %.2f, %.2f]; %d of %d requests met it (%.1f%%), error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], g.Met, g.Eligible, 100*g.MetShare, g.ErrorBudgetUsed)
 	}
-	fmt.Fprintf(&b, "latency in ms; TTFT mode %s; [95%% order-statistic interval]; \"≥x (n too small)\": the sample cannot bound that percentile, only say it is at least x\n\n", rep.TTFTMode)
+	fmt.Fprintf(&b, "latency in ms; TTFT mode %s; %s; \"≥x\": the sample cannot bound that percentile, only say it is at least x\n\n", rep.TTFTMode, intervalLegend(rep.Interval))
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var pcts []float64
@@ -60,7 +60,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 			break
 		}
 	}
-	fmt.Fprint(tw, "metric\tn\tmean\t")
+	fmt.Fprint(tw, "metric\tn\tinterval\tmean\t")
 	for _, p := range pcts {
 		fmt.Fprintf(tw, "p%g\t", p)
 	}
@@ -70,7 +70,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 		if !ok || d.N == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t", strings.TrimSuffix(name, "_ms"), d.N, num(d.Mean))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t", strings.TrimSuffix(name, "_ms"), d.N, intervalText(d), num(d.Mean))
 		for _, q := range d.Quantiles {
 			fmt.Fprintf(tw, "%s\t", quantileCell(q))
 		}
@@ -129,14 +129,54 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// quantileCell prints a percentile with its 95% order-statistic interval.
-// Where the sample cannot bound it from above (p99 needs 368 samples), it
-// says so instead of printing a number: only the lower bound is known.
+// quantileCell prints a percentile with its headline 95% interval. Where
+// the sample cannot bound it from above, it says so instead of printing a
+// number: only the lower bound is known, and how many samples would bound
+// it (p99 under order statistics needs 368; under batch means, as many as
+// the series' dependence asks).
 func quantileCell(q Quantile) string {
-	if q.CIHi == nil {
-		return "≥" + bound(q.CILo) + " (n too small)"
+	if q.Hi == nil {
+		if q.Interval == intervalBatchName && q.SamplesToBound != nil {
+			return "≥" + bound(q.Lo) + " (bound needs ~" + count(*q.SamplesToBound) + ")"
+		}
+		return "≥" + bound(q.Lo) + " (n too small)"
 	}
-	return fmt.Sprintf("%s [%s, %s]", num(q.Value), bound(q.CILo), bound(q.CIHi))
+	return fmt.Sprintf("%s [%s, %s]", num(q.Value), bound(q.Lo), bound(q.Hi))
+}
+
+// count prints a sample count compactly (12k, 3.4M).
+func count(n int) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e4:
+		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+// intervalText names a metric's headline interval for a table cell:
+// "order" or "batch" with the lag-1 rank autocorrelation that chose it.
+func intervalText(d Distribution) string {
+	name := "order"
+	if len(d.Quantiles) > 0 && d.Quantiles[0].Interval == intervalBatchName {
+		name = "batch"
+	}
+	if d.Dependence == nil {
+		return name + " (pooled)"
+	}
+	return fmt.Sprintf("%s (r1 %.2f)", name, d.Dependence.Lag1)
+}
+
+// intervalLegend says which intervals the latency tables show and why.
+func intervalLegend(m IntervalMethod) string {
+	switch m {
+	case IntervalOrder:
+		return "95% order-statistic intervals for every metric, as asked: they assume requests independent in time, and where the r1 column is beyond ±2/√n they cover less than 95%"
+	case IntervalBatch:
+		return "95% batch-means intervals (10–30 consecutive batches, Student t) for every metric, as asked"
+	}
+	return "95% intervals: order statistics where a metric's series looks independent in time (lag-1 rank autocorrelation r1 within ±2/√n), batch means (10–30 consecutive batches, Student t) where it does not: queueing makes neighbouring requests alike, and the order-statistic interval then covers far less than 95%"
 }
 
 func bound(p *float64) string {

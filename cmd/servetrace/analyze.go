@@ -40,6 +40,7 @@ Example:
 			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed (same seed, same intervals)"},
 			&cli.StringFlag{Name: "block", Value: "auto", Usage: "bootstrap block length in requests: auto (from the autocorrelation) or N (1 = independent)"},
+			&cli.StringFlag{Name: "interval", Value: string(analyze.IntervalAuto), Usage: "the interval the tables show for each percentile: auto (order statistics where requests look independent in time, batch means where they are correlated), order or batch; JSON has both"},
 			&cli.Float64Flag{Name: "precision", Value: 0.05, Usage: "target relative half-width for the 'samples needed' figures"},
 			&cli.StringFlag{Name: "slo", Usage: "objectives for goodput, e.g. ttft=800ms,tpot=50ms,e2e=10s"},
 			&cli.StringFlag{Name: "by", Usage: "breakdowns, comma-separated: " + strings.Join(analyze.Dimensions, ", ")},
@@ -84,7 +85,7 @@ Example:
 			}
 			opts := analyze.Options{TTFTMode: analyze.TTFTMode(c.String("ttft-mode")), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
-				SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged")}
+				Interval: analyze.IntervalMethod(c.String("interval")), SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged")}
 			rep, err := interruptible(c.Context, func() (*analyze.Report, error) { return analyze.AnalyzeContext(c.Context, c.Args().Slice(), opts) })
 			if err != nil {
 				return err

@@ -1,0 +1,190 @@
+package analyze
+
+import (
+	"math"
+	"sort"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// IntervalMethod chooses the interval a report shows for each per-request
+// percentile (its headline interval); JSON carries every computed interval
+// whichever is chosen.
+type IntervalMethod string
+
+const (
+	// IntervalAuto shows the order-statistic interval when the run's
+	// latencies look independent in time and the batch-means interval when
+	// they do not.
+	IntervalAuto IntervalMethod = "auto"
+	// IntervalOrder always shows the order-statistic interval, which
+	// assumes independent requests.
+	IntervalOrder IntervalMethod = "order"
+	// IntervalBatch always shows the batch-means interval.
+	IntervalBatch IntervalMethod = "batch"
+)
+
+// Names of the intervals a Quantile's headline can be (Quantile.Interval).
+const (
+	intervalOrderName = "order_statistic"
+	intervalBatchName = "batch_means"
+)
+
+// Dependence is what the independence test found in one metric's series,
+// in the order the requests were sent.
+type Dependence struct {
+	// Lag1 is the lag-1 autocorrelation of the series' ranks; Limit is
+	// 2/√n, beyond which the series is called dependent (a 5% test).
+	Lag1  float64 `json:"lag1_rank_autocorrelation"`
+	Limit float64 `json:"limit"`
+	// Independent: |Lag1| < Limit.
+	Independent bool `json:"independent"`
+	// Batches is how many consecutive batches the batch-means interval
+	// splits the series into.
+	Batches int `json:"batches"`
+}
+
+// The batch-means interval for a percentile is a Woodruff interval on the
+// empirical CDF, F̂(q̂p) ± t·se mapped back through the sorted sample, where
+// se is the standard error of the mean of the indicators 1{x_t ≤ q̂p}
+// estimated from k consecutive batches, and t the Student quantile with
+// k−1 degrees of freedom: batches long against the series' memory are
+// nearly independent, and the t quantile pays for estimating se from only
+// k of them. It covers where the moving-block bootstrap of the same CDF
+// does not (docs/measurements.md, "Headline intervals").
+
+// batchesFor is the number of batches for n samples: 10 below 10,000
+// samples, 20 below 100,000, 30 from there, so batches stay long while
+// the variance estimate gains degrees of freedom on long runs.
+func batchesFor(n int) int {
+	switch {
+	case n < 10_000:
+		return 10
+	case n < 100_000:
+		return 20
+	}
+	return 30
+}
+
+// minBatchSamples is the smallest series the batch-means interval is
+// computed for: 10 batches of at least 5.
+const minBatchSamples = 50
+
+// dependenceOf tests the series for serial correlation by the lag-1
+// autocorrelation of its ranks, which one extreme value cannot dominate;
+// tied values share their mean rank, so a constant series is not called
+// dependent.
+func (s *sample) dependenceOf() Dependence {
+	n := len(s.rank)
+	d := Dependence{Limit: 2 / math.Sqrt(float64(n)), Batches: batchesFor(n), Independent: true}
+	if n < 3 {
+		return d
+	}
+	mid := make([]float64, n) // mid[r]: the mean rank of sorted[r]'s ties
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && s.sorted[j] == s.sorted[i] {
+			j++
+		}
+		for k := i; k < j; k++ {
+			mid[k] = float64(i+j-1) / 2
+		}
+		i = j
+	}
+	mean := float64(n-1) / 2
+	var c0, c1 float64
+	for i, r := range s.rank {
+		dv := mid[r] - mean
+		c0 += dv * dv
+		if i > 0 {
+			c1 += dv * (mid[s.rank[i-1]] - mean)
+		}
+	}
+	if c0 > 0 {
+		d.Lag1 = c1 / c0
+	}
+	d.Independent = math.Abs(d.Lag1) < d.Limit
+	return d
+}
+
+// batchInterval is the batch-means interval of one percentile.
+type batchInterval struct {
+	lo, hi     float64
+	loOK, hiOK bool
+	// se is the standard error of F̂ at the estimate; effectiveN is
+	// F̂(1−F̂)/se², the number of independent samples worth as much.
+	se, effectiveN float64
+	// toBound is about how many samples would bound an unbounded side
+	// (0 when both are bounded).
+	toBound int
+}
+
+// batchMeans computes the batch-means interval at level conf for each
+// level ps[j] (fractions) with k batches.
+func (s *sample) batchMeans(ps []float64, k int, conf float64) []batchInterval {
+	n := len(s.sorted)
+	out := make([]batchInterval, len(ps))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(1 - (1-conf)/2)
+	means := make([]float64, k)
+	for j, p := range ps {
+		q := Percentile(s.sorted, p)
+		threshold := int32(sort.SearchFloat64s(s.sorted, math.Nextafter(q, math.Inf(1))))
+		f := float64(threshold) / float64(n)
+		for b := range k {
+			lo, hi := b*n/k, (b+1)*n/k
+			below := 0
+			for _, r := range s.rank[lo:hi] {
+				if r < threshold {
+					below++
+				}
+			}
+			means[b] = float64(below) / float64(hi-lo)
+		}
+		var m, ss float64
+		for _, v := range means {
+			m += v
+		}
+		m /= float64(k)
+		for _, v := range means {
+			ss += (v - m) * (v - m)
+		}
+		se := math.Sqrt(ss / float64(k-1) / float64(k))
+		bi := batchInterval{lo: math.Inf(-1), hi: math.Inf(1), se: se, effectiveN: float64(n)}
+		if se > 0 {
+			bi.effectiveN = f * (1 - f) / (se * se)
+		}
+		if pl := p - t*se; pl >= 0 {
+			bi.lo, bi.loOK = Percentile(s.sorted, pl), true
+		}
+		if ph := p + t*se; ph <= 1 {
+			bi.hi, bi.hiOK = Percentile(s.sorted, ph), true
+		}
+		if !bi.hiOK || !bi.loOK {
+			// se shrinks as 1/√n: the side is bounded once t·se fits
+			// within the distance to 0 or 1.
+			room := math.Min(1-p, p)
+			if !bi.hiOK {
+				room = 1 - p
+			}
+			if room > 0 {
+				bi.toBound = int(math.Ceil(float64(n) * (t * se / room) * (t * se / room)))
+			}
+		}
+		out[j] = bi
+	}
+	return out
+}
+
+// chooseHeadline sets each quantile's headline interval by method, given
+// the series' dependence.
+func chooseHeadline(d *Distribution, method IntervalMethod) {
+	batch := method == IntervalBatch || (method != IntervalOrder && d.Dependence != nil && !d.Dependence.Independent)
+	for i := range d.Quantiles {
+		q := &d.Quantiles[i]
+		if batch && q.EffectiveN != nil { // batch means were computed
+			q.Interval, q.Lo, q.Hi = intervalBatchName, q.BatchLo, q.BatchHi
+			continue
+		}
+		q.Interval, q.Lo, q.Hi = intervalOrderName, q.CILo, q.CIHi
+	}
+}
