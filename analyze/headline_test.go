@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // latencySeries is a generator of time-ordered latencies with a known
@@ -207,5 +211,46 @@ func TestIntervalMethodChoosesTheHeadline(t *testing.T) {
 				t.Errorf("%s p%g: headline %s [%v, %v], want %s", c.method, q.P, q.Interval, q.Lo, q.Hi, c.want)
 			}
 		}
+	}
+}
+
+// TestCorrelatedRunGetsBatchHeadline runs compute on 3,000 requests whose
+// TTFTs follow an AR(1) at 0.9 on the log scale: the TTFT headline is
+// batch means, the table's cells and the notes say how many requests would
+// bound the p99.9, and forcing order statistics shows those instead.
+func TestCorrelatedRunGetsBatchHeadline(t *testing.T) {
+	const n, ms = 3000, int64(1e6)
+	ttft := make([]float64, n)
+	logAR1(0.9, 0.5).fill(rand.New(rand.NewPCG(4, 4)), ttft)
+	rows := make([]trace.Result, n)
+	for i := range rows {
+		sent, first := int64(i)*10*ms, int64(i)*10*ms+int64(ttft[i]*100*float64(ms))
+		rows[i] = trace.Result{Identity: trace.Identity{RequestID: fmt.Sprint(i)}, Shape: trace.Shape{Stream: true}, ScheduledNs: sent, AdmittedNs: sent,
+			SentNs: ptr(sent), FirstChunkNs: ptr(first), FirstTokenNs: ptr(first), DoneNs: ptr(first + 5*ms), TokenTimesNs: []int64{first - sent, first - sent + 5*ms},
+			ObservedOutputTokens: 2, PromptTokensSent: 10, Outcome: trace.OutcomeOK, HTTPStatus: 200}
+	}
+	pcts := []float64{50, 99, 99.9}
+	rep := &Report{Metrics: map[string]Distribution{}}
+	compute(rep, columnsOf(rows), Options{TTFTMode: TTFTFirstContent, Percentiles: pcts, Bootstrap: BootstrapOptions{Resamples: 200}, Precision: 0.05, Interval: IntervalAuto})
+	d := rep.Metrics["ttft_ms"]
+	if d.Dependence == nil || d.Dependence.Independent || d.Dependence.Lag1 < 0.8 {
+		t.Fatalf("dependence %+v, want lag-1 rank autocorrelation near 0.89", d.Dependence)
+	}
+	top := d.Quantiles[2]
+	if top.Interval != intervalBatchName || top.Hi != nil || top.SamplesToBound == nil || *top.SamplesToBound <= n || top.EffectiveN == nil || *top.EffectiveN >= n {
+		t.Fatalf("p99.9 headline %+v, want batch means, unbounded above, with more than %d requests to bound it", top, n)
+	}
+	if cell := quantileCell(top); !strings.HasPrefix(cell, "≥") || !strings.Contains(cell, "bound needs ~") {
+		t.Errorf("p99.9 cell %q", cell)
+	}
+	if !slices.ContainsFunc(rep.Notes, func(s string) bool {
+		return strings.Contains(s, "ttft_ms p99.9") && strings.Contains(s, "correlated in time") && strings.Contains(s, fmt.Sprint(*top.SamplesToBound))
+	}) {
+		t.Errorf("no note on the correlated p99.9: %q", rep.Notes)
+	}
+	rep = &Report{Metrics: map[string]Distribution{}}
+	compute(rep, columnsOf(rows), Options{TTFTMode: TTFTFirstContent, Percentiles: pcts, Bootstrap: BootstrapOptions{Resamples: 200}, Precision: 0.05, Interval: IntervalOrder})
+	if q := rep.Metrics["ttft_ms"].Quantiles[0]; q.Interval != intervalOrderName || q.Lo != q.CILo || q.BatchLo == nil {
+		t.Errorf("forced order: p50 %+v, want the order-statistic headline and the batch interval still in JSON", q)
 	}
 }
