@@ -259,13 +259,15 @@ func errorRatesDiffer(a, b Counts, conf float64) (ea, eb float64, differ bool) {
 // compareSamples compares per-request metric samples (time-ordered) of A
 // and B at comparedPercentiles, with Holm's correction across every row.
 //
-// Each side's percentile has a bootstrap standard error (Woodruff: the
-// bootstrap standard error of the empirical CDF at the estimate, mapped
-// through the sorted sample), the sides are independent, so the difference
-// has se = √(se_A² + se_B²) and the log ratio √((se_A/A)² + (se_B/B)²).
+// Each side's percentile has a standard error from a Woodruff interval
+// (the standard error of the empirical CDF at the estimate, mapped through
+// the sorted sample): batch means where the side's series is correlated in
+// time, the bootstrap where it is not. The sides are independent, so the
+// difference has se = √(se_A² + se_B²) and the log ratio
+// √((se_A/A)² + (se_B/B)²), judged against Student t with the
+// Welch–Satterthwaite degrees of freedom.
 func compareSamples(a, b map[string][]float64, o CompareOptions) []ComparisonRow {
 	var rows []ComparisonRow
-	z := zFor(o.Confidence)
 	ps := make([]float64, len(comparedPercentiles))
 	for i, pc := range comparedPercentiles {
 		ps[i] = pc / 100
@@ -284,15 +286,17 @@ func compareSamples(a, b map[string][]float64, o CompareOptions) []ComparisonRow
 			default:
 				row.Diff = eb[i].value - ea[i].value
 				se := math.Hypot(ea[i].se, eb[i].se)
-				row.DiffLo, row.DiffHi = row.Diff-z*se, row.Diff+z*se
+				df := welchDF(ea[i].se*ea[i].se, ea[i].df, eb[i].se*eb[i].se, eb[i].df)
+				crit := criticalValue(o.Confidence, df)
+				row.DiffLo, row.DiffHi = row.Diff-crit*se, row.Diff+crit*se
 				if ea[i].value > 0 && eb[i].value > 0 {
 					row.Ratio = eb[i].value / ea[i].value
 					sl := math.Hypot(ea[i].se/ea[i].value, eb[i].se/eb[i].value)
-					row.RatioLo, row.RatioHi = row.Ratio*math.Exp(-z*sl), row.Ratio*math.Exp(z*sl)
+					row.RatioLo, row.RatioHi = row.Ratio*math.Exp(-crit*sl), row.Ratio*math.Exp(crit*sl)
 				}
 				switch {
 				case se > 0:
-					row.PValue = 2 * distuv.UnitNormal.Survival(math.Abs(row.Diff)/se)
+					row.PValue = twoSidedP(row.Diff/se, df)
 				case row.Diff != 0:
 					row.PValue = 0
 				}
@@ -304,15 +308,19 @@ func compareSamples(a, b map[string][]float64, o CompareOptions) []ComparisonRow
 	return rows
 }
 
-// percentileEstimate is a percentile with its bootstrap standard error on
-// the value scale; ok is false when the sample cannot bound it.
+// percentileEstimate is a percentile with its standard error on the value
+// scale and the degrees of freedom of that error (+Inf: known as well as a
+// normal approximation allows); ok is false when the sample cannot bound
+// it.
 type percentileEstimate struct {
-	value, se float64
-	ok        bool
+	value, se, df float64
+	ok            bool
 }
 
 // percentileSEs estimates the ascending ps-quantiles of timeOrdered and
-// their standard errors from the bootstrap Woodruff intervals at 95%.
+// their standard errors from 95% Woodruff intervals: the batch-means
+// interval (k−1 degrees of freedom) where the series is correlated in
+// time, as the report's headline is, and the bootstrap interval otherwise.
 func percentileSEs(timeOrdered []float64, ps []float64, o BootstrapOptions) []percentileEstimate {
 	out := make([]percentileEstimate, len(ps))
 	if len(timeOrdered) < 2 {
@@ -324,15 +332,59 @@ func percentileSEs(timeOrdered []float64, ps []float64, o BootstrapOptions) []pe
 		return out
 	}
 	s := newSample(timeOrdered)
+	if dep := s.dependenceOf(); !dep.Independent && len(timeOrdered) >= minBatchSamples {
+		t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(dep.Batches - 1)}.Quantile(0.975)
+		for i, bi := range s.batchMeans(ps, dep.Batches, 0.95) {
+			out[i] = percentileEstimate{value: Percentile(s.sorted, ps[i]), df: float64(dep.Batches - 1), ok: bi.loOK && bi.hiOK}
+			if out[i].ok {
+				out[i].se = (bi.hi - bi.lo) / (2 * t)
+			}
+		}
+		return out
+	}
 	se, _ := s.cdfStandardErrors(ps, o)
 	for i, p := range ps {
 		lo, hi, loOK, hiOK := s.woodruff(p, se[i], 0.95)
-		out[i] = percentileEstimate{value: Percentile(s.sorted, p), ok: loOK && hiOK}
+		out[i] = percentileEstimate{value: Percentile(s.sorted, p), df: math.Inf(1), ok: loOK && hiOK}
 		if out[i].ok {
 			out[i].se = (hi - lo) / (2 * zFor(0.95))
 		}
 	}
 	return out
+}
+
+// welchDF is the Welch–Satterthwaite degrees of freedom of a sum of two
+// independent variance estimates with their own degrees of freedom.
+func welchDF(va, dfa, vb, dfb float64) float64 {
+	den := 0.0
+	if !math.IsInf(dfa, 1) {
+		den += va * va / dfa
+	}
+	if !math.IsInf(dfb, 1) {
+		den += vb * vb / dfb
+	}
+	if den == 0 {
+		return math.Inf(1)
+	}
+	return (va + vb) * (va + vb) / den
+}
+
+// criticalValue is the two-sided critical value at level conf with df
+// degrees of freedom (the normal's for +Inf).
+func criticalValue(conf, df float64) float64 {
+	if math.IsInf(df, 1) {
+		return zFor(conf)
+	}
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(1 - (1-conf)/2)
+}
+
+// twoSidedP is the two-sided p-value of a statistic z with df degrees of
+// freedom.
+func twoSidedP(z, df float64) float64 {
+	if math.IsInf(df, 1) {
+		return 2 * distuv.UnitNormal.Survival(math.Abs(z))
+	}
+	return 2 * distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Survival(math.Abs(z))
 }
 
 // holm applies Holm's step-down correction and sets the verdicts: a row

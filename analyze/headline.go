@@ -53,18 +53,10 @@ type Dependence struct {
 // k of them. It covers where the moving-block bootstrap of the same CDF
 // does not (docs/measurements.md, "Headline intervals").
 
-// batchesFor is the number of batches for n samples: 10 below 10,000
-// samples, 20 below 100,000, 30 from there, so batches stay long while
-// the variance estimate gains degrees of freedom on long runs.
-func batchesFor(n int) int {
-	switch {
-	case n < 10_000:
-		return 10
-	case n < 100_000:
-		return 20
-	}
-	return 30
-}
+// batchesFor is the number of batches for n samples: n/500, at least 10
+// and at most 30, so batches stay long against a queue's memory while the
+// variance estimate gains degrees of freedom on long runs.
+func batchesFor(n int) int { return min(30, max(10, n/500)) }
 
 // minBatchSamples is the smallest series the batch-means interval is
 // computed for: 10 batches of at least 5.

@@ -174,9 +174,9 @@ func intervalLegend(m IntervalMethod) string {
 	case IntervalOrder:
 		return "95% order-statistic intervals for every metric, as asked: they assume requests independent in time, and where the r1 column is beyond ±2/√n they cover less than 95%"
 	case IntervalBatch:
-		return "95% batch-means intervals (10–30 consecutive batches, Student t) for every metric, as asked"
+		return "95% batch-means intervals (n/500 consecutive batches, 10 to 30, Student t) for every metric, as asked"
 	}
-	return "95% intervals: order statistics where a metric's series looks independent in time (lag-1 rank autocorrelation r1 within ±2/√n), batch means (10–30 consecutive batches, Student t) where it does not: queueing makes neighbouring requests alike, and the order-statistic interval then covers far less than 95%"
+	return "95% intervals: order statistics where a metric's series looks independent in time (lag-1 rank autocorrelation r1 within ±2/√n), batch means (n/500 consecutive batches, 10 to 30, Student t) where it does not: queueing makes neighbouring requests alike, and the order-statistic interval then covers far less than 95%"
 }
 
 func bound(p *float64) string {
