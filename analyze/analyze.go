@@ -51,8 +51,8 @@ type Options struct {
 	// Percentiles to report, in percent (default 50, 90, 95, 99, 99.9).
 	Percentiles []float64
 	// Bootstrap configures the bootstrap intervals of per-request metrics
-	// (TTFT, TPOT, E2E, lateness); pooled ITL events get none, as they are
-	// correlated within each request.
+	// (TTFT, TPOT, E2E, lateness); pooled ITL events get none (their
+	// intervals are batch means with requests as the unit).
 	Bootstrap BootstrapOptions
 	// Precision is the target relative half-width for the stability figures
 	// (default 0.05).
@@ -387,10 +387,13 @@ type extracted struct {
 	counts Counts
 	timed  map[string][]timedValue // one per request, in time order
 	pooled map[string][]float64    // per event (ITL)
-	first  int64                   // first send, -1 if none
-	last   int64                   // last completion
-	outTok int64
-	totTok int64
+	// itlGroups are the requests' runs of pooled ITL values, in the
+	// order the rows came (compute sorts them by send time).
+	itlGroups []requestGroup
+	first     int64 // first send, -1 if none
+	last      int64 // last completion
+	outTok    int64
+	totTok    int64
 	// Sums of squared per-request tokens, for throughput intervals.
 	outTokSq, totTokSq float64
 	met                int // requests meeting the SLO
@@ -489,6 +492,9 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 		if len(times) > 1 {
 			perRequest("itl_per_request_ms", sent, nsToMs(times[len(times)-1]-times[0])/float64(len(times)-1))
 		}
+		if len(times) > 1 {
+			x.itlGroups = append(x.itlGroups, requestGroup{at: sent, start: len(itl), n: len(times) - 1})
+		}
 		for j := 1; j < len(times); j++ {
 			gap := times[j] - times[j-1]
 			itl = append(itl, nsToMs(gap))
@@ -531,7 +537,11 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 		rep.Metrics[name] = SummarizeBootstrap(x.values(name), opts.Percentiles, opts.Bootstrap, opts.Precision, opts.Interval)
 	}
 	for name, v := range x.pooled {
-		rep.Metrics[name] = Summarize(v, opts.Percentiles) // sorts v
+		var groups []requestGroup
+		if name == "itl_ms" {
+			groups = x.itlGroups
+		}
+		rep.Metrics[name] = summarizePooled(v, groups, opts.Percentiles, opts.Interval) // sorts v
 		if opts.Curves && name == "itl_ms" {
 			rep.Curves = map[string]Curve{name: curveOf(v)}
 			h := histogramOf(v, 60)

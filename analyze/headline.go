@@ -132,37 +132,7 @@ func (s *sample) batchMeans(ps []float64, k int, conf float64) []batchInterval {
 			}
 			means[b] = float64(below) / float64(hi-lo)
 		}
-		var m, ss float64
-		for _, v := range means {
-			m += v
-		}
-		m /= float64(k)
-		for _, v := range means {
-			ss += (v - m) * (v - m)
-		}
-		se := math.Sqrt(ss / float64(k-1) / float64(k))
-		bi := batchInterval{lo: math.Inf(-1), hi: math.Inf(1), se: se, effectiveN: float64(n)}
-		if se > 0 {
-			bi.effectiveN = f * (1 - f) / (se * se)
-		}
-		if pl := p - t*se; pl >= 0 {
-			bi.lo, bi.loOK = Percentile(s.sorted, pl), true
-		}
-		if ph := p + t*se; ph <= 1 {
-			bi.hi, bi.hiOK = Percentile(s.sorted, ph), true
-		}
-		if !bi.hiOK || !bi.loOK {
-			// se shrinks as 1/√n: the side is bounded once t·se fits
-			// within the distance to 0 or 1.
-			room := math.Min(1-p, p)
-			if !bi.hiOK {
-				room = 1 - p
-			}
-			if room > 0 {
-				bi.toBound = int(math.Ceil(float64(n) * (t * se / room) * (t * se / room)))
-			}
-		}
-		out[j] = bi
+		out[j] = woodruffFromShares(s.sorted, p, f, means, t)
 	}
 	return out
 }
@@ -179,4 +149,86 @@ func chooseHeadline(d *Distribution, method IntervalMethod) {
 		}
 		q.Interval, q.Lo, q.Hi = intervalOrderName, q.CILo, q.CIHi
 	}
+}
+
+// requestGroup is one request's run of pooled values (its token gaps):
+// values[start : start+n], the request sent at at.
+type requestGroup struct {
+	at       int64
+	start, n int
+}
+
+// pooledBatchMeans is the batch-means interval for pooled values with
+// requests as the unit: the gaps within one request are strongly alike, so
+// requests in time order, not gaps, are split into k batches (batchesFor
+// the number of requests), and each batch's share of gaps at or below the
+// estimate is its gaps below over its gaps. sorted is values sorted; groups
+// are in time order. ok is false for fewer than minBatchSamples requests.
+func pooledBatchMeans(sorted, values []float64, groups []requestGroup, ps []float64, conf float64) (k int, out []batchInterval, ok bool) {
+	if len(groups) < minBatchSamples || len(sorted) == 0 {
+		return 0, nil, false
+	}
+	k = batchesFor(len(groups))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(1 - (1-conf)/2)
+	n := len(sorted)
+	shares := make([]float64, k)
+	for _, p := range ps {
+		q := Percentile(sorted, p)
+		f := float64(sort.SearchFloat64s(sorted, math.Nextafter(q, math.Inf(1)))) / float64(n)
+		for b := range k {
+			below, all := 0, 0
+			for _, g := range groups[b*len(groups)/k : (b+1)*len(groups)/k] {
+				for _, v := range values[g.start : g.start+g.n] {
+					if v <= q {
+						below++
+					}
+				}
+				all += g.n
+			}
+			shares[b] = f // a batch of requests without gaps says nothing
+			if all > 0 {
+				shares[b] = float64(below) / float64(all)
+			}
+		}
+		out = append(out, woodruffFromShares(sorted, p, f, shares, t))
+	}
+	return k, out, true
+}
+
+// woodruffFromShares maps p ± t·se through sorted, se being the standard
+// error of the mean of the batch shares; f is F̂ at the estimate.
+func woodruffFromShares(sorted []float64, p, f float64, shares []float64, t float64) batchInterval {
+	k := float64(len(shares))
+	var m, ss float64
+	for _, v := range shares {
+		m += v
+	}
+	m /= k
+	for _, v := range shares {
+		ss += (v - m) * (v - m)
+	}
+	se := math.Sqrt(ss / (k - 1) / k)
+	n := len(sorted)
+	bi := batchInterval{lo: math.Inf(-1), hi: math.Inf(1), se: se, effectiveN: float64(n)}
+	if se > 0 {
+		bi.effectiveN = f * (1 - f) / (se * se)
+	}
+	if pl := p - t*se; pl >= 0 {
+		bi.lo, bi.loOK = Percentile(sorted, pl), true
+	}
+	if ph := p + t*se; ph <= 1 {
+		bi.hi, bi.hiOK = Percentile(sorted, ph), true
+	}
+	if !bi.hiOK || !bi.loOK {
+		// se shrinks as 1/√n: the side is bounded once t·se fits
+		// within the distance to 0 or 1.
+		room := math.Min(1-p, p)
+		if !bi.hiOK {
+			room = 1 - p
+		}
+		if room > 0 {
+			bi.toBound = int(math.Ceil(float64(n) * (t * se / room) * (t * se / room)))
+		}
+	}
+	return bi
 }

@@ -157,6 +157,48 @@ func summarizeSorted(x []float64, percentiles []float64) Distribution {
 	return d
 }
 
+// summarizePooled is Summarize for values pooled over requests (token
+// gaps), plus the batch-means interval with requests as the unit: groups
+// are the requests' runs of values, sorted here by send time. The headline
+// is batch means unless method is IntervalOrder, since gaps of one request
+// are never independent. It sorts values in place.
+func summarizePooled(values []float64, groups []requestGroup, percentiles []float64, method IntervalMethod) Distribution {
+	groups = slices.Clone(groups)
+	slices.SortStableFunc(groups, func(a, b requestGroup) int { return cmp.Compare(a.at, b.at) })
+	timeOrdered := slices.Clone(values)
+	d := Summarize(values, percentiles)
+	ps := make([]float64, len(percentiles))
+	for i, pc := range percentiles {
+		ps[i] = pc / 100
+	}
+	if _, bis, ok := pooledBatchMeans(values, timeOrdered, groups, ps, 0.95); ok {
+		for i, bi := range bis {
+			setBatch(&d.Quantiles[i], bi)
+		}
+	}
+	for i := range d.Quantiles {
+		q := &d.Quantiles[i]
+		if method != IntervalOrder && q.EffectiveN != nil {
+			q.Interval, q.Lo, q.Hi = intervalBatchName, q.BatchLo, q.BatchHi
+		}
+	}
+	return d
+}
+
+// setBatch records a batch-means interval on q.
+func setBatch(q *Quantile, bi batchInterval) {
+	q.EffectiveN = new(bi.effectiveN)
+	if bi.loOK {
+		q.BatchLo = new(bi.lo)
+	}
+	if bi.hiOK {
+		q.BatchHi = new(bi.hi)
+	}
+	if bi.toBound > 0 {
+		q.SamplesToBound = new(bi.toBound)
+	}
+}
+
 // SummarizeBootstrap is Summarize plus, for each percentile, a bootstrap
 // interval from o (blocks chosen from the data unless o.Block says
 // otherwise), the stability figures for a target relative half-width
@@ -184,17 +226,7 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 	d.Dependence = &dep
 	if d.N >= minBatchSamples {
 		for k, bi := range smp.batchMeans(ps, dep.Batches, 0.95) {
-			q := &d.Quantiles[order[k]]
-			q.EffectiveN = new(bi.effectiveN)
-			if bi.loOK {
-				q.BatchLo = new(bi.lo)
-			}
-			if bi.hiOK {
-				q.BatchHi = new(bi.hi)
-			}
-			if bi.toBound > 0 {
-				q.SamplesToBound = new(bi.toBound)
-			}
+			setBatch(&d.Quantiles[order[k]], bi)
 		}
 	}
 	chooseHeadline(&d, method)

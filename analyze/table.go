@@ -163,6 +163,9 @@ func intervalText(d Distribution) string {
 		name = "batch"
 	}
 	if d.Dependence == nil {
+		if name == "batch" {
+			return "batch (requests)"
+		}
 		return name + " (pooled)"
 	}
 	return fmt.Sprintf("%s (r1 %.2f)", name, d.Dependence.Lag1)
