@@ -3,6 +3,7 @@ package analyze
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"math"
 	"os"
 	"path/filepath"
@@ -48,6 +49,11 @@ type Series struct {
 	// Recovery is set when some window broke the SLO (or, without --slo,
 	// was saturated).
 	Recovery *Recovery `json:"recovery,omitempty"`
+	// RegionTTFT is, per region, the TTFT of the requests sent in its
+	// windows with headline intervals. A whole-run percentile under a ramp
+	// or a flash crowd describes the run's own mixture of regions, not a
+	// steady state; these keep the steady state's apart.
+	RegionTTFT map[string]Distribution `json:"region_ttft_ms,omitempty"`
 }
 
 // Window is one interval [StartS, StartS+WindowS) of the run's clock.
@@ -191,6 +197,7 @@ func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 	nw := int(maxTime(c)/w) + 1
 	ser := &Series{WindowS: float64(w) / 1e9, Windows: make([]Window, nw)}
 	ttfts := make([][]float64, nw)
+	var sentTTFT []timedValue // every request's TTFT, at its send time
 	e2es := make([][]float64, nw)
 	outTok := make([]float64, nw)
 	good := make([]int, nw)
@@ -227,6 +234,7 @@ func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 		if hasTTFT {
 			ttft = nsToMs(ttftAt - sent)
 			ttfts[ws] = append(ttfts[ws], ttft)
+			sentTTFT = append(sentTTFT, timedValue{sent, ttft})
 		}
 		times := c.tokenTimesOf(i)
 		if len(times) > 0 {
@@ -288,7 +296,26 @@ func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 		}
 	}
 	labelRegions(ser, slo, p50Lo)
+	ser.RegionTTFT = regionTTFT(ser, sentTTFT, opts)
 	return ser
+}
+
+// regionTTFT summarizes, per region, the TTFTs of requests sent in its
+// windows, in send order.
+func regionTTFT(ser *Series, sentTTFT []timedValue, opts Options) map[string]Distribution {
+	slices.SortStableFunc(sentTTFT, func(a, b timedValue) int { return cmp.Compare(a.at, b.at) })
+	w := int64(ser.WindowS * 1e9)
+	byRegion := map[string][]float64{}
+	for _, tv := range sentTTFT {
+		if r := ser.Windows[min(int(tv.at/w), len(ser.Windows)-1)].Region; r != "" {
+			byRegion[r] = append(byRegion[r], tv.v)
+		}
+	}
+	out := map[string]Distribution{}
+	for r, v := range byRegion {
+		out[r] = SummarizeBootstrap(v, opts.Percentiles, opts.Bootstrap, opts.Precision, opts.Interval)
+	}
+	return out
 }
 
 // labelRegions sets each window's region and the recovery (see Series).

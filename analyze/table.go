@@ -349,6 +349,22 @@ func writeSeries(b *strings.Builder, rep *Report) {
 			opt(w.TTFTP50Ms), opt(w.TTFTP99Ms), w.InFlight, opt(w.Running), opt(w.Waiting), opt(w.KVUsage), region)
 	}
 	tw.Flush()
+	if len(ser.RegionTTFT) > 0 {
+		fmt.Fprint(b, "TTFT by region (requests sent in its windows; a whole-run percentile mixes them):\n")
+		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, region := range []string{RegionCold, RegionWarm, RegionSteady, RegionSaturated, RegionRecovering} {
+			d, ok := ser.RegionTTFT[region]
+			if !ok || d.N == 0 {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t", region, d.N, intervalText(d))
+			for _, q := range d.Quantiles {
+				fmt.Fprintf(tw, "p%g %s\t", q.P, quantileCell(q))
+			}
+			fmt.Fprint(tw, "\n")
+		}
+		tw.Flush()
+	}
 	if r := ser.Recovery; r != nil {
 		fmt.Fprintf(b, "overload: first broken window at %s s", num(r.FirstBreakS))
 		if r.LoadDropS != nil {
