@@ -335,7 +335,7 @@ func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
 func pct(d Distribution, p float64) string {
 	for _, q := range d.Quantiles {
 		if q.P == p {
-			if q.CIHi == nil {
+			if q.Hi == nil {
 				return num(q.Value) + "≥"
 			}
 			return num(q.Value)

@@ -318,7 +318,7 @@ func p50p99(d Distribution) string {
 			p50 = num(q.Value)
 		case 99:
 			p99 = num(q.Value)
-			if q.CIHi == nil {
+			if q.Hi == nil {
 				p99 += "≥" // the sample cannot bound it: a floor
 			}
 		}
