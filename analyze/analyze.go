@@ -575,17 +575,8 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 				break
 			}
 		}
-		for _, q := range d.Quantiles {
-			if q.Hi != nil || (name != "ttft_ms" && name != "e2e_ms") {
-				continue
-			}
-			if q.Interval == intervalBatchName && q.EffectiveN != nil && q.SamplesToBound != nil {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s p%g: its %d samples are correlated in time (lag-1 rank autocorrelation %.2f) and worth about %.0f independent ones, too few to bound its upper end; about %d requests would: treat it as a floor",
-					name, q.P, d.N, d.Dependence.Lag1, *q.EffectiveN, *q.SamplesToBound))
-				continue
-			}
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s p%g: %d samples cannot bound its upper end (a 95%% interval needs at least %d): treat it as a floor",
-				name, q.P, d.N, minSamplesForUpper(q.P/100)))
+		if name == "ttft_ms" || name == "e2e_ms" {
+			rep.Notes = append(rep.Notes, unboundedNotes(name, d)...)
 		}
 	}
 	rep.Smoothness = smoothness(x, opts)

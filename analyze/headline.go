@@ -1,8 +1,10 @@
 package analyze
 
 import (
+	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -231,4 +233,31 @@ func woodruffFromShares(sorted []float64, p, f float64, shares []float64, t floa
 		}
 	}
 	return bi
+}
+
+// unboundedNotes says which of a metric's percentiles the sample cannot
+// bound from above: for batch-means headlines one note with the requests
+// each would need, for order statistics one note per percentile.
+func unboundedNotes(name string, d Distribution) []string {
+	var notes, needs []string
+	for _, q := range d.Quantiles {
+		if q.Hi != nil {
+			continue
+		}
+		if q.Interval == intervalBatchName && q.SamplesToBound != nil {
+			needs = append(needs, fmt.Sprintf("p%g (about %d requests would)", q.P, *q.SamplesToBound))
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s p%g: %d samples cannot bound its upper end (a 95%% interval needs at least %d): treat it as a floor",
+			name, q.P, d.N, minSamplesForUpper(q.P/100)))
+	}
+	if len(needs) > 0 {
+		lag1 := 0.0
+		if d.Dependence != nil {
+			lag1 = d.Dependence.Lag1
+		}
+		notes = append(notes, fmt.Sprintf("%s: its %d samples are correlated in time (lag-1 rank autocorrelation %.2f) and cannot bound the upper end of %s: treat those as floors",
+			name, d.N, lag1, strings.Join(needs, ", ")))
+	}
+	return notes
 }

@@ -244,7 +244,7 @@ func TestCorrelatedRunGetsBatchHeadline(t *testing.T) {
 		t.Errorf("p99.9 cell %q", cell)
 	}
 	if !slices.ContainsFunc(rep.Notes, func(s string) bool {
-		return strings.Contains(s, "ttft_ms p99.9") && strings.Contains(s, "correlated in time") && strings.Contains(s, fmt.Sprint(*top.SamplesToBound))
+		return strings.HasPrefix(s, "ttft_ms:") && strings.Contains(s, "correlated in time") && strings.Contains(s, fmt.Sprintf("p99.9 (about %d requests would)", *top.SamplesToBound))
 	}) {
 		t.Errorf("no note on the correlated p99.9: %q", rep.Notes)
 	}
