@@ -222,15 +222,25 @@ func BootstrapQuantile(timeOrdered []float64, p, conf float64, o BootstrapOption
 // woodruff maps p ± z·se through the sorted sample; an end beyond the
 // sample is unbounded (−Inf or +Inf, and loOK or hiOK false).
 func (s *sample) woodruff(p, se, conf float64) (lo, hi float64, loOK, hiOK bool) {
-	z := zFor(conf)
+	return woodruffAt(s.sorted, p, se, zFor(conf))
+}
+
+// woodruffAt maps p ± crit·se through sorted; an end beyond the sample is
+// unbounded (−Inf or +Inf, and loOK or hiOK false).
+func woodruffAt(sorted []float64, p, se, crit float64) (lo, hi float64, loOK, hiOK bool) {
 	lo, hi = math.Inf(-1), math.Inf(1)
-	if pl := p - z*se; pl >= 0 {
-		lo, loOK = Percentile(s.sorted, pl), true
+	if pl := p - crit*se; pl >= 0 {
+		lo, loOK = Percentile(sorted, pl), true
 	}
-	if ph := p + z*se; ph <= 1 {
-		hi, hiOK = Percentile(s.sorted, ph), true
+	if ph := p + crit*se; ph <= 1 {
+		hi, hiOK = Percentile(sorted, ph), true
 	}
 	return lo, hi, loOK, hiOK
+}
+
+// atOrBelow counts the values of sorted at or below q.
+func atOrBelow(sorted []float64, q float64) int {
+	return sort.SearchFloat64s(sorted, math.Nextafter(q, math.Inf(1)))
 }
 
 // blockTypes is the distribution of the count vectors of all n circular
@@ -331,7 +341,7 @@ func (s *sample) cdfStandardErrors(ps []float64, o BootstrapOptions) ([]float64,
 	center := make([]float64, m)
 	for j, p := range ps {
 		q := Percentile(s.sorted, p)
-		thresholds[j] = int32(sort.SearchFloat64s(s.sorted, math.Nextafter(q, math.Inf(1))))
+		thresholds[j] = int32(atOrBelow(s.sorted, q))
 		center[j] = float64(thresholds[j]) / float64(n)
 	}
 	bt := s.blockCounts(thresholds, l)

@@ -3,7 +3,6 @@ package analyze
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -122,7 +121,7 @@ func (s *sample) batchMeans(ps []float64, k int, conf float64) []batchInterval {
 	means := make([]float64, k)
 	for j, p := range ps {
 		q := Percentile(s.sorted, p)
-		threshold := int32(sort.SearchFloat64s(s.sorted, math.Nextafter(q, math.Inf(1))))
+		threshold := int32(atOrBelow(s.sorted, q))
 		f := float64(threshold) / float64(n)
 		for b := range k {
 			lo, hi := b*n/k, (b+1)*n/k
@@ -142,7 +141,13 @@ func (s *sample) batchMeans(ps []float64, k int, conf float64) []batchInterval {
 // chooseHeadline sets each quantile's headline interval by method, given
 // the series' dependence.
 func chooseHeadline(d *Distribution, method IntervalMethod) {
-	batch := method == IntervalBatch || (method != IntervalOrder && d.Dependence != nil && !d.Dependence.Independent)
+	setHeadlines(d, method == IntervalBatch || (method != IntervalOrder && d.Dependence != nil && !d.Dependence.Independent))
+}
+
+// setHeadlines makes each quantile's headline its batch-means interval
+// where batch is set and one was computed, its order-statistic one
+// otherwise.
+func setHeadlines(d *Distribution, batch bool) {
 	for i := range d.Quantiles {
 		q := &d.Quantiles[i]
 		if batch && q.EffectiveN != nil { // batch means were computed
@@ -176,7 +181,7 @@ func pooledBatchMeans(sorted, values []float64, groups []requestGroup, ps []floa
 	shares := make([]float64, k)
 	for _, p := range ps {
 		q := Percentile(sorted, p)
-		f := float64(sort.SearchFloat64s(sorted, math.Nextafter(q, math.Inf(1)))) / float64(n)
+		f := float64(atOrBelow(sorted, q)) / float64(n)
 		for b := range k {
 			below, all := 0, 0
 			for _, g := range groups[b*len(groups)/k : (b+1)*len(groups)/k] {
@@ -211,16 +216,11 @@ func woodruffFromShares(sorted []float64, p, f float64, shares []float64, t floa
 	}
 	se := math.Sqrt(ss / (k - 1) / k)
 	n := len(sorted)
-	bi := batchInterval{lo: math.Inf(-1), hi: math.Inf(1), se: se, effectiveN: float64(n)}
+	bi := batchInterval{se: se, effectiveN: float64(n)}
 	if se > 0 {
 		bi.effectiveN = f * (1 - f) / (se * se)
 	}
-	if pl := p - t*se; pl >= 0 {
-		bi.lo, bi.loOK = Percentile(sorted, pl), true
-	}
-	if ph := p + t*se; ph <= 1 {
-		bi.hi, bi.hiOK = Percentile(sorted, ph), true
-	}
+	bi.lo, bi.hi, bi.loOK, bi.hiOK = woodruffAt(sorted, p, se, t)
 	if !bi.hiOK || !bi.loOK {
 		// se shrinks as 1/√n: the side is bounded once t·se fits
 		// within the distance to 0 or 1.

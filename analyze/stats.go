@@ -176,12 +176,7 @@ func summarizePooled(values []float64, groups []requestGroup, percentiles []floa
 			setBatch(&d.Quantiles[i], bi)
 		}
 	}
-	for i := range d.Quantiles {
-		q := &d.Quantiles[i]
-		if method != IntervalOrder && q.EffectiveN != nil {
-			q.Interval, q.Lo, q.Hi = intervalBatchName, q.BatchLo, q.BatchHi
-		}
-	}
+	setHeadlines(&d, method != IntervalOrder)
 	return d
 }
 

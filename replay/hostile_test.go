@@ -80,26 +80,24 @@ func okServer(w http.ResponseWriter, r *http.Request) {
 
 // streamed answers a generation request with the given SSE body.
 func streamed(body string) func(*listener, http.ResponseWriter, *http.Request) {
-	return func(_ *listener, w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			okServer(w, r)
-			return
-		}
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, body)
-	}
+	return answer("text/event-stream", body)
 }
 
 // whole answers a generation request with the given JSON body.
 func whole(body string) func(*listener, http.ResponseWriter, *http.Request) {
+	return answer("application/json", body)
+}
+
+// answer answers GETs as a healthy server and a generation request with
+// body as contentType.
+func answer(contentType, body string) func(*listener, http.ResponseWriter, *http.Request) {
 	return func(_ *listener, w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			okServer(w, r)
 			return
 		}
 		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", contentType)
 		io.WriteString(w, body)
 	}
 }
