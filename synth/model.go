@@ -26,7 +26,7 @@ import (
 const ModelVersion = 2
 
 // MaxModelBytes is the largest model.json WriteModel writes.
-const MaxModelBytes = 256 << 10
+const MaxModelBytes = 512 << 10
 
 // Model is model.json.
 type Model struct {
@@ -87,6 +87,7 @@ func WriteModel(path string, m *Model) error {
 	if err != nil {
 		return fmt.Errorf("encode model: %w", err)
 	}
+	b = compactLeaves(b)
 	if len(b) > MaxModelBytes {
 		return fmt.Errorf("encode model: %d bytes, more than the %d a model may take", len(b), MaxModelBytes)
 	}
@@ -94,6 +95,75 @@ func WriteModel(path string, m *Model) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
+}
+
+// compactLeaves puts each innermost array or object of indented JSON (one
+// that holds no other) on one line: quantile tables and atoms are most of
+// a model, and one number per line made a one-class model with prefix laws
+// pass MaxModelBytes. Strings are copied as they are.
+func compactLeaves(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == '"' {
+			j := stringEnd(b, i)
+			out = append(out, b[i:j]...)
+			i = j - 1
+			continue
+		}
+		end := -1
+		if c == '[' || c == '{' {
+			end = leafEnd(b, i)
+		}
+		if end < 0 {
+			out = append(out, c)
+			continue
+		}
+		for k := i; k <= end; k++ {
+			switch x := b[k]; {
+			case x == '"':
+				j := stringEnd(b, k)
+				out = append(out, b[k:j]...)
+				k = j - 1
+			case x == ' ' || x == '\n' || x == '\t':
+			case x == ':':
+				out = append(out, ':')
+			default:
+				out = append(out, x)
+			}
+		}
+		i = end
+	}
+	return out
+}
+
+// stringEnd returns the index just past the JSON string starting at b[i].
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// leafEnd returns the index of the bracket closing the array or object at
+// b[i] when it holds no other array or object, else −1.
+func leafEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			j = stringEnd(b, j) - 1
+		case '[', '{':
+			return -1
+		case ']', '}':
+			return j
+		}
+	}
+	return -1
 }
 
 // ReadModel reads and validates a model.json.
