@@ -83,6 +83,7 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 		sessions.add(r.SessionID, t, r.InputTokens, r.OutputTokens, r.ThinkTimeMs)
 		if r.SessionID != "" && r.Turn > 1 {
 			sawSessions = true
+			prefix.touch(t, r.PrefixBlocks)
 			return nil
 		}
 		firstTurns++

@@ -463,6 +463,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 		for len(blocks) < nb {
 			blocks = append(blocks, g.prefix.freshID())
 		}
+		g.prefix.record(p.at, blocks)
 		r.PrefixBlocks = blocks
 	}
 	g.applyScenarios(&r, p.at)

@@ -472,9 +472,48 @@ func (pm *PrefixModel) check(c *checker) {
 		}
 		c.marginal(q+".depth_share", &b.Depth, 0, 1, "(a share of blocks)", true)
 		c.marginal(q+".reuse_age_s", &b.AgeS, 0, MaxModelSeconds, "s", true)
+		if b.DepthBlocks != nil {
+			c.marginal(q+".depth_blocks", b.DepthBlocks, 0, maxPrefixBlocks, "blocks", true)
+		}
+	}
+	if pm.DepthBlocks != nil {
+		c.marginal("prefix.depth_blocks", pm.DepthBlocks, 0, maxPrefixBlocks, "blocks", reuse)
+	}
+	if len(pm.ReuseByFill) > fillBins {
+		c.bad("prefix.reuse_by_fill", "%d bins, at most %d", len(pm.ReuseByFill), fillBins)
+		return
+	}
+	for i, b := range pm.ReuseByFill {
+		q := fmt.Sprintf("prefix.reuse_by_fill[%d]", i)
+		if b.FillHigh < 0 || (i > 0 && b.FillHigh <= pm.ReuseByFill[i-1].FillHigh) {
+			c.bad(q+".fill_high", "%d: want a count of blocks ≥ 0, bins ascending", b.FillHigh)
+		}
+		c.prob(q+".share", b.Share)
+	}
+	if pm.Distance != nil {
+		c.marginal("prefix.reuse_distance_blocks", pm.Distance, 0, maxStackDistance, "blocks", reuse)
+	}
+	if len(pm.DistanceByDepth) > depthClasses {
+		c.bad("prefix.distance_by_depth", "%d classes, at most %d", len(pm.DistanceByDepth), depthClasses)
+		return
+	}
+	for i := range pm.DistanceByDepth {
+		b := &pm.DistanceByDepth[i]
+		q := fmt.Sprintf("prefix.distance_by_depth[%d]", i)
+		if b.Low < 1 || b.High <= b.Low || (i > 0 && b.Low < pm.DistanceByDepth[i-1].High) {
+			c.bad(q, "blocks_low %d and blocks_high %d: want 1 ≤ low < high, classes ascending", b.Low, b.High)
+		}
+		c.marginal(q+".distance_blocks", &b.Distance, 0, maxStackDistance, "blocks", true)
+		if b.Excess != nil {
+			c.marginal(q+".parent_excess_share", b.Excess, 0, 1, "(a share of blocks)", true)
+		}
 	}
 	c.marginal("prefix.group_lifetime_s", &pm.GroupLifetimeS, 0, MaxModelSeconds, "s", false)
 }
+
+// maxStackDistance bounds a stack distance in a model, in blocks: twice the
+// blocks the fit remembers.
+const maxStackDistance = 2 * maxTrackedBlocks
 
 // checkCoef checks a Fourier intensity's coefficients (as many as its
 // harmonics want): each within ±maxFourierCoef, the peak rate at most

@@ -5,18 +5,19 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
+	"math/bits"
 	"slices"
 
 	"gonum.org/v1/gonum/optimize"
 )
 
 // PrefixModel describes prefix reuse: how often a request reuses a prefix
-// seen before, how deep, and how long after that prefix was last used. The
-// generator copies prefixes from its own recent past by those laws (a
-// Simon-style preferential copying with time locality), so popularity and
-// recency come out together; the Zipf exponent of group popularity is
-// reported to check that.
+// seen before, how deep, and how far back in the cache's terms: the LRU
+// stack distance of the reused prefix, jointly with its depth. The
+// generator copies prefixes from its own past by those laws, so popularity
+// and recency come out together and an LRU cache of any size hits as often
+// as on the trace; the Zipf exponent of group popularity is reported to
+// check that.
 type PrefixModel struct {
 	// BlockSize is the tokens per prefix block.
 	BlockSize int `json:"block_size"`
@@ -29,10 +30,16 @@ type PrefixModel struct {
 	ReuseByInputBin []ShareBin `json:"reuse_by_input_bin,omitempty"`
 	// Depth is the reused share of a reusing request's blocks (0, 1].
 	Depth Marginal `json:"depth_share"`
+	// DepthBlocks is the number of blocks a reusing request reuses. Only its
+	// atoms are drawn: a shared system prompt is a fixed number of blocks
+	// whatever the prompt's length, which a share of a length that varies
+	// threefold within a bin spreads over two and three blocks.
+	DepthBlocks *Marginal `json:"depth_blocks,omitempty"`
 	// AgeS is the time since the deepest shared block was last used, in
 	// seconds, for reusing requests.
 	AgeS Marginal `json:"reuse_age_s"`
-	// ByInputBin holds Depth and AgeS per log-spaced input-length bin, for
+	// ByInputBin holds Depth, DepthBlocks and AgeS per log-spaced
+	// input-length bin, for
 	// bins with at least minBinRequests reusing requests (the pooled laws
 	// serve the rest): how deep and how recent a reuse is depends on the
 	// prompt's length. A long conversation turn reuses all but its last
@@ -54,6 +61,29 @@ type PrefixModel struct {
 	ZipfAlpha     float64    `json:"zipf_alpha"`
 	ZipfAlphaCI95 [2]float64 `json:"zipf_alpha_ci95"`
 	ZipfS         float64    `json:"zipf_s"`
+	// Distance is the LRU stack distance, in blocks, of a reusing request's
+	// deepest shared block just before the request: the distinct blocks
+	// used since that block's last use. An LRU cache of C blocks still holds
+	// the reused prefix when the distance is below C, so this, not the age
+	// in seconds, is what a cache sees. Nil in models fitted before it; the
+	// generator then copies by age.
+	Distance *Marginal `json:"reuse_distance_blocks,omitempty"`
+	// DistanceByDepth is Distance per class of reused blocks (1, 2, …, 8,
+	// 9–16, 17–32, …), for classes with at least minBinRequests reuses; the nearest
+	// fitted class serves the others. A one-block system prompt comes back
+	// within a few requests while a conversation's history comes back after
+	// the user's think time: drawn apart from the depth, deep reuses took the
+	// shallow ones' recency and small caches hit 4–5× too often.
+	DistanceByDepth []DepthDistance `json:"distance_by_depth,omitempty"`
+	// ReuseByFill is the reuse share by how full the cache was: the number
+	// of distinct blocks used before the request, in quarter-octave bins
+	// (FillHigh). Early in a trace, little can be reused yet: a long reuse
+	// needs as many blocks used before it, and a corpus of documents is
+	// only partly seen. The generator scales the input bin's share by the
+	// share at its own fill over ReuseShare (capped at 1), so a workload
+	// has the trace's cold start as well as its steady state. Absent in
+	// models fitted before it.
+	ReuseByFill []FillBin `json:"reuse_by_fill,omitempty"`
 	// WindowNote says when the fit's bounded memory of blocks forgot some
 	// (reuse older than the memory counts as new).
 	WindowNote string `json:"window_note,omitempty"`
@@ -66,13 +96,146 @@ type ShareBin struct {
 	N         int64   `json:"n"`
 }
 
+// FillBin is the reuse share of requests that came when at most FillHigh
+// distinct blocks had been used before (and more than the previous bin's
+// FillHigh): quarter-octave bins, merged until each holds minFillRequests.
+type FillBin struct {
+	FillHigh int64   `json:"fill_high"`
+	Share    float64 `json:"share"`
+	N        int64   `json:"n"`
+}
+
+// fillBin returns the bin of a fill of n distinct blocks: a quarter of an
+// octave wide, since a short trace's share can climb within one octave.
+func fillBin(n int) int { return min(fillBins-1, int(4*math.Log2(float64(n)+1))) }
+
+// fillHigh is the largest fill of bin k.
+func fillHigh(k int) int64 { return int64(math.Ceil(math.Exp2(float64(k+1)/4))) - 2 }
+
+// fillBins bounds the fill bins (2^24 blocks and more share the last).
+const fillBins = 97
+
+// reuseObs is one reusing request as the fit keeps it: the reused share and
+// count of its blocks, the age and the largest stack distance possible
+// when it came, and the depth class of its reuse.
+type reuseObs struct {
+	share, blocks, age, limit float64
+	class                     int
+}
+
+// minFeasible bounds the Horvitz–Thompson weight of a reuse at 1/minFeasible:
+// a reuse that was very unlikely to be possible is one observation, not a
+// hundred.
+const minFeasible = 0.1
+
+// reuseMarginals are the depth and age laws of a sample of reuses.
+type reuseMarginals struct {
+	share, shareSmall Marginal
+	blocks            *Marginal
+	age, ageSmall     Marginal
+}
+
+// reuseLaws fits the depth laws of reuses, each weighted by weight(o), and
+// the (unweighted) age law.
+func reuseLaws(r *reservoir[reuseObs], weight func(reuseObs) float64) reuseMarginals {
+	n := len(r.items)
+	if n == 0 {
+		return reuseMarginals{}
+	}
+	share, blocks, ws := make([]float64, n), make([]float64, n), make([]float64, n)
+	ages := newReservoir[float64](n, 1)
+	for i, o := range r.items {
+		share[i], blocks[i], ws[i] = o.share, o.blocks, weight(o)
+		ages.add(o.age)
+	}
+	ages.seen = r.seen
+	b := weightedMarginal(blocks, ws, 33, int64(r.seen))
+	return reuseMarginals{share: weightedMarginal(share, ws, 129, int64(r.seen)), shareSmall: weightedMarginal(share, ws, 33, int64(r.seen)), blocks: &b,
+		age: floatMarginal(ages, 257), ageSmall: floatMarginal(ages, 65)}
+}
+
+// weightedMarginal builds a Marginal of up to k knots from values with
+// weights (scaled to integer counts for marginalFromCounts); N is n.
+func weightedMarginal(vals, weights []float64, k int, n int64) Marginal {
+	idx := make([]int, len(vals))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(vals[a], vals[b]) })
+	var vs []float64
+	var cs []int64
+	for _, i := range idx {
+		c := int64(math.Round(weights[i] * weightScale))
+		if l := len(vs); l > 0 && vs[l-1] == vals[i] {
+			cs[l-1] += c
+			continue
+		}
+		vs = append(vs, vals[i])
+		cs = append(cs, c)
+	}
+	m := marginalFromCounts(vs, cs, k)
+	m.N = n
+	return m
+}
+
+// weightScale turns weights into counts: a weight's thousandths survive.
+const weightScale = 1e3
+
 // ReuseBin is the reuse depth and age laws of reusing requests with inputs
 // below InputHigh tokens (and above the previous bin's edge).
 type ReuseBin struct {
-	InputHigh float64  `json:"input_high"`
-	Depth     Marginal `json:"depth_share"`
-	AgeS      Marginal `json:"reuse_age_s"`
+	InputHigh   float64   `json:"input_high"`
+	Depth       Marginal  `json:"depth_share"`
+	DepthBlocks *Marginal `json:"depth_blocks,omitempty"`
+	AgeS        Marginal  `json:"reuse_age_s"`
 }
+
+// headBlocks is the largest reuse depth of input bin b drawn as an absolute
+// count (a shared head such as a system prompt): half the bin's shortest
+// prompt.
+func headBlocks(b, blockSize int) float64 {
+	return float64(int64(binLow(b))/int64(blockSize)) / 2
+}
+
+// DepthDistance is the stack-distance law of reuses of Low ≤ d < High
+// blocks.
+type DepthDistance struct {
+	Low      int      `json:"blocks_low"`
+	High     int      `json:"blocks_high"`
+	Distance Marginal `json:"distance_blocks"`
+	// Excess is the share of the parent's blocks beyond the reuse, (L − d)/L,
+	// where L is the length in blocks of the request that last used the
+	// deepest shared block: near 0 when a turn extends its whole history or
+	// a prompt repeats a document, near 1 when a system prompt heads a long
+	// one. A parent much longer than the reuse leaves its deep blocks
+	// untouched, and they come back later than the shallow ones.
+	Excess *Marginal `json:"parent_excess_share,omitempty"`
+}
+
+// depthClass returns the class of a reuse of d ≥ 1 blocks: one class per
+// count up to 8 blocks, then octaves (9–16, 17–32, ...). A system prompt is
+// a few blocks whose reuse comes back within a few requests, while a
+// two-block conversation history comes back after the user's think time:
+// pooled as 2–3 blocks, a workload of chats missed a small cache's hit
+// rate by 0.05.
+func depthClass(d int) int {
+	if d <= 8 {
+		return max(d, 1) - 1
+	}
+	return min(depthClasses-1, 7+bits.Len(uint((d-1)/8)))
+}
+
+// depthClassBounds returns the reuse depths of class c: low ≤ d < high.
+func depthClassBounds(c int) (low, high int) {
+	if c < 8 {
+		return c + 1, c + 2
+	}
+	return 8<<(c-8) + 1, 8<<(c-7) + 1
+}
+
+// depthClasses bounds the depth classes (maxPrefixBlocks caps a request's
+// blocks at 2^16, in the last).
+const depthClasses = 21
 
 // minBinRequests is the fewest requests a per-bin law or share is taken
 // from; a bin with fewer uses the pooled one.
@@ -88,15 +251,18 @@ const maxTrackedBlocks = 4 << 20
 // prefixFitter accumulates prefix statistics over requests in time order.
 type prefixFitter struct {
 	blockSize     int
-	cur, old      map[int64]float64 // block id -> last use (s)
-	forgot        bool
+	stack         *lruStack
 	groups        map[int64]*groupStat
 	requests      int64
 	reused        int64
-	depth, age    *reservoir[float64]
 	binN, binHits [16]int64
-	binDepth      [16]*reservoir[float64]
-	binAge        [16]*reservoir[float64]
+	byFill        fillCounts
+	// reuses holds the reusing requests, pooled and per input bin.
+	reuses        *reservoir[reuseObs]
+	binReuses     [16]*reservoir[reuseObs]
+	dist          *reservoir[truncatedSample]
+	distByDepth   [depthClasses]*reservoir[truncatedSample]
+	excessByDepth [depthClasses]*reservoir[float64]
 	first, last   float64
 }
 
@@ -106,22 +272,30 @@ type groupStat struct {
 }
 
 func newPrefixFitter(blockSize int) *prefixFitter {
-	return &prefixFitter{blockSize: blockSize, cur: map[int64]float64{}, old: map[int64]float64{}, groups: map[int64]*groupStat{}, first: math.NaN(),
-		depth: newReservoir[float64](maxPairs, 7), age: newReservoir[float64](maxPairs, 8)}
+	return &prefixFitter{blockSize: blockSize, stack: newLRUStack(maxTrackedBlocks), groups: map[int64]*groupStat{}, first: math.NaN(),
+		reuses: newReservoir[reuseObs](maxPairs, 7), dist: newReservoir[truncatedSample](maxPairs, 12)}
 }
 
 // binHigh is the upper edge in tokens of input bin b.
 func binHigh(b int) float64 { return math.Pow(2, 1.5*float64(b+1)) }
 
+// binLow is the lower edge in tokens of input bin b.
+func binLow(b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return binHigh(b - 1)
+}
+
 // inputBin returns the log-spaced bin (1.5 octaves wide) of an input length.
 func inputBin(in int64) int { return min(15, max(0, int(math.Log2(float64(max(in, 1)))/1.5))) }
 
-func (f *prefixFitter) lastUse(id int64) (float64, bool) {
-	if t, ok := f.cur[id]; ok {
-		return t, true
+// touch records the blocks of a request whose reuse the laws do not model
+// (a session's later turn): they still fill the cache in between.
+func (f *prefixFitter) touch(t float64, blocks []int64) {
+	for _, id := range blocks {
+		f.stack.useTagged(id, t, int32(min(len(blocks), math.MaxInt32)))
 	}
-	t, ok := f.old[id]
-	return t, ok
 }
 
 func (f *prefixFitter) add(t float64, in int64, blocks []int64) {
@@ -135,26 +309,36 @@ func (f *prefixFitter) add(t float64, in int64, blocks []int64) {
 	f.requests++
 	d := 0
 	for d < len(blocks) {
-		if _, ok := f.lastUse(blocks[d]); !ok {
+		if _, _, ok := f.stack.distance(blocks[d]); !ok {
 			break
 		}
 		d++
 	}
-	b := inputBin(in)
+	b, fb := inputBin(in), fillBin(f.stack.live)
 	f.binN[b]++
+	f.byFill.add(fb, d > 0)
 	if d > 0 {
 		f.reused++
 		f.binHits[b]++
-		last, _ := f.lastUse(blocks[d-1])
-		depth, age := float64(d)/float64(len(blocks)), max(t-last, 0)
-		f.depth.add(depth)
-		f.age.add(age)
-		if f.binDepth[b] == nil {
-			f.binDepth[b] = newReservoir[float64](binPairs, 16+uint64(b))
-			f.binAge[b] = newReservoir[float64](binPairs, 32+uint64(b))
+		dist, last, _ := f.stack.distance(blocks[d-1])
+		// A distance is at most the blocks used before, less one.
+		obs := truncatedSample{x: float64(dist), limit: float64(f.stack.live - 1)}
+		c := depthClass(d)
+		r := reuseObs{share: float64(d) / float64(len(blocks)), blocks: float64(d), age: max(t-last, 0), limit: obs.limit, class: c}
+		f.reuses.add(r)
+		f.dist.add(obs)
+		if f.distByDepth[c] == nil {
+			f.distByDepth[c] = newReservoir[truncatedSample](binPairs, 48+uint64(c))
+			f.excessByDepth[c] = newReservoir[float64](binPairs, 80+uint64(c))
 		}
-		f.binDepth[b].add(depth)
-		f.binAge[b].add(age)
+		f.distByDepth[c].add(obs)
+		if l := int(f.stack.tag(blocks[d-1])); l >= d {
+			f.excessByDepth[c].add(float64(l-d) / float64(l))
+		}
+		if f.binReuses[b] == nil {
+			f.binReuses[b] = newReservoir[reuseObs](binPairs, 16+uint64(b))
+		}
+		f.binReuses[b].add(r)
 	}
 	g := f.groups[blocks[0]]
 	if g == nil {
@@ -162,29 +346,59 @@ func (f *prefixFitter) add(t float64, in int64, blocks []int64) {
 		f.groups[blocks[0]] = g
 	}
 	g.last, g.n = t, g.n+1
-	for _, id := range blocks {
-		f.cur[id] = t
-	}
-	if len(f.cur) > maxTrackedBlocks {
-		f.old, f.cur = f.cur, map[int64]float64{}
-		f.forgot = true
-	}
+	f.touch(t, blocks)
 }
 
 func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 	if f.requests == 0 {
 		return nil, nil
 	}
-	m := &PrefixModel{BlockSize: f.blockSize, Requests: f.requests, ReuseShare: float64(f.reused) / float64(f.requests),
-		Depth: floatMarginal(f.depth, 129), AgeS: floatMarginal(f.age, 257), Groups: int64(len(f.groups))}
-	for b := range f.binN {
-		if f.binN[b] > 0 {
-			m.ReuseByInputBin = append(m.ReuseByInputBin, ShareBin{InputHigh: binHigh(b), Share: float64(f.binHits[b]) / float64(f.binN[b]), N: f.binN[b]})
+	m := &PrefixModel{BlockSize: f.blockSize, Requests: f.requests, ReuseShare: float64(f.reused) / float64(f.requests), Groups: int64(len(f.groups))}
+	// Stack-distance laws first: the depth laws and shares are weighted by
+	// how likely each reuse was to be possible when it happened.
+	weight := func(reuseObs) float64 { return 1 }
+	if f.reused > 0 {
+		d := truncatedMarginal(f.dist, 129)
+		m.Distance = &d
+		var byClass [depthClasses]*quantileCDF
+		for c, r := range f.distByDepth {
+			if r == nil || r.seen < minBinRequests {
+				continue
+			}
+			low, high := depthClassBounds(c)
+			dd := DepthDistance{Low: low, High: high, Distance: truncatedMarginal(r, 33)}
+			if e := f.excessByDepth[c]; e.seen >= minBinRequests {
+				x := floatMarginal(e, 33)
+				dd.Excess = &x
+			}
+			m.DistanceByDepth = append(m.DistanceByDepth, dd)
 		}
-		if f.binHits[b] >= minBinRequests {
-			m.ByInputBin = append(m.ByInputBin, ReuseBin{InputHigh: binHigh(b), Depth: floatMarginal(f.binDepth[b], 33), AgeS: floatMarginal(f.binAge[b], 65)})
+		for i := range m.DistanceByDepth {
+			byClass[depthClass(m.DistanceByDepth[i].Low)] = newQuantileCDF(&m.DistanceByDepth[i].Distance)
+		}
+		pooled := newQuantileCDF(m.Distance)
+		weight = func(o reuseObs) float64 {
+			law := byClass[o.class]
+			if law == nil {
+				law = pooled
+			}
+			return 1 / math.Max(law.at(o.limit), minFeasible)
 		}
 	}
+	pooled := reuseLaws(f.reuses, weight)
+	m.Depth, m.DepthBlocks, m.AgeS = pooled.share, pooled.blocks, pooled.age
+	for b := range f.binN {
+		if f.binN[b] == 0 {
+			continue
+		}
+		m.ReuseByInputBin = append(m.ReuseByInputBin, ShareBin{InputHigh: binHigh(b), Share: float64(f.binHits[b]) / float64(f.binN[b]), N: f.binN[b]})
+		if f.binHits[b] >= minBinRequests {
+			l := reuseLaws(f.binReuses[b], weight)
+			rb := ReuseBin{InputHigh: binHigh(b), Depth: l.shareSmall, DepthBlocks: l.blocks, AgeS: l.ageSmall}
+			m.ByInputBin = append(m.ByInputBin, rb)
+		}
+	}
+	m.ReuseByFill = f.byFill.bins()
 	if span := f.last - f.first; span > 0 {
 		m.NewGroupsPerS = float64(len(f.groups)) / span
 	}
@@ -205,7 +419,7 @@ func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 		m.ZipfAlpha, m.ZipfAlphaCI95 = alpha, ci
 		m.ZipfS = 1 / (alpha - 1)
 	}
-	if f.forgot {
+	if f.stack.forgot {
 		m.WindowNote = fmt.Sprintf("the fit remembers at most %d blocks; reuse of older blocks counted as new", maxTrackedBlocks)
 	}
 	return m, nil
@@ -246,196 +460,4 @@ func fitPowerLaw(ctx context.Context, sizes []float64) (float64, [2]float64, err
 	}
 	se := 1 / math.Sqrt(info)
 	return a, [2]float64{a - 1.96*se, a + 1.96*se}, nil
-}
-
-// maxPrefixBlocks bounds the prefix blocks of one generated request: with
-// small blocks a 10-million-token prompt would carry 80 MB of ids.
-const maxPrefixBlocks = 1 << 16
-
-// prefixGen assigns prefix blocks to generated requests by copying from its
-// own recent history with the fitted laws.
-type prefixGen struct {
-	m       *PrefixModel
-	rng     *rand.Rand
-	salt    uint64
-	counter uint64
-	hist    []histEntry // prefix contexts in order of last use
-	offset  int64       // absolute position of hist[0]
-	live    map[int64]int64
-	// blockLast is when each block in the history was last used.
-	blockLast map[int64]float64
-	nextID    int64
-	maxAge    float64
-	// cold, when true, disables reuse; shiftAt drops the history older than
-	// that time once (hot-prefix-shift).
-	cold    func(t float64) bool
-	shiftAt float64
-	shifted bool
-}
-
-// histEntry is one prefix context in the generator's history, at the time
-// it was last used. A context used again is appended anew and its older
-// entry goes stale, so the history stays ordered by last use, as the fit's
-// ages are measured.
-type histEntry struct {
-	t      float64
-	id     int64
-	blocks []int64
-}
-
-func newPrefixGen(m *PrefixModel, seed uint64) *prefixGen {
-	g := &prefixGen{m: m, rng: rand.New(rand.NewPCG(seed, 0xb10c)), salt: seed*0x9e3779b97f4a7c15 + 1, shiftAt: math.Inf(1), live: map[int64]int64{}, blockLast: map[int64]float64{}}
-	if k := m.AgeS.Knots; len(k) > 0 {
-		g.maxAge = k[len(k)-1]
-	}
-	return g
-}
-
-// freshID returns a new block id no earlier request used.
-func (g *prefixGen) freshID() int64 {
-	g.counter++
-	x := g.counter + g.salt
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return int64(x & (1<<62 - 1))
-}
-
-func (g *prefixGen) reuseShare(in int64) float64 {
-	hi := float64(in)
-	for _, b := range g.m.ReuseByInputBin {
-		if hi < b.InputHigh {
-			if b.N >= minBinRequests {
-				return b.Share
-			}
-			break
-		}
-	}
-	return g.m.ReuseShare
-}
-
-// laws returns the reuse depth and age laws for a request with in input
-// tokens: its bin's where the fit had enough of them, else the pooled ones.
-func (g *prefixGen) laws(in int64) (depth, age *Marginal) {
-	edge := binHigh(inputBin(in))
-	for i := range g.m.ByInputBin {
-		if b := &g.m.ByInputBin[i]; b.InputHigh == edge {
-			return &b.Depth, &b.AgeS
-		}
-	}
-	return &g.m.Depth, &g.m.AgeS
-}
-
-// blocks returns the prefix blocks of a request at t (seconds) with in
-// input tokens.
-func (g *prefixGen) blocks(t float64, in int64) []int64 {
-	nb := min(int((in+int64(g.m.BlockSize)-1)/int64(g.m.BlockSize)), maxPrefixBlocks)
-	out := make([]int64, 0, nb)
-	if t >= g.shiftAt && !g.shifted {
-		g.offset += int64(len(g.hist))
-		g.hist, g.shifted = nil, true
-		clear(g.live)
-		clear(g.blockLast)
-	}
-	// Forget contexts not used within the oldest age ever reused.
-	cut := 0
-	for cut < len(g.hist) && t-g.hist[cut].t > g.maxAge {
-		if e := g.hist[cut]; g.live[e.id] == g.offset+int64(cut) {
-			delete(g.live, e.id)
-			for _, id := range e.blocks {
-				if g.blockLast[id] <= e.t {
-					delete(g.blockLast, id)
-				}
-			}
-		}
-		cut++
-	}
-	// Re-slicing, not copying: a long history would make every request pay
-	// for moving it; append reclaims the dropped head when it reallocates.
-	g.hist = g.hist[cut:]
-	g.offset += int64(cut)
-	cold := g.cold != nil && g.cold(t)
-	if !cold && len(g.live) > 0 && g.rng.Float64() < g.reuseShare(in) {
-		depthLaw, ageLaw := g.laws(in)
-		age := ageLaw.Quantile(g.rng.Float64())
-		// The context last used at or before t − age.
-		i, _ := slices.BinarySearchFunc(g.hist, t-age, func(e histEntry, x float64) int { return cmp.Compare(e.t, x) })
-		if i == len(g.hist) || g.hist[i].t > t-age {
-			i--
-		}
-		i = max(i, 0)
-		d := int(math.Round(depthLaw.Quantile(g.rng.Float64()) * float64(nb)))
-		d = min(max(d, 1), nb)
-		if j := g.parent(i, d, t-age); j >= 0 {
-			parent := g.hist[j]
-			d = min(d, len(parent.blocks))
-			out = append(out, parent.blocks[:d]...)
-			g.touch(parent.id, t, parent.blocks)
-		}
-	}
-	for len(out) < nb {
-		out = append(out, g.freshID())
-	}
-	for _, id := range out {
-		g.blockLast[id] = t
-	}
-	g.nextID++
-	g.touch(g.nextID, t, out)
-	return out
-}
-
-// touch records that context id was used at t.
-func (g *prefixGen) touch(id int64, t float64, blocks []int64) {
-	g.live[id] = g.offset + int64(len(g.hist))
-	g.hist = append(g.hist, histEntry{t: t, id: id, blocks: blocks})
-}
-
-func (g *prefixGen) isLive(j int) bool { return g.live[g.hist[j].id] == g.offset+int64(j) }
-
-// parentScan bounds how far parent looks around the chosen age.
-const parentScan = 256
-
-// parent returns the history index of a live context for a reuse of d
-// blocks drawn to be as old as target (seconds). Among the parentScan live
-// contexts at or before index i it takes, of those with at least d blocks,
-// the one whose d-th block was last used nearest to target: ages are judged
-// per block, as the fit measures them, because a shared prefix was used
-// more recently than any one context's entry says. When none in reach is
-// long enough it takes the longest and the reuse is cut short. Only when no
-// live context is that old does it look at newer ones, the nearest first:
-// a newer parent would make the reuse younger than drawn
-// (docs/measurements.md).
-func (g *prefixGen) parent(i, d int, target float64) int {
-	longest, deep := -1, -1
-	deepMiss := math.Inf(1)
-	for j, k := i, 0; k < parentScan && j >= 0; j-- {
-		if !g.isLive(j) {
-			continue
-		}
-		k++
-		e := &g.hist[j]
-		if len(e.blocks) >= d {
-			if miss := math.Abs(g.blockLast[e.blocks[d-1]] - target); miss < deepMiss {
-				deep, deepMiss = j, miss
-			}
-			continue
-		}
-		if longest < 0 || len(e.blocks) > len(g.hist[longest].blocks) {
-			longest = j
-		}
-	}
-	if deep >= 0 {
-		return deep
-	}
-	if longest >= 0 {
-		return longest
-	}
-	for j := i + 1; j < len(g.hist); j++ {
-		if g.isLive(j) {
-			return j
-		}
-	}
-	return -1
 }

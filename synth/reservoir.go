@@ -34,9 +34,18 @@ func (r *reservoir[T]) add(v T) {
 func floatMarginal(r *reservoir[float64], k int) Marginal {
 	s := slices.Clone(r.items)
 	slices.Sort(s)
+	vals, counts := distinctCounts(s)
+	m := marginalFromCounts(vals, counts, k)
+	m.N = int64(r.seen)
+	return m
+}
+
+// distinctCounts returns the distinct values of sorted values with how
+// often each occurs.
+func distinctCounts(sorted []float64) ([]float64, []int64) {
 	var vals []float64
 	var counts []int64
-	for _, v := range s {
+	for _, v := range sorted {
 		if n := len(vals); n > 0 && vals[n-1] == v {
 			counts[n-1]++
 			continue
@@ -44,9 +53,7 @@ func floatMarginal(r *reservoir[float64], k int) Marginal {
 		vals = append(vals, v)
 		counts = append(counts, 1)
 	}
-	m := marginalFromCounts(vals, counts, k)
-	m.N = int64(r.seen)
-	return m
+	return vals, counts
 }
 
 // marginalFromCounts builds a Marginal with up to k knots from distinct

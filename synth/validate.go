@@ -33,15 +33,20 @@ var DefaultThresholds = map[string]float64{
 	"gap_p10":                       0.5, "gap_p50": 0.3, "gap_p90": 0.3, "gap_p99": 0.3,
 	"dispersion_1s": 0.25, "dispersion_10s": 0.25, "dispersion_60s": 0.25,
 	"rate_per_minute": 0.5,
-	"lru_hit_0.5M":    0.03, "lru_hit_1.5M": 0.03, "lru_hit_5M": 0.03, "lru_hit_15M": 0.03, "lru_hit_50M": 0.03,
-	"session_turns_ks": 0.05,
+	"lru_hit_0.1pct":  0.03, "lru_hit_0.3pct": 0.03, "lru_hit_1pct": 0.03, "lru_hit_3pct": 0.03,
+	"lru_hit_10pct": 0.03, "lru_hit_30pct": 0.03, "lru_hit_60pct": 0.03, "lru_hit_100pct": 0.03,
+	"stack_distance_ks": 0.05,
+	"session_turns_ks":  0.05,
 }
 
-// LRUCapacities are the prefix-cache sizes (tokens) of the hit-rate checks.
-var LRUCapacities = []struct {
-	Name   string
-	Tokens float64
-}{{"0.5M", 0.5e6}, {"1.5M", 1.5e6}, {"5M", 5e6}, {"15M", 15e6}, {"50M", 50e6}}
+// LRUSizes are the prefix-cache sizes of the hit-rate checks, in percent of
+// the real side's distinct blocks: from a cache that holds little but hot
+// system prompts to one that holds every block (which then hits every
+// reuse). A cache of C blocks hits the uses at stack distance below C.
+var LRUSizes = []struct {
+	Name    string
+	Percent float64
+}{{"0.1pct", 0.1}, {"0.3pct", 0.3}, {"1pct", 1}, {"3pct", 3}, {"10pct", 10}, {"30pct", 30}, {"60pct", 60}, {"100pct", 100}}
 
 // Check is one fidelity comparison.
 type Check struct {
@@ -57,17 +62,25 @@ type Check struct {
 	Statistic bool    `json:"statistic,omitempty"`
 	Threshold float64 `json:"threshold"`
 	Pass      bool    `json:"pass"`
+	// Halves, where set, is the same difference between the real trace's
+	// first and second halves: how far the trace moves against itself, so
+	// that a Diff near it is noise rather than a misfit.
+	Halves *float64 `json:"real_halves,omitempty"`
 }
 
 // Validation is the result of Validate.
 type Validation struct {
-	Real, Synth   string   `json:"-"`
-	RealRows      int      `json:"real_rows"`
-	SynthRows     int      `json:"synth_rows"`
-	Checks        []Check  `json:"checks"`
-	Pass          bool     `json:"pass"`
-	Failed        int      `json:"failed"`
-	SkippedReason []string `json:"skipped,omitempty"`
+	Real, Synth string  `json:"-"`
+	RealRows    int     `json:"real_rows"`
+	SynthRows   int     `json:"synth_rows"`
+	Checks      []Check `json:"checks"`
+	Pass        bool    `json:"pass"`
+	Failed      int     `json:"failed"`
+	// LRUSizesBlocks are the cache sizes of the lru_hit checks, in blocks
+	// of BlockSize tokens.
+	LRUSizesBlocks []int64  `json:"lru_sizes_blocks,omitempty"`
+	BlockSize      int      `json:"block_size,omitempty"`
+	SkippedReason  []string `json:"skipped,omitempty"`
 }
 
 // workloadSample is what validation reads of one side.
@@ -214,21 +227,11 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 	} else {
 		v.SkippedReason = append(v.SkippedReason, "rate per minute: a side is shorter than a minute")
 	}
-	if len(real.blocks) > 0 && len(syn.blocks) > 0 {
-		caps := make([]float64, len(LRUCapacities))
-		for i, c := range LRUCapacities {
-			caps[i] = c.Tokens
-		}
-		rh, err := lruHitRates(ctx, real.blocks, real.blockSize, caps)
-		if err != nil {
+	if real.blockSize != syn.blockSize && len(real.blocks) > 0 && len(syn.blocks) > 0 {
+		v.SkippedReason = append(v.SkippedReason, fmt.Sprintf("LRU hit rate: blocks of %d tokens against %d; compare workloads with one block size", real.blockSize, syn.blockSize))
+	} else if len(real.blocks) > 0 && len(syn.blocks) > 0 {
+		if err := v.addReuse(ctx, real, syn, push); err != nil {
 			return nil, err
-		}
-		sh, err := lruHitRates(ctx, syn.blocks, syn.blockSize, caps)
-		if err != nil {
-			return nil, err
-		}
-		for i, c := range LRUCapacities {
-			add("lru_hit_"+c.Name, rh[i], sh[i], false)
 		}
 	} else {
 		v.SkippedReason = append(v.SkippedReason, "LRU hit rate: a side has no prefix blocks")
@@ -243,6 +246,71 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 		}
 	}
 	return v, nil
+}
+
+// addReuse files the prefix-reuse checks: the LRU hit rate at each of
+// LRUSizes and the KS distance of the per-block stack distances (first
+// uses at +Inf, so the KS distance is the largest hit-rate difference over
+// every cache size), each beside the same figure between the real trace's
+// two halves.
+func (v *Validation) addReuse(ctx context.Context, real, syn *workloadSample, push func(Check)) error {
+	rd, err := sortedDistances(ctx, real.blocks)
+	if err != nil {
+		return err
+	}
+	sd, err := sortedDistances(ctx, syn.blocks)
+	if err != nil {
+		return err
+	}
+	half := len(real.blocks) / 2
+	h1, err := sortedDistances(ctx, real.blocks[:half])
+	if err != nil {
+		return err
+	}
+	h2, err := sortedDistances(ctx, real.blocks[half:])
+	if err != nil {
+		return err
+	}
+	v.BlockSize = real.blockSize
+	sizes := func(d []float64) []float64 {
+		distinct := len(d) - firstUse(d)
+		out := make([]float64, len(LRUSizes))
+		for i, c := range LRUSizes {
+			out[i] = max(1, math.Round(c.Percent/100*float64(distinct)))
+		}
+		return out
+	}
+	caps := sizes(rd)
+	for _, c := range caps {
+		v.LRUSizesBlocks = append(v.LRUSizesBlocks, int64(c))
+	}
+	rh, sh := HitCurve(rd, caps), HitCurve(sd, caps)
+	// Each half is measured at its own share of its own distinct blocks.
+	hh1, hh2 := HitCurve(h1, sizes(h1)), HitCurve(h2, sizes(h2))
+	for i, c := range LRUSizes {
+		noise := math.Abs(hh1[i] - hh2[i])
+		push(Check{Name: "lru_hit_" + c.Name, Real: rh[i], Synth: sh[i], Diff: math.Abs(sh[i] - rh[i]), Halves: &noise})
+	}
+	noise := rank.KS(h1, h2)
+	push(Check{Name: "stack_distance_ks", Diff: rank.KS(rd, sd), Statistic: true, Halves: &noise})
+	return nil
+}
+
+// sortedDistances returns the stack distances of the blocks' uses, sorted.
+func sortedDistances(ctx context.Context, blocks [][]int64) ([]float64, error) {
+	d, err := StackDistances(ctx, blocks)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(d)
+	return d, nil
+}
+
+// firstUse returns the index of the first +Inf (a block's first use) in
+// sorted distances.
+func firstUse(d []float64) int {
+	i, _ := slices.BinarySearch(d, math.Inf(1))
+	return i
 }
 
 func sortedCopy(x []float64) []float64 {
@@ -294,7 +362,7 @@ func perMinuteRateError(real, syn *workloadSample) (float64, float64, float64, b
 func WriteValidation(w io.Writer, v *Validation) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "validate %s (%d rows) against real %s (%d rows)\n", v.Synth, v.SynthRows, v.Real, v.RealRows)
-	fmt.Fprintln(tw, "check\treal\tsynth\tdiff\tthreshold\t")
+	fmt.Fprintln(tw, "check\treal\tsynth\tdiff\tthreshold\t\treal halves")
 	num := func(x float64) string {
 		if math.IsNaN(x) {
 			return "-"
@@ -314,10 +382,21 @@ func WriteValidation(w io.Writer, v *Validation) error {
 		if c.Statistic {
 			r, s = "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4f%s\t%.4g\t%s\n", c.Name, r, s, c.Diff, kind, c.Threshold, mark)
+		halves := ""
+		if c.Halves != nil {
+			halves = fmt.Sprintf("%.4f", *c.Halves)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4f%s\t%.4g\t%s\t%s\n", c.Name, r, s, c.Diff, kind, c.Threshold, mark, halves)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(v.LRUSizesBlocks) > 0 {
+		parts := make([]string, len(v.LRUSizesBlocks))
+		for i, b := range v.LRUSizesBlocks {
+			parts[i] = fmt.Sprintf("%s %d", LRUSizes[i].Name, b)
+		}
+		fmt.Fprintf(w, "lru sizes in blocks of %d tokens: %s\n", v.BlockSize, strings.Join(parts, ", "))
 	}
 	for _, s := range v.SkippedReason {
 		fmt.Fprintf(w, "skipped: %s\n", s)

@@ -18,9 +18,11 @@ func validateCmd() *cli.Command {
 		Description: `Compares lengths (KS distance, p50/p90/p99), their rank correlation and the
 median output per input decile, inter-arrival gap quantiles, the index of
 dispersion of counts at 1/10/60 s, the per-minute rate, the LRU prefix-cache
-block hit rate at 0.5M/1.5M/5M/15M/50M tokens and the session-length
-distribution. Each has a threshold (--threshold name=value overrides one);
-the exit status is 1 when any fails.
+block hit rate at 0.1/0.3/1/3/10/30/60/100% of REAL's distinct blocks and
+the KS distance of the blocks' LRU stack distances (each beside the same
+figure between REAL's two halves: how far the trace moves against itself),
+and the session-length distribution. Each has a threshold (--threshold
+name=value overrides one); the exit status is 1 when any fails.
 
 Example (fit on the first 70%, check on the held-out 30%):
    servetrace fit traces/azure --span 0-70 --out train.json
