@@ -26,6 +26,15 @@ type vllmResult struct {
 	StartTimes []float64       `json:"start_times"`
 	Errors     []string        `json:"errors"`
 	Rate       json.RawMessage `json:"request_rate"`
+	Completed  *int64          `json:"completed"`
+}
+
+// everyAtOnce reports whether a vLLM request_rate says every request was
+// sent at once: "inf", as vLLM writes float("inf") (the JSON token
+// Infinity or the string "inf").
+func everyAtOnce(rate string) bool {
+	r, err := strconv.ParseFloat(strings.TrimPrefix(strings.ToLower(rate), "+"), 64)
+	return err == nil && math.IsInf(r, 1)
 }
 
 // isVLLMResult reports whether a path names a vLLM result file rather
@@ -37,9 +46,12 @@ func isVLLMResult(path string) bool {
 
 // readVLLMResult converts a vLLM detailed result into result columns, so
 // a vLLM run gets the same intervals. Per request: sent from start_times
-// (relative to the first; without them, send order is kept and sends are
-// spread evenly over the duration, and the note says so), first token at
-// TTFT, one token event per ITL entry, done at the last event.
+// (relative to the first); without them, at 0 when the request rate was
+// inf (every request sent at once), else in send order spread evenly over
+// the duration, and a note says so; first token at TTFT, one token event
+// per ITL entry, done at the last event. The summary carries the file's
+// own duration, over which a report of the file alone counts throughput:
+// vLLM's request_throughput is completed / duration.
 func readVLLMResult(path string) (*resultColumns, RunSummary, []string, error) {
 	var notes []string
 	b, err := os.ReadFile(path)
@@ -58,8 +70,10 @@ func readVLLMResult(path string) (*resultColumns, RunSummary, []string, error) {
 	if len(v.Errors) != 0 && len(v.Errors) != n {
 		return nil, RunSummary{}, nil, fmt.Errorf("%s: %d errors for %d requests", path, len(v.Errors), n)
 	}
+	rate := strings.Trim(string(v.Rate), `"`)
 	starts := make([]int64, n)
-	if len(v.StartTimes) == n {
+	switch {
+	case len(v.StartTimes) == n:
 		t0 := v.StartTimes[0]
 		for _, s := range v.StartTimes {
 			t0 = math.Min(t0, s)
@@ -67,11 +81,13 @@ func readVLLMResult(path string) (*resultColumns, RunSummary, []string, error) {
 		for i, s := range v.StartTimes {
 			starts[i] = int64((s - t0) * 1e9)
 		}
-	} else {
+	case everyAtOnce(rate):
+		notes = append(notes, fmt.Sprintf("%s has no start_times and a request rate of inf: every request is taken as sent at t = 0", filepath.Base(path)))
+	default:
 		for i := range starts {
 			starts[i] = int64(float64(i) / float64(n) * v.Duration * 1e9)
 		}
-		notes = append(notes, fmt.Sprintf("%s has no start_times: send order is kept and sends are spread evenly over its %.1f s, so time series and throughput spans are approximate", filepath.Base(path), v.Duration))
+		notes = append(notes, fmt.Sprintf("%s has no start_times: send order is kept and sends are spread evenly over its %.1f s, so its time series are approximate", filepath.Base(path), v.Duration))
 	}
 	c := &resultColumns{n: n, tokenOffsets: []int64{0}, featureOffsets: []int64{0}, prefixOffsets: []int64{0}}
 	for i := range n {
@@ -111,14 +127,34 @@ func readVLLMResult(path string) (*resultColumns, RunSummary, []string, error) {
 		c.done = append(c.done, sent+t)
 		c.observedOut = append(c.observedOut, v.OutputLens[i])
 	}
-	rate := strings.Trim(string(v.Rate), `"`)
+	// An offered rate of inf is no number JSON can hold: 0, with
+	// AllAtOnce.
 	offered, _ := strconv.ParseFloat(rate, 64)
 	sum := RunSummary{Dir: path, RunID: "vllm:" + strings.TrimSuffix(filepath.Base(path), ".json"), Complete: true,
-		Target: strings.TrimSpace(v.Backend + " " + v.ModelID), OfferedRate: offered}
+		Target: strings.TrimSpace(v.Backend + " " + v.ModelID), AllAtOnce: everyAtOnce(rate)}
+	if !math.IsInf(offered, 0) && !math.IsNaN(offered) {
+		sum.OfferedRate = offered
+	}
 	if v.Duration > 0 {
-		sum.AchievedRate = float64(n) / v.Duration
+		completed := int64(n - failures(v.Errors))
+		if v.Completed != nil {
+			completed = *v.Completed
+		}
+		sum.AchievedRate = float64(completed) / v.Duration
+		sum.fileDurationS = v.Duration
 	}
 	return c, sum, notes, nil
+}
+
+// failures counts the non-empty error strings of a vLLM result.
+func failures(errs []string) int {
+	k := 0
+	for _, e := range errs {
+		if e != "" {
+			k++
+		}
+	}
+	return k
 }
 
 // appendColumns appends o's rows to c.

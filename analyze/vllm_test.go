@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"strings"
@@ -80,4 +81,42 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestVLLMRateInfWithoutStartTimes reads a result in the shape vLLM's
+// benchmarks/benchmark_serving.py wrote in 2024 (save_result: no
+// start_times; request_rate "inf" when every request is sent at once): the
+// sends are all at 0, the throughput is the file's own (completed /
+// duration: 8.0 req/s, 28 output tok/s), and the report encodes as JSON
+// (an offered rate of +Inf does not).
+func TestVLLMRateInfWithoutStartTimes(t *testing.T) {
+	rep, err := Analyze([]string{"testdata/vllm/rate-inf-2024.json"}, Options{Percentiles: []float64{50}, Bootstrap: BootstrapOptions{Resamples: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := rep.Throughput
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"duration", th.DurationS, 0.5}, {"request throughput", th.RequestsPerS, 8.0}, {"output throughput", th.OutputTokensPerS, 28.0}, {"total token throughput", th.TotalTokensPerS, 1628.0}} {
+		if math.Abs(c.got-c.want) > 0.001*c.want {
+			t.Errorf("%s %v, want the file's %v within 0.1%%", c.name, c.got, c.want)
+		}
+	}
+	if lo, hi := th.RequestsPerSCI[0], th.RequestsPerSCI[1]; !(lo < 8 && hi > 8) {
+		t.Errorf("request throughput interval [%v, %v] does not hold 8", lo, hi)
+	}
+	if r := rep.Runs[0]; !r.AllAtOnce || r.OfferedRate != 0 || math.Abs(r.AchievedRate-8) > 1e-9 {
+		t.Errorf("run summary: all at once %v, offered %v, achieved %v; want true, 0, 8", r.AllAtOnce, r.OfferedRate, r.AchievedRate)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "every request is taken as sent at t = 0") {
+		t.Errorf("no note on the sends: %q", rep.Notes)
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Errorf("the report does not encode as JSON: %v", err)
+	}
+	// Latencies are the file's lists: TTFT median of 50, 80, 120, 150 ms.
+	if m := rep.Metrics["ttft_ms"].Median; math.Abs(m-100) > 1e-6 {
+		t.Errorf("TTFT median %v, want 100", m)
+	}
 }
