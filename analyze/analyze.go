@@ -626,7 +626,7 @@ func (rep *Report) rescaleThroughput(span float64) {
 	f := t.DurationS / span
 	t.DurationS = span
 	t.RequestsPerS *= f
-	t.RequestsPerSCI = poissonRateCI(int(math.Round(t.RequestsPerS*span)), span)
+	t.RequestsPerSCI = poissonRateCI(rep.Requests.Outcomes[trace.OutcomeOK], span)
 	t.OutputTokensPerS, t.TotalTokensPerS = t.OutputTokensPerS*f, t.TotalTokensPerS*f
 	for _, ci := range []*[2]float64{&t.OutputTokensPerSCI, &t.TotalTokensPerSCI} {
 		ci[0], ci[1] = ci[0]*f, ci[1]*f

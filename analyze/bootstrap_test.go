@@ -96,9 +96,7 @@ func TestAutoBlock(t *testing.T) {
 // percentile in 400 trials of 2,000 lognormal (σ = 1) samples, and of AR(1)
 // (φ = 0.9) log-latency series; the bounds asserted are written below.
 func TestLongIntervalCoverage(t *testing.T) {
-	if raceEnabled || testing.Short() {
-		t.Skip("a long statistical check: run by make test-timing")
-	}
+	skipLong(t)
 	const trials, n, p = 400, 2000, 0.99
 	trueIID := math.Exp(2.3263478740408408) // lognormal σ=1 p99: exp(z_0.99)
 	// AR(1) log series with unit marginal variance: x_t = φx_{t-1} + √(1-φ²)ε.
@@ -201,5 +199,14 @@ func TestSortParallelMatchesSort(t *testing.T) {
 				t.Fatalf("n=%d: rank[%d] = %d on sorted input with ties", n, i, r)
 			}
 		}
+	}
+}
+
+// skipLong skips a long statistical check under -race or -short: make
+// test-timing runs them without -race, where they take seconds.
+func skipLong(t *testing.T) {
+	t.Helper()
+	if raceEnabled || testing.Short() {
+		t.Skip("a long statistical check: run by make test-timing")
 	}
 }

@@ -27,9 +27,7 @@ func TestHolmHandComputed(t *testing.T) {
 // 20,000 samples per side, 200 seeds. A/A must flag no metric in at least
 // 93% of seeds; B 10% slower must be "worse" on p99 in at least 95%.
 func TestLongCompareCalibration(t *testing.T) {
-	if raceEnabled || testing.Short() {
-		t.Skip("a long statistical check: run by make test-timing")
-	}
+	skipLong(t)
 	const seeds, n = 200, 20000
 	draw := func(rng *rand.Rand, scale float64) map[string][]float64 {
 		out := map[string][]float64{}
@@ -84,9 +82,7 @@ func TestLongCompareCalibration(t *testing.T) {
 // leaves a 10% shift about 2.4 standard errors wide, which no valid test
 // finds 90% of the time (docs/measurements.md).
 func TestLongCompareCalibrationCorrelated(t *testing.T) {
-	if raceEnabled || testing.Short() {
-		t.Skip("a long statistical check: run by make test-timing")
-	}
+	skipLong(t)
 	t.Parallel()
 	const seeds, n, sigma = 200, 20000, 0.3
 	draw := func(rng *rand.Rand, scale float64) map[string][]float64 {

@@ -82,9 +82,7 @@ func calmQueued(up, down float64) latencySeries {
 // The calm/queued process switches regimes about 80 times per series. At
 // 2,000 latencies two cells fall to about 0.91 (docs/measurements.md).
 func TestLongHeadlineCoverage(t *testing.T) {
-	if raceEnabled || testing.Short() {
-		t.Skip("a long statistical check: run by make test-timing")
-	}
+	skipLong(t)
 	t.Parallel()
 	const trials, n = 300, 5000
 	pcts := []float64{50, 90, 99}
@@ -263,9 +261,7 @@ func TestCorrelatedRunGetsBatchHeadline(t *testing.T) {
 // runs; the order-statistic interval, which counts every gap as
 // independent, is logged for contrast.
 func TestLongPooledITLCoverage(t *testing.T) {
-	if raceEnabled || testing.Short() {
-		t.Skip("a long statistical check: run by make test-timing")
-	}
+	skipLong(t)
 	t.Parallel()
 	const trials, requests = 300, 1000
 	pcts := []float64{50, 90, 99}

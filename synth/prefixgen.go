@@ -22,9 +22,9 @@ type prefixGen struct {
 	rng     *rand.Rand
 	salt    uint64
 	counter uint64
-	hist    []histEntry // prefix contexts in order of last use
-	offset  int64       // absolute position of hist[0]
-	live    map[int64]int64
+	hist    []histEntry     // prefix contexts in order of last use
+	offset  int64           // absolute position of hist[0]
+	live    map[int64]int64 // age mode: each context's latest history position
 	// byLen lists, per length bucket (lengthBucket of its blocks), the
 	// history positions (absolute) of its entries in order of use: distance
 	// mode looks for a parent of a given length near a given distance.
@@ -134,15 +134,16 @@ func (g *prefixGen) reuseShare(in int64) float64 {
 const maxRedraws = 8
 
 // laws returns the reuse depth and age laws for a request with in input
-// tokens: its bin's where the fit had enough of them, else the pooled ones.
-func (g *prefixGen) laws(in int64) (depth, age *Marginal) {
+// tokens: its bin's where the fit had enough of them, else the pooled ones,
+// and the bin's absolute depth law (nil without one).
+func (g *prefixGen) laws(in int64) (depth, age, blocks *Marginal) {
 	edge := binHigh(inputBin(in))
 	for i := range g.m.ByInputBin {
 		if b := &g.m.ByInputBin[i]; b.InputHigh == edge {
-			return &b.Depth, &b.AgeS
+			return &b.Depth, &b.AgeS, b.DepthBlocks
 		}
 	}
-	return &g.m.Depth, &g.m.AgeS
+	return &g.m.Depth, &g.m.AgeS, g.m.DepthBlocks
 }
 
 // depthBlocks draws the blocks a reuse by a request of nb blocks with in
@@ -150,22 +151,14 @@ func (g *prefixGen) laws(in int64) (depth, age *Marginal) {
 // one (a shared system prompt's fixed size), else the share law's quantile
 // at the same draw, so the two laws stay in rank order.
 func (g *prefixGen) depthBlocks(in int64, nb int) int {
-	share, _ := g.laws(in)
-	blocks := g.m.DepthBlocks
-	edge := binHigh(inputBin(in))
-	for i := range g.m.ByInputBin {
-		if b := &g.m.ByInputBin[i]; b.InputHigh == edge {
-			blocks = b.DepthBlocks
-		}
-	}
+	share, _, blocks := g.laws(in)
 	u := g.rng.Float64()
-	head := 0.0 // the mass of the head atoms
 	if blocks != nil {
 		// Only the atoms that head the law, contiguous from p = 0, and only
 		// those at most half the bin's shortest prompt: a shared head. In a
 		// bin of short prompts every block count is an atom, and drawn as
 		// absolute counts they would ignore the prompt's length.
-		most := headBlocks(inputBin(in), g.m.BlockSize)
+		head, most := 0.0, headBlocks(inputBin(in), g.m.BlockSize)
 		for _, a := range blocks.Atoms {
 			if a.PLow != head || a.Value > most {
 				break
@@ -241,9 +234,6 @@ func (g *prefixGen) forget(t float64) {
 			oldest := g.stack.times[st]
 			for cut < len(g.hist) && g.hist[cut].key < oldest {
 				e, pos := g.hist[cut], g.offset+int64(cut)
-				if g.live[e.id] == pos {
-					delete(g.live, e.id)
-				}
 				for _, id := range e.blocks {
 					if g.blockCtx[id] == pos {
 						delete(g.blockCtx, id)
@@ -296,7 +286,7 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 	g.forget(t)
 	cold := g.cold != nil && g.cold(t)
 	var parent *histEntry
-	if !cold && len(g.live) > 0 && g.rng.Float64() < g.reuseShare(in) {
+	if !cold && len(g.hist) > 0 && g.rng.Float64() < g.reuseShare(in) {
 		var d, j int
 		if g.stack != nil {
 			// A reuse whose distance the history cannot hold yet is drawn
@@ -327,7 +317,7 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 				j = g.nearestParent(d, w.dist, w.length)
 			}
 		} else {
-			depthLaw, ageLaw := g.laws(in)
+			depthLaw, ageLaw, _ := g.laws(in)
 			target := t - ageLaw.Quantile(g.rng.Float64())
 			d = min(max(int(math.Round(depthLaw.Quantile(g.rng.Float64())*float64(nb))), 1), nb)
 			// The context last used at or before target.
@@ -357,9 +347,10 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 // touch records that context id was used with key k.
 func (g *prefixGen) touch(id int64, k float64, blocks []int64) {
 	pos := g.offset + int64(len(g.hist))
-	g.live[id] = pos
 	g.hist = append(g.hist, histEntry{key: k, id: id, blocks: blocks})
-	if g.stack != nil && len(blocks) > 0 {
+	if g.stack == nil {
+		g.live[id] = pos
+	} else if len(blocks) > 0 {
 		b := lengthBucket(len(blocks))
 		g.byLen[b] = append(g.byLen[b], pos)
 		for _, id := range blocks {
@@ -433,7 +424,11 @@ func (g *prefixGen) blockParent(d int, w want, nb int) (int, int) {
 	return best, bestDepth
 }
 
-func (g *prefixGen) isLive(j int) bool { return g.live[g.hist[j].id] == g.offset+int64(j) }
+// isLive reports whether hist[j] is its context's latest entry: in
+// distance mode every entry is (a reuse does not re-append its parent).
+func (g *prefixGen) isLive(j int) bool {
+	return g.stack != nil || g.live[g.hist[j].id] == g.offset+int64(j)
+}
 
 // lengthBuckets and lengthRatio lay context lengths on buckets 5% apart,
 // from 1 block to maxPrefixBlocks.

@@ -32,11 +32,17 @@ func (r *reservoir[T]) add(v T) {
 // floatMarginal builds a Marginal of up to k knots from a reservoir of
 // values; N is the number of values seen, not kept.
 func floatMarginal(r *reservoir[float64], k int) Marginal {
-	s := slices.Clone(r.items)
+	return marginalOf(r.items, k, int64(r.seen))
+}
+
+// marginalOf builds a Marginal of up to k knots from values (not changed);
+// N is n.
+func marginalOf(values []float64, k int, n int64) Marginal {
+	s := slices.Clone(values)
 	slices.Sort(s)
 	vals, counts := distinctCounts(s)
 	m := marginalFromCounts(vals, counts, k)
-	m.N = int64(r.seen)
+	m.N = n
 	return m
 }
 

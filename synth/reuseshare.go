@@ -16,8 +16,8 @@ func (c *fillCounts) add(fill int, hit bool) {
 
 // minFillRequests is the fewest requests a fill bin is merged up to: the
 // first few requests of a trace decide how many shared prefixes it has
-// (the first four of a chat trace opened its four system prompts), and
-// merged over 30 requests the generator opened twice as many.
+// (the first ten of a chat trace opened its four system prompts), and
+// merged over 30 requests the generator opened seven.
 const minFillRequests = 10
 
 // bins merges the fill bins upwards until each holds minFillRequests

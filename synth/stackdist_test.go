@@ -93,7 +93,7 @@ func TestHitCurveEqualsLRUSimulation(t *testing.T) {
 	slices.Sort(d)
 	caps := []float64{1, 2, 7, 30, 100, 400, 2000, 1e6}
 	got := HitCurve(d, caps)
-	want := LRUHitRates(blocks, 1, caps)
+	want := lruHitRates(blocks, 1, caps)
 	for i := range caps {
 		if math.Abs(got[i]-want[i]) > 1e-12 {
 			t.Errorf("capacity %g: hit curve %v, LRU simulation %v", caps[i], got[i], want[i])

@@ -30,7 +30,7 @@ func TestLRUHitRatesHandComputed(t *testing.T) {
 	// Blocks A B | A C | B: with room for 2 blocks, A hits (A,B in cache),
 	// C evicts B, B misses → 1 hit of 5. With room for 3: A and B hit → 2/5.
 	blocks := [][]int64{{1, 2}, {1, 3}, {2}}
-	got := LRUHitRates(blocks, 1, []float64{2, 3})
+	got := lruHitRates(blocks, 1, []float64{2, 3})
 	if got[0] != 0.2 || got[1] != 0.4 {
 		t.Errorf("hit rates %v, want [0.2 0.4]", got)
 	}
@@ -263,7 +263,7 @@ func TestScenarios(t *testing.T) {
 			for _, r := range rows {
 				blocks = append(blocks, r.PrefixBlocks)
 			}
-			if h := LRUHitRates(blocks, 512, []float64{1e12})[0]; h != 0 {
+			if h := lruHitRates(blocks, 512, []float64{1e12})[0]; h != 0 {
 				t.Errorf("cold cache hit rate %.3f, want 0", h)
 			}
 		}},

@@ -17,8 +17,9 @@ type truncatedSample struct{ x, limit float64 }
 // (1 − d_j / R_j), with d_j the observations at x_j and R_j those with
 // x_i ≤ x_j ≤ limit_i. It returns the distinct values ascending with their
 // masses (summing to 1). Fitted naively, the distances of a trace's first
-// minutes, all short because little had been used yet, made the law too
-// short by a fifth on the bundled Mooncake sample.
+// minutes, all short because little had been used yet, pull the law short:
+// on the bundled Mooncake sample its median is 6,494 blocks naively and
+// 6,818 estimated.
 func rightTruncatedMasses(s []truncatedSample) ([]float64, []float64) {
 	if len(s) == 0 {
 		return nil, nil

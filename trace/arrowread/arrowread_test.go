@@ -131,6 +131,16 @@ func assertColumn(t *testing.T, cols map[string][]any, name string, want []any) 
 	}
 }
 
+// assertColumnOf checks column name against f of each written row.
+func assertColumnOf[T any](t *testing.T, cols map[string][]any, name string, rows []T, f func(T) any) {
+	t.Helper()
+	want := make([]any, len(rows))
+	for i, r := range rows {
+		want[i] = f(r)
+	}
+	assertColumn(t, cols, name, want)
+}
+
 func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 	dir := t.TempDir()
 	in := sampleRequests(300)
@@ -166,13 +176,7 @@ func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 		if len(cols) != 28 {
 			t.Errorf("%s: %d columns, want 28 (the request record)", p.Path, len(cols))
 		}
-		col := func(name string, f func(r trace.Request) any) {
-			want := make([]any, len(rows))
-			for i, r := range rows {
-				want[i] = f(r)
-			}
-			assertColumn(t, cols, name, want)
-		}
+		col := func(name string, f func(r trace.Request) any) { assertColumnOf(t, cols, name, rows, f) }
 		col("request_id", func(r trace.Request) any { return r.RequestID })
 		col("session_id", func(r trace.Request) any { return r.SessionID })
 		col("turn", func(r trace.Request) any { return r.Turn })
@@ -236,13 +240,7 @@ func TestArrowReadsResultsColumnByColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	cols := readWithArrow(t, filepath.Join(run, w.Parts()[0].Path))
-	col := func(name string, f func(r trace.Result) any) {
-		want := make([]any, len(in))
-		for i, r := range in {
-			want[i] = f(r)
-		}
-		assertColumn(t, cols, name, want)
-	}
+	col := func(name string, f func(r trace.Result) any) { assertColumnOf(t, cols, name, in, f) }
 	col("request_id", func(r trace.Result) any { return r.RequestID })
 	col("input_tokens", func(r trace.Result) any { return r.InputTokens })
 	col("prefix_blocks", func(r trace.Result) any { return listOf(r.PrefixBlocks) })
