@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/analyze/peer"
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -106,6 +107,9 @@ type RunSummary struct {
 	// PromptTruncation is set when the server reported prompts shorter
 	// than sent: it cut them, so the run measured shorter prompts.
 	PromptTruncation *trace.PromptTruncation `json:"prompt_truncation,omitempty"`
+	// Tool names the peer tool whose result file this run is ("" for a
+	// servetrace run); such a run records no client health.
+	Tool string `json:"tool,omitempty"`
 	// fileDurationS is a peer tool's own benchmark duration (a vLLM
 	// result's), over which a report of that file alone counts throughput.
 	fileDurationS float64
@@ -149,6 +153,9 @@ type Report struct {
 	Curves map[string]Curve `json:"curves,omitempty"`
 	// ITLHistogram bins the pooled inter-token gaps (Options.Curves).
 	ITLHistogram *Histogram `json:"itl_histogram,omitempty"`
+	// Given are peer tools' summary-only results, their own figures as
+	// given: no per-request data, so no interval.
+	Given []GivenRun `json:"given,omitempty"`
 	// Notes are warnings a reader must see: an incomplete run, a saturated
 	// client, percentiles the sample cannot bound.
 	Notes []string `json:"notes,omitempty"`
@@ -249,7 +256,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if err != nil {
 		return nil, err
 	}
-	rep.Runs, rep.Notes = l.runs, l.notes
+	rep.Runs, rep.Notes, rep.Given = l.runs, l.notes, l.given
 	compute(rep, l.cols, opts)
 	if len(l.runs) == 1 && l.runs[0].fileDurationS > 0 && rep.Throughput.DurationS > 0 {
 		// The tool's own duration, as its own throughput figures use:
@@ -309,6 +316,8 @@ type loaded struct {
 	cols  *resultColumns
 	dirs  []string
 	notes []string
+	// given are peer tools' summary-only results.
+	given []GivenRun
 	// runIDs in first-seen order, and each run's rows (shards merged).
 	runIDs  []string
 	runRows map[string][]int32
@@ -342,16 +351,24 @@ func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*l
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if isVLLMResult(dir) {
-			cols, sum, notes, err := readVLLMResult(dir)
+		if peer.IsResultFile(dir) {
+			runs, err := peer.Read(dir)
 			if err != nil {
 				return nil, err
 			}
-			from := l.cols.n
-			l.cols.appendColumns(cols)
-			l.addRows(sum.RunID, from, l.cols.n)
-			l.runs, l.notes = append(l.runs, sum), append(l.notes, notes...)
-			ids[sum.RunID] = true
+			for _, r := range runs {
+				l.notes = append(l.notes, r.Notes...)
+				if r.Requests == nil {
+					l.given = append(l.given, GivenRun{Source: r.Source, Tool: r.Tool, Model: r.Model, Figures: r.Figures})
+					continue
+				}
+				cols, sum := peerRunColumns(r)
+				from := l.cols.n
+				l.cols.appendColumns(cols)
+				l.addRows(sum.RunID, from, l.cols.n)
+				l.runs, l.notes = append(l.runs, sum), append(l.notes, peerMeanNotes(r)...)
+				ids[sum.RunID] = true
+			}
 			continue
 		}
 		ri, err := trace.ReadRunInfo(dir)

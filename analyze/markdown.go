@@ -14,6 +14,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	b.WriteString("## servetrace report\n\n")
 	for _, r := range rep.Runs {
+		if r.Tool != "" {
+			fmt.Fprintf(&b, "- run `%s` (%s result) against `%s`: offered %s, %s; no client health recorded\n", r.RunID, r.Tool, orNotRecorded(r.Target), offeredText(r), achievedText(r))
+			continue
+		}
 		state := "complete"
 		if !r.Complete {
 			state = "**partial: " + r.Reason + "**"
@@ -72,6 +76,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(&b, " (%s).\n", r.Note)
 	}
+	writeGivenMarkdown(&b, rep)
 	if len(rep.Notes) > 0 {
 		b.WriteString("\n")
 		for _, n := range rep.Notes {

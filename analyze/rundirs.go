@@ -1,42 +1,131 @@
 package analyze
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+
+	"github.com/servetrace/servetrace/analyze/peer"
 )
 
 // ExpandRunDirs expands one side of a comparison or a sweep argument: a run
-// directory, a comma-separated list of them, or a directory whose
-// subdirectories are run directories.
+// directory or a peer tool's result file, a comma-separated list of them,
+// or a directory holding them (a sweep: run directories, or result files
+// told apart by content, up to three levels down).
 func ExpandRunDirs(arg string) ([]string, error) {
 	var out []string
 	for _, p := range strings.Split(arg, ",") {
 		if p == "" {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(p, "run.json")); err == nil {
+		if isRunDir(p) || peer.IsResultFile(p) {
 			out = append(out, p)
 			continue
 		}
-		entries, err := os.ReadDir(p)
+		st, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("%s: not a run directory (no run.json) and not readable as a directory of runs: %w", p, err)
+			return nil, fmt.Errorf("%s: not a run directory or result file: %w", p, err)
 		}
-		found := 0
-		for _, e := range entries {
-			if _, err := os.Stat(filepath.Join(p, e.Name(), "run.json")); e.IsDir() && err == nil {
-				out = append(out, filepath.Join(p, e.Name()))
-				found++
-			}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("%s: not a run directory or a result file", p)
 		}
-		if found == 0 {
-			return nil, fmt.Errorf("%s: no run.json in it or in its subdirectories: give a run directory written by servetrace replay", p)
+		found, err := findRuns(p, 3)
+		if err != nil {
+			return nil, err
 		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("%s: not a servetrace run directory (no run.json in it or below) and no result file of a supported tool in it: give a run directory written by servetrace replay, or a result file of %s", p, peer.Tools)
+		}
+		out = append(out, found...)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%q names no run directory", arg)
 	}
 	return out, nil
+}
+
+// isRunDir reports whether p is a servetrace run directory.
+func isRunDir(p string) bool {
+	_, err := os.Stat(filepath.Join(p, "run.json"))
+	return err == nil
+}
+
+// findRuns lists the run directories and peer result files under root,
+// at most depth levels down, in lexical order; a run directory's own
+// files are not searched.
+func findRuns(root string, depth int) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path == root {
+			return nil
+		}
+		if strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) > depth {
+			return fs.SkipDir
+		}
+		if d.IsDir() {
+			if isRunDir(path) {
+				out = append(out, path)
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(path); d.Type().IsRegular() && (ext == ".json" || ext == ".jsonl") {
+			if _, err := peer.Read(path); err == nil {
+				out = append(out, path)
+			} else if !errors.Is(err, peer.ErrNotPeer) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", root, err)
+	}
+	sort.Strings(out)
+	return dropSweepRollups(out), nil
+}
+
+// dropSweepRollups removes the files of a `vllm bench sweep` directory
+// that repeat or precede its runs: in a directory of run=N.json files,
+// summary.json (the array of those runs) and warmup.json, and the
+// SLA--*.json arrays above them, so no run is counted twice.
+func dropSweepRollups(paths []string) []string {
+	runDirs := map[string]bool{}
+	for _, p := range paths {
+		if strings.HasPrefix(filepath.Base(p), "run=") {
+			runDirs[filepath.Dir(p)] = true
+		}
+	}
+	if len(runDirs) == 0 {
+		return paths
+	}
+	out := paths[:0]
+	for _, p := range paths {
+		dir, base := filepath.Dir(p), filepath.Base(p)
+		switch {
+		case runDirs[dir] && (base == "summary.json" || base == "warmup.json"):
+		case strings.HasPrefix(base, "SLA--") && hasRunsBelow(runDirs, dir):
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// hasRunsBelow reports whether a directory of run=N.json files lies
+// under dir.
+func hasRunsBelow(runDirs map[string]bool, dir string) bool {
+	for d := range runDirs {
+		if strings.HasPrefix(d, dir+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }

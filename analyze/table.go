@@ -15,7 +15,20 @@ import (
 // "value [ci95 low, high]", with "—" for a bound the sample cannot give.
 func WriteTable(w io.Writer, rep *Report) error {
 	var b strings.Builder
+	if len(rep.Runs) == 0 && len(rep.Given) > 0 {
+		writeGiven(&b, rep)
+		for _, n := range rep.Notes {
+			fmt.Fprintf(&b, "note: %s\n", n)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	for _, r := range rep.Runs {
+		if r.Tool != "" {
+			fmt.Fprintf(&b, "run %s (%s result) against %s: offered %s, %s; no client health recorded\n",
+				r.RunID, r.Tool, orNotRecorded(r.Target), offeredText(r), achievedText(r))
+			continue
+		}
 		state := "complete"
 		if !r.Complete {
 			state = "PARTIAL"
@@ -106,6 +119,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	writeSeries(&b, rep)
 	writeRepeats(&b, rep)
 	writeVsLogged(&b, rep)
+	writeGiven(&b, rep)
 	b.WriteString("\n")
 	for _, name := range MetricOrder {
 		if _, ok := rep.Metrics[name]; ok {

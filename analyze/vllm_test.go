@@ -62,8 +62,8 @@ func TestVLLMResultErrors(t *testing.T) {
 	dir := t.TempDir() + "/summary.json"
 	writeFile(t, dir, `{"duration": 1, "completed": 3}`)
 	_, err := Analyze([]string{dir}, Options{})
-	if err == nil || !containsAll(err.Error(), "--save-detailed", dir) {
-		t.Errorf("a summary-only file: %v; want a hint to use --save-detailed naming the file", err)
+	if err == nil || !containsAll(err.Error(), dir, "completed, duration", "not a result file of a supported load tool", "vLLM bench serve") {
+		t.Errorf("an object of no known tool: %v; want its keys and the tools read, naming the file", err)
 	}
 }
 
@@ -94,15 +94,7 @@ func TestVLLMRateInfWithoutStartTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := rep.Throughput
-	for _, c := range []struct {
-		name      string
-		got, want float64
-	}{{"duration", th.DurationS, 0.5}, {"request throughput", th.RequestsPerS, 8.0}, {"output throughput", th.OutputTokensPerS, 28.0}, {"total token throughput", th.TotalTokensPerS, 1628.0}} {
-		if math.Abs(c.got-c.want) > 0.001*c.want {
-			t.Errorf("%s %v, want the file's %v within 0.1%%", c.name, c.got, c.want)
-		}
-	}
+	th := rep.Throughput // equal to the file's figures: TestVLLMDetailedMatchesTheFile
 	if lo, hi := th.RequestsPerSCI[0], th.RequestsPerSCI[1]; !(lo < 8 && hi > 8) {
 		t.Errorf("request throughput interval [%v, %v] does not hold 8", lo, hi)
 	}

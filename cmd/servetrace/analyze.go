@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,15 +19,17 @@ func analyzeCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "analyze",
 		Usage:     "report latency, throughput and outcomes of one or more runs",
-		ArgsUsage: "RUN_DIR|VLLM_RESULT.json...",
+		ArgsUsage: "RUN_DIR|RESULT_FILE|SWEEP_DIR...",
 		Description: `Every percentile comes with its sample count, a 95% distribution-free
 interval from order statistics (a bound the sample cannot give is shown as —)
 and, for per-request metrics, a 95% bootstrap interval: moving blocks of
 requests when latencies are correlated in time, seeded and reproducible. The
 notes say how many samples a tail percentile would need for --precision.
-Several run directories are pooled. A vllm bench serve result saved with
---save-result --save-detailed can be given instead of a run directory, so a
-vLLM run gets the same intervals.
+Several run directories are pooled. Another tool's result file can be given
+instead of a run directory, told apart by its content: vllm bench serve (every
+vintage; a sweep directory too), SGLang bench_serving JSONL, AIPerf, GenAI-Perf,
+guidellm and LLMPerf. Per-request data get the same intervals as a servetrace
+run; a summary-only file's figures are reported as the tool gave them.
 
 Example:
    servetrace analyze runs/a
@@ -86,7 +90,11 @@ Example:
 			opts := analyze.Options{TTFTMode: analyze.TTFTMode(c.String("ttft-mode")), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
 				Interval: analyze.IntervalMethod(c.String("interval")), SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged")}
-			rep, err := interruptible(c.Context, func() (*analyze.Report, error) { return analyze.AnalyzeContext(c.Context, c.Args().Slice(), opts) })
+			dirs, err := expandSweepDirs(c.Args().Slice())
+			if err != nil {
+				return usageError(err.Error())
+			}
+			rep, err := interruptible(c.Context, func() (*analyze.Report, error) { return analyze.AnalyzeContext(c.Context, dirs, opts) })
 			if err != nil {
 				return err
 			}
@@ -106,6 +114,9 @@ Example:
 			case "json":
 				return writeJSON(c.App.Writer, rep)
 			case "vllm":
+				if len(rep.Runs) == 0 {
+					return usageError("--format vllm: the input holds only summaries, whose figures are the tool's own (see --format table or json, under given)")
+				}
 				return writeJSON(c.App.Writer, analyze.VLLMFormat(rep))
 			case "markdown":
 				return analyze.WriteMarkdown(c.App.Writer, rep)
@@ -135,4 +146,28 @@ func writeReportHTML(stderr io.Writer, path string, rep *analyze.Report) error {
 		return fmt.Errorf("--html: %w", err)
 	}
 	return writeHTMLFile(stderr, "--html", path, func(w io.Writer) error { return analyze.WriteHTML(w, rep, figs) })
+}
+
+// expandSweepDirs replaces each argument that is a directory without a
+// run.json by the runs and result files under it (a sweep); run
+// directories and files pass as they are.
+func expandSweepDirs(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil || !st.IsDir() {
+			out = append(out, a)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(a, trace.RunInfoName)); err == nil {
+			out = append(out, a)
+			continue
+		}
+		d, err := analyze.ExpandRunDirs(a)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d...)
+	}
+	return out, nil
 }

@@ -26,7 +26,8 @@ func TestLayering(t *testing.T) {
 		"replay":          append([]string{"trace", "tokenize", "replay/chunk"}, internal...),
 		"replay/chunk":    nil,
 		"replay/sim":      append([]string{"trace", "tokenize"}, internal...),
-		"analyze":         append([]string{"trace"}, internal...),
+		"analyze":         append([]string{"trace", "analyze/peer"}, internal...),
+		"analyze/peer":    nil,
 	}
 	root := filepath.Join("..", "..")
 	for pkg, may := range allowed {

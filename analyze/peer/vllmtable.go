@@ -1,0 +1,56 @@
+package peer
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// vLLM's nightly and performance benchmarks publish benchmark_results.json:
+// a JSON array of flat rows whose keys are the Markdown table's headers
+// ("Test name", "Tput (req/s)", "Mean TTFT (ms)"; note that the TPOT
+// median and p99 columns are headed just "Median" and "P99"). Shape:
+// vllm .buildkite/performance-benchmarks/scripts/
+// convert-results-json-to-markdown.py (df.to_dict(orient="records")).
+
+func init() {
+	register(format{tool: "vLLM benchmark table", match: isVLLMTableRow, read: readVLLMTableRow})
+}
+
+func isVLLMTableRow(obj map[string]json.RawMessage) bool {
+	return has(obj, "Test name") && hasAny(obj, "Tput (req/s)", "Mean latency (ms)")
+}
+
+// vllmTableNames renames the table's ambiguous headers.
+var vllmTableNames = map[string]string{"Median": "Median TPOT (ms)", "P99": "P99 TPOT (ms)"}
+
+// readVLLMTableRow reads one row: the figures as given.
+func readVLLMTableRow(obj map[string]json.RawMessage, src string) ([]Run, error) {
+	var name, model, gpu string
+	_ = json.Unmarshal(obj["Test name"], &name)
+	_ = json.Unmarshal(obj["Model"], &model)
+	_ = json.Unmarshal(obj["GPU"], &gpu)
+	r := Run{Tool: "vLLM benchmark table", Source: src + " (" + name + ")", ID: "vllm-table:" + name, Model: model, Backend: gpu, Completed: -1}
+	for k, raw := range obj {
+		x, ok := number(raw)
+		if !ok {
+			continue
+		}
+		label := k
+		if n, ok := vllmTableNames[k]; ok {
+			label = n
+		}
+		f := Figure{Name: label, Value: x}
+		if strings.HasSuffix(label, "(ms)") {
+			f.Unit = "ms"
+		}
+		r.Figures = append(r.Figures, f)
+		if k == "Elapsed time (s)" {
+			r.DurationS = x
+		}
+	}
+	sort.Slice(r.Figures, func(i, j int) bool { return r.Figures[i].Name < r.Figures[j].Name })
+	r.Notes = append(r.Notes, fmt.Sprintf("%s is a row of vLLM's benchmark table: its figures are reported as given, and no interval can be computed", r.Source))
+	return []Run{r}, nil
+}
