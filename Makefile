@@ -23,7 +23,7 @@ test: vet fmt-check test-timing test-unit test-interop test-fuzz
 ## baseline coverage. Longer runs: make test-fuzz FUZZTIME=200000x.
 FUZZTIME ?= 2000x
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
-	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay/chunk:FuzzDecode \
+	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzReadOTLP ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay/chunk:FuzzDecode \
 	./trace:FuzzRequestValidate ./synth:FuzzReadModel
 ## Targets whose every execution writes and reads a Parquet file (tens of
 ## milliseconds) run FUZZ_SLOW_TIME executions.

@@ -118,23 +118,40 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	}
 	wo := opts.Writer
 	wo.Force, wo.Inputs, wo.Context = opts.Force, inputs, ctx
+	if bi := opts.Log.BatchInput; bi != nil {
+		wo.Inputs = append(slices.Clone(inputs), bi.Name)
+	}
 	w, err := trace.NewBucketWriter(outDir, wo)
 	if err != nil {
 		return nil, err
 	}
-	var sink Sink = w
+	rl := newRejectLog(w, outDir, wo.Shard)
+	defer rl.discard()
+	// abort drops what the writer staged, keeping the rejects (unless
+	// interrupted) where a failed conversion can be read about; it returns
+	// what to add to the error about them.
+	abort := func() string {
+		kept := ""
+		if ctx.Err() == nil {
+			kept = rl.keep()
+		}
+		w.Abort()
+		return kept
+	}
+	var sink Sink = rl
 	if opts.DenseIDs || opts.TimeResolution > 0 || tenantCounts != nil {
-		sink = &postSink{Sink: w, dense: newDenseIDs(ExportOptions{DenseIDs: opts.DenseIDs, MaxDenseIDs: opts.MaxDenseIDs}),
+		sink = &postSink{Sink: rl, dense: newDenseIDs(ExportOptions{DenseIDs: opts.DenseIDs, MaxDenseIDs: opts.MaxDenseIDs}),
 			resolution: opts.TimeResolution.Microseconds(), tenants: tenantCounts, minTenant: opts.MinTenantRequests}
 	}
 	m := &trace.Manifest{Kind: "trace", PrefixIDs: trace.PrefixIDsNone}
 	for _, in := range inputs {
 		src, st, err := convertOne(ctx, in, opts.Options, sink)
 		if err != nil {
-			w.Abort()
+			abort()
 			return nil, err
 		}
 		m.Sources = append(m.Sources, src)
+		m.Notes = append(m.Notes, st.Notes...)
 		if st.SyntheticTimes {
 			m.Notes = append(m.Notes, fmt.Sprintf("%s has no arrival times: rows were spaced %s apart in file order; take arrivals from a fitted model, or replay at a rate", src.Name, ShareGPTGap))
 		}
@@ -157,7 +174,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		}
 		if st.BlockSize > 0 {
 			if m.BlockSize != 0 && m.BlockSize != st.BlockSize {
-				w.Abort()
+				abort()
 				return nil, fmt.Errorf("input %s uses %d-token prefix blocks, an earlier input %d: convert them into separate buckets", in, st.BlockSize, m.BlockSize)
 			}
 			m.BlockSize = st.BlockSize
@@ -176,17 +193,21 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	}
 	if w.Rows() == 0 {
 		rejects := w.Rejects()
-		w.Abort()
-		return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): %w", inputs, rejects, ErrNothingConverted)
+		if rejects == 0 {
+			abort()
+			return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): %w", inputs, rejects, ErrNothingConverted)
+		}
+		summary := rl.summary()
+		return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): %s%s: %w", inputs, rejects, summary, abort(), ErrNothingConverted)
 	}
 	ratio := opts.MaxRejectRatio
 	if ratio == 0 {
 		ratio = 0.01
 	}
 	if total := w.Rows() + w.Rejects(); ratio >= 0 && total > 0 && float64(w.Rejects()) > ratio*float64(total) {
-		w.Abort()
-		return nil, fmt.Errorf("%d of %d lines rejected (%.1f%%), more than the %.1f%% allowed: %s; nothing was written (fix the input or the mapping, or allow more): %w",
-			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, ReasonsText(m.RejectReasons), ErrTooManyRejects)
+		summary := rl.summary()
+		return nil, fmt.Errorf("%d of %d lines rejected (%.1f%%), more than the %.1f%% allowed: %s; no trace was written%s (fix the input or the mapping, or allow more): %w",
+			w.Rejects(), total, 100*float64(w.Rejects())/float64(total), 100*ratio, summary, abort(), ErrTooManyRejects)
 	}
 	if opts.DenseIDs && m.PrefixIDs != trace.PrefixIDsNone {
 		m.PrefixIDs = trace.PrefixIDsDense
@@ -197,6 +218,9 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		for i := range m.Sources {
 			m.Sources[i].TimeResolutionUs = max(m.Sources[i].TimeResolutionUs, opts.TimeResolution.Microseconds())
 		}
+	}
+	if bi := opts.Log.BatchInput; bi != nil {
+		m.Notes = append(m.Notes, fmt.Sprintf("the request side (prompts, max tokens, sampling) was joined by custom_id from the batch input %s (%d requests, sha256 %s)", bi.Name, bi.Requests(), bi.SHA256))
 	}
 	if tenantCounts != nil {
 		folded := 0

@@ -4,7 +4,8 @@
 // attribution, for the demo and the tests (Bundled).
 //
 // Read takes these formats (Formats; Detect names all but csv from the
-// first line), plain or gzip- or zstd-compressed:
+// input's start), plain or gzip-, zstd- or bzip2-compressed (told by
+// content, not name; a Git LFS pointer or an xz or zip file is ErrNotData):
 //
 //   - azure: Azure LLM inference trace CSV, 2023 and 2024; needs the
 //     columns TIMESTAMP, ContextTokens and GeneratedTokens.
@@ -17,9 +18,14 @@
 //   - sharegpt: ShareGPT conversations, a JSON array or JSONL; needs
 //     conversations of from/value turns, tokenized with LogOptions.Tokenizer;
 //     it has no times, so turns are spaced ShareGPTGap apart.
-//   - openai-log: JSONL of OpenAI-style requests and responses, read
+//   - openai-log: OpenAI-style requests and responses, JSONL or JSON
+//     documents spanning lines (one after another, or in an array), read
 //     through a Mapping (MappingPresets: openai, litellm, helicone; or a
 //     mapping file); needs ts, and usage or messages or a prompt to count.
+//     A body logged as a JSON string is decoded.
+//   - openai-batch: an OpenAI Batch API output file, through the
+//     openai-batch mapping, with the request side joined by custom_id from
+//     LogOptions.BatchInput.
 //   - csv: CSV or TSV logs with a header, read through a mapping file whose
 //     paths are column names; needs a ts column, and must be named.
 //

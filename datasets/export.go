@@ -39,13 +39,17 @@ const FormatVLLMCustom = "vllm-custom"
 const DefaultMaxDenseIDs = 1 << 21
 
 // ExportFormats are the formats Export writes.
-var ExportFormats = []string{FormatAzure, FormatMooncake, FormatVLLMCustom}
+var ExportFormats = []string{FormatAzure, FormatMooncake, FormatVLLMCustom, FormatOTLP}
 
 // Export writes a bucket's rows in a public trace format: Azure LLM trace
 // CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL
 // (timestamp in ms from the bucket's anchor or first row, lengths,
-// hash_ids).
+// hash_ids). FormatOTLP exports a replay run instead, so bucketDir is then
+// a run dir (ExportRunOTLP).
 func Export(ctx context.Context, bucketDir string, w io.Writer, format string, o ExportOptions) (int64, error) {
+	if format == FormatOTLP {
+		return ExportRunOTLP(ctx, bucketDir, w)
+	}
 	b, err := trace.OpenBucket(bucketDir)
 	if err != nil {
 		return 0, err

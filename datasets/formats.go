@@ -3,7 +3,6 @@ package datasets
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -14,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
@@ -28,7 +25,7 @@ const (
 )
 
 // Formats lists the formats Read understands.
-var Formats = []string{FormatAzure, FormatMooncake, FormatBurstGPT, FormatShareGPT, FormatOpenAILog, FormatCSV}
+var Formats = []string{FormatAzure, FormatMooncake, FormatBurstGPT, FormatShareGPT, FormatOpenAILog, FormatOpenAIBatch, FormatCSV, FormatOTLP}
 
 // MaxLineBytes is the longest input line accepted; a longer one is rejected.
 const MaxLineBytes = 16 << 20
@@ -80,6 +77,8 @@ type Stats struct {
 	SyntheticTimes bool
 	// RejectReasons counts rejected lines by reason.
 	RejectReasons map[string]int64
+	// Notes are for the manifest: what the reader skipped, and why.
+	Notes []string
 
 	res resolution // of the accepted rows' times
 }
@@ -106,39 +105,39 @@ func (st *Stats) reject(sink Sink, file string, line int64, reason string) error
 	return sink.Reject(trace.Reject{File: file, Line: line, Reason: reason})
 }
 
-// ErrUnknownFormat is returned when the first line matches no format.
+// ErrUnknownFormat is returned when the input's start matches no format.
 var ErrUnknownFormat = errors.New("unrecognised input format")
 
-// Detect names the format of an input from its first line.
-func Detect(firstLine []byte) (string, error) {
-	line := bytes.TrimSpace(bytes.TrimPrefix(firstLine, []byte("\xef\xbb\xbf")))
-	if len(line) == 0 {
+// Detect names the format of an input from its head: its first line, or
+// as much of its start as the caller has, since a JSON document (a
+// pretty-printed log record, an array of them) may span many lines. A Git
+// LFS pointer and a compressed file that Read cannot decompress are named
+// as such (ErrNotData), not as an unknown format.
+func Detect(head []byte) (string, error) { return detect(head, true, "") }
+
+// detect is Detect where complete says whether head is the whole input:
+// when it is not, a JSON document cut off at head's end is classified by
+// the keys seen so far instead of being called truncated. name, where
+// given, lets a compressed file's error say whether its name says so.
+func detect(head []byte, complete bool, name string) (string, error) {
+	if err := notData(head, name); err != nil {
+		return "", err
+	}
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(head) == 0 {
 		return "", fmt.Errorf("%w: the input is empty", ErrUnknownFormat)
 	}
-	if bytes.HasPrefix(line, []byte("[")) {
-		return FormatShareGPT, nil // a JSON array: ShareGPT conversations
+	if !utf8ish(head) {
+		return "", fmt.Errorf("%w: the input looks binary", ErrUnknownFormat)
 	}
-	if bytes.HasPrefix(line, []byte("{")) {
-		var probe map[string]json.RawMessage
-		if err := json.Unmarshal(line, &probe); err != nil {
-			return "", fmt.Errorf("%w: the first line starts like JSON but does not parse (%s): truncated or corrupt?", ErrUnknownFormat, jsonReason(err))
-		}
-		if _, ok := probe["conversations"]; ok {
-			return FormatShareGPT, nil
-		}
-		_, hasHash := probe["hash_ids"]
-		_, hasIn := probe["input_length"]
-		if hasHash || hasIn {
-			return FormatMooncake, nil
-		}
-		for _, k := range []string{"request", "messages", "request_body", "startTime", "prompt", "model_parameters"} {
-			if _, ok := probe[k]; ok {
-				return FormatOpenAILog, nil
-			}
-		}
-		return "", fmt.Errorf("%w: the first line is JSON but neither Mooncake (input_length, hash_ids) nor a request log (request, messages, request_body, startTime); name the format", ErrUnknownFormat)
+	if head[0] == '{' || head[0] == '[' {
+		return detectJSON(head, complete)
 	}
-	header := strings.ToLower(string(line))
+	line := head
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	header := strings.ToLower(string(bytes.TrimSpace(line)))
 	if strings.Contains(header, "contexttokens") && strings.Contains(header, "generatedtokens") {
 		return FormatAzure, nil
 	}
@@ -146,6 +145,101 @@ func Detect(firstLine []byte) (string, error) {
 		return FormatBurstGPT, nil
 	}
 	return "", fmt.Errorf("%w: expected an Azure LLM trace CSV header (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL; name the format: %s", ErrUnknownFormat, strings.Join(Formats, ", "))
+}
+
+// ErrBatchInput marks a Batch API input file given as the input: it holds
+// requests only (no times, no outcomes), so it is joined to the batch's
+// output file instead (LogOptions.BatchInput).
+var ErrBatchInput = errors.New("an OpenAI Batch API input file: convert the batch's output file, and give this one as its batch input")
+
+// detectJSON names a JSON input by the top-level keys of its first object
+// (an array's first element): a JSON document is recognised whether it
+// sits on one line or spans many.
+func detectJSON(head []byte, complete bool) (string, error) {
+	keys, inArray, err := firstObjectKeys(head)
+	cut := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	switch {
+	case errors.Is(err, errNotObject):
+		return "", fmt.Errorf("%w: a JSON array whose first element is not an object; name the format", ErrUnknownFormat)
+	case err != nil && (complete || !cut):
+		reason := jsonReason(err)
+		if cut {
+			reason = "the input ends inside it"
+		}
+		return "", fmt.Errorf("%w: the first JSON document starts like JSON but does not parse (%s): truncated or corrupt?", ErrUnknownFormat, reason)
+	case inArray && keys == nil:
+		return FormatShareGPT, nil // an empty array: ShareGPT, as it always was
+	}
+	has := func(ks ...string) bool {
+		for _, k := range ks {
+			if keys[k] {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("resourceSpans"):
+		return FormatOTLP, nil
+	case has("conversations"):
+		return FormatShareGPT, nil
+	case has("hash_ids", "input_length"):
+		if inArray {
+			return "", fmt.Errorf("%w: a JSON array of Mooncake records, but Mooncake traces are JSONL (one record per line): write one element per line", ErrUnknownFormat)
+		}
+		return FormatMooncake, nil
+	case has("custom_id") && has("response", "error"):
+		return FormatOpenAIBatch, nil
+	case has("custom_id") && has("body", "method", "url"):
+		return "", ErrBatchInput
+	case has("request", "messages", "request_body", "startTime", "prompt", "model_parameters"):
+		return FormatOpenAILog, nil
+	case inArray:
+		return FormatShareGPT, nil // an array of something else: ShareGPT, as it always was
+	case cut:
+		return "", fmt.Errorf("%w: the first JSON document runs past the first %d KiB without a key that names its format; name the format", ErrUnknownFormat, len(head)>>10)
+	}
+	return "", fmt.Errorf("%w: the first JSON document is neither Mooncake (input_length, hash_ids), a request log (request, messages, request_body, startTime), Batch API output (custom_id, response) nor OTLP (resourceSpans); name the format", ErrUnknownFormat)
+}
+
+// errNotObject: a JSON array whose first element is not an object.
+var errNotObject = errors.New("not an object")
+
+// firstObjectKeys returns the top-level keys of the first JSON object in b,
+// or of an array's first element (inArray), as far as b goes: err is
+// io.EOF or io.ErrUnexpectedEOF where b ends inside it, with the keys seen
+// until then. An empty array has no keys and no error.
+func firstObjectKeys(b []byte) (keys map[string]bool, inArray bool, err error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, false, err
+	}
+	if tok == json.Delim('[') {
+		inArray = true
+		if tok, err = dec.Token(); err != nil || tok == json.Delim(']') {
+			return nil, true, err
+		}
+	}
+	if tok != json.Delim('{') {
+		return nil, inArray, errNotObject
+	}
+	keys = map[string]bool{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return keys, inArray, err
+		}
+		if s, ok := k.(string); ok {
+			keys[s] = true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys, inArray, err
+		}
+	}
+	_, err = dec.Token() // the closing brace
+	return keys, inArray, err
 }
 
 // Read converts one source into request records. Malformed lines go to the
@@ -159,47 +253,50 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 	if opts.API == "" {
 		opts.API = trace.APIChat
 	}
-	br := bufio.NewReaderSize(r, 1<<20)
-	// Gzip-compressed input is recognised by its magic bytes.
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return Stats{}, fmt.Errorf("%s: gzip: %w", opts.Name, err)
-		}
-		defer zr.Close()
-		br = bufio.NewReaderSize(zr, 1<<20)
-	} else if magic, _ := br.Peek(4); len(magic) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd {
-		zr, err := zstd.NewReader(br)
-		if err != nil {
-			return Stats{}, fmt.Errorf("%s: zstd: %w", opts.Name, err)
-		}
-		defer zr.Close()
-		br = bufio.NewReaderSize(zr, 1<<20)
+	br, closeAll, err := decompress(bufio.NewReaderSize(r, 1<<20), opts.Name)
+	defer closeAll()
+	if err != nil {
+		return Stats{}, err
+	}
+	head, complete, err := peekHead(br)
+	if err != nil {
+		return Stats{}, fmt.Errorf("%s: %w", opts.Name, err)
+	}
+	if err := notData(head, opts.Name); err != nil {
+		// Whatever the format named: no reader can make sense of these.
+		return Stats{}, fmt.Errorf("%s: %w", opts.Name, err)
 	}
 	if opts.Format == "" {
-		first, err := peekLine(br)
-		if err != nil {
-			return Stats{}, fmt.Errorf("%s: %w", opts.Name, err)
+		f, err := detect(head, complete, opts.Name)
+		if err != nil && otlpHead(br) { // a pretty-printed or long OTLP/JSON document
+			f, err = FormatOTLP, nil
 		}
-		f, err := Detect(first)
 		if err != nil {
 			return Stats{}, fmt.Errorf("%s line 1: %w", opts.Name, err)
 		}
 		opts.Format = f
 	}
 	var st Stats
-	var err error
 	switch opts.Format {
 	case FormatAzure:
 		st, err = readAzure(ctx, br, opts, sink)
 	case FormatMooncake:
 		st, err = readMooncake(ctx, br, opts, sink)
 	case FormatOpenAILog:
+		opts.Log.BatchInput = nil // joined to Batch API output only
+		st, err = readOpenAILog(ctx, br, opts, sink)
+	case FormatOpenAIBatch:
+		if opts.Log.Mapping == nil {
+			opts.Log.Mapping, _ = LoadMapping(FormatOpenAIBatch) // a preset: parses
+		}
+		opts.Log.skipFailedBatch = true
 		st, err = readOpenAILog(ctx, br, opts, sink)
 	case FormatCSV:
 		st, err = readCSVLog(ctx, br, opts, sink)
 	case FormatBurstGPT:
 		st, err = readBurstGPT(ctx, br, opts, sink)
+	case FormatOTLP:
+		st, err = readOTLP(ctx, br, opts, sink)
 	case FormatShareGPT:
 		st, err = readShareGPT(ctx, br, opts, sink)
 	default:

@@ -72,6 +72,7 @@ func FuzzReadMooncake(f *testing.F) {
 
 func FuzzReadOpenAILog(f *testing.F) {
 	seedFiles(f, "testdata/logs/*.jsonl")
+	seedFiles(f, "testdata/logs/*.json") // pretty-printed documents, arrays
 	f.Add([]byte(`{"timestamp": 1740823200, "request": {"messages": [{"role": "user", "content": "` + fuzzMarker + `"}]}, "response": {"usage": {"completion_tokens": "` + fuzzMarker + `"}}}` + "\n"))
 	maps := map[string]*Mapping{}
 	for _, name := range MappingPresets() {

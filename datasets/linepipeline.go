@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -28,11 +27,11 @@ type logBatch struct {
 	lines []logLine
 }
 
-// prepareLines reads lines, prepares them on every core (JSON decoding and
-// tokenizing dominate), and hands them to emit in input order, so session
-// linking and the order check stay sequential. Memory is bounded by the
-// batches in flight.
-func prepareLines(ctx context.Context, br *bufio.Reader, lr *logReader, emit func(logLine) error) error {
+// prepareLines reads records (src: one per line, or whole JSON documents),
+// prepares them on every core (JSON decoding and tokenizing dominate), and
+// hands them to emit in input order, so session linking and the order
+// check stay sequential. Memory is bounded by the batches in flight.
+func prepareLines(ctx context.Context, src recordSource, lr *logReader, emit func(logLine) error) error {
 	workers := max(1, runtime.GOMAXPROCS(0))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -41,7 +40,7 @@ func prepareLines(ctx context.Context, br *bufio.Reader, lr *logReader, emit fun
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(todo)
-		if err := readBatches(ctx, br, lr.opts.Name, todo); err != nil {
+		if err := readBatches(ctx, src, lr.opts.Name, todo); err != nil {
 			readErr <- err
 		}
 	}()
@@ -64,11 +63,47 @@ func prepareLines(ctx context.Context, br *bufio.Reader, lr *logReader, emit fun
 	return ctx.Err()
 }
 
-// readBatches cuts the input into batches of logBatchLines non-blank lines
-// and sends them on todo, until the end of the input, a read error or ctx
-// ends. A line too long travels with its error, to be rejected in order.
-func readBatches(ctx context.Context, br *bufio.Reader, name string, todo chan<- logBatch) error {
-	lines := lineReader{br: br}
+// recordSource yields a log's records with the line each starts on: io.EOF
+// at the end; errLineTooLong or a rowError for a record to reject in its
+// place; any other error stops the read. The bytes are valid until the
+// next call.
+type recordSource interface {
+	next() (rec []byte, lineNo int64, err error)
+}
+
+// lineRecords is a JSONL log's records: its non-blank lines.
+type lineRecords struct {
+	lines lineReader
+	n     int64
+}
+
+func (l *lineRecords) next() ([]byte, int64, error) {
+	for {
+		line, err := l.lines.next()
+		if err == io.EOF {
+			return nil, l.n, err
+		}
+		l.n++
+		if err != nil {
+			return nil, l.n, err
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			return line, l.n, nil
+		}
+	}
+}
+
+// recordError reports whether err rejects one record rather than stopping
+// the read.
+func recordError(err error) bool {
+	var re *rowError
+	return errors.Is(err, errLineTooLong) || errors.As(err, &re)
+}
+
+// readBatches cuts the input into batches of logBatchLines records and
+// sends them on todo, until the end of the input, a read error or ctx
+// ends. A record to reject travels with its error, to be rejected in order.
+func readBatches(ctx context.Context, src recordSource, name string, todo chan<- logBatch) error {
 	b := logBatch{}
 	send := func() bool {
 		select {
@@ -78,19 +113,15 @@ func readBatches(ctx context.Context, br *bufio.Reader, name string, todo chan<-
 			return false
 		}
 	}
-	for lineNo := int64(1); ; lineNo++ {
-		line, err := lines.next()
+	for {
+		rec, lineNo, err := src.next()
 		if err == io.EOF {
 			break
 		}
-		if err != nil && !errors.Is(err, errLineTooLong) {
+		if err != nil && !recordError(err) {
 			return fmt.Errorf("%s line %d: %w", name, lineNo, err)
 		}
-		line = bytes.TrimSpace(line)
-		if err == nil && len(line) == 0 {
-			continue
-		}
-		b.lines = append(b.lines, logLine{lineNo: lineNo, raw: bytes.Clone(line), err: err})
+		b.lines = append(b.lines, logLine{lineNo: lineNo, raw: bytes.Clone(rec), err: err})
 		if len(b.lines) == logBatchLines {
 			if !send() {
 				return nil

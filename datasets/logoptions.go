@@ -26,6 +26,13 @@ type LogOptions struct {
 	// MaxDisorder is how far (back in time) a row may be from the latest
 	// seen before it is rejected as out of order (default 1 hour).
 	MaxDisorder time.Duration
+	// BatchInput, when set, is joined to each record of an OpenAI Batch
+	// API output input (FormatOpenAIBatch) by its custom_id, under
+	// batch_input: the request side the output lacks (LoadBatchInput).
+	BatchInput *BatchInput
+	// skipFailedBatch skips, and counts in a note, the Batch API output
+	// lines of requests that failed (set by Read for FormatOpenAIBatch).
+	skipFailedBatch bool
 }
 
 // defaults fills every unset option: the openai mapping, 512-token blocks,

@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -16,15 +17,17 @@ import (
 var LogFields = []string{
 	"ts", "first_token_ts", "end_ts", "ttft_ms", "e2e_ms",
 	"request_id", "session_id", "tenant", "user", "model", "adapter",
-	"messages", "prompt", "response_text",
+	"messages", "instructions", "prompt", "response_text",
 	"max_tokens", "temperature", "top_p", "n", "stream", "response_format", "tools", "logprobs",
 	"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
 	"status", "error_code", "finish_reason", "cancelled",
 }
 
 // Mapping names, for each log field, the JSON paths that may hold it: the
-// first present wins. A path is dot-separated keys; a number indexes an
-// array ("response.choices.0.finish_reason").
+// first present wins, and a null or an empty string is not present. A path
+// is dot-separated keys; a number indexes an array
+// ("response.choices.0.finish_reason"). A string met part-way along a path
+// is decoded as JSON once (a gateway that logs a body as its JSON text).
 type Mapping struct {
 	Name  string
 	Paths map[string][][]string
@@ -126,6 +129,36 @@ reasoning_tokens: response_body.usage.completion_tokens_details.reasoning_tokens
 status: response_status
 finish_reason: response_body.choices.0.finish_reason
 `,
+	// OpenAI Batch API output lines (platform.openai.com/docs/api-reference/batch:
+	// id, custom_id, response {status_code, request_id, body}, error): the
+	// body is a chat completion, a completion or a Responses API response,
+	// timed by its created or created_at (when the batch ran it, in epoch
+	// seconds). The request side comes from the batch input joined by
+	// custom_id under batch_input (LogOptions.BatchInput).
+	"openai-batch": `
+ts: response.body.created | response.body.created_at
+request_id: custom_id | id
+user: batch_input.body.user
+model: response.body.model | batch_input.body.model
+messages: batch_input.body.messages
+instructions: batch_input.body.instructions
+prompt: batch_input.body.prompt
+response_text: response.body.choices.0.message.content | response.body.choices.0.text
+max_tokens: batch_input.body.max_completion_tokens | batch_input.body.max_tokens | batch_input.body.max_output_tokens
+temperature: batch_input.body.temperature | response.body.temperature
+top_p: batch_input.body.top_p | response.body.top_p
+n: batch_input.body.n
+response_format: batch_input.body.response_format.type | batch_input.body.text.format.type
+tools: batch_input.body.tools
+logprobs: batch_input.body.logprobs
+prompt_tokens: response.body.usage.prompt_tokens | response.body.usage.input_tokens
+completion_tokens: response.body.usage.completion_tokens | response.body.usage.output_tokens
+cached_tokens: response.body.usage.prompt_tokens_details.cached_tokens | response.body.usage.input_tokens_details.cached_tokens
+reasoning_tokens: response.body.usage.completion_tokens_details.reasoning_tokens | response.body.usage.output_tokens_details.reasoning_tokens
+status: response.status_code
+error_code: error.code | response.body.error.code
+finish_reason: response.body.choices.0.finish_reason
+`,
 }
 
 // MappingPresets lists the ready mappings.
@@ -193,13 +226,86 @@ func parseMapping(name, text string) (*Mapping, error) {
 }
 
 // lookup returns the first present value of a field in a decoded record.
+// A null or an empty string is absent, so the next path is tried: LiteLLM
+// logs model_group "" for a call no group routed, and a CSV cannot tell an
+// empty cell from a missing one.
 func (m *Mapping) lookup(rec map[string]any, field string) (any, bool) {
 	for _, path := range m.Paths[field] {
-		if v, ok := walk(rec, path); ok && v != nil {
+		if v, ok := walk(rec, path); ok && v != nil && v != "" {
 			return v, true
 		}
 	}
 	return nil, false
+}
+
+// pathsText lists a field's paths as the mapping file writes them, for a
+// reject reason that says where a missing field was looked for.
+func (m *Mapping) pathsText(field string) string {
+	parts := make([]string, 0, len(m.Paths[field]))
+	for _, p := range m.Paths[field] {
+		parts = append(parts, strings.Join(p, "."))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// expandJSONStrings decodes, in place and once, every string that a
+// mapping path passes through on its way to a deeper key, so a gateway
+// that logs "request_body" as the JSON text of the body reads like one
+// that logs the object. Only strings that start like JSON ({ or [) are
+// decoded; one that then does not parse is a rowError naming its path,
+// since every field below it would otherwise be silently missing.
+func (m *Mapping) expandJSONStrings(rec map[string]any) error {
+	for _, field := range LogFields {
+		for _, path := range m.Paths[field] {
+			if err := expandPath(rec, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// expandPath decodes the JSON strings met along path (but not its last
+// key, whose value is the field itself) and stores them back in their
+// parent, so each is decoded once whatever the number of paths through it.
+func expandPath(rec map[string]any, path []string) error {
+	var cur any = rec
+	for i, key := range path[:len(path)-1] {
+		var next any
+		var set func(any)
+		switch x := cur.(type) {
+		case map[string]any:
+			v, ok := x[key]
+			if !ok {
+				return nil
+			}
+			next, set = v, func(d any) { x[key] = d }
+		case []any:
+			j, err := strconv.Atoi(key)
+			if err != nil || j < 0 || j >= len(x) {
+				return nil
+			}
+			next, set = x[j], func(d any) { x[j] = d }
+		default:
+			return nil
+		}
+		if s, ok := next.(string); ok {
+			t := strings.TrimSpace(s)
+			if t == "" || (t[0] != '{' && t[0] != '[') {
+				return nil
+			}
+			dec := json.NewDecoder(strings.NewReader(t))
+			dec.UseNumber()
+			var d any
+			if err := dec.Decode(&d); err != nil {
+				return bad(strings.Join(path[:i+1], "."), "a string holding JSON that does not parse (%s)", jsonReason(err))
+			}
+			set(d)
+			next = d
+		}
+		cur = next
+	}
+	return nil
 }
 
 // present reports whether the record holds a field's first present path,

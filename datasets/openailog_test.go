@@ -139,16 +139,22 @@ func TestHeliconePreset(t *testing.T) {
 	}
 }
 
-func TestLogRejectRatioWritesNothing(t *testing.T) {
+// TestLogRejectRatioWritesNoTrace: past the reject ratio no trace is
+// written, only the rejects, and the error names each reason's first line.
+func TestLogRejectRatioWritesNoTrace(t *testing.T) {
 	m, _ := LoadMapping("openai")
 	out := filepath.Join(t.TempDir(), "bucket")
 	_, err := Convert(context.Background(), []string{"testdata/logs/openai.jsonl"}, out, ConvertOptions{
 		Options: Options{Format: FormatOpenAILog, Log: LogOptions{Mapping: m, Salt: testSalt(t)}}})
-	if err == nil || !strings.Contains(err.Error(), "2 of 6 lines rejected") || !strings.Contains(err.Error(), "completion_tokens: negative") {
+	if err == nil || !strings.Contains(err.Error(), "2 of 6 lines rejected") || !strings.Contains(err.Error(), "1 line: completion_tokens: negative; first at line 5") ||
+		!strings.Contains(err.Error(), "1 line: malformed JSON: invalid JSON; first at line 4") {
 		t.Fatalf("error %v", err)
 	}
-	if ents, _ := os.ReadDir(out); len(ents) != 0 {
-		t.Errorf("a failed conversion left %d entries in %s", len(ents), out)
+	if ents, _ := os.ReadDir(out); len(ents) != 1 || ents[0].Name() != trace.RejectsName {
+		t.Errorf("a failed conversion left %v in %s; want only %s", ents, out, trace.RejectsName)
+	}
+	if rs := rejectLines(t, out); len(rs) != 2 || rs[0].Line != 4 || rs[1].Line != 5 {
+		t.Errorf("rejects %+v; want lines 4 and 5", rs)
 	}
 }
 

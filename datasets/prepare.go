@@ -28,17 +28,12 @@ type prepared struct {
 type logRecord struct {
 	fields map[string]any
 	m      *Mapping
-	csv    bool
 }
 
-// get returns a field's first present value. An empty CSV cell is an
-// absent value, since CSV cannot tell empty from missing.
+// get returns a field's first present value (Mapping.lookup: a null or
+// an empty string is absent).
 func (r logRecord) get(field string) (any, bool) {
-	v, ok := r.m.lookup(r.fields, field)
-	if s, isStr := v.(string); ok && isStr && s == "" && r.csv {
-		return nil, false
-	}
-	return v, ok
+	return r.m.lookup(r.fields, field)
 }
 
 // flag reads an optional boolean field: on is true only for a readable
@@ -72,11 +67,14 @@ func (r logRecord) nonNegative(field string, dst **float64, reason string) error
 // order, so a record with several bad fields is always rejected for the
 // same one.
 func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error) {
-	r := logRecord{fields: rec, m: lr.lo.Mapping, csv: lr.csv}
+	r := logRecord{fields: rec, m: lr.lo.Mapping}
+	if err := r.m.expandJSONStrings(rec); err != nil {
+		return prepared{}, err
+	}
 	var req trace.Request
 	tsV, ok := r.get("ts")
 	if !ok {
-		return prepared{}, bad("ts", "missing (the arrival time)")
+		return prepared{}, bad("ts", "no timestamp at %s (the arrival time)", r.m.pathsText("ts"))
 	}
 	ts, err := parseLogTime(tsV)
 	if err != nil {
@@ -167,6 +165,11 @@ func (lr *logReader) promptTokens(req *trace.Request, r logRecord) (tokens []int
 		if err != nil {
 			return nil, nil, err
 		}
+		if v, ok := r.get("instructions"); ok {
+			// A system prompt logged apart from the messages (the
+			// Responses API's instructions) is sent before them.
+			msgs = append([]message{{role: "system", text: fmt.Sprint(v)}}, msgs...)
+		}
 		for _, msg := range msgs {
 			tokens = append(tokens, lr.lo.Tokenizer.Encode(msg.render())...)
 			if msg.image {
@@ -195,7 +198,7 @@ func (lr *logReader) prepareLengths(req *trace.Request, r logRecord, tokens []in
 	} else if tokens != nil {
 		req.InputTokens = int64(len(tokens))
 	} else {
-		return bad("prompt_tokens", "missing, and no messages or prompt to count")
+		return bad("prompt_tokens", "no token count at %s, and no messages or prompt to count", r.m.pathsText("prompt_tokens"))
 	}
 	if len(tokens) > 0 {
 		req.PrefixBlocks = salt.PrefixBlocks(tokens, bs)

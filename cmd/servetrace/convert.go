@@ -20,13 +20,17 @@ func convertCmd() *cli.Command {
 		Name:      "convert",
 		Usage:     "convert logs or public traces into a Parquet trace bucket",
 		ArgsUsage: "INPUT... (file, '-' for stdin, or a bundled dataset name)",
-		Description: `Reads each input (plain, gzip or zstd; '-' for standard input), detects
-its format from the header or first line, and writes
+		Description: `Reads each input (plain, gzip, zstd or bzip2, told by content whatever
+the name; '-' for standard input), detects its format from its start (a
+Git LFS pointer, or an xz or zip file, is named as such), and writes
 OUT/date=YYYY-MM-DD/hour=HH/part-*.parquet plus _manifest.json.
 
 Formats: Azure LLM trace CSV (2023/2024), Mooncake JSONL, BurstGPT CSV,
-ShareGPT conversations, OpenAI-style request logs (openai-log: JSONL read
-through --map), and CSV/TSV logs (csv: columns named by --map).
+ShareGPT conversations, OpenAI-style request logs (openai-log: JSONL, or
+JSON documents pretty-printed over many lines or in an array, read through
+--map; a body logged as a JSON string is decoded), OpenAI Batch API output
+(openai-batch, the request side joined from --batch-input), CSV/TSV logs (csv: columns named by --map), and
+OpenTelemetry traces (otlp: OTLP/JSON, the spans with GenAI attributes).
 
 Request logs are anonymised: prompts are tokenized only to count them and
 to hash them into salted prefix blocks; ids are salted, tenants and users
@@ -35,13 +39,17 @@ message prefixes. No text, token id, raw id or key reaches any output file.
 The salt (--salt-file or $SERVETRACE_SALT) links ids across conversions.
 
 Lines that cannot be converted go to OUT/_rejects.jsonl with file, line and
-reason (never the line's text); past --max-reject-ratio nothing is written.
+reason (never the line's text). Past --max-reject-ratio, or when no line
+converts, no trace is written, only OUT/_rejects.jsonl (unless OUT holds an
+earlier trace, which is left as it was), and the error names the commonest
+reasons with their counts and first lines.
 
 Example:
    servetrace convert azure-code-2023 --out traces/azure
    servetrace convert trace.jsonl --format mooncake --start 2025-02-01T00:00:00Z --out traces/mc
    servetrace convert proxy-logs.jsonl.zst --map litellm --salt-file salt.hex --out traces/prod
-   servetrace convert export.tsv --format csv --map columns.map --out traces/gw`,
+   servetrace convert export.tsv --format csv --map columns.map --out traces/gw
+   servetrace convert batch_output.jsonl --batch-input batch_input.jsonl --out traces/batch`,
 		Flags: []cli.Flag{
 			outFlag("output bucket directory", true),
 			&cli.StringFlag{Name: "format", Usage: "input format: " + strings.Join(datasets.Formats, "|") + " (default: detected)"},
@@ -51,7 +59,8 @@ Example:
 			&cli.StringFlag{Name: "model", Usage: "model column where the source does not say"},
 			&cli.BoolFlag{Name: "force", Usage: "replace a bucket that already exists at --out"},
 			&cli.Float64Flag{Name: "max-reject-ratio", Value: 0.01, Usage: "fail, writing nothing, when more than this share of lines is rejected"},
-			&cli.StringFlag{Name: "map", Value: "openai", Usage: "request logs: where each field is, a preset (" + strings.Join(datasets.MappingPresets(), ", ") + ") or a mapping file ('field: json.path | other.path' per line)"},
+			&cli.StringFlag{Name: "map", Value: "openai", Usage: "request logs: where each field is, a preset (" + strings.Join(datasets.MappingPresets(), ", ") + ") or a mapping file ('field: json.path | other.path' per line); unset: openai, or openai-batch for Batch API output"},
+			&cli.StringFlag{Name: "batch-input", Usage: "OpenAI Batch API output: the batch's input JSONL, joined by custom_id for the request side (prompts counted, max tokens, sampling)"},
 			&cli.StringFlag{Name: "salt-file", Usage: "request logs: file holding the salt (hex or base64, at least 128 bits) that keys ids and prefix hashes; default $SERVETRACE_SALT, else random (ids then do not link across conversions)"},
 			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "request logs: tokenizer for counts where usage is missing and for prefix blocks: " + strings.Join(tokenize.Encodings, "|") + " or a rank file"},
 			&cli.IntFlag{Name: "block-size", Value: 512, Usage: "request logs: prefix block size in tokens"},
@@ -128,9 +137,13 @@ Example:
 
 // logOptions reads the request-log flags of convert.
 func logOptions(c *cli.Context) (datasets.LogOptions, error) {
-	mapping, err := datasets.LoadMapping(c.String("map"))
-	if err != nil {
-		return datasets.LogOptions{}, fmt.Errorf("--map: %w", err)
+	var mapping *datasets.Mapping // unset: the format's own (openai, or openai-batch)
+	if c.IsSet("map") {
+		m, err := datasets.LoadMapping(c.String("map"))
+		if err != nil {
+			return datasets.LogOptions{}, fmt.Errorf("--map: %w", err)
+		}
+		mapping = m
 	}
 	salt, err := anon.LoadSalt(c.String("salt-file"))
 	if err != nil {
@@ -143,6 +156,12 @@ func logOptions(c *cli.Context) (datasets.LogOptions, error) {
 	if c.Int("block-size") < 1 {
 		return datasets.LogOptions{}, fmt.Errorf("--block-size %d: use a positive number of tokens, e.g. 512", c.Int("block-size"))
 	}
+	var batch *datasets.BatchInput
+	if p := c.String("batch-input"); p != "" {
+		if batch, err = datasets.LoadBatchInput(c.Context, p); err != nil {
+			return datasets.LogOptions{}, fmt.Errorf("--batch-input: %w", err)
+		}
+	}
 	return datasets.LogOptions{Mapping: mapping, Salt: salt, Tokenizer: tok, BlockSize: c.Int("block-size"), SessionIdle: c.Duration("session-idle"),
-		HashNames: c.Bool("hash-names"), MaxDisorder: c.Duration("max-disorder")}, nil
+		HashNames: c.Bool("hash-names"), MaxDisorder: c.Duration("max-disorder"), BatchInput: batch}, nil
 }

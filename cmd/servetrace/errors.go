@@ -31,6 +31,8 @@ func withFlagHints(app *cli.App, err error) string {
 		msg += " (--out)"
 	case errors.Is(err, trace.ErrShardsNotMerged):
 		msg += "; join them with 'servetrace convert --merge-shards --out DIR'"
+	case errors.Is(err, datasets.ErrBatchInput):
+		msg += " (--batch-input)"
 	case errors.Is(err, datasets.ErrUnknownFormat), errors.Is(err, datasets.ErrNothingConverted):
 		msg += " (--format " + strings.Join(datasets.Formats, "|") + ")"
 	case errors.Is(err, datasets.ErrTooManyRejects):

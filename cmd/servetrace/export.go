@@ -15,8 +15,8 @@ import (
 func exportCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "export",
-		Usage:     "write a trace bucket in a public trace format (Azure CSV, Mooncake JSONL, vLLM bench custom)",
-		ArgsUsage: "BUCKET",
+		Usage:     "write a trace bucket in a public trace format (Azure CSV, Mooncake JSONL, vLLM bench custom), or a replay run as OpenTelemetry spans",
+		ArgsUsage: "BUCKET (or RUN with --format otlp)",
 		Description: `Writes the bucket's rows, in arrival order, as an Azure LLM trace CSV
 (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL (timestamp in ms
 from the bucket's anchor, lengths, hash_ids). --dense-ids renumbers prefix
@@ -27,8 +27,16 @@ Mooncake's ids. vllm-custom writes the JSONL dataset of 'vllm bench serve
 prompts of each row's input length in --tokenizer's tokens, rows that share
 prefix blocks sharing their leading text.
 
+otlp exports a replay run dir instead (RUN: run.json and results/): one
+OTLP/JSON TracesData document per line, as the OpenTelemetry collector's
+file exporter writes them, one CLIENT span per request from sent to done,
+an event per streamed token event, gen_ai.* attributes (model, usage,
+finish reason), the request id and outcome, status ERROR for every
+outcome but ok; trace ids are derived from the run id and request id.
+
 Example:
-   servetrace export traces/mine --format mooncake --dense-ids --out mine.jsonl`,
+   servetrace export traces/mine --format mooncake --dense-ids --out mine.jsonl
+   servetrace export runs/r1 --format otlp --out r1.otlp.jsonl`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Required: true, Usage: strings.Join(datasets.ExportFormats, "|")},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"},
@@ -37,7 +45,11 @@ Example:
 			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "vllm-custom: tokenizer the prompts are sized for (match the server's)"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, "BUCKET"); err != nil {
+			what := "BUCKET"
+			if c.String("format") == datasets.FormatOTLP {
+				what = "RUN"
+			}
+			if err := needArgs(c, 1, what); err != nil {
 				return err
 			}
 			if f := c.String("format"); !slices.Contains(datasets.ExportFormats, f) {
@@ -57,7 +69,11 @@ Example:
 				if err != nil {
 					return fmt.Errorf("export to %s: %w", path, err)
 				}
-				fmt.Fprintf(c.App.ErrWriter, "wrote %d rows to %s\n", n, path)
+				unit := "rows"
+				if c.String("format") == datasets.FormatOTLP {
+					unit = "spans"
+				}
+				fmt.Fprintf(c.App.ErrWriter, "wrote %d %s to %s\n", n, unit, path)
 				return nil
 			}
 			_, err := datasets.Export(c.Context, c.Args().First(), c.App.Writer, c.String("format"), o)

@@ -1,0 +1,729 @@
+package datasets
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// FormatOTLP is an OpenTelemetry trace export in the OTLP/JSON encoding
+// (TracesData or ExportTraceServiceRequest: {"resourceSpans": [...]}), one
+// document per line as the collector's file exporter writes it, or
+// documents pretty-printed across lines. Spans carrying the GenAI semantic
+// conventions' inference attributes (gen_ai.operation.name chat,
+// text_completion or generate_content) become requests; every other span
+// is skipped and counted in a manifest note, since a trace holds far more
+// than model calls. Only the attributes named in otlpReader.convert are
+// read: prompt and completion content (gen_ai.input.messages,
+// gen_ai.prompt, content events, ...) is never read into a row.
+const FormatOTLP = "otlp"
+
+// otlpSpan is the part of an OTLP span the reader uses. Events, links and
+// the scope are not decoded at all, so content recorded on events never
+// reaches a Go value.
+type otlpSpan struct {
+	TraceID    string         `json:"traceId"`
+	SpanID     string         `json:"spanId"`
+	Start      otlpUint       `json:"startTimeUnixNano"`
+	End        otlpUint       `json:"endTimeUnixNano"`
+	Attributes otlpAttributes `json:"attributes"`
+}
+
+// otlpResource holds the resource attributes (service, user) the spans of
+// one resourceSpans share.
+type otlpResource struct {
+	Attributes otlpAttributes `json:"attributes"`
+}
+
+// otlpUint is a fixed64 time: in OTLP/JSON a decimal string, though the
+// protobuf JSON mapping lets a decoder accept a number too.
+type otlpUint struct {
+	v   uint64
+	set bool
+}
+
+func (u *otlpUint) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if s == "null" {
+		return nil
+	}
+	s = strings.Trim(s, `"`)
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		// A type error, so the decoder names the field in it.
+		return &json.UnmarshalTypeError{Value: "text", Type: reflect.TypeFor[uint64]()}
+	}
+	u.v, u.set = v, true
+	return nil
+}
+
+// otlpKV is one attribute.
+type otlpKV struct {
+	Key   string   `json:"key"`
+	Value otlpAnyV `json:"value"`
+}
+
+// otlpAnyV is an AnyValue. intValue is a decimal string in OTLP/JSON (a
+// number is accepted too); doubleValue a number, or "NaN"/"Infinity" as
+// text. kvlistValue and bytesValue, which only content uses, are not
+// decoded.
+type otlpAnyV struct {
+	StringValue *string         `json:"stringValue"`
+	IntValue    json.RawMessage `json:"intValue"`
+	DoubleValue json.RawMessage `json:"doubleValue"`
+	BoolValue   *bool           `json:"boolValue"`
+	ArrayValue  *struct {
+		Values []otlpAnyV `json:"values"`
+	} `json:"arrayValue"`
+}
+
+type otlpAttributes []otlpKV
+
+// get returns the first attribute named key (OTLP forbids duplicates).
+func (a otlpAttributes) get(key string) (*otlpAnyV, bool) {
+	for i := range a {
+		if a[i].Key == key {
+			return &a[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// str reads a string attribute; an int is accepted as its decimal text
+// (ids are sometimes numbers).
+func (a otlpAttributes) str(key string) (string, bool, error) {
+	v, ok := a.get(key)
+	if !ok {
+		return "", false, nil
+	}
+	switch {
+	case v.StringValue != nil:
+		return *v.StringValue, true, nil
+	case v.IntValue != nil:
+		n, err := rawInt(v.IntValue)
+		if err != nil {
+			return "", true, bad(key, "not a string")
+		}
+		return strconv.FormatInt(n, 10), true, nil
+	}
+	return "", true, bad(key, "not a string")
+}
+
+// count reads a non-negative whole number: intValue, or a whole
+// doubleValue or numeric string, since some SDKs record every number as a
+// double or text.
+func (a otlpAttributes) count(key string) (int64, bool, error) {
+	v, ok := a.get(key)
+	if !ok {
+		return 0, false, nil
+	}
+	var n int64
+	var err error
+	switch {
+	case v.IntValue != nil:
+		n, err = rawInt(v.IntValue)
+	case v.DoubleValue != nil:
+		var f float64
+		f, err = rawFloat(v.DoubleValue)
+		if err == nil && (f != math.Trunc(f) || math.Abs(f) > 1<<53) {
+			err = errors.New("fractional")
+		}
+		n = int64(f)
+	case v.StringValue != nil:
+		n, err = strconv.ParseInt(strings.TrimSpace(*v.StringValue), 10, 64)
+	default:
+		err = errors.New("wrong type")
+	}
+	if err != nil {
+		return 0, true, bad(key, "not a whole number")
+	}
+	if n < 0 {
+		return 0, true, bad(key, "negative")
+	}
+	return n, true, nil
+}
+
+// float reads a finite number (doubleValue, or intValue).
+func (a otlpAttributes) float(key string) (float64, bool, error) {
+	v, ok := a.get(key)
+	if !ok {
+		return 0, false, nil
+	}
+	var f float64
+	var err error
+	switch {
+	case v.DoubleValue != nil:
+		f, err = rawFloat(v.DoubleValue)
+	case v.IntValue != nil:
+		var n int64
+		n, err = rawInt(v.IntValue)
+		f = float64(n)
+	case v.StringValue != nil:
+		f, err = strconv.ParseFloat(strings.TrimSpace(*v.StringValue), 64)
+	default:
+		err = errors.New("wrong type")
+	}
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, true, bad(key, "not a finite number")
+	}
+	return f, true, nil
+}
+
+// flag reads a boolean (boolValue, or the text true/false).
+func (a otlpAttributes) flag(key string) (bool, bool, error) {
+	v, ok := a.get(key)
+	if !ok {
+		return false, false, nil
+	}
+	switch {
+	case v.BoolValue != nil:
+		return *v.BoolValue, true, nil
+	case v.StringValue != nil:
+		if b, err := strconv.ParseBool(*v.StringValue); err == nil {
+			return b, true, nil
+		}
+	}
+	return false, true, bad(key, "not a boolean")
+}
+
+// strs reads a string array; a lone string, or a JSON array written as a
+// string by SDKs without array attributes, is accepted too.
+func (a otlpAttributes) strs(key string) ([]string, bool, error) {
+	v, ok := a.get(key)
+	if !ok {
+		return nil, false, nil
+	}
+	switch {
+	case v.ArrayValue != nil:
+		out := make([]string, 0, len(v.ArrayValue.Values))
+		for _, e := range v.ArrayValue.Values {
+			if e.StringValue == nil {
+				return nil, true, bad(key, "not an array of strings")
+			}
+			out = append(out, *e.StringValue)
+		}
+		return out, true, nil
+	case v.StringValue != nil:
+		s := strings.TrimSpace(*v.StringValue)
+		var arr []string
+		if strings.HasPrefix(s, "[") && json.Unmarshal([]byte(s), &arr) == nil {
+			return arr, true, nil
+		}
+		return []string{*v.StringValue}, true, nil
+	}
+	return nil, true, bad(key, "not an array of strings")
+}
+
+func rawInt(b json.RawMessage) (int64, error) {
+	return strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64)
+}
+
+func rawFloat(b json.RawMessage) (float64, error) {
+	return strconv.ParseFloat(strings.Trim(string(b), `"`), 64)
+}
+
+// otlpAPI maps gen_ai.operation.name to the request's API. Only inference
+// operations are requests a server serves token by token; embeddings,
+// tools and agents are not replayable as such and are skipped.
+var otlpAPI = map[string]string{
+	"chat":             trace.APIChat,
+	"generate_content": trace.APIChat, // Gemini-style multimodal chat
+	"text_completion":  trace.APICompletions,
+}
+
+// otlpKnownOps are the other operations of the GenAI conventions, named in
+// the skip note; any other value is counted as "another operation", so a
+// note never quotes the input.
+var otlpKnownOps = []string{"embeddings", "execute_tool", "invoke_agent", "create_agent", "retrieval", "search_memory", "create_memory", "update_memory", "delete_memory", "upsert_memory"}
+
+// otlpTenantKeys name the tenant or user, looked up on the span and then on
+// its resource; the first present is HMAC'd into the tenant column.
+var otlpTenantKeys = []string{"tenant.id", "user.id", "enduser.id"}
+
+// otlpReader converts the spans of one source.
+type otlpReader struct {
+	lr      *logReader
+	st      *Stats
+	sink    Sink
+	ctx     context.Context
+	skipped map[string]int64
+	spans   int64
+}
+
+// readOTLP converts an OTLP/JSON export. A first line that is a whole JSON
+// document means one document per line, where a corrupt line costs only
+// itself; anything else is read as documents spanning lines.
+func readOTLP(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
+	lr, _, err := newLogReader(opts, false)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Salt: lr.lo.Salt}
+	o := &otlpReader{lr: lr, st: &st, sink: sink, ctx: ctx, skipped: map[string]int64{}}
+	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte("\xef\xbb\xbf")) {
+		br.Discard(3)
+	}
+	first, err := peekLine(br)
+	if err != nil {
+		return st, fmt.Errorf("%s: %w", opts.Name, err)
+	}
+	if json.Valid(bytes.TrimSpace(first)) {
+		err = o.readLines(br) // a document per line: a bad line costs only itself
+	} else {
+		err = o.readStream(br) // documents across lines
+	}
+	st.Notes = append(st.Notes, o.skipNote()...)
+	return st, err
+}
+
+// readLines reads one document per line, as the collector's file exporter
+// writes them.
+func (o *otlpReader) readLines(br *bufio.Reader) error {
+	lines := lineReader{br: br}
+	for n := int64(1); ; n++ {
+		if o.ctx.Err() != nil {
+			return o.ctx.Err()
+		}
+		line, err := lines.next()
+		if err == io.EOF {
+			return nil
+		}
+		if errors.Is(err, errLineTooLong) {
+			if err := o.reject(n, err.Error()+": split the export into smaller documents"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s line %d: %w", o.lr.opts.Name, n, err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := o.document(line, n); err != nil {
+			return err
+		}
+	}
+}
+
+// readStream reads documents that span lines (pretty-printed JSON), one
+// after another, each bounded by MaxLineBytes (jsonDocs).
+func (o *otlpReader) readStream(br *bufio.Reader) error {
+	docs := newJSONDocs(br)
+	for {
+		doc, line, err := docs.next()
+		var re *rowError
+		switch {
+		case err == io.EOF:
+			return nil
+		case errors.As(err, &re):
+			reason := re.Error()
+			if errors.Is(err, errDocTooLong) {
+				reason += ": split the export into smaller documents (one resourceSpans each), one per line"
+			}
+			if err := o.reject(line, reason); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("%s line %d: %w", o.lr.opts.Name, line, err)
+		}
+		if err := o.document(doc, line); err != nil {
+			return err
+		}
+		if o.ctx.Err() != nil {
+			return o.ctx.Err()
+		}
+	}
+}
+
+func (o *otlpReader) reject(line int64, reason string) error {
+	return o.st.reject(o.sink, o.lr.opts.Name, line, reason)
+}
+
+// spanAt is a decoded span and the line it starts on.
+type spanAt struct {
+	span otlpSpan
+	line int64
+	err  error
+}
+
+// document converts the spans of one document, which starts on line
+// first. Malformed JSON rejects the document; a span whose fields have
+// the wrong types rejects that span, on its own line.
+func (o *otlpReader) document(doc []byte, first int64) error {
+	if !json.Valid(doc) {
+		var raw json.RawMessage
+		err := json.Unmarshal(doc, &raw)
+		line := first
+		var se *json.SyntaxError
+		if errors.As(err, &se) && se.Offset >= 1 && se.Offset <= int64(len(doc)) {
+			// Offset counts the bytes read through the bad one.
+			line += int64(bytes.Count(doc[:se.Offset-1], []byte{'\n'}))
+		}
+		return o.reject(line, "malformed JSON: "+jsonReason(err))
+	}
+	// lineAt turns a byte offset into a line, counting on from the last
+	// offset asked (offsets only grow).
+	lastOff, lastLine := 0, first
+	lineAt := func(off int) int64 {
+		for off < len(doc) && (doc[off] == ' ' || doc[off] == '\t' || doc[off] == '\r' || doc[off] == '\n' || doc[off] == ',') {
+			off++
+		}
+		lastLine += int64(bytes.Count(doc[lastOff:off], []byte{'\n'}))
+		lastOff = off
+		return lastLine
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	err := jsonObject(dec, func(key string) error {
+		if key != "resourceSpans" {
+			return jsonSkip(dec)
+		}
+		return jsonArray(dec, "resourceSpans", func() error {
+			line := lineAt(int(dec.InputOffset()))
+			var res otlpResource
+			var resErr error
+			var spans []spanAt
+			err := jsonObject(dec, func(key string) error {
+				switch key {
+				case "resource":
+					if err := dec.Decode(&res); err != nil {
+						resErr = err
+					}
+					return nil
+				case "scopeSpans":
+					return jsonArray(dec, "scopeSpans", func() error {
+						return jsonObject(dec, func(key string) error {
+							if key != "spans" {
+								return jsonSkip(dec)
+							}
+							return jsonArray(dec, "spans", func() error {
+								s := spanAt{line: lineAt(int(dec.InputOffset()))}
+								s.err = dec.Decode(&s.span)
+								spans = append(spans, s)
+								return nil
+							})
+						})
+					})
+				}
+				return jsonSkip(dec)
+			})
+			if err != nil {
+				return err
+			}
+			if resErr != nil {
+				return o.reject(line, "resource: "+jsonReason(resErr))
+			}
+			for _, s := range spans {
+				if err := o.span(&s, res.Attributes); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	var shape *otlpShapeError
+	if errors.As(err, &shape) {
+		return o.reject(lineAt(int(dec.InputOffset())), shape.Error())
+	}
+	return err
+}
+
+// otlpShapeError is a document whose structure is not OTLP's (an array
+// where an object belongs, say).
+type otlpShapeError struct{ what string }
+
+func (e *otlpShapeError) Error() string { return e.what }
+
+// jsonObject reads an object (or null), calling fn for each key; fn must
+// consume the key's value.
+func jsonObject(dec *json.Decoder, fn func(key string) error) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return &otlpShapeError{"malformed JSON"}
+	}
+	if tok == nil {
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return &otlpShapeError{"want an object: not an OTLP/JSON document"}
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return &otlpShapeError{"malformed JSON"}
+		}
+		if err := fn(k.(string)); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token()
+	if err != nil {
+		return &otlpShapeError{"malformed JSON"}
+	}
+	return nil
+}
+
+// jsonArray reads an array (or null) named name, calling fn to consume
+// each element.
+func jsonArray(dec *json.Decoder, name string, fn func() error) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return &otlpShapeError{"malformed JSON"}
+	}
+	if tok == nil {
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return &otlpShapeError{name + ": not an array"}
+	}
+	for dec.More() {
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return &otlpShapeError{"malformed JSON"}
+	}
+	return nil
+}
+
+// jsonSkip consumes one value.
+func jsonSkip(dec *json.Decoder) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return &otlpShapeError{"malformed JSON"}
+	}
+	return nil
+}
+
+// span converts one span, or skips it (not an inference span), or rejects
+// it (a GenAI attribute of the wrong type, missing usage, bad times).
+func (o *otlpReader) span(s *spanAt, resource otlpAttributes) error {
+	o.spans++
+	if o.spans&1023 == 0 && o.ctx.Err() != nil {
+		return o.ctx.Err()
+	}
+	if s.err != nil {
+		return o.reject(s.line, "span: "+jsonReason(s.err))
+	}
+	req, endUs, skip, err := o.convert(&s.span, resource, s.line)
+	if skip != "" {
+		o.skipped[skip]++
+		return nil
+	}
+	if err == nil {
+		req, err = o.lr.finish(prepared{req: req, endUs: endUs, logged: req.SessionID != ""})
+	}
+	return o.lr.settle(o.st, o.sink, s.line, req, err)
+}
+
+// convert reads a span's GenAI attributes (semantic conventions'
+// gen_ai.* registry) into a request. skip names why a span is not an
+// inference request; err (a rowError) why an inference span is rejected.
+func (o *otlpReader) convert(sp *otlpSpan, resource otlpAttributes, line int64) (req trace.Request, endUs int64, skip string, err error) {
+	a := sp.Attributes
+	op, ok, err := a.str("gen_ai.operation.name")
+	switch {
+	case err != nil:
+		return req, 0, "gen_ai.operation.name not a string", nil
+	case !ok:
+		return req, 0, "no gen_ai.operation.name", nil
+	}
+	api, inference := otlpAPI[op]
+	if !inference {
+		if slices.Contains(otlpKnownOps, op) {
+			return req, 0, "gen_ai.operation.name " + op, nil
+		}
+		return req, 0, "another gen_ai.operation.name", nil
+	}
+	lo, salt := o.lr.lo, o.lr.lo.Salt
+	if !sp.Start.set || sp.Start.v == 0 {
+		return req, 0, "", bad("startTimeUnixNano", "missing")
+	}
+	if sp.Start.v > math.MaxInt64 {
+		return req, 0, "", bad("startTimeUnixNano", "out of range")
+	}
+	req.TS = int64(sp.Start.v / 1000)
+	endUs = -1
+	if sp.End.set && sp.End.v != 0 {
+		if sp.End.v < sp.Start.v {
+			return req, 0, "", bad("endTimeUnixNano", "before startTimeUnixNano")
+		}
+		req.E2EMs = new(float64(sp.End.v-sp.Start.v) / 1e6)
+		endUs = req.TS + int64((sp.End.v-sp.Start.v)/1000)
+	}
+
+	// Identity: the span's ids, the conversation and the user, all keyed.
+	rawID := strings.ToLower(sp.TraceID) + "/" + strings.ToLower(sp.SpanID)
+	if sp.TraceID == "" && sp.SpanID == "" {
+		rawID = fmt.Sprintf("%s:%d:%d", o.lr.opts.Name, line, o.spans)
+	}
+	req.RequestID = salt.ID("request", rawID)
+	if conv, ok, err := a.str("gen_ai.conversation.id"); err != nil {
+		return req, 0, "", err
+	} else if ok && conv != "" {
+		req.SessionID = salt.ID("session", conv)
+	}
+	for _, attrs := range []otlpAttributes{a, resource} {
+		tenant, found := "", false
+		for _, k := range otlpTenantKeys {
+			if v, ok, err := attrs.str(k); err != nil {
+				return req, 0, "", err
+			} else if ok && v != "" {
+				tenant, found = v, true
+				break
+			}
+		}
+		if found {
+			req.Tenant = salt.HMAC("tenant", tenant)
+			break
+		}
+	}
+	for _, k := range []string{"gen_ai.request.model", "gen_ai.response.model"} {
+		if m, ok, err := a.str(k); err != nil {
+			return req, 0, "", err
+		} else if ok && m != "" {
+			req.Model = m
+			break
+		}
+	}
+	if req.Model == "" {
+		req.Model = o.lr.opts.Model
+	}
+	if lo.HashNames && req.Model != "" {
+		req.Model = "model-" + salt.HMAC("model", req.Model)[:12]
+	}
+
+	// Shape: usage, the request's parameters, features.
+	req.API, req.Stream, req.N = api, o.lr.opts.Stream, 1
+	in, ok, err := a.count("gen_ai.usage.input_tokens")
+	if err != nil {
+		return req, 0, "", err
+	}
+	if !ok {
+		return req, 0, "", bad("gen_ai.usage.input_tokens", "missing (the instrumentation recorded no usage)")
+	}
+	req.InputTokens = in
+	if n, ok, err := a.count("gen_ai.usage.output_tokens"); err != nil {
+		return req, 0, "", err
+	} else if ok {
+		req.OutputTokens = n
+	}
+	req.MaxTokens = req.OutputTokens
+	if n, ok, err := a.count("gen_ai.request.max_tokens"); err != nil {
+		return req, 0, "", err
+	} else if ok {
+		req.MaxTokens = n
+	}
+	if b, ok, err := a.flag("gen_ai.request.stream"); err != nil {
+		return req, 0, "", err
+	} else if ok {
+		req.Stream = b
+	}
+	if n, ok, err := a.count("gen_ai.request.choice.count"); err != nil {
+		return req, 0, "", err
+	} else if ok {
+		if n < 1 || n > math.MaxInt32 {
+			return req, 0, "", bad("gen_ai.request.choice.count", "not a positive count")
+		}
+		req.N = int32(n)
+	}
+	for _, p := range []struct {
+		key string
+		dst **float64
+	}{{"gen_ai.request.temperature", &req.Temperature}, {"gen_ai.request.top_p", &req.TopP}} {
+		if f, ok, err := a.float(p.key); err != nil {
+			return req, 0, "", err
+		} else if ok {
+			if f < 0 {
+				return req, 0, "", bad(p.key, "negative")
+			}
+			*p.dst = new(f)
+		}
+	}
+	if n, ok, err := a.count("gen_ai.usage.cache_read.input_tokens"); err != nil {
+		return req, 0, "", err
+	} else if ok {
+		req.CachedTokens = new(n)
+	}
+	if n, _, err := a.count("gen_ai.usage.reasoning.output_tokens"); err != nil {
+		return req, 0, "", err
+	} else if n > 0 {
+		req.Features = append(req.Features, "reasoning")
+	}
+	if n, _, err := a.count("gen_ai.usage.image.input_tokens"); err != nil {
+		return req, 0, "", err
+	} else if n > 0 {
+		req.Features = append(req.Features, "image")
+	}
+	if _, ok := a.get("gen_ai.tool.definitions"); ok { // presence only: the definitions are content
+		req.Features = append(req.Features, "tools")
+	}
+	if t, _, _ := a.str("gen_ai.output.type"); t == "json" {
+		req.Features = append(req.Features, "json")
+	}
+	slices.Sort(req.Features)
+
+	// Outcome as recorded.
+	if rs, ok, err := a.strs("gen_ai.response.finish_reasons"); err != nil {
+		return req, 0, "", err
+	} else if ok && len(rs) > 0 {
+		req.FinishReason = new(rs[0])
+	}
+	if code, ok, err := a.count("http.response.status_code"); err != nil {
+		return req, 0, "", err
+	} else if ok {
+		if code < 100 || code > 999 {
+			return req, 0, "", bad("http.response.status_code", "not an HTTP status")
+		}
+		req.Status = new(int32(code))
+	}
+	if s, ok, err := a.float("gen_ai.response.time_to_first_chunk"); err != nil {
+		return req, 0, "", err
+	} else if ok {
+		if s < 0 {
+			return req, 0, "", bad("gen_ai.response.time_to_first_chunk", "negative")
+		}
+		req.TTFTMs = new(s * 1000)
+	}
+	return req, endUs, "", nil
+}
+
+// skipNote says how many spans were not inference requests, and why, for
+// the manifest's notes.
+func (o *otlpReader) skipNote() []string {
+	var total int64
+	for _, n := range o.skipped {
+		total += n
+	}
+	if total == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %d spans were not GenAI inference spans (chat, text_completion, generate_content) and were skipped: %s", o.lr.opts.Name, total, ReasonsText(o.skipped))}
+}
+
+// otlpHead reports whether the input opens an OTLP/JSON document, for
+// detection when the first line alone cannot tell (a pretty-printed
+// document's first line is "{").
+func otlpHead(br *bufio.Reader) bool {
+	head, _ := br.Peek(64 << 10)
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	tok, err := dec.Token()
+	return err == nil && tok == "resourceSpans"
+}
