@@ -508,6 +508,23 @@ func (pm *PrefixModel) check(c *checker) {
 			c.marginal(q+".parent_excess_share", b.Excess, 0, 1, "(a share of blocks)", true)
 		}
 	}
+	if len(pm.DepthByPrompt) > depthClasses {
+		c.bad("prefix.depth_by_prompt_blocks", "%d classes, at most %d", len(pm.DepthByPrompt), depthClasses)
+		return
+	}
+	for i := range pm.DepthByPrompt {
+		b := &pm.DepthByPrompt[i]
+		q := fmt.Sprintf("prefix.depth_by_prompt_blocks[%d]", i)
+		if b.Low < 1 || b.High <= b.Low || (i > 0 && b.Low < pm.DepthByPrompt[i-1].High) {
+			c.bad(q, "prompt_blocks_low %d and prompt_blocks_high %d: want 1 ≤ low < high, classes ascending", b.Low, b.High)
+		}
+		c.marginal(q+".depth_blocks", &b.Blocks, 0, maxPrefixBlocks, "blocks", true)
+		c.marginal(q+".depth_share", &b.Share, 0, 1, "(a share of blocks)", true)
+		c.prob(q+".whole_share", b.Whole)
+		if b.Tail != nil {
+			c.marginal(q+".tail_blocks", b.Tail, 0, maxPrefixBlocks, "blocks", true)
+		}
+	}
 	c.marginal("prefix.group_lifetime_s", &pm.GroupLifetimeS, 0, MaxModelSeconds, "s", false)
 }
 

@@ -75,6 +75,12 @@ type PrefixModel struct {
 	// the user's think time: drawn apart from the depth, deep reuses took the
 	// shallow ones' recency and small caches hit 4–5× too often.
 	DistanceByDepth []DepthDistance `json:"distance_by_depth,omitempty"`
+	// DepthByPrompt is the reuse depth law per class of the prompt's
+	// length in blocks (DepthLaw), for classes with at least
+	// minBinRequests reuses; the nearest fitted class serves the others.
+	// The generator draws depths from it by distance; models fitted before
+	// it draw by ByInputBin.
+	DepthByPrompt []DepthLaw `json:"depth_by_prompt_blocks,omitempty"`
 	// ReuseByFill is the reuse share by how full the cache was: the number
 	// of distinct blocks used before the request, in quarter-octave bins
 	// (FillHigh). Early in a trace, little can be reused yet: a long reuse
@@ -121,6 +127,7 @@ const fillBins = 97
 type reuseObs struct {
 	share, blocks, age, limit float64
 	class                     int
+	prompt                    float64 // the request's blocks
 }
 
 // minFeasible bounds the Horvitz–Thompson weight of a reuse at 1/minFeasible:
@@ -257,8 +264,10 @@ type prefixFitter struct {
 	binN, binHits [16]int64
 	byFill        fillCounts
 	// reuses holds the reusing requests, pooled and per input bin.
-	reuses        *reservoir[reuseObs]
-	binReuses     [16]*reservoir[reuseObs]
+	reuses    *reservoir[reuseObs]
+	binReuses [16]*reservoir[reuseObs]
+	// promptReuses are the reuses per class of the prompt's blocks.
+	promptReuses  [depthClasses]*reservoir[reuseObs]
 	dist          *reservoir[truncatedSample]
 	distByDepth   [depthClasses]*reservoir[truncatedSample]
 	excessByDepth [depthClasses]*reservoir[float64]
@@ -323,7 +332,12 @@ func (f *prefixFitter) add(t float64, in int64, blocks []int64) {
 		// A distance is at most the blocks used before, less one.
 		obs := truncatedSample{x: float64(dist), limit: float64(f.stack.live - 1)}
 		c := depthClass(d)
-		r := reuseObs{share: float64(d) / float64(len(blocks)), blocks: float64(d), age: max(t-last, 0), limit: obs.limit, class: c}
+		r := reuseObs{share: float64(d) / float64(len(blocks)), blocks: float64(d), age: max(t-last, 0), limit: obs.limit, class: c, prompt: float64(len(blocks))}
+		pc := depthClass(len(blocks))
+		if f.promptReuses[pc] == nil {
+			f.promptReuses[pc] = newReservoir[reuseObs](binPairs, 112+uint64(pc))
+		}
+		f.promptReuses[pc].add(r)
 		f.reuses.add(r)
 		f.dist.add(obs)
 		if f.distByDepth[c] == nil {
@@ -382,6 +396,13 @@ func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 				law = pooled
 			}
 			return 1 / math.Max(law.at(o.limit), minFeasible)
+		}
+	}
+	if m.Distance != nil {
+		for c, r := range f.promptReuses {
+			if r != nil && r.seen >= minBinRequests {
+				m.DepthByPrompt = append(m.DepthByPrompt, fitDepthLaw(c, r, weight))
+			}
 		}
 	}
 	pooled := reuseLaws(f.reuses, weight)

@@ -153,23 +153,29 @@ func (g *prefixGen) laws(in int64) (depth, age, blocks *Marginal) {
 func (g *prefixGen) depthBlocks(in int64, nb int) int {
 	share, _, blocks := g.laws(in)
 	u := g.rng.Float64()
-	if blocks != nil {
-		// Only the atoms that head the law, contiguous from p = 0, and only
-		// those at most half the bin's shortest prompt: a shared head. In a
-		// bin of short prompts every block count is an atom, and drawn as
-		// absolute counts they would ignore the prompt's length.
-		head, most := 0.0, headBlocks(inputBin(in), g.m.BlockSize)
-		for _, a := range blocks.Atoms {
-			if a.PLow != head || a.Value > most {
-				break
-			}
-			if u < a.PHigh {
-				return min(max(int(a.Value), 1), nb)
-			}
-			head = a.PHigh
+	for _, a := range headAtoms(blocks, headBlocks(inputBin(in), g.m.BlockSize)) {
+		if u < a.PHigh {
+			return min(max(int(a.Value), 1), nb)
 		}
 	}
 	return min(max(int(math.Round(share.Quantile(u)*float64(nb))), 1), nb)
+}
+
+// depth draws the blocks a reuse by a request of nb blocks takes: from
+// its prompt class's depth law (the nearest fitted class's), or, in a
+// model without them, by its input bin (depthBlocks).
+func (g *prefixGen) depth(in int64, nb int) int {
+	laws := g.m.DepthByPrompt
+	if len(laws) == 0 {
+		return g.depthBlocks(in, nb)
+	}
+	c, best, gap := depthClass(nb), 0, depthClasses
+	for i := range laws {
+		if k := abs(depthClass(laws[i].Low) - c); k < gap {
+			best, gap = i, k
+		}
+	}
+	return laws[best].draw(g.rng, nb)
 }
 
 // distanceLaws returns the stack-distance and parent-excess laws of a reuse
@@ -296,7 +302,7 @@ func (g *prefixGen) blocks(t float64, in int64) []int64 {
 			var w want
 			held := float64(g.stack.live - 1)
 			for try := 0; ; try++ {
-				d = g.depthBlocks(in, nb)
+				d = g.depth(in, nb)
 				distLaw, excessLaw := g.distanceLaws(d)
 				u := g.rng.Float64()
 				if try == maxRedraws {
@@ -388,6 +394,9 @@ func (g *prefixGen) blockParent(d int, w want, nb int) (int, int) {
 	}
 	slack := int(float64(d) * depthSlack)
 	lo, hi := d-slack, min(d+slack, nb)
+	if d < nb {
+		hi = min(hi, nb-1) // moved, a reuse is no whole repeat, whose share the depth law holds
+	}
 	d0 := g.stack.distanceOfStamp(st0)
 	best, bestDepth, bestCost := -1, 0, math.Inf(1)
 	for _, dir := range [2]int{-1, 1} {
