@@ -110,6 +110,9 @@ type RunSummary struct {
 	// Tool names the peer tool whose result file this run is ("" for a
 	// servetrace run); such a run records no client health.
 	Tool string `json:"tool,omitempty"`
+	// noTiming marks a peer run whose file keeps neither send times nor a
+	// duration: no rate follows from it.
+	noTiming bool
 	// fileDurationS is a peer tool's own benchmark duration (a vLLM
 	// result's), over which a report of that file alone counts throughput.
 	fileDurationS float64
@@ -264,6 +267,13 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		// times gave 4.73 req/s where vLLM reported 8.40.
 		rep.rescaleThroughput(l.runs[0].fileDurationS)
 	}
+	if untimed(l.runs) {
+		rep.Throughput = Throughput{}
+		if g := rep.Goodput; g != nil {
+			g.RequestsPerS, g.CI95 = 0, [2]float64{}
+		}
+		rep.Notes = append(rep.Notes, "no throughput is reported: the result files keep neither send times nor a duration")
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -307,6 +317,16 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		rep.Series = timeSeries(l.cols, scrapes, opts)
 	}
 	return rep, nil
+}
+
+// untimed reports whether every run is a peer run without timing.
+func untimed(runs []RunSummary) bool {
+	for _, r := range runs {
+		if !r.noTiming {
+			return false
+		}
+	}
+	return len(runs) > 0
 }
 
 // loaded is one or more run directories read into memory.
@@ -359,7 +379,7 @@ func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*l
 			for _, r := range runs {
 				l.notes = append(l.notes, r.Notes...)
 				if r.Requests == nil {
-					l.given = append(l.given, GivenRun{Source: r.Source, Tool: r.Tool, Model: r.Model, Figures: r.Figures})
+					l.given = append(l.given, GivenRun{Source: r.Source, Tool: r.Tool, Model: r.Model, Figures: r.Figures, Remedy: r.Remedy})
 					continue
 				}
 				cols, sum := peerRunColumns(r)

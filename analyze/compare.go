@@ -141,10 +141,21 @@ func loadCompared(dirs []string) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(l.given) > 0 {
-		return nil, fmt.Errorf("%s is a summary without per-request results, and a comparison needs them: rerun the tool saving them (vllm bench serve --save-detailed, SGLang bench_serving --output-details)", l.given[0].Source)
+	if err := l.needRecords("a comparison"); err != nil {
+		return nil, err
 	}
 	return l, nil
+}
+
+// needRecords refuses summaries where what needs per-request results
+// would silently leave them out, naming the first and where its records
+// would come from.
+func (l *loaded) needRecords(what string) error {
+	if len(l.given) == 0 {
+		return nil
+	}
+	g := l.given[0]
+	return fmt.Errorf("%s is a %s summary without per-request results, and %s needs them: %s (%d summaries in all)", g.Source, g.Tool, what, g.Remedy, len(l.given))
 }
 
 // checkComparable records why A and B may not be compared.

@@ -89,6 +89,9 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := l.needRecords("an envelope"); err != nil {
+		return nil, err
+	}
 	env := &Envelope{SLO: o.SLO, Attainment: o.Attainment, Knee: -1, Notes: l.notes}
 	type group struct {
 		name    string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/servetrace/servetrace/analyze/peer"
 	"github.com/servetrace/servetrace/trace"
@@ -18,6 +19,8 @@ type GivenRun struct {
 	Tool    string        `json:"tool"`
 	Model   string        `json:"model,omitempty"`
 	Figures []peer.Figure `json:"figures"`
+	// Remedy says where per-request data would come from.
+	Remedy string `json:"remedy,omitempty"`
 }
 
 // peerRunColumns converts a peer run's requests into result columns, so
@@ -42,11 +45,7 @@ func peerRunColumns(r peer.Run) (*resultColumns, RunSummary) {
 		c.featureOffsets, c.prefixOffsets = append(c.featureOffsets, 0), append(c.prefixOffsets, 0)
 		if !q.OK {
 			c.status = append(c.status, int64(q.Status)) // 0 where the tool kept only the error text
-			outcome := trace.OutcomeHTTPError
-			if q.Cancelled {
-				outcome = trace.OutcomeCancelled
-			}
-			c.outcome = append(c.outcome, outcome)
+			c.outcome = append(c.outcome, peerOutcome(q))
 			c.firstChunk, c.firstToken, c.done = append(c.firstChunk, null), append(c.firstToken, null), append(c.done, null)
 			c.observedOut = append(c.observedOut, 0)
 			c.tokenOffsets = append(c.tokenOffsets, int64(len(c.tokenTimes)))
@@ -74,7 +73,7 @@ func peerRunColumns(r peer.Run) (*resultColumns, RunSummary) {
 		}
 		c.done = append(c.done, last)
 	}
-	sum := RunSummary{Dir: r.Source, RunID: r.ID, Tool: r.Tool, Complete: true, Target: peerTarget(r), AllAtOnce: r.AllAtOnce, OfferedRate: r.OfferedRate}
+	sum := RunSummary{Dir: r.Source, RunID: r.ID, Tool: r.Tool, noTiming: r.NoTiming, Complete: true, Target: peerTarget(r), AllAtOnce: r.AllAtOnce, OfferedRate: r.OfferedRate}
 	if r.DurationS > 0 {
 		completed := r.Completed
 		if completed < 0 {
@@ -84,6 +83,24 @@ func peerRunColumns(r peer.Run) (*resultColumns, RunSummary) {
 		sum.fileDurationS = r.DurationS
 	}
 	return c, sum
+}
+
+// peerOutcome classes a failed peer request: cancelled as the tool says,
+// an HTTP error where it kept a status, else by its error text (peer tools
+// keep the exception: aiohttp's ServerTimeoutError, ClientConnectorError).
+func peerOutcome(q peer.Request) string {
+	e := strings.ToLower(q.Error)
+	switch {
+	case q.Cancelled:
+		return trace.OutcomeCancelled
+	case q.Status >= 400:
+		return trace.OutcomeHTTPError
+	case strings.Contains(e, "timeout") || strings.Contains(e, "timed out"):
+		return trace.OutcomeTimeout
+	case strings.Contains(e, "connect") || strings.Contains(e, "connection") || strings.Contains(e, "reset by peer") || strings.Contains(e, "refused"):
+		return trace.OutcomeConnError
+	}
+	return trace.OutcomeHTTPError
 }
 
 // peerTarget names what a peer run measured, as the tool said it.
@@ -115,12 +132,12 @@ func peerFailures(rs []peer.Request) int {
 func peerMeanNotes(r peer.Run) []string {
 	var notes []string
 	for _, m := range []struct {
-		metric string
-		names  []string
-		of     func(q peer.Request) (float64, bool)
+		metric, why string
+		names       []string
+		of          func(q peer.Request) (float64, bool)
 	}{
-		{"TTFT", []string{"mean_ttft_ms", "ttft_ms.mean"}, func(q peer.Request) (float64, bool) { return nsToMs(q.TTFTNs), q.TTFTNs >= 0 }},
-		{"TPOT", []string{"mean_tpot_ms", "tpot_ms.mean"}, func(q peer.Request) (float64, bool) {
+		{"TTFT", "its records are rounded or cut", []string{"mean_ttft_ms"}, func(q peer.Request) (float64, bool) { return nsToMs(q.TTFTNs), q.TTFTNs >= 0 }},
+		{"TPOT", "the tool counts it from its own end-of-request time, which its records do not hold", []string{"mean_tpot_ms"}, func(q peer.Request) (float64, bool) {
 			if q.TTFTNs < 0 || q.OutputTokens < 2 {
 				return 0, false
 			}
@@ -141,8 +158,8 @@ func peerMeanNotes(r peer.Run) []string {
 			continue
 		}
 		if ours := s / float64(k); math.Abs(ours-given) > 0.01*given {
-			notes = append(notes, fmt.Sprintf("%s: mean %s %.2f ms from its records, where the file says %.2f ms (%+.1f%%): the tool counts it from its own end-of-request time, which its records do not hold",
-				r.Source, m.metric, ours, given, 100*(ours-given)/given))
+			notes = append(notes, fmt.Sprintf("%s: mean %s %.2f ms from its records, where the file says %.2f ms (%+.1f%%): %s",
+				r.Source, m.metric, ours, given, 100*(ours-given)/given, m.why))
 		}
 	}
 	return notes

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/servetrace/servetrace/analyze/peer"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -176,8 +177,8 @@ func TestPeerRecordsAnalyzed(t *testing.T) {
 	}{
 		// TTFTs 250, 260, 240 ms; latency = TTFT + gaps + 1.5 ms: max 250 + 4×5 + 1.5.
 		{"peer/testdata/aiperf/profile_export.jsonl", 4, 3, 250, 271.5, true, "", 1, 1},
-		// TTFTs 43 and 50 ms; the first ends at its [DONE], 68 ms.
-		{"peer/testdata/genai-perf/profile_export.json", 3, 2, 46.5, 68, true, "output tokens are counted as streamed responses", 1, 0},
+		// TTFTs 43 and 50 ms; the first ends at its last token, 64 ms.
+		{"peer/testdata/genai-perf/profile_export.json", 3, 2, 46.5, 64, true, "output tokens are counted as streamed responses", 1, 0},
 		{"peer/testdata/guidellm/benchmarks.json", 3, 2, 41, 80, false, "keeps no token times", 1, 0},
 		{"peer/testdata/llmperf/meta-llama-Llama-2-7b-chat-hf_550_150_individual_responses.json", 4, 3, 405, 3720, false, "keeps no send or token times", 1, 0},
 		// The details line of the SGLang file: TTFTs 39, 41 ms.
@@ -206,27 +207,42 @@ func TestPeerRecordsAnalyzed(t *testing.T) {
 			if rep.Runs[0].Tool == "" {
 				t.Error("the run summary does not name its tool")
 			}
+			// LLMPerf keeps no send times or duration: no rate is made up.
+			if untimedFile := strings.Contains(c.file, "llmperf"); untimedFile != (rep.Throughput.RequestsPerS == 0) {
+				t.Errorf("throughput %v req/s; want none exactly when the file has no timing", rep.Throughput.RequestsPerS)
+			}
 		})
 	}
 }
 
 // TestVLLMSweepDirectory: a `vllm bench sweep serve` directory expands to
 // its run=N.json files, without the summary.json that repeats them or
-// the warmup run, and they pool as repeats.
+// the warmup run; every run=0.json stays a run of its own, and they pool
+// as repeats.
 func TestVLLMSweepDirectory(t *testing.T) {
 	dirs, err := ExpandRunDirs("peer/testdata/vllm/sweep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dirs) != 2 || !strings.HasSuffix(dirs[0], "run=0.json") || !strings.HasSuffix(dirs[1], "run=1.json") {
-		t.Fatalf("expanded to %v, want the two run files", dirs)
+	var names []string
+	for _, d := range dirs {
+		names = append(names, filepath.Base(filepath.Dir(d))+"/"+filepath.Base(d))
+	}
+	want := []string{"SERVE--max_num_seqs=64-BENCH--request_rate=4/run=0.json", "SERVE--max_num_seqs=64-BENCH--request_rate=4/run=1.json",
+		"SERVE--max_num_seqs=64-BENCH--request_rate=8/run=0.json"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("expanded to %v, want %v", names, want)
 	}
 	rep, err := Analyze(dirs, Options{Percentiles: []float64{50}, Bootstrap: BootstrapOptions{Resamples: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Repeats == nil || rep.Requests.Counted != 24 {
-		t.Errorf("repeats %v, counted %d; want two pooled runs of 12", rep.Repeats != nil, rep.Requests.Counted)
+	ids := map[string]bool{}
+	for _, r := range rep.Runs {
+		ids[r.RunID] = true
+	}
+	if len(rep.Runs) != 3 || len(ids) != 3 || rep.Repeats == nil || rep.Requests.Counted != 36 {
+		t.Errorf("%d runs, %d ids, repeats %v, counted %d; want three runs of 12 as repeats", len(rep.Runs), len(ids), rep.Repeats != nil, rep.Requests.Counted)
 	}
 	if _, err := ExpandRunDirs(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no result file of a supported tool") {
 		t.Errorf("an empty directory: %v", err)
@@ -310,6 +326,45 @@ func TestCompareVLLMWithServetraceRun(t *testing.T) {
 	if _, err := Compare([]string{"peer/testdata/vllm/2026-summary.json"}, []string{b}, CompareOptions{}); err == nil || !strings.Contains(err.Error(), "--save-detailed") {
 		t.Errorf("a summary side: %v; want the reason and the flag", err)
 	}
+	if _, err := Compare([]string{"peer/testdata/aiperf/profile_export_aiperf.json"}, []string{b}, CompareOptions{}); err == nil || !strings.Contains(err.Error(), "profile_export.jsonl") {
+		t.Errorf("an AIPerf summary side: %v; want the file to give instead", err)
+	}
+	if _, err := FindEnvelope([]string{"peer/testdata/vllm/2026-summary.json", "peer/testdata/vllm/2025-summary.json"}, EnvelopeOptions{}); err == nil || !strings.Contains(err.Error(), "an envelope needs them") {
+		t.Errorf("an envelope of summaries: %v; want them refused, not ignored", err)
+	}
+}
+
+// TestArtifactDirectory: a tool's directory holding both its per-request
+// file and its summary expands to the per-request file alone, and two
+// directories of the same file names stay two runs.
+func TestArtifactDirectory(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		for _, f := range []string{"profile_export.jsonl", "profile_export_aiperf.json"} {
+			b, err := os.ReadFile(filepath.Join("peer/testdata/aiperf", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(root, d, f), string(b))
+		}
+	}
+	dirs, err := ExpandRunDirs(root + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != 2 || filepath.Base(dirs[0]) != "profile_export.jsonl" || filepath.Base(dirs[1]) != "profile_export.jsonl" {
+		t.Fatalf("expanded to %v, want each directory's per-request file", dirs)
+	}
+	rep, err := Analyze(dirs, Options{Bootstrap: BootstrapOptions{Resamples: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[0].RunID == rep.Runs[1].RunID || rep.Repeats == nil {
+		t.Errorf("runs %d (ids %v), repeats %v: want two runs as repeats", len(rep.Runs), []string{rep.Runs[0].RunID}, rep.Repeats != nil)
+	}
 }
 
 // TestPeerMeanNote: where a file's own mean TPOT differs from the one its
@@ -337,6 +392,26 @@ func TestPeerMeanNote(t *testing.T) {
 		got := strings.Contains(strings.Join(rep.Notes, "\n"), "mean TPOT 15.00 ms from its records")
 		if got != c.note {
 			t.Errorf("file TPOT %.3f: note %v, want %v (%q)", 15*c.scale, got, c.note, rep.Notes)
+		}
+	}
+}
+
+// TestPeerOutcome: a peer failure is classed by its status, else by the
+// exception text the tool kept.
+func TestPeerOutcome(t *testing.T) {
+	for _, c := range []struct {
+		q    peer.Request
+		want string
+	}{
+		{peer.Request{Status: 503, Error: "Service Unavailable"}, trace.OutcomeHTTPError},
+		{peer.Request{Error: "aiohttp.client_exceptions.ServerTimeoutError: Timeout on reading data from socket"}, trace.OutcomeTimeout},
+		{peer.Request{Error: "ClientConnectorError: Cannot connect to host localhost:8000"}, trace.OutcomeConnError},
+		{peer.Request{Error: "ConnectionResetError: [Errno 104] Connection reset by peer"}, trace.OutcomeConnError},
+		{peer.Request{Cancelled: true, Status: 499}, trace.OutcomeCancelled},
+		{peer.Request{Error: "Traceback (most recent call last): ... ClientResponseError: 500"}, trace.OutcomeHTTPError},
+	} {
+		if got := peerOutcome(c.q); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.q, got, c.want)
 		}
 	}
 }

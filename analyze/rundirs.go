@@ -58,7 +58,9 @@ func isRunDir(p string) bool {
 // at most depth levels down, in lexical order; a run directory's own
 // files are not searched.
 func findRuns(root string, depth int) ([]string, error) {
+	root = filepath.Clean(root)
 	var out []string
+	var files []peerFile
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -77,9 +79,11 @@ func findRuns(root string, depth int) ([]string, error) {
 			return nil
 		}
 		if ext := filepath.Ext(path); d.Type().IsRegular() && (ext == ".json" || ext == ".jsonl") {
-			if _, err := peer.Read(path); err == nil {
-				out = append(out, path)
-			} else if !errors.Is(err, peer.ErrNotPeer) {
+			runs, err := peer.Read(path)
+			switch {
+			case err == nil:
+				files = append(files, describePeerFile(path, runs))
+			case !errors.Is(err, peer.ErrNotPeer):
 				return err
 			}
 		}
@@ -88,8 +92,50 @@ func findRuns(root string, depth int) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, err)
 	}
+	for _, f := range dropSummariesBesideRecords(files) {
+		out = append(out, f.path)
+	}
 	sort.Strings(out)
 	return dropSweepRollups(out), nil
+}
+
+// peerFile is a result file found in a directory: its tool and whether it
+// holds per-request data or only a summary.
+type peerFile struct {
+	path, tool string
+	summary    bool
+}
+
+func describePeerFile(path string, runs []peer.Run) peerFile {
+	f := peerFile{path: path, summary: true}
+	for _, r := range runs {
+		f.tool = r.ToolKey()
+		if r.Requests != nil {
+			f.summary = false
+		}
+	}
+	return f
+}
+
+// dropSummariesBesideRecords removes a tool's summary files from a
+// directory that holds that tool's per-request file too: an AIPerf,
+// GenAI-Perf or LLMPerf artifact directory has both, and the summary
+// repeats the records' run.
+func dropSummariesBesideRecords(files []peerFile) []peerFile {
+	records := map[[2]string]bool{}
+	for _, f := range files {
+		if !f.summary {
+			records[[2]string{filepath.Dir(f.path), f.tool}] = true
+		}
+	}
+	var out []peerFile
+	for _, f := range files {
+		if f.summary && records[[2]string{filepath.Dir(f.path), f.tool}] {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // dropSweepRollups removes the files of a `vllm bench sweep` directory

@@ -56,7 +56,11 @@ func WriteTable(w io.Writer, rep *Report) error {
 	}
 	b.WriteString("\n")
 	t := rep.Throughput
-	fmt.Fprintf(&b, "throughput (ok requests, %.1f s): %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", t.DurationS, t.RequestsPerS, t.OutputTokensPerS, t.TotalTokensPerS)
+	if untimed(rep.Runs) {
+		b.WriteString("throughput: not reported (no send times or duration in the result files)\n")
+	} else {
+		fmt.Fprintf(&b, "throughput (ok requests, %.1f s): %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", t.DurationS, t.RequestsPerS, t.OutputTokensPerS, t.TotalTokensPerS)
+	}
 	if g := rep.Goodput; g != nil {
 		fmt.Fprintf(&b, "goodput (ok and %s): %.2f req/s [95%% %.2f, %.2f]; %d of %d requests met it (%.1f%%), error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], g.Met, g.Eligible, 100*g.MetShare, g.ErrorBudgetUsed)

@@ -44,7 +44,8 @@ func readAIPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, error
 	if c, ok := stat(ms, "request_count", "avg"); ok {
 		r.Completed = int64(math.Round(c))
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("%s is an AIPerf summary: its figures are reported as given, and no interval can be computed; give the profile_export.jsonl beside it for per-request data", src))
+	r.Remedy = "give the profile_export.jsonl beside it (AIPerf's per-request records)"
+	r.Notes = append(r.Notes, fmt.Sprintf("%s is an AIPerf summary: its figures are reported as given, and no interval can be computed; %s", src, r.Remedy))
 	return []Run{r}, nil
 }
 

@@ -1,11 +1,12 @@
 package peer
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // GenAI-Perf (triton-inference-server/perf_analyzer, genai-perf/) writes
@@ -53,11 +54,9 @@ type genaiPerfRaw struct {
 }
 
 // readGenAIPerfRaw reads perf_analyzer's raw export, one run per
-// experiment. A request's first response is its first token and the
-// gaps are between responses; an OpenAI stream's closing "data: [DONE]"
-// ends the request but carries no token. The file holds text, not token
-// counts: output tokens are counted as content responses (one token per
-// chunk, as vLLM and SGLang stream), input tokens are unknown.
+// experiment (requests read by genaiPerfRequest). The file holds text,
+// not token counts: output tokens are counted as content events (one
+// token per event, as vLLM and SGLang stream), input tokens are unknown.
 func readGenAIPerfRaw(obj map[string]json.RawMessage, src string) ([]Run, error) {
 	var g genaiPerfRaw
 	b, _ := json.Marshal(obj)
@@ -79,6 +78,7 @@ func readGenAIPerfRaw(obj map[string]json.RawMessage, src string) ([]Run, error)
 		case "concurrency":
 			r.MaxConcurrency = int(e.Experiment.Value)
 		}
+		r.Requests = []Request{} // an experiment of no requests is still a run, not a summary
 		t0 := int64(math.MaxInt64)
 		for _, q := range e.Requests {
 			t0 = min(t0, q.Timestamp)
@@ -87,27 +87,7 @@ func readGenAIPerfRaw(obj map[string]json.RawMessage, src string) ([]Run, error)
 			if len(q.ResponseOutputs) != 0 && len(q.ResponseOutputs) != len(q.ResponseTimestamps) {
 				return nil, fmt.Errorf("experiment %d request %d: %d responses for %d response timestamps", ei, i, len(q.ResponseOutputs), len(q.ResponseTimestamps))
 			}
-			rq := Request{SentNs: q.Timestamp - t0, OK: len(q.ResponseTimestamps) > 0, TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: 0, Streamed: true}
-			if !rq.OK {
-				rq.Error = "no response recorded"
-				r.Requests = append(r.Requests, rq)
-				continue
-			}
-			var tokens []int64
-			for j, ts := range q.ResponseTimestamps {
-				if len(q.ResponseOutputs) == 0 || carriesToken(q.ResponseOutputs[j]) {
-					tokens = append(tokens, ts)
-				}
-			}
-			rq.E2ENs = q.ResponseTimestamps[len(q.ResponseTimestamps)-1] - q.Timestamp
-			if len(tokens) > 0 {
-				rq.TTFTNs = tokens[0] - q.Timestamp
-				for j := 1; j < len(tokens); j++ {
-					rq.GapsNs = append(rq.GapsNs, tokens[j]-tokens[j-1])
-				}
-			}
-			rq.OutputTokens = int64(len(tokens))
-			r.Requests = append(r.Requests, rq)
+			r.Requests = append(r.Requests, genaiPerfRequest(q.Timestamp-t0, q.Timestamp, q.ResponseTimestamps, q.ResponseOutputs))
 		}
 		if w := e.WindowBoundaries; len(w) >= 2 && w[len(w)-1] > w[0] {
 			r.DurationS = float64(w[len(w)-1]-w[0]) / 1e9
@@ -123,36 +103,111 @@ func readGenAIPerfRaw(obj map[string]json.RawMessage, src string) ([]Run, error)
 	return runs, nil
 }
 
-// carriesToken reports whether a raw response output is a token: not an
-// empty one, and not an OpenAI stream's "data: [DONE]" terminator or a
-// chunk with no content.
-func carriesToken(out map[string]json.RawMessage) bool {
+// genaiPerfRequest reads one raw request. A response may bundle several
+// SSE events (GenAI-Perf's own parser splits them): each content event is
+// a token, and a response with any is a token event at its timestamp. An
+// OpenAI stream's closing "data: [DONE]" carries no token, and the request
+// ends at its last token event. A non-streamed response (a whole
+// chat.completion) is one response with no TTFT. A request with no token
+// failed, with the error its responses give where they give one.
+func genaiPerfRequest(sent, start int64, stamps []int64, outs []map[string]json.RawMessage) Request {
+	q := Request{SentNs: sent, TTFTNs: -1, E2ENs: -1, InputTokens: -1, Streamed: true}
+	var tokens []int64
+	var errText string
+	whole := false
+	for j, ts := range stamps {
+		if len(outs) == 0 {
+			tokens, q.OutputTokens = append(tokens, ts), q.OutputTokens+1 // no outputs recorded: each response a token
+			continue
+		}
+		n, isWhole, e := responseTokens(outs[j])
+		if e != "" && errText == "" {
+			errText = e
+		}
+		if n > 0 {
+			tokens, q.OutputTokens = append(tokens, ts), q.OutputTokens+int64(n)
+			whole = whole || isWhole
+		}
+	}
+	if len(tokens) == 0 {
+		q.Error = cmp.Or(errText, "no token in any response")
+		q.OutputTokens = 0
+		return q
+	}
+	q.OK = true
+	q.E2ENs = tokens[len(tokens)-1] - start
+	if whole {
+		q.Streamed, q.OutputTokens = false, -1 // the text's tokens are not counted here
+		return q
+	}
+	q.TTFTNs = tokens[0] - start
+	for j := 1; j < len(tokens); j++ {
+		q.GapsNs = append(q.GapsNs, tokens[j]-tokens[j-1])
+	}
+	return q
+}
+
+// responseTokens counts the tokens of one raw response output: its
+// content events (several may be bundled, one per "data:" line), or 1 for
+// a whole non-streamed completion (whole set), and the error message an
+// error body or event carries.
+func responseTokens(out map[string]json.RawMessage) (n int, whole bool, errText string) {
 	raw, ok := out["response"]
 	if !ok {
-		return len(out) > 0
+		return min(len(out), 1), false, "" // a Triton output tensor: one response, one token
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
-		return true
+		return 1, false, ""
 	}
-	body := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace([]byte(s)), []byte("data:")))
-	if len(body) == 0 || string(body) == "[DONE]" {
-		return false
+	var bodies []string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, "data:"); ok {
+			bodies = append(bodies, strings.TrimSpace(rest))
+		}
 	}
-	var chunk struct {
-		Choices []struct {
-			Delta struct {
-				Content          *string `json:"content"`
-				ReasoningContent *string `json:"reasoning_content"`
-			} `json:"delta"`
-			Text *string `json:"text"`
-		} `json:"choices"`
+	if len(bodies) == 0 { // not SSE: a whole response body
+		bodies, whole = []string{strings.TrimSpace(s)}, true
 	}
-	if json.Unmarshal(body, &chunk) != nil || len(chunk.Choices) == 0 {
-		return false
+	for _, b := range bodies {
+		if b == "" || b == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Object  string `json:"object"`
+			Message string `json:"message"`
+			Error   *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+			Choices []struct {
+				Delta struct {
+					Content          *string `json:"content"`
+					ReasoningContent *string `json:"reasoning_content"`
+				} `json:"delta"`
+				Message struct {
+					Content *string `json:"content"`
+				} `json:"message"`
+				Text *string `json:"text"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(b), &chunk) != nil {
+			continue
+		}
+		switch {
+		case chunk.Error != nil:
+			errText = chunk.Error.Message
+		case chunk.Object == "error":
+			errText = chunk.Message
+		}
+		for _, c := range chunk.Choices {
+			if nonEmpty(c.Delta.Content) || nonEmpty(c.Delta.ReasoningContent) || nonEmpty(c.Text) || nonEmpty(c.Message.Content) {
+				n++
+				break
+			}
+		}
 	}
-	c := chunk.Choices[0]
-	return nonEmpty(c.Delta.Content) || nonEmpty(c.Delta.ReasoningContent) || nonEmpty(c.Text)
+	return n, whole && n > 0, errText
 }
 
 func nonEmpty(s *string) bool { return s != nil && *s != "" }
@@ -167,6 +222,7 @@ func readGenAIPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, er
 	if json.Unmarshal(obj["input_config"], &cfg) == nil && len(cfg.Model) > 0 {
 		r.Model = cfg.Model[0]
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("%s is a GenAI-Perf summary: its figures are reported as given, and no interval can be computed; give the raw profile_export.json beside it for per-request data", src))
+	r.Remedy = "give the raw profile_export.json beside it (GenAI-Perf's per-request export)"
+	r.Notes = append(r.Notes, fmt.Sprintf("%s is a GenAI-Perf summary: its figures are reported as given, and no interval can be computed; %s", src, r.Remedy))
 	return []Run{r}, nil
 }

@@ -122,16 +122,26 @@ func readGuidellm(obj map[string]json.RawMessage, src string) ([]Run, error) {
 		for _, q := range bm.Requests.Incomplete {
 			recs = append(recs, rec{q, false, true})
 		}
-		t0 := math.Inf(1)
+		// A request cancelled while still queued has no start time: it was
+		// never sent, and is counted in a note; a successful one without
+		// it is a cut file.
+		t0, unsent := math.Inf(1), 0
 		for i, x := range recs {
 			s, ok := x.q.start()
-			if !ok {
-				return nil, fmt.Errorf("benchmark %d request %d: no request_start_time", bi, i)
+			if !ok && x.ok {
+				return nil, fmt.Errorf("benchmark %d request %d: a successful request without request_start_time: the file is cut or edited", bi, i)
 			}
-			t0 = math.Min(t0, s)
+			if ok {
+				t0 = math.Min(t0, s)
+			}
 		}
+		r.Requests = []Request{}
 		for _, x := range recs {
-			s, _ := x.q.start()
+			s, ok := x.q.start()
+			if !ok {
+				unsent++
+				continue
+			}
 			q := Request{SentNs: secondsToNs(s - t0), OK: x.ok, Cancelled: x.canc, TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: -1, Streamed: true}
 			if p := x.q.PromptTokens; p != nil {
 				q.InputTokens = *p
@@ -158,6 +168,9 @@ func readGuidellm(obj map[string]json.RawMessage, src string) ([]Run, error) {
 			r.Requests = append(r.Requests, q)
 		}
 		sort.SliceStable(r.Requests, func(i, j int) bool { return r.Requests[i].SentNs < r.Requests[j].SentNs })
+		if unsent > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d requests ended before they were sent (no start time) and are left out", label, unsent))
+		}
 		if r.Completed > int64(len(bm.Requests.Successful)) {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s keeps %d of its %d successful requests (guidellm samples its records): intervals are over that sample", label, len(bm.Requests.Successful), r.Completed))
 		}

@@ -3,7 +3,6 @@ package peer
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,29 +38,12 @@ type llmperfRecord struct {
 	OutputTokens anyInt   `json:"number_output_tokens"`
 }
 
-// anyInt is an integer written as a number or, by json.dump's
-// default=str, as a string.
-type anyInt int64
-
-func (a *anyInt) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
-	if s == "null" {
-		return nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return fmt.Errorf("not a number: %s", b)
-	}
-	*a = anyInt(math.Round(f))
-	return nil
-}
-
 // readLLMPerfRecords reads LLMPerf's individual responses. The file keeps
 // no send times and no token times: every request is taken as sent at 0
 // (latencies are exact; throughput and time series are not), and a
 // request's tokens are its first at TTFT and its end at its latency.
 func readLLMPerfRecords(docs []json.RawMessage, src string) (Run, error) {
-	r := Run{Tool: "LLMPerf", Source: src, ID: runID("llmperf", src), Completed: -1, SendTimes: SentAllAtOnce}
+	r := Run{Tool: "LLMPerf", Source: src, ID: runID("llmperf", src), Completed: -1, SendTimes: SentAllAtOnce, NoTiming: true}
 	for i, d := range docs {
 		var rec llmperfRecord
 		if err := json.Unmarshal(d, &rec); err != nil {
@@ -81,7 +63,7 @@ func readLLMPerfRecords(docs []json.RawMessage, src string) (Run, error) {
 		}
 		r.Requests = append(r.Requests, q)
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("%s is LLMPerf's per-request file, which keeps no send or token times: latency percentiles are exact, but the throughput and time series here are not the run's, and ITL is the per-request mean only (see its _summary.json)", src))
+	r.Notes = append(r.Notes, fmt.Sprintf("%s is LLMPerf's per-request file, which keeps no send or token times: latency percentiles are exact, but no throughput or time series follows from it, and ITL is the per-request mean only (see its _summary.json)", src))
 	return r, nil
 }
 
@@ -119,7 +101,8 @@ func readLLMPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, erro
 			r.DurationS = c / perMin * 60
 		}
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("%s is an LLMPerf summary: its figures are reported as given, and no interval can be computed; give the _individual_responses.json beside it for per-request data", src))
+	r.Remedy = "give the _individual_responses.json beside it (LLMPerf's per-request file)"
+	r.Notes = append(r.Notes, fmt.Sprintf("%s is an LLMPerf summary: its figures are reported as given, and no interval can be computed; %s", src, r.Remedy))
 	return []Run{r}, nil
 }
 

@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -29,8 +31,10 @@ type Run struct {
 	Model, Backend string
 	// Requests are the per-request records; nil for a summary-only file.
 	Requests []Request
-	// SendTimes says how Requests' Sent was known.
+	// SendTimes says how Requests' Sent was known; NoTiming that the file
+	// keeps neither send times nor a duration, so no rate follows from it.
 	SendTimes SendTimes
+	NoTiming  bool
 	// DurationS is the tool's own benchmark duration in seconds, 0 when the
 	// file gives none; Completed its count of successful requests, -1 when
 	// not given. Peer tools count throughput as completed / duration.
@@ -46,6 +50,9 @@ type Run struct {
 	Figures []Figure
 	// Notes are what a reader of the analysis must know about this file.
 	Notes []string
+	// Remedy says, for a summary-only run, where its per-request data
+	// would come from.
+	Remedy string
 }
 
 // SendTimes says where a run's send times came from.
@@ -59,6 +66,9 @@ const (
 	// SentSpread: no send times; sends are spread evenly over the
 	// duration in file order.
 	SentSpread
+	// SentByConcurrency: no send times, every request sent at once under
+	// a concurrency cap; each starts when a slot frees, in file order.
+	SentByConcurrency
 )
 
 // Figure is one aggregate a peer tool computed, under the tool's own name
@@ -329,15 +339,23 @@ func firstBytes(b []byte) string {
 	return string(b)
 }
 
-// runID is a run's label: the tool's short name and the source's base
-// name without its extension, keeping a line or element suffix.
+// runID is a run's label: the tool's short name and the source's path
+// without its extension, keeping a line or element suffix. The path, not
+// only the base name, since every run of a sweep is a run=0.json: by base
+// name alone, repeats at different rates pooled as shards of one run.
 func runID(short, src string) string {
-	base := filepath.Base(src)
-	suffix := ""
-	if i := strings.IndexAny(base, ":["); i > 0 {
-		base, suffix = base[:i], base[i:]
+	path, suffix := src, ""
+	if i := strings.LastIndexAny(src, ":["); i > len(filepath.Dir(src)) {
+		path, suffix = src[:i], src[i:]
 	}
-	return short + ":" + strings.TrimSuffix(base, filepath.Ext(base)) + suffix
+	return short + ":" + strings.TrimSuffix(filepath.ToSlash(filepath.Clean(path)), filepath.Ext(path)) + suffix
+}
+
+// ToolKey is the short name of the run's tool ("vllm", "aiperf"), the
+// same for every version.
+func (r Run) ToolKey() string {
+	k, _, _ := strings.Cut(r.ID, ":")
+	return k
 }
 
 // pythonNonFinite maps the bare tokens Python's json module writes for
@@ -387,6 +405,23 @@ func sanitizePython(b []byte) []byte {
 		}
 	}
 	return out
+}
+
+// anyInt is an integer written as a number or, by json.dump's
+// default=str, as a string.
+type anyInt int64
+
+func (a *anyInt) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if s == "null" {
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("not a number: %s", b)
+	}
+	*a = anyInt(math.Round(f))
+	return nil
 }
 
 // Tools names the tools whose result files Read reads, for messages.

@@ -113,10 +113,26 @@ func TestRecordTimes(t *testing.T) {
 	if q := a.Requests[4]; q.OK || q.Status != 500 || q.InputTokens != 550 {
 		t.Errorf("AIPerf error record %+v, want status 500 and its error_isl", q)
 	}
-	// GenAI-Perf: the [DONE] response ends the request but is no token.
+	// GenAI-Perf: the [DONE] response is no token, and the request ends
+	// at its last token event.
 	g := read("genai-perf/profile_export.json")
-	if q := g.Requests[0]; q.TTFTNs != 43e6 || q.OutputTokens != 3 || len(q.GapsNs) != 2 || q.GapsNs[1] != 11e6 || q.E2ENs != 68e6 {
+	if q := g.Requests[0]; q.TTFTNs != 43e6 || q.OutputTokens != 3 || len(q.GapsNs) != 2 || q.GapsNs[1] != 11e6 || q.E2ENs != 64e6 {
 		t.Errorf("GenAI-Perf first request %+v", q)
+	}
+	// Bundled events are tokens of one token event; a whole completion is
+	// not streamed; error bodies and events are failures with their text.
+	sh := read("genai-perf/shapes.json")
+	if q := sh.Requests[0]; !q.OK || q.OutputTokens != 4 || q.TTFTNs != 40e6 || len(q.GapsNs) != 2 || q.GapsNs[1] != 15e6 || q.E2ENs != 65e6 {
+		t.Errorf("GenAI-Perf bundled events %+v", q)
+	}
+	if q := sh.Requests[1]; !q.OK || q.Streamed || q.TTFTNs != -1 || q.E2ENs != 200e6 {
+		t.Errorf("GenAI-Perf whole completion %+v", q)
+	}
+	if q := sh.Requests[2]; q.OK || !strings.Contains(q.Error, "does not exist") {
+		t.Errorf("GenAI-Perf error body %+v", q)
+	}
+	if q := sh.Requests[3]; q.OK || q.Error != "upstream overloaded" {
+		t.Errorf("GenAI-Perf error event %+v", q)
 	}
 	if q := g.Requests[1]; q.SentNs != 1e6 {
 		t.Errorf("GenAI-Perf second request sent at %d ns, want 1 ms after the first", q.SentNs)
@@ -142,7 +158,7 @@ func TestRecordTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := s[1]; len(r.Requests) != 3 || r.Requests[2].OK || r.ID != "sglang:bench_serving:2" || r.OfferedRate != 2 {
+	if r := s[1]; len(r.Requests) != 3 || r.Requests[2].OK || r.ID != "sglang:testdata/sglang/bench_serving:2" || r.OfferedRate != 2 {
 		t.Errorf("SGLang second line: %d requests, id %s, offered %v", len(r.Requests), r.ID, r.OfferedRate)
 	}
 }
@@ -210,8 +226,8 @@ func TestSanitizePython(t *testing.T) {
 
 func TestRunID(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
-		{"/x/y/run.json", "vllm:run"},
-		{"/x/bench.jsonl:3", "vllm:bench:3"},
+		{"/x/y/run=0.json", "vllm:/x/y/run=0"},
+		{"x/../z/bench.jsonl:3", "vllm:z/bench:3"},
 		{"sum.json[2]", "vllm:sum[2]"},
 	} {
 		if got := runID("vllm", c.src); got != c.want {

@@ -35,6 +35,9 @@ func readSGLang(obj map[string]json.RawMessage, src string) ([]Run, error) {
 			_ = json.Unmarshal(obj["model"], &model)
 		}
 		r.Model = model
+		if r.Remedy != "" {
+			r.Remedy = "rerun bench_serving with --output-details"
+		}
 		for j, n := range r.Notes {
 			r.Notes[j] = strings.Replace(n, "vllm bench serve without --save-detailed", "bench_serving without --output-details", 1)
 		}

@@ -21,16 +21,16 @@ type vllmResult struct {
 	ModelID        string          `json:"model_id"`
 	Date           string          `json:"date"`
 	Duration       float64         `json:"duration"`
-	InputLens      []int64         `json:"input_lens"`
-	OutputLens     []int64         `json:"output_lens"`
+	InputLens      []anyInt        `json:"input_lens"`
+	OutputLens     []anyInt        `json:"output_lens"`
 	TTFTs          []float64       `json:"ttfts"`
 	ITLs           [][]float64     `json:"itls"`
 	StartTimes     []float64       `json:"start_times"`
 	Latencies      []float64       `json:"latencies"`
 	Errors         []string        `json:"errors"`
 	Rate           json.RawMessage `json:"request_rate"`
-	Completed      *int64          `json:"completed"`
-	MaxConcurrency *int            `json:"max_concurrency"`
+	Completed      *anyInt         `json:"completed"`
+	MaxConcurrency *anyInt         `json:"max_concurrency"`
 }
 
 // vllmFigure matches the aggregate fields vLLM writes beside the lists.
@@ -78,16 +78,17 @@ func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
 		run.OfferedRate = r
 	}
 	if v.Completed != nil {
-		run.Completed = *v.Completed
+		run.Completed = int64(*v.Completed)
 	}
 	if v.MaxConcurrency != nil {
-		run.MaxConcurrency = *v.MaxConcurrency
+		run.MaxConcurrency = int(*v.MaxConcurrency)
 	}
 	n := len(v.TTFTs)
 	if n == 0 && len(v.InputLens) > 0 && len(v.Latencies) == len(v.InputLens) {
 		return readVLLMPooling(run, v, src)
 	}
 	if n == 0 && len(v.InputLens) == 0 {
+		run.Remedy = "rerun vllm bench serve with --save-result --save-detailed"
 		run.Notes = append(run.Notes, fmt.Sprintf("%s is a summary (vllm bench serve without --save-detailed): its figures are reported as given, and no interval can be computed", src))
 		return []Run{run}, nil
 	}
@@ -100,6 +101,9 @@ func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
 	if len(v.Errors) != 0 && len(v.Errors) != n {
 		return nil, fmt.Errorf("%d errors for %d requests: the file is cut or edited", len(v.Errors), n)
 	}
+	if len(v.StartTimes) != 0 && len(v.StartTimes) != n {
+		return nil, fmt.Errorf("%d start_times for %d requests: the file is cut or edited", len(v.StartTimes), n)
+	}
 	starts := make([]int64, n)
 	switch {
 	case len(v.StartTimes) == n:
@@ -110,6 +114,10 @@ func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
 		for i, s := range v.StartTimes {
 			starts[i] = int64((s - t0) * 1e9)
 		}
+	case run.AllAtOnce && run.MaxConcurrency > 0:
+		run.SendTimes = SentByConcurrency
+		starts = slotStarts(v, run.MaxConcurrency)
+		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times, a request rate of inf and at most %d requests at once: each request is taken as sent when one of the %d slots freed, in file order", src, run.MaxConcurrency, run.MaxConcurrency))
 	case run.AllAtOnce:
 		run.SendTimes = SentAllAtOnce
 		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times and a request rate of inf: every request is taken as sent at t = 0", src))
@@ -122,8 +130,8 @@ func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
 	}
 	run.Requests = make([]Request, n)
 	for i := range n {
-		ok := len(v.Errors) == 0 || v.Errors[i] == ""
-		r := Request{SentNs: starts[i], OK: ok, TTFTNs: -1, E2ENs: -1, InputTokens: v.InputLens[i], OutputTokens: v.OutputLens[i], Streamed: true}
+		ok := vllmOK(v, i)
+		r := Request{SentNs: starts[i], OK: ok, TTFTNs: -1, E2ENs: -1, InputTokens: int64(v.InputLens[i]), OutputTokens: int64(v.OutputLens[i]), Streamed: true}
 		if !ok {
 			r.Error = v.Errors[i]
 			r.OutputTokens = 0
@@ -145,6 +153,44 @@ func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
 	return []Run{run}, nil
 }
 
+// vllmOK reports whether request i succeeded: no error text, and not
+// the zeros vLLM records for a failure whose error it left empty (its
+// error is the response's reason, which can be "").
+func vllmOK(v vllmResult, i int) bool {
+	if len(v.Errors) > 0 && v.Errors[i] != "" {
+		return false
+	}
+	return !(v.TTFTs[i] == 0 && v.OutputLens[i] == 0 && len(v.ITLs[i]) == 0)
+}
+
+// slotStarts rebuilds the sends of a run at rate inf under a concurrency
+// cap: in file order, each request starts when the earliest of the slots
+// frees, and holds it for its latency (its latencies entry, else TTFT
+// plus its gaps; a failed one, 0).
+func slotStarts(v vllmResult, slots int) []int64 {
+	n := len(v.TTFTs)
+	free := make([]float64, slots)
+	starts := make([]int64, n)
+	for i := range n {
+		k := 0
+		for j := range free {
+			if free[j] < free[k] {
+				k = j
+			}
+		}
+		lat := v.TTFTs[i]
+		for _, g := range v.ITLs[i] {
+			lat += g
+		}
+		if len(v.Latencies) == n && v.Latencies[i] > 0 {
+			lat = v.Latencies[i]
+		}
+		starts[i] = secondsToNs(free[k])
+		free[k] += lat
+	}
+	return starts
+}
+
 // readVLLMPooling reads a pooling (embedding) benchmark: per request an
 // input length and a latency, with no tokens streamed.
 func readVLLMPooling(run Run, v vllmResult, src string) ([]Run, error) {
@@ -159,7 +205,7 @@ func readVLLMPooling(run Run, v vllmResult, src string) ([]Run, error) {
 	run.Requests = make([]Request, n)
 	for i := range n {
 		ok := len(v.Errors) == 0 || v.Errors[i] == ""
-		r := Request{OK: ok, TTFTNs: -1, E2ENs: -1, InputTokens: v.InputLens[i], OutputTokens: 0}
+		r := Request{OK: ok, TTFTNs: -1, E2ENs: -1, InputTokens: int64(v.InputLens[i]), OutputTokens: 0}
 		if run.SendTimes == SentSpread {
 			r.SentNs = int64(float64(i) / float64(n) * v.Duration * 1e9)
 		}

@@ -51,6 +51,7 @@ func readVLLMTableRow(obj map[string]json.RawMessage, src string) ([]Run, error)
 		}
 	}
 	sort.Slice(r.Figures, func(i, j int) bool { return r.Figures[i].Name < r.Figures[j].Name })
+	r.Remedy = "give the vllm bench serve result files the table was made from"
 	r.Notes = append(r.Notes, fmt.Sprintf("%s is a row of vLLM's benchmark table: its figures are reported as given, and no interval can be computed", r.Source))
 	return []Run{r}, nil
 }
