@@ -95,9 +95,14 @@ func (s *scraper) fetch(ctx context.Context) ([]byte, error) {
 }
 
 // scrape fetches once and writes the result; a failed scrape is written
-// as a comment, so gaps are visible.
+// as a comment, so gaps are visible. A scrape cut short because ctx ended
+// (the run's measurement ended while it was in flight) measured nothing
+// and failed nothing: no file, as if it had not begun.
 func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
 	body, err := s.fetch(ctx)
+	if err != nil && ctx.Err() != nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := fmt.Sprintf("scrape-%05d.prom", s.seq)
