@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/gonum/stat/distuv"
 
@@ -262,6 +263,26 @@ func fingerprintDiffs(a, b []*trace.RunInfo, testing string) []string {
 		}
 		if !reflect.DeepEqual(a[0].ServerModels, b[0].ServerModels) {
 			diffs = append(diffs, "the server's /v1/models answer")
+		}
+		diffs = append(diffs, identityDiffs(a[0].Server, b[0].Server)...)
+	}
+	return diffs
+}
+
+// identityDiffs lists the server identity fields (engine, version,
+// weights, context length) that differ; runs recorded before identities
+// were (nil) are not compared on them.
+func identityDiffs(a, b *trace.ServerIdentity) []string {
+	if a == nil || b == nil {
+		return nil
+	}
+	var diffs []string
+	for _, f := range []struct{ name, a, b string }{
+		{"server engine", a.Engine, b.Engine}, {"server version", a.Version, b.Version}, {"server weights", a.Model, b.Model},
+		{"server context length", strconv.FormatInt(a.ContextTokens, 10), strconv.FormatInt(b.ContextTokens, 10)},
+	} {
+		if f.a != f.b {
+			diffs = append(diffs, fmt.Sprintf("%s (%s vs %s)", f.name, f.a, f.b))
 		}
 	}
 	return diffs

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 func TestHolmHandComputed(t *testing.T) {
@@ -118,5 +120,33 @@ func TestLongCompareCalibrationCorrelated(t *testing.T) {
 	}
 	if float64(worse) < 0.90*seeds {
 		t.Errorf("a 10%% p99 shift was called worse in %d of %d seeds; want at least 90%%", worse, seeds)
+	}
+}
+
+// TestServerIdentityDiffs: sides served by different engines, versions,
+// weights or context lengths are not comparable unless the server is the
+// label under test; runs recorded before identities are not judged on them.
+func TestServerIdentityDiffs(t *testing.T) {
+	id := func(engine, version string, ctx int64) *trace.ServerIdentity {
+		return &trace.ServerIdentity{Engine: engine, Version: version, Model: "m", ContextTokens: ctx}
+	}
+	run := func(s *trace.ServerIdentity) []*trace.RunInfo {
+		return []*trace.RunInfo{{ServerHeader: "x", ServerModels: "y", Server: s}}
+	}
+	for _, c := range []struct {
+		a, b    *trace.ServerIdentity
+		testing string
+		want    []string
+	}{
+		{id("vllm", "0.11.0", 32768), id("vllm", "0.11.0", 32768), "", nil},
+		{id("vllm", "0.11.0", 32768), id("vllm", "0.11.1", 32768), "", []string{"server version (0.11.0 vs 0.11.1)"}},
+		{id("vllm", "0.11.0", 32768), id("sglang", "0.5.4", 8192), "", []string{"server engine (vllm vs sglang)", "server version (0.11.0 vs 0.5.4)", "server context length (32768 vs 8192)"}},
+		{id("vllm", "0.11.0", 32768), id("sglang", "0.5.4", 8192), "server", nil},
+		{nil, id("vllm", "0.11.0", 32768), "", nil},
+	} {
+		got := fingerprintDiffs(run(c.a), run(c.b), c.testing)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%+v vs %+v (testing %q): %q, want %q", c.a, c.b, c.testing, got, c.want)
+		}
 	}
 }

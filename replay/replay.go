@@ -228,7 +228,8 @@ func (r *Runner) newRunInfo(ctx context.Context, workloadDir string, m *trace.Ma
 		Target: RedactURL(r.opts.Target), Workload: workloadDir, Options: r.opts.Recorded(), Scheduled: int64(scheduled), MaxLatenessMs: ms(r.opts.MaxLateness),
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: RedactURL(r.opts.Target),
-		ServerHeader: server, ServerModels: models, TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: tokenizer}
+		ServerHeader: server, ServerModels: models, Server: r.fingerprint(ctx, models), Host: hostInfo(),
+		TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: tokenizer}
 }
 
 // serveSelfMetrics, with ServeMetrics, serves the replayer's own metrics

@@ -68,12 +68,16 @@ type RunInfo struct {
 	StartUTC    string            `json:"start_utc"`
 	EndUTC      string            `json:"end_utc"`
 	// Endpoint is Target without credentials.
-	Endpoint       string `json:"endpoint"`
-	ServerHeader   string `json:"server_header"`
-	ServerModels   any    `json:"server_models"` // the /v1/models answer, or NotRecorded
-	TimeToReadyMs  any    `json:"time_to_ready_ms"`
-	WorkloadSHA256 string `json:"workload_sha256"`
-	Tokenizer      string `json:"tokenizer"`
+	Endpoint     string `json:"endpoint"`
+	ServerHeader string `json:"server_header"`
+	ServerModels any    `json:"server_models"` // the /v1/models answer, or NotRecorded
+	// Server is what the server said it is on its own info routes; Host
+	// is the client's machine. Absent in runs recorded before them.
+	Server         *ServerIdentity `json:"server,omitempty"`
+	Host           *HostInfo       `json:"host,omitempty"`
+	TimeToReadyMs  any             `json:"time_to_ready_ms"`
+	WorkloadSHA256 string          `json:"workload_sha256"`
+	Tokenizer      string          `json:"tokenizer"`
 	// TokenizerFailures counts token counts the server's /tokenize failed.
 	TokenizerFailures int64 `json:"tokenizer_failures,omitempty"`
 	// PromptTruncation counts requests whose prompt the server reports
@@ -102,6 +106,36 @@ type PromptTruncation struct {
 	P50DeficitTokens int64   `json:"p50_deficit_tokens"`
 	ToleranceTokens  int64   `json:"tolerance_tokens"`
 	TolerancePct     float64 `json:"tolerance_pct"`
+}
+
+// ServerIdentity is a server's identity as its own routes state it (vLLM
+// /version and /v1/models, SGLang /server_info, TGI /info, Ollama
+// /api/version and /api/show, llama.cpp /props). A field nobody stated
+// holds NotRecorded (ContextTokens: 0).
+type ServerIdentity struct {
+	// Engine is vllm, sglang, tgi, ollama, llama.cpp or servetrace-sim.
+	Engine  string `json:"engine"`
+	Version string `json:"version"`
+	// Model is the weights loaded (a path or hub id), beside the served
+	// name a request asks for.
+	Model string `json:"model"`
+	// ContextTokens is the context length the server enforces.
+	ContextTokens int64 `json:"context_tokens,omitempty"`
+	// Details are further settings the server states (tp_size, dtype,
+	// total_slots, block_size, ...), by the server's own names.
+	Details map[string]string `json:"details,omitempty"`
+	// Sources are the routes that answered.
+	Sources []string `json:"sources"`
+}
+
+// HostInfo describes the client's machine, which bounds what a run can
+// measure (docs/architecture.md).
+type HostInfo struct {
+	CPUModel string `json:"cpu_model"`
+	Cores    int    `json:"cores"`
+	Kernel   string `json:"kernel"`
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
 }
 
 // NotRecorded marks a run.json field whose value could not be recorded.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // genRequest is the part of a completions or chat request the simulator reads.
@@ -105,6 +107,14 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+// serveVersion answers GET /version as vLLM does ({"version"}), with the
+// engine and preset beside it, so a replay's fingerprint tells the
+// simulator from a real server.
+func (s *Server) serveVersion(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"version": trace.ToolVersion, "engine": "servetrace-sim", "preset": s.opts.Preset})
 }
 
 // serveTokenize answers vLLM's /tokenize: {"model", "prompt"} or
