@@ -42,6 +42,9 @@ func (r *Runner) fingerprint(ctx context.Context, models any) *trace.ServerIdent
 		answers["/v1/models"] = b
 	}
 	id := identify(answers)
+	if id.Engine == "vllm" {
+		addCacheConfig(&id, r.metricsText(ctx))
+	}
 	if id.Engine == "ollama" && id.Model != trace.NotRecorded {
 		body, _ := json.Marshal(map[string]string{"model": id.Model})
 		if b, ok := r.getInfo(ctx, http.MethodPost, "/api/show", body); ok {
@@ -73,6 +76,95 @@ func (r *Runner) getInfo(ctx context.Context, method, route string, body []byte)
 		return nil, false
 	}
 	return []byte(r.scrub.Scrub(string(b))), true
+}
+
+// metricsText fetches the server's Prometheus text (MetricsURL, else
+// the target's /metrics, where vLLM serves it), or "".
+func (r *Runner) metricsText(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	u := r.opts.MetricsURL
+	if u == "" {
+		u = r.opts.endpoint("/metrics")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return ""
+	}
+	r.setHeaders(req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxInfoBytes))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	return r.scrub.Scrub(string(b))
+}
+
+// cacheConfigLabels are the labels of vLLM's vllm:cache_config_info kept
+// in a fingerprint: those every version since 2024 writes (the metric's
+// labels are the whole CacheConfig, which changes with each version).
+var cacheConfigLabels = []string{"block_size", "cache_dtype", "gpu_memory_utilization", "num_gpu_blocks", "enable_prefix_caching", "sliding_window"}
+
+// addCacheConfig adds the KV cache settings vLLM states in its
+// vllm:cache_config_info gauge (vllm/v1/metrics/loggers.py
+// log_metrics_info) to a vLLM identity.
+func addCacheConfig(id *trace.ServerIdentity, text string) {
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, "vllm:cache_config_info{")
+		if !ok {
+			continue
+		}
+		labels := promLabels(rest)
+		for _, k := range cacheConfigLabels {
+			if v, ok := labels[k]; ok && v != "" && v != "None" {
+				if id.Details == nil {
+					id.Details = map[string]string{}
+				}
+				id.Details[k] = cleanString(v, maxRecordedString)
+			}
+		}
+		id.Sources = uniqueSorted(append(id.Sources, "GET /metrics (vllm:cache_config_info)"))
+		return
+	}
+}
+
+// promLabels parses the label pairs of a Prometheus text sample after its
+// opening brace, up to the closing one: name="value" with \\, \" and \n
+// escaped.
+func promLabels(s string) map[string]string {
+	out := map[string]string{}
+	for {
+		s = strings.TrimLeft(s, " ,")
+		eq := strings.Index(s, "=\"")
+		if eq <= 0 || strings.HasPrefix(s, "}") {
+			return out
+		}
+		name := strings.TrimSpace(s[:eq])
+		var v strings.Builder
+		i := eq + 2
+		for ; i < len(s) && s[i] != '"'; i++ {
+			if s[i] == '\\' && i+1 < len(s) {
+				i++
+				switch s[i] {
+				case 'n':
+					v.WriteByte('\n')
+				default:
+					v.WriteByte(s[i])
+				}
+				continue
+			}
+			v.WriteByte(s[i])
+		}
+		if i >= len(s) {
+			return out // cut: what was read so far
+		}
+		out[name] = v.String()
+		s = s[i+1:]
+	}
 }
 
 // identify tells the engine from the info routes' answers (by route) and

@@ -15,7 +15,8 @@ import (
 )
 
 // recordedServer answers the routes it has a file for under
-// testdata/serverinfo/<engine> (route "/a/b" in a_b.json) and 404s every
+// testdata/serverinfo/<engine> (route "/a/b" in a_b.json, or a_b.prom for
+// Prometheus text: vLLM's /metrics, vllm/v1/metrics/loggers.py) and 404s every
 // other, as a server of that engine would. The files are written by hand
 // in each route's documented shape: vLLM api_server.py show_version and
 // ModelCard; SGLang http_server.py server info and ModelCard; TGI
@@ -25,13 +26,18 @@ func recordedServer(t *testing.T, engine string) *httptest.Server {
 	t.Helper()
 	dir := filepath.Join("testdata", "serverinfo", engine)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := strings.ReplaceAll(strings.Trim(r.URL.Path, "/"), "/", "_") + ".json"
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		name := strings.ReplaceAll(strings.Trim(r.URL.Path, "/"), "/", "_")
+		kind := "application/json"
+		b, err := os.ReadFile(filepath.Join(dir, name+".json"))
+		if err != nil {
+			b, err = os.ReadFile(filepath.Join(dir, name+".prom"))
+			kind = "text/plain; version=0.0.4"
+		}
 		if err != nil || (r.URL.Path == "/api/show") != (r.Method == http.MethodPost) {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", kind)
 		w.Write(b)
 	}))
 	t.Cleanup(s.Close)
@@ -46,7 +52,7 @@ func TestFingerprintEachEngine(t *testing.T) {
 		want               trace.ServerIdentity
 		detailKey, detailV string
 	}{
-		{"vllm", trace.ServerIdentity{Engine: "vllm", Version: "0.11.0", Model: "/models/Qwen2.5-7B-Instruct", ContextTokens: 32768}, "", ""},
+		{"vllm", trace.ServerIdentity{Engine: "vllm", Version: "0.11.0", Model: "/models/Qwen2.5-7B-Instruct", ContextTokens: 32768}, "num_gpu_blocks", "18182"},
 		{"sglang", trace.ServerIdentity{Engine: "sglang", Version: "0.5.4", Model: "Qwen/Qwen2.5-7B-Instruct", ContextTokens: 32768}, "tp_size", "2"},
 		{"tgi", trace.ServerIdentity{Engine: "tgi", Version: "3.3.6-dev0", Model: "meta-llama/Llama-3.1-8B-Instruct", ContextTokens: 8192}, "max_input_tokens", "8191"},
 		{"ollama", trace.ServerIdentity{Engine: "ollama", Version: "0.12.6", Model: "llama3.1:8b", ContextTokens: 131072}, "quantization_level", "Q4_K_M"},
@@ -101,5 +107,31 @@ func TestFingerprintSimulatorInRunJSON(t *testing.T) {
 	}
 	if h := ri.Host; h == nil || h.Cores < 1 || h.OS == "" || h.CPUModel == "" || h.Kernel == "" {
 		t.Errorf("host %+v", h)
+	}
+}
+
+// TestPromLabels reads a sample's label pairs, escapes included, and
+// stops at a cut line with what it read.
+func TestPromLabels(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want map[string]string
+	}{
+		{`block_size="16",cache_dtype="auto"} 1.0`, map[string]string{"block_size": "16", "cache_dtype": "auto"}},
+		{`a="x\"y",b="c\\d",n="1\n2"} 1`, map[string]string{"a": `x"y`, "b": `c\d`, "n": "1\n2"}},
+		{`a="1", b="2",} 1`, map[string]string{"a": "1", "b": "2"}},
+		{`a="1",b="cut`, map[string]string{"a": "1"}},
+		{`} 1`, map[string]string{}},
+	} {
+		got := promLabels(c.in)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %v, want %v", c.in, got, c.want)
+			continue
+		}
+		for k, v := range c.want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q, want %q", c.in, k, got[k], v)
+			}
+		}
 	}
 }
