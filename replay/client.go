@@ -643,103 +643,131 @@ type session struct {
 // history and a new user message of input_tokens minus the history's tokens
 // (at least 1); prompt_tokens_sent records what was really sent.
 func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, sess *session) {
-	api := q.API
+	r.sendBuilt(ctx, q, res, sess, r.build(q, sess))
+}
+
+// outgoing is a request built and ready to send: its body and what the
+// result records of it, or why it cannot be sent.
+type outgoing struct {
+	api, model       string
+	stream           bool
+	body             []byte
+	promptTokensSent int64
+	notSent          string
+	// The turn's prompt and the history it followed, for the session.
+	prompt                   string
+	history                  []chatMessage
+	historyTokens, newTokens int64
+}
+
+// build makes q's request body: the prompt (after sess's history), the
+// model, sampling and stream options. It does the client's heavy work
+// (a prompt of input_tokens tokens, its JSON), so the scheduler can run it
+// ahead of the send time (prefetch), and a session's next turn after the
+// reply, before its think time.
+func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
+	o := &outgoing{api: q.API}
 	if r.opts.API != "" {
-		api = r.opts.API
+		o.api = r.opts.API
 	}
-	if api == "" {
-		api = trace.APIChat
+	if o.api == "" {
+		o.api = trace.APIChat
 	}
-	res.API = api
-	stream := q.Stream
+	o.stream = q.Stream
 	switch r.opts.Stream {
 	case StreamOn:
-		stream = true
+		o.stream = true
 	case StreamOff:
-		stream = false
+		o.stream = false
 	}
-	res.Stream = stream
-	model := q.Model
-	if mapped, ok := r.opts.ModelMap[model]; ok {
-		model = mapped
+	o.model = q.Model
+	if mapped, ok := r.opts.ModelMap[o.model]; ok {
+		o.model = mapped
 	}
 	if r.opts.Model != "" {
-		model = r.opts.Model
+		o.model = r.opts.Model
 	}
-	if model == "" {
-		model = r.defaultModel
+	if o.model == "" {
+		o.model = r.defaultModel
 	}
-	res.Model = model
-
-	var history []chatMessage
-	var historyTokens int64
-	newTokens := q.InputTokens
-	var prompt string
+	o.newTokens = q.InputTokens
 	var err error
 	if sess != nil && len(sess.messages) > 0 {
-		history, historyTokens = sess.messages, sess.tokens
-		newTokens = max(1, q.InputTokens-historyTokens)
-		prompt, err = r.prompt.Prompt(newTokens, nil, tokenize.SeedFor(q.RequestID))
+		o.history, o.historyTokens = sess.messages, sess.tokens
+		o.newTokens = max(1, q.InputTokens-o.historyTokens)
+		o.prompt, err = r.prompt.Prompt(o.newTokens, nil, tokenize.SeedFor(q.RequestID))
 	} else {
-		prompt, err = r.prompt.Prompt(q.InputTokens, q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
+		o.prompt, err = r.prompt.Prompt(q.InputTokens, q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
 	}
-	if err == nil && historyTokens+newTokens > tokenize.MaxPromptTokens {
-		err = fmt.Errorf("the session's history of %d tokens and this turn's %d are %w", historyTokens, newTokens, tokenize.ErrTooManyTokens)
+	if err == nil && o.historyTokens+o.newTokens > tokenize.MaxPromptTokens {
+		err = fmt.Errorf("the session's history of %d tokens and this turn's %d are %w", o.historyTokens, o.newTokens, tokenize.ErrTooManyTokens)
 	}
 	if err != nil {
-		res.Outcome, res.Error = trace.OutcomeNotSent, "not sent: the prompt could not be built: "+err.Error()
-		return
+		o.notSent = "not sent: the prompt could not be built: " + err.Error()
+		return o
 	}
-	res.PromptTokensSent = historyTokens + max(0, newTokens)
+	o.promptTokensSent = o.historyTokens + max(0, o.newTokens)
 	for _, f := range []struct {
 		name string
 		v    *float64
 	}{{"temperature", q.Temperature}, {"top_p", q.TopP}} {
 		if f.v != nil && (math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
-			res.Outcome, res.Error = trace.OutcomeNotSent, fmt.Sprintf("not sent: %s %v cannot be encoded in JSON", f.name, *f.v)
-			return
+			o.notSent = fmt.Sprintf("not sent: %s %v cannot be encoded in JSON", f.name, *f.v)
+			return o
 		}
 	}
-
 	maxTokens := q.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = max(q.OutputTokens, 1)
 	}
-	body := requestBody{Model: model, MaxTokens: maxTokens, Stream: stream, Temperature: q.Temperature, TopP: q.TopP,
+	body := requestBody{Model: o.model, MaxTokens: maxTokens, Stream: o.stream, Temperature: q.Temperature, TopP: q.TopP,
 		IgnoreEOS: r.opts.IgnoreEOS || r.opts.ForceOutputLen}
 	if r.opts.ForceOutputLen {
 		body.MinTokens = maxTokens
 	}
-	if api == trace.APIChat {
-		body.Messages = append(slices.Clip(history), chatMessage{Role: "user", Content: prompt})
+	if o.api == trace.APIChat {
+		body.Messages = append(slices.Clip(o.history), chatMessage{Role: "user", Content: o.prompt})
 	} else {
 		var sb strings.Builder
-		for _, m := range history {
+		for _, m := range o.history {
 			sb.WriteString(m.Content)
 		}
-		sb.WriteString(prompt)
+		sb.WriteString(o.prompt)
 		p := sb.String()
 		body.Prompt = &p
 	}
-	if stream {
+	if o.stream {
 		body.StreamOptions = &struct {
 			IncludeUsage bool `json:"include_usage"`
 		}{true}
 	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		res.Outcome, res.Error = trace.OutcomeNotSent, "not sent: the request could not be encoded: "+err.Error()
+	if o.body, err = json.Marshal(body); err != nil {
+		o.notSent = "not sent: the request could not be encoded: " + err.Error()
+	}
+	return o
+}
+
+// sendBuilt sends a built request and records it in res; with sess, the
+// turn and its reply join the session's history.
+func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Result, sess *session, o *outgoing) {
+	res.API, res.Stream, res.Model = o.api, o.stream, o.model
+	if o.notSent != "" {
+		res.Outcome, res.Error = trace.OutcomeNotSent, o.notSent
+		if o.promptTokensSent > 0 {
+			res.PromptTokensSent = o.promptTokensSent
+		}
 		return
 	}
+	res.PromptTokensSent = o.promptTokensSent
 	var reply []byte
 	var collect *[]byte
 	if sess != nil {
 		collect = &reply
 	}
-	r.exchange(ctx, q, b, stream, res, collect)
+	r.exchange(ctx, q, o.body, o.stream, res, collect)
 	if sess != nil {
 		text := string(reply)
-		sess.messages = append(history, chatMessage{Role: "user", Content: prompt}, chatMessage{Role: "assistant", Content: text})
-		sess.tokens = historyTokens + newTokens + int64(max(0, r.prompt.Counter().Count(text)))
+		sess.messages = append(o.history, chatMessage{Role: "user", Content: o.prompt}, chatMessage{Role: "assistant", Content: text})
+		sess.tokens = o.historyTokens + o.newTokens + int64(max(0, r.prompt.Counter().Count(text)))
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -86,52 +85,11 @@ func TestFingerprintEachEngine(t *testing.T) {
 // TestFingerprintSimulatorInRunJSON: a replay against the simulator
 // records it as itself, with the client host, in run.json.
 func TestFingerprintSimulatorInRunJSON(t *testing.T) {
-	s, err := sim.New(fastSim())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	run := filepath.Join(t.TempDir(), "run")
-	opts := DefaultOptions()
-	opts.Target = srv.URL
-	if _, err := Run(context.Background(), workload(t, 3, 10*time.Millisecond), run, opts); err != nil {
-		t.Fatal(err)
-	}
-	ri, err := trace.ReadRunInfo(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ri := simRun(t, 3, 10*time.Millisecond)
 	if sv := ri.Server; sv == nil || sv.Engine != "servetrace-sim" || sv.Version != trace.ToolVersion || sv.ContextTokens <= 0 || sv.Details["preset"] == "" {
 		t.Errorf("server %+v", sv)
 	}
 	if h := ri.Host; h == nil || h.Cores < 1 || h.OS == "" || h.CPUModel == "" || h.Kernel == "" {
 		t.Errorf("host %+v", h)
-	}
-}
-
-// TestPromLabels reads a sample's label pairs, escapes included, and
-// stops at a cut line with what it read.
-func TestPromLabels(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want map[string]string
-	}{
-		{`block_size="16",cache_dtype="auto"} 1.0`, map[string]string{"block_size": "16", "cache_dtype": "auto"}},
-		{`a="x\"y",b="c\\d",n="1\n2"} 1`, map[string]string{"a": `x"y`, "b": `c\d`, "n": "1\n2"}},
-		{`a="1", b="2",} 1`, map[string]string{"a": "1", "b": "2"}},
-		{`a="1",b="cut`, map[string]string{"a": "1"}},
-		{`} 1`, map[string]string{}},
-	} {
-		got := promLabels(c.in)
-		if len(got) != len(c.want) {
-			t.Errorf("%s: %v, want %v", c.in, got, c.want)
-			continue
-		}
-		for k, v := range c.want {
-			if got[k] != v {
-				t.Errorf("%s: %s=%q, want %q", c.in, k, got[k], v)
-			}
-		}
 	}
 }

@@ -34,10 +34,13 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			<-slots
 		}
 	}
+	pre := r.startPrefetch(ctx, plan)
 	// launch sends plan[i], already admitted, on its own goroutine; it is
-	// called from the scheduler, the admitter, or the turn before.
-	var launch func(i int, scheduled int64, sess *session)
-	launch = func(i int, scheduled int64, sess *session) {
+	// called from the scheduler, the admitter, or the turn before (which
+	// built it, built). A request the prefetcher has not built yet is
+	// built here, and counted.
+	var launch func(i int, scheduled int64, sess *session, built *outgoing)
+	launch = func(i int, scheduled int64, sess *session, built *outgoing) {
 		p := plan[i]
 		handled[i].Store(true)
 		res := r.newResult(p)
@@ -48,8 +51,15 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 		if sess == nil && p.next >= 0 {
 			sess = &session{}
 		}
+		if built == nil {
+			built = pre.take(i)
+		}
 		inflight.Go(func() {
-			r.send(reqCtx, p.req, &res, sess)
+			if built == nil {
+				r.stats.builtLate.Add(1)
+				built = r.build(p.req, sess)
+			}
+			r.sendBuilt(reqCtx, p.req, &res, sess, built)
 			release()
 			col.results <- res
 			if p.next < 0 || ctx.Err() != nil {
@@ -63,8 +73,9 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			if think, ok := r.behaviourMs("think_time_ms", nq.ThinkTimeMs, nq.RequestID); ok {
 				due = satAdd(due, int64(think))
 			}
+			next := r.build(nq, sess) // during the think time, not after it
 			if r.waitUntil(ctx, due) && acquire() {
-				launch(p.next, due, sess)
+				launch(p.next, due, sess, next)
 			}
 		})
 	}
@@ -76,7 +87,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			if !r.waitUntil(ctx, plan[i].scheduledNs) {
 				return
 			}
-			launch(i, plan[i].scheduledNs, nil)
+			launch(i, plan[i].scheduledNs, nil, nil)
 		}
 		return
 	}
@@ -90,7 +101,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			if !acquire() {
 				return // the rest are recorded as not_sent
 			}
-			launch(i, plan[i].scheduledNs, nil)
+			launch(i, plan[i].scheduledNs, nil, nil)
 		}
 	}()
 	for i := range plan {
@@ -104,6 +115,94 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 	}
 	close(queue)
 	<-admitterDone
+}
+
+// Prefetch bounds: bodies are built up to prefetchAhead before their send
+// time, at most prefetchMax of them waiting at once (a 128k-token prompt's
+// body is about 0.5 MB, so 32 MB at most).
+const (
+	prefetchAhead = int64(500 * time.Millisecond)
+	prefetchMax   = 64
+)
+
+// prefetch builds the bodies of the plan's scheduled (unchained) requests
+// ahead of their send time on one goroutine, so the send itself is all
+// that happens at the due time: built at send time, a long prompt's body
+// (tokenized text, then JSON) counts in the request's lateness.
+type prefetch struct {
+	state []atomic.Int32 // prefetchNone, …
+	built []atomic.Pointer[outgoing]
+	slots chan struct{}
+	done  chan struct{} // closed when the prefetcher has stopped
+}
+
+const (
+	prefetchNone int32 = iota
+	prefetchBuilding
+	prefetchReady
+	prefetchTaken
+)
+
+// startPrefetch starts the prefetcher, which stops with ctx.
+func (r *Runner) startPrefetch(ctx context.Context, plan []planned) *prefetch {
+	p := &prefetch{state: make([]atomic.Int32, len(plan)), built: make([]atomic.Pointer[outgoing], len(plan)), slots: make(chan struct{}, prefetchMax),
+		done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for i := range plan {
+			if plan[i].chained {
+				continue
+			}
+			select {
+			case p.slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if !r.waitUntilCoarse(ctx, plan[i].scheduledNs-prefetchAhead) {
+				return
+			}
+			if !p.state[i].CompareAndSwap(prefetchNone, prefetchBuilding) {
+				<-p.slots // sent already: built at its send
+				continue
+			}
+			p.built[i].Store(r.build(plan[i].req, nil))
+			p.state[i].Store(prefetchReady)
+		}
+	}()
+	return p
+}
+
+// take returns request i's body if the prefetcher built it, else nil
+// (and it will not build it after); a request is taken once.
+func (p *prefetch) take(i int) *outgoing {
+	for {
+		switch p.state[i].Load() {
+		case prefetchNone:
+			if p.state[i].CompareAndSwap(prefetchNone, prefetchTaken) {
+				return nil
+			}
+		case prefetchBuilding:
+			runtime.Gosched() // being built now: as soon as building it here
+		case prefetchReady:
+			if p.state[i].CompareAndSwap(prefetchReady, prefetchTaken) {
+				o := p.built[i].Swap(nil)
+				<-p.slots
+				return o
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// waitUntilCoarse sleeps until the run clock reaches ns (a timer's
+// millisecond is no matter here), or ctx ends.
+func (r *Runner) waitUntilCoarse(ctx context.Context, ns int64) bool {
+	left := max(0, min(ns, maxScheduleNs)) - r.clock()
+	if left <= 0 {
+		return ctx.Err() == nil
+	}
+	return sleepCtx(ctx, time.Duration(left))
 }
 
 // waitUntil blocks until the run clock reaches ns, or ctx ends. Timers round

@@ -68,6 +68,8 @@ func newRunner(opts Options) (*Runner, error) {
 // liveStats are counters for the progress line.
 type liveStats struct {
 	sent, done, failed atomic.Int64
+	// builtLate counts requests whose body was built at their send time.
+	builtLate atomic.Int64
 }
 
 // Run replays the workload bucket at workloadDir against opts.Target and
@@ -155,6 +157,7 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	runErr := r.execute(ctx, plan, w, info)
 	info.Metrics = stopScrape()
 	info.Client = health.finish()
+	info.Client.BuiltAtSend = r.stats.builtLate.Load()
 	return info, r.finish(runDir, info, w, serverTok, runErr)
 }
 

@@ -153,6 +153,10 @@ type ClientHealth struct {
 	SchedLatencyP99Ms float64 `json:"sched_latency_p99_ms"`
 	SchedLatencyMaxMs float64 `json:"sched_latency_max_ms"`
 	GCCycles          uint32  `json:"gc_cycles"`
+	// BuiltAtSend counts requests whose body the client built at their
+	// send time (lateness then includes building it), where the look-ahead
+	// had not built it before.
+	BuiltAtSend int64 `json:"built_at_send"`
 	// Samples is the per-second series file in the run dir.
 	Samples string `json:"samples,omitempty"`
 }

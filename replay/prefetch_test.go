@@ -1,0 +1,101 @@
+package replay
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// TestBodiesBuiltBeforeTheirSendTime: with a schedule the prefetcher can
+// keep ahead of, no request's body is built at its send time (at most the
+// first, due at once), so lateness does not hold the client's prompt work.
+func TestBodiesBuiltBeforeTheirSendTime(t *testing.T) {
+	ri := simRun(t, 30, 20*time.Millisecond)
+	if ri.Outcomes[trace.OutcomeOK] != 30 || ri.Client.BuiltAtSend > 1 {
+		t.Errorf("ok %d, built at send %d; want 30 and at most the first", ri.Outcomes[trace.OutcomeOK], ri.Client.BuiltAtSend)
+	}
+}
+
+// simRun replays a workload of n requests gap apart against the
+// simulator and returns its run.json.
+func simRun(t *testing.T, n int, gap time.Duration) *trace.RunInfo {
+	t.Helper()
+	s, err := sim.New(fastSim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	run := filepath.Join(t.TempDir(), "run")
+	opts := DefaultOptions()
+	opts.Target = srv.URL
+	if _, err := Run(context.Background(), workload(t, n, gap), run, opts); err != nil {
+		t.Fatal(err)
+	}
+	ri, err := trace.ReadRunInfo(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ri
+}
+
+// TestPrefetchTakeOnce: a body is handed out once, whether the
+// prefetcher built it first or the sender took the request before it; and
+// the prefetcher stops with its context, holding at most prefetchMax.
+func TestPrefetchTakeOnce(t *testing.T) {
+	r, err := newRunner(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.startClock()
+	if _, _, err := r.preparePrompts(16); err != nil {
+		t.Fatal(err)
+	}
+	plan := make([]planned, 400)
+	for i := range plan {
+		plan[i] = planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: 50, API: trace.APIChat}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := r.startPrefetch(ctx, plan)
+	var wg sync.WaitGroup
+	got := make([]*outgoing, len(plan))
+	for i := range plan {
+		wg.Go(func() { got[i] = p.take(i) })
+	}
+	wg.Wait()
+	<-p.done // every request handed out: the prefetcher has passed them all
+	built := 0
+	for i, o := range got {
+		if o != nil {
+			built++
+			if len(o.body) == 0 {
+				t.Errorf("request %d: an empty body handed out", i)
+			}
+		}
+		if p.take(i) != nil {
+			t.Errorf("request %d handed out twice", i)
+		}
+	}
+	if len(p.slots) != 0 {
+		t.Errorf("%d prefetch slots held after every request was taken", len(p.slots))
+	}
+	t.Logf("%d of %d bodies came from the prefetcher", built, len(plan))
+	// A request an hour away: the prefetcher waits for it, and stops
+	// when the run does.
+	later := []planned{{req: plan[0].req, scheduledNs: int64(time.Hour)}}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	q := r.startPrefetch(ctx2, later)
+	cancel2()
+	select {
+	case <-q.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prefetcher did not stop with its context")
+	}
+}
