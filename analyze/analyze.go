@@ -140,6 +140,8 @@ type Report struct {
 	Metrics    map[string]Distribution `json:"metrics"`
 	Throughput Throughput              `json:"throughput"`
 	Goodput    *Goodput                `json:"goodput,omitempty"`
+	// Energy is the GPUs' energy over the run (a DCGM exporter scraped).
+	Energy *Energy `json:"energy,omitempty"`
 	// Sent describes what was actually sent and served.
 	Sent Sent `json:"sent"`
 	// Smoothness describes the streams' token pacing.
@@ -309,11 +311,12 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	scrapes, err := readScrapes(l.dirs)
+	if err != nil {
+		return nil, err
+	}
+	rep.Energy = energyOf(scrapes, int64(rep.Throughput.OutputTokens))
 	if opts.Window > 0 {
-		scrapes, err := readScrapes(l.dirs)
-		if err != nil {
-			return nil, err
-		}
 		rep.Series = timeSeries(l.cols, scrapes, opts)
 	}
 	return rep, nil

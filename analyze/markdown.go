@@ -32,6 +32,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	fmt.Fprintf(&b, "- requests: %d counted (%d warmup excluded), success %.1f%%: %s\n", c.Counted, c.Warmup, 100*c.SuccessRate, countsText(c.Outcomes))
 	fmt.Fprintf(&b, "- throughput over %.1f s: %.2f req/s [%.2f, %.2f], %.1f output tok/s [%.1f, %.1f], %.1f total tok/s\n",
 		t.DurationS, t.RequestsPerS, t.RequestsPerSCI[0], t.RequestsPerSCI[1], t.OutputTokensPerS, t.OutputTokensPerSCI[0], t.OutputTokensPerSCI[1], t.TotalTokensPerS)
+	if e := rep.Energy; e != nil {
+		fmt.Fprintf(&b, "- %s\n", energyText(e))
+	}
 	if g := rep.Goodput; g != nil {
 		fmt.Fprintf(&b, "- goodput (%s): %.2f req/s [%.2f, %.2f], %.1f%% of requests met it, error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], 100*g.MetShare, g.ErrorBudgetUsed)

@@ -73,11 +73,16 @@ type Window struct {
 	// InFlight counts requests sent and not finished at the window's end.
 	InFlight int `json:"in_flight"`
 	// Server gauges from the last scrape in the window (--metrics-url).
-	Running   *float64 `json:"server_running,omitempty"`
-	Waiting   *float64 `json:"server_waiting,omitempty"`
-	KVUsage   *float64 `json:"server_kv_usage,omitempty"`
-	Region    string   `json:"region"`
-	BreaksSLO bool     `json:"breaks_slo,omitempty"`
+	Running *float64 `json:"server_running,omitempty"`
+	Waiting *float64 `json:"server_waiting,omitempty"`
+	KVUsage *float64 `json:"server_kv_usage,omitempty"`
+	// GPU gauges of a DCGM exporter in the last scrape: utilisation (mean
+	// over GPUs, %), power (W) and memory used (MiB), summed over GPUs.
+	GPUUtilPct    *float64 `json:"gpu_util_pct,omitempty"`
+	GPUPowerW     *float64 `json:"gpu_power_w,omitempty"`
+	GPUMemUsedMiB *float64 `json:"gpu_mem_used_mib,omitempty"`
+	Region        string   `json:"region"`
+	BreaksSLO     bool     `json:"breaks_slo,omitempty"`
 }
 
 // SteadyValues are the medians the regions are judged against.
@@ -110,6 +115,12 @@ type scrape struct {
 	running, waiting, kvUsed float64
 	hasRunning, hasWaiting   bool
 	hasKV                    bool
+	// GPU gauges of a DCGM exporter, over its GPUs: utilisation summed
+	// (gpus of them), power and memory used summed, the energy counter
+	// (mJ since the driver loaded) summed.
+	gpuUtil, powerW, fbUsedMiB, energyMJ float64
+	gpus                                 int
+	hasPower, hasEnergy, hasFB           bool
 }
 
 // Gauge names of vLLM, SGLang and TGI.
@@ -117,6 +128,16 @@ var (
 	runningGauges = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"}
 	waitingGauges = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"}
 	kvGauges      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
+)
+
+// DCGM exporter field names (NVIDIA dcgm-exporter's default counters,
+// default-counters.csv): utilisation in %, power in W, frame buffer used in
+// MiB, and total energy in mJ since boot.
+const (
+	dcgmUtil   = "DCGM_FI_DEV_GPU_UTIL"
+	dcgmPower  = "DCGM_FI_DEV_POWER_USAGE"
+	dcgmFBUsed = "DCGM_FI_DEV_FB_USED"
+	dcgmEnergy = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 )
 
 // readScrapes reads the metrics/*.prom scrapes of the run directories.
@@ -186,6 +207,14 @@ func parseScrape(b []byte) (scrape, bool) {
 			s.waiting, s.hasWaiting = s.waiting+v, true
 		case slices.Contains(kvGauges, name):
 			s.kvUsed, s.hasKV = s.kvUsed+v, true
+		case name == dcgmUtil:
+			s.gpuUtil, s.gpus = s.gpuUtil+v, s.gpus+1
+		case name == dcgmPower:
+			s.powerW, s.hasPower = s.powerW+v, true
+		case name == dcgmFBUsed:
+			s.fbUsedMiB, s.hasFB = s.fbUsedMiB+v, true
+		case name == dcgmEnergy:
+			s.energyMJ, s.hasEnergy = s.energyMJ+v, true
 		}
 	}
 	return s, header
@@ -288,6 +317,15 @@ func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 			}
 			if last.hasKV {
 				win.KVUsage = new(last.kvUsed)
+			}
+			if last.gpus > 0 {
+				win.GPUUtilPct = new(last.gpuUtil / float64(last.gpus))
+			}
+			if last.hasPower {
+				win.GPUPowerW = new(last.powerW)
+			}
+			if last.hasFB {
+				win.GPUMemUsedMiB = new(last.fbUsedMiB)
 			}
 		}
 		if slo {

@@ -61,6 +61,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 	} else {
 		fmt.Fprintf(&b, "throughput (ok requests, %.1f s): %.2f req/s, %.1f output tok/s, %.1f total tok/s\n", t.DurationS, t.RequestsPerS, t.OutputTokensPerS, t.TotalTokensPerS)
 	}
+	if e := rep.Energy; e != nil {
+		b.WriteString(energyText(e) + "\n")
+	}
 	if g := rep.Goodput; g != nil {
 		fmt.Fprintf(&b, "goodput (ok and %s): %.2f req/s [95%% %.2f, %.2f]; %d of %d requests met it (%.1f%%), error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], g.Met, g.Eligible, 100*g.MetShare, g.ErrorBudgetUsed)
