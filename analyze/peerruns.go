@@ -77,7 +77,7 @@ func peerRunColumns(r peer.Run) (*resultColumns, RunSummary) {
 	if r.DurationS > 0 {
 		completed := r.Completed
 		if completed < 0 {
-			completed = int64(n - peerFailures(r.Requests))
+			completed = int64(n - r.Failed())
 		}
 		sum.AchievedRate = float64(completed) / r.DurationS
 		sum.fileDurationS = r.DurationS
@@ -114,17 +114,6 @@ func peerTarget(r peer.Run) string {
 	return r.Backend
 }
 
-// peerFailures counts a peer run's failed requests.
-func peerFailures(rs []peer.Request) int {
-	k := 0
-	for _, q := range rs {
-		if !q.OK {
-			k++
-		}
-	}
-	return k
-}
-
 // peerMeanNotes compares the means this analysis computes from a run's
 // records with the tool's own, and says where they differ by more than
 // 1%: a tool that counts TPOT from its own end-of-stream time (vLLM
@@ -132,19 +121,18 @@ func peerFailures(rs []peer.Request) int {
 func peerMeanNotes(r peer.Run) []string {
 	var notes []string
 	for _, m := range []struct {
-		metric, why string
-		names       []string
-		of          func(q peer.Request) (float64, bool)
+		metric, why, name string
+		of                func(q peer.Request) (float64, bool)
 	}{
-		{"TTFT", "its records are rounded or cut", []string{"mean_ttft_ms"}, func(q peer.Request) (float64, bool) { return nsToMs(q.TTFTNs), q.TTFTNs >= 0 }},
-		{"TPOT", "the tool counts it from its own end-of-request time, which its records do not hold", []string{"mean_tpot_ms"}, func(q peer.Request) (float64, bool) {
+		{"TTFT", "its records are rounded or cut", "mean_ttft_ms", func(q peer.Request) (float64, bool) { return nsToMs(q.TTFTNs), q.TTFTNs >= 0 }},
+		{"TPOT", "the tool counts it from its own end-of-request time, which its records do not hold", "mean_tpot_ms", func(q peer.Request) (float64, bool) {
 			if q.TTFTNs < 0 || q.OutputTokens < 2 {
 				return 0, false
 			}
 			return nsToMs(peerLastEvent(q)-q.TTFTNs) / float64(q.OutputTokens-1), true
 		}},
 	} {
-		given, ok := peerFigure(r, m.names...)
+		given, ok := r.Figure(m.name)
 		if !ok || given <= 0 {
 			continue
 		}
@@ -176,16 +164,4 @@ func peerLastEvent(q peer.Request) int64 {
 		t += g
 	}
 	return t
-}
-
-// peerFigure returns the first of names the run's figures hold.
-func peerFigure(r peer.Run, names ...string) (float64, bool) {
-	for _, n := range names {
-		for _, f := range r.Figures {
-			if f.Name == n {
-				return f.Value, true
-			}
-		}
-	}
-	return 0, false
 }

@@ -44,22 +44,14 @@ func arrayElements(br *bufio.Reader, fn func(elem []byte, n int64, err error) er
 			}
 			buf = append(buf, b)
 		}
-		depth, inString, escaped := 0, false, false
+		depth, str := 0, jsonStrings{}
 		for {
 			b, err := br.ReadByte()
 			if err != nil {
 				return fmt.Errorf("element %d: the array is cut short: %w", n, io.ErrUnexpectedEOF)
 			}
-			if inString {
+			if str.within(b) {
 				keep(b)
-				switch {
-				case escaped:
-					escaped = false
-				case b == '\\':
-					escaped = true
-				case b == '"':
-					inString = false
-				}
 				continue
 			}
 			if depth == 0 && (b == ',' || b == ']') {
@@ -71,7 +63,7 @@ func arrayElements(br *bufio.Reader, fn func(elem []byte, n int64, err error) er
 			keep(b)
 			switch b {
 			case '"':
-				inString = true
+				str.in = true
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -187,7 +179,7 @@ func (d *jsonDocs) value() ([]byte, int64, error) {
 		d.buf = append(d.buf, b...)
 	}
 	scalar := d.chunk[0] != '{' && d.chunk[0] != '['
-	depth, inString, escaped := 0, false, false
+	depth, str := 0, jsonStrings{}
 	for d.fill() {
 		c := d.chunk
 		end := -1 // index just past the record's last byte in c
@@ -196,20 +188,12 @@ func (d *jsonDocs) value() ([]byte, int64, error) {
 			if b == '\n' {
 				d.line++
 			}
-			if inString {
-				switch {
-				case escaped:
-					escaped = false
-				case b == '\\':
-					escaped = true
-				case b == '"':
-					inString = false
-				}
+			if str.within(b) {
 				continue
 			}
 			switch {
 			case b == '"':
-				inString = true
+				str.in = true
 			case scalar && (b == '\n' || d.inArray && (b == ',' || b == ']')):
 				if b == '\n' {
 					d.line-- // the newline is left for next
@@ -241,8 +225,30 @@ func (d *jsonDocs) value() ([]byte, int64, error) {
 	switch {
 	case tooLong:
 		return nil, start, errDocTooLong
-	case scalar && !inString:
+	case scalar && !str.in:
 		return d.buf, start, nil // junk on the last line, to be rejected by the decoder
 	}
 	return d.buf, start, errDocCutShort
+}
+
+// jsonStrings tracks, byte by byte, whether a scan of JSON text is inside
+// a string, where brackets and separators do not count.
+type jsonStrings struct{ in, escaped bool }
+
+// within advances by b and reports whether b belongs to a string: its
+// content or its closing quote (an opening quote the caller sees, and
+// sets in).
+func (s *jsonStrings) within(b byte) bool {
+	if !s.in {
+		return false
+	}
+	switch {
+	case s.escaped:
+		s.escaped = false
+	case b == '\\':
+		s.escaped = true
+	case b == '"':
+		s.in = false
+	}
+	return true
 }

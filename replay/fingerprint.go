@@ -175,12 +175,20 @@ func promLabels(s string) map[string]string {
 // bare /version is copied by imitators).
 func identify(answers map[string][]byte) trace.ServerIdentity {
 	id := trace.ServerIdentity{Engine: trace.NotRecorded, Version: trace.NotRecorded, Model: trace.NotRecorded}
-	obj := func(route string) map[string]any {
+	parsed := map[string]map[string]any{}
+	for _, route := range infoRoutes {
 		var m map[string]any
-		if json.Unmarshal(answers[route], &m) != nil {
-			return nil
+		if json.Unmarshal(answers[route], &m) == nil && m != nil {
+			parsed[route] = m
 		}
-		id.Sources = append(id.Sources, "GET "+route)
+	}
+	// obj is a route's parsed answer (nil when it gave none); the routes
+	// an identification reads are its sources.
+	obj := func(route string) map[string]any {
+		m := parsed[route]
+		if m != nil {
+			id.Sources = append(id.Sources, "GET "+route)
+		}
 		return m
 	}
 	card := firstModelCard(answers["/v1/models"])

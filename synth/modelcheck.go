@@ -493,31 +493,24 @@ func (pm *PrefixModel) check(c *checker) {
 	if pm.Distance != nil {
 		c.marginal("prefix.reuse_distance_blocks", pm.Distance, 0, maxStackDistance, "blocks", reuse)
 	}
-	if len(pm.DistanceByDepth) > depthClasses {
-		c.bad("prefix.distance_by_depth", "%d classes, at most %d", len(pm.DistanceByDepth), depthClasses)
+	bounds := func(b DepthDistance) (int, int) { return b.Low, b.High }
+	if !classes(c, "prefix.distance_by_depth", "blocks", pm.DistanceByDepth, bounds) {
 		return
 	}
 	for i := range pm.DistanceByDepth {
 		b := &pm.DistanceByDepth[i]
 		q := fmt.Sprintf("prefix.distance_by_depth[%d]", i)
-		if b.Low < 1 || b.High <= b.Low || (i > 0 && b.Low < pm.DistanceByDepth[i-1].High) {
-			c.bad(q, "blocks_low %d and blocks_high %d: want 1 ≤ low < high, classes ascending", b.Low, b.High)
-		}
 		c.marginal(q+".distance_blocks", &b.Distance, 0, maxStackDistance, "blocks", true)
 		if b.Excess != nil {
 			c.marginal(q+".parent_excess_share", b.Excess, 0, 1, "(a share of blocks)", true)
 		}
 	}
-	if len(pm.DepthByPrompt) > depthClasses {
-		c.bad("prefix.depth_by_prompt_blocks", "%d classes, at most %d", len(pm.DepthByPrompt), depthClasses)
+	if !classes(c, "prefix.depth_by_prompt_blocks", "prompt_blocks", pm.DepthByPrompt, func(b DepthLaw) (int, int) { return b.Low, b.High }) {
 		return
 	}
 	for i := range pm.DepthByPrompt {
 		b := &pm.DepthByPrompt[i]
 		q := fmt.Sprintf("prefix.depth_by_prompt_blocks[%d]", i)
-		if b.Low < 1 || b.High <= b.Low || (i > 0 && b.Low < pm.DepthByPrompt[i-1].High) {
-			c.bad(q, "prompt_blocks_low %d and prompt_blocks_high %d: want 1 ≤ low < high, classes ascending", b.Low, b.High)
-		}
 		c.marginal(q+".depth_blocks", &b.Blocks, 0, maxPrefixBlocks, "blocks", true)
 		c.marginal(q+".depth_share", &b.Share, 0, 1, "(a share of blocks)", true)
 		c.prob(q+".whole_share", b.Whole)
@@ -526,6 +519,26 @@ func (pm *PrefixModel) check(c *checker) {
 		}
 	}
 	c.marginal("prefix.group_lifetime_s", &pm.GroupLifetimeS, 0, MaxModelSeconds, "s", false)
+}
+
+// classes checks a list of block classes (distance_by_depth,
+// depth_by_prompt_blocks): at most depthClasses, each 1 ≤ low < high,
+// ascending without overlap. It reports false when the list is too long
+// to check further.
+func classes[T any](c *checker, name, field string, list []T, bounds func(T) (int, int)) bool {
+	if len(list) > depthClasses {
+		c.bad(name, "%d classes, at most %d", len(list), depthClasses)
+		return false
+	}
+	prevHigh := 0
+	for i, b := range list {
+		low, high := bounds(b)
+		if low < 1 || high <= low || (i > 0 && low < prevHigh) {
+			c.bad(fmt.Sprintf("%s[%d]", name, i), "%s_low %d and %s_high %d: want 1 ≤ low < high, classes ascending", field, low, field, high)
+		}
+		prevHigh = high
+	}
+	return true
 }
 
 // maxStackDistance bounds a stack distance in a model, in blocks: twice the

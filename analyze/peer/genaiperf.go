@@ -91,7 +91,7 @@ func readGenAIPerfRaw(obj map[string]json.RawMessage, src string) ([]Run, error)
 		}
 		if w := e.WindowBoundaries; len(w) >= 2 && w[len(w)-1] > w[0] {
 			r.DurationS = float64(w[len(w)-1]-w[0]) / 1e9
-			ok := int64(len(r.Requests) - failed(r.Requests))
+			ok := int64(len(r.Requests) - r.Failed())
 			r.Completed = ok
 		}
 		r.Notes = append(r.Notes, fmt.Sprintf("%s is a GenAI-Perf raw export: it holds text, not token counts, so output tokens are counted as streamed responses and prompt tokens are unknown", label))

@@ -95,23 +95,13 @@ func readLLMPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, erro
 		r.Figures = append(r.Figures, f)
 	}
 	sort.Slice(r.Figures, func(i, j int) bool { return r.Figures[i].Name < r.Figures[j].Name })
-	if c, ok := peerFigureOf(r.Figures, "results_num_completed_requests"); ok {
+	if c, ok := r.Figure("results_num_completed_requests"); ok {
 		r.Completed = int64(c)
-		if perMin, ok := peerFigureOf(r.Figures, "results_num_completed_requests_per_min"); ok && perMin > 0 {
+		if perMin, ok := r.Figure("results_num_completed_requests_per_min"); ok && perMin > 0 {
 			r.DurationS = c / perMin * 60
 		}
 	}
 	r.Remedy = "give the _individual_responses.json beside it (LLMPerf's per-request file)"
 	r.Notes = append(r.Notes, fmt.Sprintf("%s is an LLMPerf summary: its figures are reported as given, and no interval can be computed; %s", src, r.Remedy))
 	return []Run{r}, nil
-}
-
-// peerFigureOf returns the named figure's value.
-func peerFigureOf(fs []Figure, name string) (float64, bool) {
-	for _, f := range fs {
-		if f.Name == name {
-			return f.Value, true
-		}
-	}
-	return 0, false
 }

@@ -351,6 +351,27 @@ func runID(short, src string) string {
 	return short + ":" + strings.TrimSuffix(filepath.ToSlash(filepath.Clean(path)), filepath.Ext(path)) + suffix
 }
 
+// Figure returns the run's figure of that name, as the tool gave it.
+func (r Run) Figure(name string) (float64, bool) {
+	for _, f := range r.Figures {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Failed counts the run's failed requests.
+func (r Run) Failed() int {
+	k := 0
+	for _, q := range r.Requests {
+		if !q.OK {
+			k++
+		}
+	}
+	return k
+}
+
 // ToolKey is the short name of the run's tool ("vllm", "aiperf"), the
 // same for every version.
 func (r Run) ToolKey() string {

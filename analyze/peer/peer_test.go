@@ -65,8 +65,8 @@ func TestReadEachFormat(t *testing.T) {
 				if r.Requests != nil {
 					t.Errorf("%d requests from a summary", len(r.Requests))
 				}
-			} else if len(r.Requests) != c.requests || len(r.Requests)-failed(r.Requests) != c.ok {
-				t.Errorf("%d requests, %d ok; want %d, %d", len(r.Requests), len(r.Requests)-failed(r.Requests), c.requests, c.ok)
+			} else if len(r.Requests) != c.requests || len(r.Requests)-r.Failed() != c.ok {
+				t.Errorf("%d requests, %d ok; want %d, %d", len(r.Requests), len(r.Requests)-r.Failed(), c.requests, c.ok)
 			}
 			if c.completed != -1 && r.Completed != c.completed {
 				t.Errorf("completed %d, want %d", r.Completed, c.completed)
@@ -78,7 +78,7 @@ func TestReadEachFormat(t *testing.T) {
 				t.Errorf("send times %v all at once %v offered %v; want %v %v %v", r.SendTimes, r.AllAtOnce, r.OfferedRate, c.sendTimes, c.allAtOnce, c.offered)
 			}
 			if c.firstFig != "" {
-				v, ok := peerFigureOf(r.Figures, c.firstFig)
+				v, ok := r.Figure(c.firstFig)
 				if !ok {
 					t.Errorf("no figure %s in %v", c.firstFig, r.Figures)
 				} else if c.firstValue >= 0 && math.Abs(v-c.firstValue) > 1e-9 {
@@ -206,7 +206,7 @@ func TestNullIsNoFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := peerFigureOf(runs[0].Figures, "request_goodput"); ok {
+	if v, ok := runs[0].Figure("request_goodput"); ok {
 		t.Errorf("request_goodput given as %v; the file says null", v)
 	}
 }

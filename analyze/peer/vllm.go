@@ -148,7 +148,7 @@ func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
 		run.Requests[i] = r
 	}
 	if run.Completed < 0 {
-		run.Completed = int64(n - failed(run.Requests))
+		run.Completed = int64(n - run.Failed())
 	}
 	return []Run{run}, nil
 }
@@ -218,7 +218,7 @@ func readVLLMPooling(run Run, v vllmResult, src string) ([]Run, error) {
 	}
 	run.Notes = append(run.Notes, fmt.Sprintf("%s is a pooling benchmark: latencies only, and its sends are placed as a file without start_times would be", src))
 	if run.Completed < 0 {
-		run.Completed = int64(n - failed(run.Requests))
+		run.Completed = int64(n - run.Failed())
 	}
 	return []Run{run}, nil
 }
@@ -266,17 +266,6 @@ func number(raw json.RawMessage) (float64, bool) {
 		return 0, false
 	}
 	return *x, true
-}
-
-// failed counts a run's failed requests.
-func failed(rs []Request) int {
-	k := 0
-	for _, r := range rs {
-		if !r.OK {
-			k++
-		}
-	}
-	return k
 }
 
 func secondsToNs(s float64) int64 { return int64(math.Round(s * 1e9)) }
