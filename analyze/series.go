@@ -76,8 +76,14 @@ type Window struct {
 	Running *float64 `json:"server_running,omitempty"`
 	Waiting *float64 `json:"server_waiting,omitempty"`
 	KVUsage *float64 `json:"server_kv_usage,omitempty"`
+	// Engine counters over the window (from the last scrape before it to
+	// the last in it): preemptions, and the prefix cache's hit rate (hit
+	// over queried tokens).
+	Preemptions   *float64 `json:"server_preemptions,omitempty"`
+	PrefixHitRate *float64 `json:"server_prefix_hit_rate,omitempty"`
 	// GPU gauges of a DCGM exporter in the last scrape: utilisation (mean
-	// over GPUs, %), power (W) and memory used (MiB), summed over GPUs.
+	// over GPUs, %), power (W) and memory used (MiB), summed over GPUs (and
+	// over exporters, with several --metrics-url gpu=).
 	GPUUtilPct    *float64 `json:"gpu_util_pct,omitempty"`
 	GPUPowerW     *float64 `json:"gpu_power_w,omitempty"`
 	GPUMemUsedMiB *float64 `json:"gpu_mem_used_mib,omitempty"`
@@ -111,7 +117,11 @@ type Recovery struct {
 
 // scrape is one server metrics scrape on the run's clock.
 type scrape struct {
-	atNs                     int64
+	atNs int64
+	// source names the endpoint: its scrape files' prefix ("scrape-" for
+	// the engine's, "gpu-scrape-" for a DCGM exporter's); role is the
+	// header's (empty in runs before roles).
+	source, role             string
 	running, waiting, kvUsed float64
 	hasRunning, hasWaiting   bool
 	hasKV                    bool
@@ -121,6 +131,9 @@ type scrape struct {
 	gpuUtil, powerW, fbUsedMiB, energyMJ float64
 	gpus                                 int
 	hasPower, hasEnergy, hasFB           bool
+	// Engine counters: preemptions, prefix cache hit and queried tokens.
+	preemptions, prefixHits, prefixQueries float64
+	hasPreemptions, hasPrefix              bool
 }
 
 // Gauge names of vLLM, SGLang and TGI.
@@ -128,6 +141,13 @@ var (
 	runningGauges = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"}
 	waitingGauges = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"}
 	kvGauges      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
+)
+
+// vLLM's counters of preemptions and of prefix cache lookups, in tokens.
+const (
+	vllmPreemptions   = "vllm:num_preemptions_total"
+	vllmPrefixHits    = "vllm:prefix_cache_hits_total"
+	vllmPrefixQueries = "vllm:prefix_cache_queries_total"
 )
 
 // DCGM exporter field names (NVIDIA dcgm-exporter's default counters,
@@ -154,6 +174,8 @@ func readScrapes(dirs []string) ([]scrape, error) {
 				return nil, err
 			}
 			if s, ok := parseScrape(b); ok {
+				base := filepath.Base(f)
+				s.source = base[:strings.LastIndex(base, "scrape-")+len("scrape-")]
 				out = append(out, s)
 			}
 		}
@@ -178,6 +200,9 @@ func parseScrape(b []byte) (scrape, bool) {
 					if err == nil {
 						s.atNs, header = n, true
 					}
+				}
+				if v, ok := strings.CutPrefix(f, "role="); ok {
+					s.role = v
 				}
 			}
 			continue
@@ -215,6 +240,12 @@ func parseScrape(b []byte) (scrape, bool) {
 			s.fbUsedMiB, s.hasFB = s.fbUsedMiB+v, true
 		case name == dcgmEnergy:
 			s.energyMJ, s.hasEnergy = s.energyMJ+v, true
+		case name == vllmPreemptions:
+			s.preemptions, s.hasPreemptions = s.preemptions+v, true
+		case name == vllmPrefixHits:
+			s.prefixHits, s.hasPrefix = s.prefixHits+v, true
+		case name == vllmPrefixQueries:
+			s.prefixQueries = s.prefixQueries + v
 		}
 	}
 	return s, header
@@ -283,6 +314,7 @@ func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 	sec := float64(w) / 1e9
 	inFlight := 0
 	si := 0
+	gauges := newWindowGauges()
 	for k := range ser.Windows {
 		win := &ser.Windows[k]
 		win.StartS = float64(k) * sec
@@ -303,31 +335,11 @@ func timeSeries(c *resultColumns, scrapes []scrape, opts Options) *Series {
 			slices.Sort(v)
 			win.E2EP99Ms = new(Percentile(v, 0.99))
 		}
-		var last *scrape
 		for si < len(scrapes) && scrapes[si].atNs < int64(k+1)*w {
-			last = &scrapes[si]
+			gauges.take(&scrapes[si])
 			si++
 		}
-		if last != nil {
-			if last.hasRunning {
-				win.Running = new(last.running)
-			}
-			if last.hasWaiting {
-				win.Waiting = new(last.waiting)
-			}
-			if last.hasKV {
-				win.KVUsage = new(last.kvUsed)
-			}
-			if last.gpus > 0 {
-				win.GPUUtilPct = new(last.gpuUtil / float64(last.gpus))
-			}
-			if last.hasPower {
-				win.GPUPowerW = new(last.powerW)
-			}
-			if last.hasFB {
-				win.GPUMemUsedMiB = new(last.fbUsedMiB)
-			}
-		}
+		gauges.fill(win)
 		if slo {
 			win.BreaksSLO = (opts.SLO.TTFT > 0 && win.TTFTP99Ms != nil && *win.TTFTP99Ms > ms(opts.SLO.TTFT)) ||
 				(opts.SLO.E2E > 0 && win.E2EP99Ms != nil && *win.E2EP99Ms > ms(opts.SLO.E2E))

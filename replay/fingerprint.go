@@ -78,14 +78,15 @@ func (r *Runner) getInfo(ctx context.Context, method, route string, body []byte)
 	return []byte(r.scrub.Scrub(string(b))), true
 }
 
-// metricsText fetches the server's Prometheus text (MetricsURL, else
-// the target's /metrics, where vLLM serves it), or "".
+// metricsText fetches the server's Prometheus text (the first engine
+// endpoint of Metrics, else the target's /metrics, where vLLM serves it),
+// or "".
 func (r *Runner) metricsText(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	u := r.opts.MetricsURL
-	if u == "" {
-		u = r.opts.endpoint("/metrics")
+	u := r.opts.endpoint("/metrics")
+	if eps := r.opts.metricsOf(RoleEngine); len(eps) > 0 {
+		u = eps[0].URL
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

@@ -312,7 +312,9 @@ func TestHostileServers(t *testing.T) {
 				}
 				okServer(w, r)
 			},
-			opts:      func(o *Options, main, _ string) { o.MetricsURL = main + "/metrics" },
+			opts: func(o *Options, main, _ string) {
+				o.Metrics = []MetricsEndpoint{{Role: RoleEngine, URL: main + "/metrics"}}
+			},
 			runErrHas: "HTTP 302",
 			check:     func(t *testing.T, h *hostileRun) { nothingReached(t, h.other) }},
 
@@ -486,8 +488,8 @@ func TestHostileServers(t *testing.T) {
 			opts: func(o *Options, main, _ string) {
 				u := strings.Replace(main, "http://", "http://audituser:URLPASS-77aa@", 1)
 				o.Target = u + "/?api_key=QUERYSECRET-31&api-version=1"
-				o.MetricsURL = u + "/metrics?token=METRICSECRET-52"
-				o.CommandLine = RedactArgs([]string{"servetrace", "replay", "--target", o.Target, "--metrics-url=" + o.MetricsURL})
+				o.Metrics = []MetricsEndpoint{{Role: RoleEngine, URL: u + "/metrics?token=METRICSECRET-52"}}
+				o.CommandLine = RedactArgs([]string{"servetrace", "replay", "--target", o.Target, "--metrics-url=" + o.Metrics[0].URL})
 			},
 			serve: func(l *listener, w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/metrics" {

@@ -48,11 +48,14 @@ func (r *Runner) waitReady(ctx context.Context, limit time.Duration) (time.Durat
 	}
 }
 
-// scraper fetches the server's Prometheus metrics into the run dir:
-// metrics/scrape-NNNNN.prom, each starting with a comment that says when and
-// in which phase of the run it was taken.
+// scraper fetches one endpoint's Prometheus metrics into the run dir:
+// metrics/<prefix>NNNNN.prom (see scrapePrefix), each starting with a
+// comment that says when, in which phase of the run and from which role it
+// was taken.
 type scraper struct {
 	url    string
+	role   MetricsRole
+	prefix string
 	dir    string
 	client *http.Client
 	opts   *Options  // for redirect notes
@@ -65,9 +68,11 @@ type scraper struct {
 // maxScrape bounds one metrics scrape.
 const maxScrape = 32 << 20
 
-// newScraper prepares scrapes into runDir/metrics, created on first write.
-func newScraper(metricsURL, runDir string, r *Runner) *scraper {
-	return &scraper{url: metricsURL, dir: filepath.Join(runDir, "metrics"), client: r.client, opts: &r.opts, scrub: r.scrub}
+// newScraper prepares the scrapes of endpoint i of the run's Metrics into
+// runDir/metrics, created on first write.
+func newScraper(i int, runDir string, r *Runner) *scraper {
+	ep := r.opts.Metrics[i]
+	return &scraper{url: ep.URL, role: ep.Role, prefix: scrapePrefix(r.opts.Metrics, i), dir: filepath.Join(runDir, "metrics"), client: r.client, opts: &r.opts, scrub: r.scrub}
 }
 
 // fetch returns the metrics text.
@@ -105,10 +110,10 @@ func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	name := fmt.Sprintf("scrape-%05d.prom", s.seq)
+	name := fmt.Sprintf("%s%05d.prom", s.prefix, s.seq)
 	s.seq++
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "# servetrace scrape phase=%s run_ns=%d unix_ns=%d\n", phase, atNs, time.Now().UnixNano())
+	fmt.Fprintf(&buf, "# servetrace scrape phase=%s run_ns=%d unix_ns=%d role=%s\n", phase, atNs, time.Now().UnixNano(), s.role)
 	if err != nil {
 		fmt.Fprintf(&buf, "# scrape failed: %s\n", oneLine(s.scrub.Scrub(err.Error())))
 	} else {
@@ -228,3 +233,24 @@ func (r *Runner) modelsAnswer(ctx context.Context) (any, string) {
 
 // oneLine joins a text's lines with spaces.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// scrapers are a run's scrapers, one per metrics endpoint.
+type scrapers []*scraper
+
+// scrape takes one scrape of every endpoint.
+func (ss scrapers) scrape(ctx context.Context, phase string, atNs int64) {
+	for _, s := range ss {
+		s.scrape(ctx, phase, atNs)
+	}
+}
+
+// files lists the scrape files written, endpoint by endpoint.
+func (ss scrapers) files() []string {
+	var out []string
+	for _, s := range ss {
+		s.mu.Lock()
+		out = append(out, s.files...)
+		s.mu.Unlock()
+	}
+	return out
+}

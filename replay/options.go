@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -143,12 +144,12 @@ type Options struct {
 	RotateRows  int
 	RotateEvery time.Duration
 	// WaitReady polls the endpoint for up to this long before starting
-	// (0 = check once). MetricsURL is the server's Prometheus endpoint,
-	// scraped before, every MetricsInterval during, and after the run;
-	// WaitIdle (needs MetricsURL) waits up to this long for the server to
-	// report no running or waiting requests before starting.
+	// (0 = check once). Metrics are Prometheus endpoints scraped before,
+	// every MetricsInterval during, and after the run, each in its role;
+	// WaitIdle (needs an engine endpoint) waits up to this long for the
+	// server to report no running or waiting requests before starting.
 	WaitReady       time.Duration
-	MetricsURL      string
+	Metrics         []MetricsEndpoint
 	MetricsInterval time.Duration
 	WaitIdle        time.Duration
 	// ServeMetrics, when set, serves the replayer's own Prometheus metrics
@@ -250,8 +251,8 @@ func (o *Options) validate() error {
 	if o.MetricsInterval <= 0 {
 		o.MetricsInterval = def.MetricsInterval
 	}
-	if o.WaitIdle > 0 && o.MetricsURL == "" {
-		return opterr.New("WaitIdle", o.WaitIdle, "needs MetricsURL: the server's metrics say when it is idle")
+	if o.WaitIdle > 0 && len(o.metricsOf(RoleEngine)) == 0 {
+		return opterr.New("WaitIdle", o.WaitIdle, "needs Metrics with an engine endpoint: the server's metrics say when it is idle")
 	}
 	switch o.API {
 	case "", trace.APIChat, trace.APICompletions:
@@ -272,9 +273,12 @@ func (o *Options) validate() error {
 	if u, err := url.Parse(o.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return opterr.New("Target", RedactURL(o.Target), "must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000")
 	}
-	if o.MetricsURL != "" {
-		if u, err := url.Parse(o.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return opterr.New("MetricsURL", RedactURL(o.MetricsURL), "must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics")
+	for _, m := range o.Metrics {
+		if !slices.Contains(MetricsRoles, m.Role) {
+			return opterr.New("Metrics", string(m.Role), "is not a role; use engine, gpu or node")
+		}
+		if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return opterr.New("Metrics", RedactURL(m.URL), "must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics")
 		}
 	}
 	if !validHeaderValue(o.APIKey) {

@@ -90,7 +90,7 @@ func TestTimingOverloadAndRecovery(t *testing.T) {
 	run = filepath.Join(t.TempDir(), "overload")
 	opts = DefaultOptions()
 	opts.Target, opts.Rate, opts.Seed, opts.Duration, opts.IgnoreEOS = target, 1.5*capRPS, 3, 30*time.Second, true
-	opts.MetricsURL, opts.MetricsInterval = target+"/metrics", 500*time.Millisecond
+	opts.Metrics, opts.MetricsInterval = []MetricsEndpoint{{Role: RoleEngine, URL: target + "/metrics"}}, 500*time.Millisecond
 	opts.Timeout = 5 * time.Minute
 	info, err := Run(context.Background(), fixedWorkload(t, int(1.5*capRPS*31), in, out), run, opts)
 	if err != nil {
@@ -129,7 +129,7 @@ func TestTimingOverloadAndRecovery(t *testing.T) {
 	run = filepath.Join(t.TempDir(), "underload")
 	opts = DefaultOptions()
 	opts.Target, opts.Rate, opts.Seed, opts.Duration, opts.IgnoreEOS = target, 0.7*capRPS, 5, 20*time.Second, true
-	opts.MetricsURL, opts.MetricsInterval = target+"/metrics", 100*time.Millisecond
+	opts.Metrics, opts.MetricsInterval = []MetricsEndpoint{{Role: RoleEngine, URL: target + "/metrics"}}, 100*time.Millisecond
 	info, err = Run(context.Background(), fixedWorkload(t, int(0.7*capRPS*21), in, out), run, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func TestRunJSONRecordsProvenanceAndHygiene(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Target = gated.URL
 	// The limits only fail a hang.
-	opts.WaitReady, opts.MetricsURL, opts.MetricsInterval, opts.WaitIdle = time.Minute, metricsSrv.URL, 300*time.Millisecond, time.Minute
+	opts.WaitReady, opts.Metrics, opts.MetricsInterval, opts.WaitIdle = time.Minute, []MetricsEndpoint{{Role: RoleEngine, URL: metricsSrv.URL}}, 300*time.Millisecond, time.Minute
 	opts.Labels = map[string]string{"config": "A"}
 	opts.CommandLine = RedactArgs([]string{"servetrace", "replay", "--header", "X-Token=s3cret", "wl"})
 	start := time.Now()
@@ -74,6 +74,10 @@ func TestRunJSONRecordsProvenanceAndHygiene(t *testing.T) {
 	// the upper bound only catches a wrong unit or a hang.
 	if ttr, ok := ri.TimeToReadyMs.(float64); !ok || ttr < 600 || ttr > 30_000 {
 		t.Errorf("time to ready %v ms, want at least the 600 ms of loading (and under 30 s)", ri.TimeToReadyMs)
+	}
+	// The server said busy for 700 ms from the first idle poll.
+	if ri.IdleWaitMs == nil || *ri.IdleWaitMs < 700 || *ri.IdleWaitMs > 30_000 {
+		t.Errorf("idle wait %v ms, want at least the 700 ms the metrics said busy", ri.IdleWaitMs)
 	}
 	if ri.ServerHeader != "sim-under-test" || ri.ServerModels == trace.NotRecorded {
 		t.Errorf("server header %q, models %v", ri.ServerHeader, ri.ServerModels)
@@ -130,8 +134,8 @@ func TestWaitIdleNeedsMetricsAndUnreadyEndpointFails(t *testing.T) {
 	wl := workload(t, 2, time.Millisecond)
 	opts := DefaultOptions()
 	opts.Target, opts.WaitIdle = "http://127.0.0.1:1", time.Second
-	if _, err := Run(context.Background(), wl, filepath.Join(t.TempDir(), "r"), opts); !isOptionError(err, "WaitIdle", "MetricsURL") {
-		t.Errorf("WaitIdle without MetricsURL: %v", err)
+	if _, err := Run(context.Background(), wl, filepath.Join(t.TempDir(), "r"), opts); !isOptionError(err, "WaitIdle", "Metrics") {
+		t.Errorf("WaitIdle without Metrics: %v", err)
 	}
 	opts = DefaultOptions()
 	opts.Target, opts.WaitReady = "http://127.0.0.1:1", 600*time.Millisecond

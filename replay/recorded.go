@@ -82,11 +82,14 @@ type RecordedOptions struct {
 	RotateRows        int               `json:"rotate_rows"`
 	RotateEvery       Duration          `json:"rotate_every"`
 	WaitReady         Duration          `json:"wait_ready"`
-	MetricsURL        string            `json:"metrics_url"`
-	MetricsInterval   Duration          `json:"metrics_interval"`
-	WaitIdle          Duration          `json:"wait_idle"`
-	ServeMetrics      string            `json:"serve_metrics"`
-	Labels            map[string]string `json:"labels,omitempty"`
+	// MetricsURL is the first engine endpoint's, as runs before roles
+	// recorded it; Metrics lists every endpoint with its role.
+	MetricsURL      string            `json:"metrics_url"`
+	Metrics         []RecordedMetrics `json:"metrics,omitempty"`
+	MetricsInterval Duration          `json:"metrics_interval"`
+	WaitIdle        Duration          `json:"wait_idle"`
+	ServeMetrics    string            `json:"serve_metrics"`
+	Labels          map[string]string `json:"labels,omitempty"`
 }
 
 // Recorded returns what run.json records of o.
@@ -101,8 +104,14 @@ func (o *Options) Recorded() RecordedOptions {
 		HTTP: o.HTTP, CACert: o.CACert, Insecure: o.Insecure, FollowRedirects: o.FollowRedirects,
 		Tokenizer: o.Tokenizer, TokenizerPattern: o.TokenizerPattern, RunID: o.RunID, Shard: o.Shard, ShardCount: o.ShardCount,
 		RotateRows: o.RotateRows, RotateEvery: Duration(o.RotateEvery), WaitReady: Duration(o.WaitReady),
-		MetricsURL: RedactURL(o.MetricsURL), MetricsInterval: Duration(o.MetricsInterval), WaitIdle: Duration(o.WaitIdle),
+		MetricsInterval: Duration(o.MetricsInterval), WaitIdle: Duration(o.WaitIdle),
 		ServeMetrics: o.ServeMetrics, Labels: o.Labels,
+	}
+	for _, m := range o.Metrics {
+		r.Metrics = append(r.Metrics, RecordedMetrics{Role: m.Role, URL: RedactURL(m.URL)})
+	}
+	if eps := o.metricsOf(RoleEngine); len(eps) > 0 {
+		r.MetricsURL = RedactURL(eps[0].URL)
 	}
 	if len(o.Headers) > 0 {
 		r.HeaderNames = slices.Sorted(maps.Keys(o.Headers))
@@ -111,6 +120,12 @@ func (o *Options) Recorded() RecordedOptions {
 		r.StartAt = o.StartAt.UTC().Format(time.RFC3339Nano)
 	}
 	return r
+}
+
+// RecordedMetrics is a metrics endpoint as run.json records it.
+type RecordedMetrics struct {
+	Role MetricsRole `json:"role"`
+	URL  string      `json:"url"`
 }
 
 // ParseRecordedOptions reads run.json's "options" block (RunInfo.Options,
@@ -134,6 +149,10 @@ func ParseRecordedOptions(b []byte) (RecordedOptions, error) {
 	var o Options
 	if err := json.Unmarshal(b, &o); err != nil {
 		return RecordedOptions{}, fmt.Errorf("run.json options (the shape before schema snake case): %w", err)
+	}
+	var metrics struct{ MetricsURL string }
+	if json.Unmarshal(b, &metrics) == nil && metrics.MetricsURL != "" {
+		o.Metrics = []MetricsEndpoint{{Role: RoleEngine, URL: metrics.MetricsURL}}
 	}
 	return o.Recorded(), nil
 }

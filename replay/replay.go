@@ -124,7 +124,7 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	if err != nil {
 		return nil, err
 	}
-	scr, err := r.prepareScraper(ctx, runDir)
+	scrs, idleWait, err := r.prepareScrapers(ctx, runDir)
 	if err != nil {
 		return nil, err
 	}
@@ -139,21 +139,22 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	}
 	defer w.Close()
 	info = r.newRunInfo(ctx, workloadDir, m, len(plan), timeToReady, counter.Name())
+	if r.opts.WaitIdle > 0 {
+		info.IdleWaitMs = new(ms(idleWait))
+	}
 	stopServing, err := r.serveSelfMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer stopServing()
 	health := newHealthSampler(runDir)
-	if scr != nil {
-		scr.scrape(ctx, "before", 0)
-	}
+	scrs.scrape(ctx, "before", 0)
 	boundHeap()
 	r.startClock()
 	if err := writeProvisional(runDir, info, r.start); err != nil {
 		return nil, err
 	}
-	stopScrape := r.scrapeDuring(ctx, scr)
+	stopScrape := r.scrapeDuring(ctx, scrs)
 	runErr := r.execute(ctx, plan, w, info)
 	info.Metrics = stopScrape()
 	info.Client = health.finish()
@@ -206,22 +207,26 @@ func (r *Runner) preparePrompts(blockSize int) (counter tokenize.Counter, server
 	return counter, serverTok, nil
 }
 
-// prepareScraper, with MetricsURL, checks the server's metrics answer (or
-// waits for the server to be idle, WaitIdle) and returns the scraper; nil
-// without MetricsURL.
-func (r *Runner) prepareScraper(ctx context.Context, runDir string) (*scraper, error) {
-	if r.opts.MetricsURL == "" {
-		return nil, nil
-	}
-	scr := newScraper(r.opts.MetricsURL, runDir, r)
-	if r.opts.WaitIdle > 0 {
-		if err := scr.waitIdle(ctx, r.opts.WaitIdle); err != nil {
-			return nil, err
+// prepareScrapers checks that each Metrics endpoint answers (an engine
+// endpoint, with WaitIdle, until it reports the server idle) and returns
+// their scrapers and how long the idle wait took; none without Metrics.
+func (r *Runner) prepareScrapers(ctx context.Context, runDir string) (scrapers, time.Duration, error) {
+	var out scrapers
+	var waited time.Duration
+	for i, ep := range r.opts.Metrics {
+		scr := newScraper(i, runDir, r)
+		if ep.Role == RoleEngine && r.opts.WaitIdle > 0 {
+			start := time.Now()
+			if err := scr.waitIdle(ctx, r.opts.WaitIdle); err != nil {
+				return nil, 0, err
+			}
+			waited += time.Since(start)
+		} else if _, err := scr.fetch(ctx); err != nil {
+			return nil, 0, opterr.New("Metrics", nil, "%s endpoint: %v", ep.Role, err)
 		}
-	} else if _, err := scr.fetch(ctx); err != nil {
-		return nil, opterr.New("MetricsURL", nil, "%v", err)
+		out = append(out, scr)
 	}
-	return scr, nil
+	return out, waited, nil
 }
 
 // newRunInfo returns run.json's provenance for this run, before it starts.
@@ -282,20 +287,22 @@ func writeProvisional(runDir string, info *trace.RunInfo, start time.Time) error
 }
 
 // scrapeDuring scrapes every MetricsInterval until the returned stop,
-// which takes the last scrape and returns the scrape files; without a
-// scraper, stop returns nil.
-func (r *Runner) scrapeDuring(ctx context.Context, scr *scraper) (stop func() []string) {
-	if scr == nil {
+// which takes the last scrapes and returns the scrape files; without
+// scrapers, stop returns nil.
+func (r *Runner) scrapeDuring(ctx context.Context, scrs scrapers) (stop func() []string) {
+	if len(scrs) == 0 {
 		return func() []string { return nil }
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); scr.run(sctx, r.opts.MetricsInterval, r.clock) }()
+	var wg sync.WaitGroup
+	for _, scr := range scrs {
+		wg.Go(func() { scr.run(sctx, r.opts.MetricsInterval, r.clock) })
+	}
 	return func() []string {
 		cancel()
-		<-done
-		scr.scrape(context.WithoutCancel(ctx), "after", r.clock())
-		return scr.files
+		wg.Wait()
+		scrs.scrape(context.WithoutCancel(ctx), "after", r.clock())
+		return scrs.files()
 	}
 }
 

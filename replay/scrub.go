@@ -518,8 +518,9 @@ func (o *Options) secrets() []string {
 	for _, v := range o.Headers {
 		s = append(s, v)
 	}
-	for _, u := range []string{o.Target, o.MetricsURL} {
-		s = append(s, urlSecrets(u)...)
+	s = append(s, urlSecrets(o.Target)...)
+	for _, m := range o.Metrics {
+		s = append(s, urlSecrets(m.URL)...)
 	}
 	return s
 }

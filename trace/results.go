@@ -73,11 +73,14 @@ type RunInfo struct {
 	ServerModels any    `json:"server_models"` // the /v1/models answer, or NotRecorded
 	// Server is what the server said it is on its own info routes; Host
 	// is the client's machine. Absent in runs recorded before them.
-	Server         *ServerIdentity `json:"server,omitempty"`
-	Host           *HostInfo       `json:"host,omitempty"`
-	TimeToReadyMs  any             `json:"time_to_ready_ms"`
-	WorkloadSHA256 string          `json:"workload_sha256"`
-	Tokenizer      string          `json:"tokenizer"`
+	Server        *ServerIdentity `json:"server,omitempty"`
+	Host          *HostInfo       `json:"host,omitempty"`
+	TimeToReadyMs any             `json:"time_to_ready_ms"`
+	// IdleWaitMs is how long the run waited for the server to report no
+	// running or waiting requests before it began (with a wait asked for).
+	IdleWaitMs     *float64 `json:"idle_wait_ms,omitempty"`
+	WorkloadSHA256 string   `json:"workload_sha256"`
+	Tokenizer      string   `json:"tokenizer"`
 	// TokenizerFailures counts token counts the server's /tokenize failed.
 	TokenizerFailures int64 `json:"tokenizer_failures,omitempty"`
 	// PromptTruncation counts requests whose prompt the server reports

@@ -81,9 +81,9 @@ Examples:
 			&cli.StringFlag{Name: "shard", Usage: "i/N: send this shard's part of the workload (whole sessions, at the full schedule's times); give all shards one --run-id and --start-at"},
 			&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339, Usage: "wall-clock time of the schedule's zero (RFC 3339), shared by every shard"},
 			&cli.DurationFlag{Name: "wait-ready", Usage: "poll the endpoint up to this long until it serves, and record the time to ready"},
-			&cli.StringFlag{Name: "metrics-url", Usage: "the server's Prometheus metrics URL, scraped before, during and after the run"},
+			&cli.StringSliceFlag{Name: "metrics-url", Usage: "a Prometheus endpoint scraped before, during and after the run: URL (the engine's), or ROLE=URL with role engine, gpu (a DCGM exporter) or node; repeatable"},
 			&cli.DurationFlag{Name: "metrics-interval", Value: def.MetricsInterval, Usage: "scrape interval for --metrics-url"},
-			&cli.DurationFlag{Name: "wait-idle", Usage: "with --metrics-url: wait up to this long for no running or waiting requests before starting"},
+			&cli.DurationFlag{Name: "wait-idle", Usage: "with an engine --metrics-url: wait up to this long for no running or waiting requests before starting"},
 			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
 			&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
 		},
@@ -153,8 +153,15 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		Grace: c.Duration("grace"), RotateEvery: c.Duration("rotate-every"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern"),
 		ForceOutputLen: c.Bool("force-output-len"), HTTP: replay.HTTPVersion(c.String("http")), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"), FollowRedirects: c.Bool("follow-redirects"),
 		APIKey: key, Headers: headers, RunID: c.String("run-id"),
-		WaitReady: c.Duration("wait-ready"), MetricsURL: c.String("metrics-url"), MetricsInterval: c.Duration("metrics-interval"),
+		WaitReady: c.Duration("wait-ready"), MetricsInterval: c.Duration("metrics-interval"),
 		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
+	}
+	for _, v := range c.StringSlice("metrics-url") {
+		ep, err := replay.ParseMetricsEndpoint(v)
+		if err != nil {
+			return replay.Options{}, fmt.Errorf("--metrics-url: %w", err)
+		}
+		o.Metrics = append(o.Metrics, ep)
 	}
 	if sh := c.String("shard"); sh != "" {
 		i, n, err := replay.ParseShard(sh)
@@ -230,6 +237,7 @@ func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
 // optionFlags names the flag of each replay.Options and sim.Options field
 // whose flag is not the field in kebab case (flagFor finds those).
 var optionFlags = map[string]string{
+	"Metrics":        "--metrics-url",
 	"WarmupDuration": "--warmup", "WarmupRequests": "--warmup", "Warmup": "--warmup",
 	"Headers": "--header", "Labels": "--label", "ShardCount": "--shard", "APIKey": "--api-key-env or --api-key-file",
 	"PerPrefillToken": "--prefill-per-token", "PerDecodeSeq": "--decode-per-seq", "PerKVToken": "--kv-per-token",

@@ -154,7 +154,7 @@ func simOptions(c *cli.Context) (sim.Options, error) {
 	if err != nil {
 		return o, err
 	}
-	o.Preset, o.Engine, o.MaxModelLen = p.Name, p.Engine, p.MaxModelLen
+	o.Preset, o.Engine, o.MaxModelLen, o.GPU = p.Name, p.Engine, p.MaxModelLen, p.GPU
 	o.Models, o.Tokenizer = strings.Split(c.String("models"), ","), c.String("tokenizer")
 	e := &o.Engine
 	setDur := func(name string, dst *time.Duration) {

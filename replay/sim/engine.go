@@ -202,6 +202,7 @@ type engine struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 	seed     maphash.Seed
+	busy     *busyMeter
 
 	waitingN atomic.Int64 // submitted and not yet admitted, for the queue bound
 
@@ -215,7 +216,7 @@ type engine struct {
 
 func newEngine(o EngineOptions) *engine {
 	e := &engine{opts: o, kv: newKVCache(o.KVBlocks), submitC: make(chan *seq, 1024), abortC: make(chan *seq, 1024),
-		stopC: make(chan struct{}), seed: maphash.MakeSeed(), waiting: list.New()}
+		stopC: make(chan struct{}), seed: maphash.MakeSeed(), waiting: list.New(), busy: newBusyMeter()}
 	e.stats.overrun = promtext.NewHistogram(1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 7.5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1)
 	e.wg.Go(e.loop)
 	return e
@@ -458,6 +459,7 @@ func (e *engine) iterate() {
 	sleepUntilTime(end)
 	overrun := time.Since(end)
 	e.commit(&p)
+	e.busy.add(time.Now(), time.Since(start))
 	e.mu.Lock()
 	e.stats.iterations++
 	e.stats.overrun.Observe(overrun.Seconds())

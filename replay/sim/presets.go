@@ -16,13 +16,17 @@ import (
 // 2 × parameters FLOPs at about half the GPU's dense bf16 peak; the KV read
 // per token is its KV size (2 × layers × KV heads × head dim × 2 bytes) over
 // HBM bandwidth; the KV cache is the HBM left after the weights, at 90%
-// utilisation, in 16-token blocks. Measure your own server and fit real
+// utilisation, in 16-token blocks; a GPU draws its idle power (about a tenth
+// of TDP) at rest and its TDP when busy (see GPUModel). Measure your own server and fit real
 // constants with `servetrace sim calibrate`.
 type Preset struct {
 	Name        string
 	Description string
 	Engine      EngineOptions
 	MaxModelLen int
+	// GPU is the hardware the DCGM exporter describes (power from the
+	// board's idle draw to its TDP; memory in MiB).
+	GPU GPUModel
 }
 
 // presets are the built-in model/GPU pairs.
@@ -35,6 +39,7 @@ var presets = []Preset{
 		Engine: EngineOptions{Cost: CostModel{IterBase: 4800 * time.Microsecond, PerPrefillToken: 40 * time.Microsecond,
 			PerDecodeSeq: 20 * time.Microsecond, PerKVToken: 40 * time.Nanosecond},
 			MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, KVBlocks: 26880, BlockSize: 16, MaxWaiting: 4096, PrefixCaching: true},
+		GPU:         GPUModel{Name: "NVIDIA H100 80GB HBM3", Count: 1, IdleW: 70, MaxW: 700, MemoryMiB: 81559, WeightsMiB: 15320, KVBlockMiB: 2},
 		MaxModelLen: 131072,
 	},
 	{
@@ -45,6 +50,7 @@ var presets = []Preset{
 		Engine: EngineOptions{Cost: CostModel{IterBase: 7600 * time.Microsecond, PerPrefillToken: 97 * time.Microsecond,
 			PerDecodeSeq: 30 * time.Microsecond, PerKVToken: 28 * time.Nanosecond},
 			MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, KVBlocks: 63360, BlockSize: 16, MaxWaiting: 4096, PrefixCaching: true},
+		GPU:         GPUModel{Name: "NVIDIA A100-SXM4-80GB", Count: 1, IdleW: 55, MaxW: 400, MemoryMiB: 81920, WeightsMiB: 14496, KVBlockMiB: 0.875},
 		MaxModelLen: 32768,
 	},
 	{
@@ -56,6 +62,7 @@ var presets = []Preset{
 		Engine: EngineOptions{Cost: CostModel{IterBase: 11400 * time.Microsecond, PerPrefillToken: 88 * time.Microsecond,
 			PerDecodeSeq: 40 * time.Microsecond, PerKVToken: 25 * time.Nanosecond},
 			MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, KVBlocks: 28200, BlockSize: 16, MaxWaiting: 4096, PrefixCaching: true},
+		GPU:         GPUModel{Name: "NVIDIA H100 80GB HBM3", Count: 4, IdleW: 70, MaxW: 700, MemoryMiB: 81559, WeightsMiB: 33379, KVBlockMiB: 5},
 		MaxModelLen: 131072,
 	},
 	{

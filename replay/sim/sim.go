@@ -2,7 +2,8 @@
 // simulator: the default target of the demo and the tests. It speaks the
 // real protocol over real HTTP (/v1/completions, /v1/chat/completions with
 // SSE streaming and stream_options.include_usage, /v1/models, /tokenize in
-// vLLM's shape, /health, /metrics with vLLM's metric names) and runs a
+// vLLM's shape, /health, /metrics with vLLM's metric names, /dcgm/metrics
+// as NVIDIA's DCGM exporter serves it, from a power model) and runs a
 // continuous-batching engine in real time: a waiting queue, iterations that
 // batch decodes with chunked prefills under a token budget, a KV cache of
 // blocks with prefix caching and LRU eviction, and preemption by recompute.
@@ -39,6 +40,8 @@ type Options struct {
 	Preset string
 	// Engine holds the batching engine's constants.
 	Engine EngineOptions
+	// GPU describes the simulated GPUs for /dcgm/metrics (Count 0: none).
+	GPU GPUModel
 	// MaxModelLen is the longest prompt+output accepted; longer gets 400.
 	MaxModelLen int
 	// DefaultMaxTokens is the output length when a request gives none.
@@ -71,7 +74,7 @@ const DefaultModel = "servetrace-sim"
 // DefaultOptions returns the default preset (Llama 3.1 8B on an H100).
 func DefaultOptions() Options {
 	p, _ := LookupPreset(DefaultPreset)
-	return Options{Models: []string{DefaultModel}, Tokenizer: tokenize.DefaultEncoding, Preset: p.Name, Engine: p.Engine,
+	return Options{Models: []string{DefaultModel}, Tokenizer: tokenize.DefaultEncoding, Preset: p.Name, Engine: p.Engine, GPU: p.GPU,
 		MaxModelLen: p.MaxModelLen, DefaultMaxTokens: 256, TokensPerChunk: 1, StallFor: 2 * time.Second, SlowFirstByteFor: time.Second}
 }
 
@@ -147,6 +150,9 @@ func New(opts Options) (*Server, error) {
 			return nil, opterr.New(d.field, d.v, "must not be negative")
 		}
 	}
+	if g := opts.GPU; g.Count < 0 || g.IdleW < 0 || g.MaxW < g.IdleW || g.WeightsMiB < 0 || g.KVBlockMiB < 0 || g.MemoryMiB < 0 {
+		return nil, opterr.New("GPU", nil, "needs Count ≥ 0, 0 ≤ IdleW ≤ MaxW and non-negative memory sizes")
+	}
 	tok, err := tokenize.Get(opts.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -191,6 +197,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /version", s.serveVersion)
 	mux.HandleFunc("POST /tokenize", s.serveTokenize)
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /dcgm/metrics", s.serveDCGM)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
