@@ -59,12 +59,21 @@ type Step struct {
 	CompletedCI   [2]float64 `json:"completed_ci95"`
 	GoodputRate   float64    `json:"goodput_rps"`
 	GoodputCI     [2]float64 `json:"goodput_ci95"`
-	// Attainment is the share of counted requests meeting the SLO.
-	Attainment float64      `json:"attainment"`
-	MeetsSLO   bool         `json:"meets_slo"`
-	TTFT       Distribution `json:"ttft_ms"`
-	E2E        Distribution `json:"e2e_ms"`
-	Counted    int          `json:"counted"`
+	// Attainment is the share of counted requests meeting the SLO (Good of
+	// Counted), with its exact binomial 95% interval.
+	Attainment   float64    `json:"attainment"`
+	AttainmentCI [2]float64 `json:"attainment_ci95"`
+	Good         int        `json:"good"`
+	MeetsSLO     bool       `json:"meets_slo"`
+	// Token throughput of the ok requests over the step: output tokens,
+	// and prompt (the server's usage, else what was sent) plus output.
+	OutputTokensPerS float64 `json:"output_tokens_per_s"`
+	TotalTokensPerS  float64 `json:"total_tokens_per_s"`
+	// Energy is the step's GPU energy, where a DCGM exporter was scraped.
+	Energy  *Energy      `json:"energy,omitempty"`
+	TTFT    Distribution `json:"ttft_ms"`
+	E2E     Distribution `json:"e2e_ms"`
+	Counted int          `json:"counted"`
 }
 
 // FindEnvelope analyses a load sweep: each run (run id) is a step; a single
@@ -130,7 +139,11 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 		}
 	}
 	for _, g := range groups {
-		env.Steps = append(env.Steps, step(l.cols, g.name, g.rows, g.offered, o))
+		st := step(l.cols, g.name, g.rows, g.offered, o)
+		if len(l.runIDs) > 1 {
+			st.Energy = stepEnergy(l, g.name, st)
+		}
+		env.Steps = append(env.Steps, st)
 	}
 	timeOrder := slices.Clone(env.Steps)
 	slices.SortStableFunc(env.Steps, func(a, b Step) int { return cmp.Compare(a.OfferedRate, b.OfferedRate) })
@@ -140,15 +153,73 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 	return env, nil
 }
 
+// MeasureStep summarises run directories as one load level, pooled: the
+// repeats of a sweep step, judged together.
+func MeasureStep(runDirs []string, o EnvelopeOptions) (Step, error) {
+	if o.Attainment == 0 {
+		o.Attainment = 0.99
+	}
+	if o.TTFTMode == "" {
+		o.TTFTMode = TTFTFirstContent
+	}
+	if len(o.Percentiles) == 0 {
+		o.Percentiles = []float64{50, 99}
+	}
+	l, err := load(runDirs)
+	if err != nil {
+		return Step{}, err
+	}
+	if err := l.needRecords("a step"); err != nil {
+		return Step{}, err
+	}
+	rows := make([]int32, l.cols.n)
+	for i := range rows {
+		rows[i] = int32(i)
+	}
+	var offered float64
+	for _, r := range l.runs {
+		offered = max(offered, r.OfferedRate)
+	}
+	st := step(l.cols, strings.Join(l.runIDs, "+"), rows, offered, o)
+	if scrapes, err := readScrapes(l.dirs); err == nil {
+		st.Energy = energyOf(scrapes, int64(st.OutputTokensPerS*st.DurationS+0.5))
+	}
+	return st, nil
+}
+
+// stepEnergy is the GPU energy of one run of a sweep, where it was scraped.
+func stepEnergy(l *loaded, runID string, st Step) *Energy {
+	var dirs []string
+	for _, r := range l.runs {
+		if r.RunID == runID && r.Dir != "" {
+			dirs = append(dirs, r.Dir)
+		}
+	}
+	scrapes, err := readScrapes(dirs)
+	if err != nil {
+		return nil
+	}
+	return energyOf(scrapes, int64(st.OutputTokensPerS*st.DurationS+0.5))
+}
+
 // step summarises one load level.
 func step(c *resultColumns, name string, rows []int32, offered float64, o EnvelopeOptions) Step {
 	x := extractRows(c, o.Options, rows)
 	s := Step{Name: name, Counted: x.counts.Counted}
 	var first, last int64 = math.MaxInt64, math.MinInt64
 	accepted := 0
+	var outTok, promptTok int64
 	for _, i := range rows {
 		if c.warmup[i] {
 			continue
+		}
+		if c.outcome[i] == trace.OutcomeOK {
+			outTok += c.observedOut[i]
+			if c.usagePrompt[i] != null {
+				promptTok += c.usagePrompt[i]
+			} else {
+				promptTok += c.promptSent[i]
+			}
 		}
 		first = min(first, c.scheduled[i])
 		last = max(last, c.scheduled[i])
@@ -176,6 +247,9 @@ func step(c *resultColumns, name string, rows []int32, offered float64, o Envelo
 	s.OfferedRate, s.AcceptedRate = offered, float64(accepted)/span
 	s.CompletedRate, s.CompletedCI = float64(ok)/span, poissonRateCI(ok, span)
 	s.GoodputRate, s.GoodputCI = float64(good)/span, poissonRateCI(good, span)
+	s.Good = good
+	s.OutputTokensPerS, s.TotalTokensPerS = float64(outTok)/span, float64(outTok+promptTok)/span
+	s.AttainmentCI = BinomialCI(good, x.counts.Counted, 0.95)
 	if x.counts.Counted > 0 {
 		s.Attainment = float64(good) / float64(x.counts.Counted)
 	}

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,5 +80,29 @@ func TestEnvelopeSweep(t *testing.T) {
 	}
 	if !strings.HasPrefix(env.Recovery, "recovered") {
 		t.Errorf("recovery: %s", env.Recovery)
+	}
+}
+
+// TestBinomialCI checks the exact interval against values computed from
+// the beta quantiles by hand (R: binom.test), and its edges.
+func TestBinomialCI(t *testing.T) {
+	for _, c := range []struct {
+		k, n   int
+		lo, hi float64
+	}{
+		// binom.test(0, 10): [0, 0.3084971]; binom.test(10, 10): [0.6915029, 1]
+		{0, 10, 0, 0.3084971}, {10, 10, 0.6915029, 1},
+		// binom.test(5, 10): [0.1870860, 0.8129140]
+		{5, 10, 0.1870860, 0.8129140},
+		// binom.test(99, 100): [0.9455406, 0.9997469]
+		{99, 100, 0.9455406, 0.9997469},
+	} {
+		got := BinomialCI(c.k, c.n, 0.95)
+		if math.Abs(got[0]-c.lo) > 1e-6 || math.Abs(got[1]-c.hi) > 1e-6 {
+			t.Errorf("BinomialCI(%d, %d) = %v, want [%.7f, %.7f]", c.k, c.n, got, c.lo, c.hi)
+		}
+	}
+	if got := BinomialCI(0, 0, 0.95); got != [2]float64{0, 1} {
+		t.Errorf("no trials: %v, want [0, 1]", got)
 	}
 }

@@ -1,11 +1,14 @@
 package analyze
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -15,7 +18,8 @@ import (
 // ExpandRunDirs expands one side of a comparison or a sweep argument: a run
 // directory or a peer tool's result file, a comma-separated list of them,
 // or a directory holding them (a sweep: run directories, or result files
-// told apart by content, up to three levels down).
+// told apart by content, up to three levels down). A servetrace sweep
+// directory gives its measuring steps; DIR#CONFIG one configuration's.
 func ExpandRunDirs(arg string) ([]string, error) {
 	var out []string
 	for _, p := range strings.Split(arg, ",") {
@@ -24,6 +28,13 @@ func ExpandRunDirs(arg string) ([]string, error) {
 		}
 		if isRunDir(p) || peer.IsResultFile(p) {
 			out = append(out, p)
+			continue
+		}
+		if dirs, ok, err := sweepRunDirs(p); ok {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, dirs...)
 			continue
 		}
 		st, err := os.Stat(p)
@@ -174,4 +185,41 @@ func hasRunsBelow(runDirs map[string]bool, dir string) bool {
 		}
 	}
 	return false
+}
+
+// sweepRunDirs lists the measuring steps' run directories of a sweep
+// directory (servetrace sweep's sweep.json), or of one configuration of it
+// with DIR#CONFIG; recovery steps, started on an overload's backlog, are
+// left out. ok is false when p is not a sweep.
+func sweepRunDirs(p string) (dirs []string, ok bool, err error) {
+	dir, config, _ := strings.Cut(p, "#")
+	b, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
+	if err != nil {
+		return nil, false, nil
+	}
+	var rec struct {
+		Steps []struct {
+			Config  string `json:"config"`
+			Purpose string `json:"purpose"`
+			Status  string `json:"status"`
+			RunDir  string `json:"run_dir"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, true, fmt.Errorf("%s: %w", filepath.Join(dir, "sweep.json"), err)
+	}
+	configs := map[string]bool{}
+	for _, s := range rec.Steps {
+		configs[s.Config] = true
+		if s.Status == "done" && s.Purpose != "recovery" && (config == "" || s.Config == config) {
+			dirs = append(dirs, filepath.Join(dir, s.RunDir))
+		}
+	}
+	if len(dirs) == 0 {
+		if config != "" && !configs[config] {
+			return nil, true, fmt.Errorf("%s: the sweep has no configuration %q (it has %v)", p, config, slices.Sorted(maps.Keys(configs)))
+		}
+		return nil, true, fmt.Errorf("%s: the sweep has no finished step yet", p)
+	}
+	return dirs, true, nil
 }

@@ -18,6 +18,9 @@ type SLO struct {
 // Empty reports whether no objective is set.
 func (s SLO) Empty() bool { return s.TTFT == 0 && s.TPOT == 0 && s.E2E == 0 }
 
+// String names the objectives: "TTFT <= 800ms, TPOT <= 50ms".
+func (s SLO) String() string { return sloText(s) }
+
 // ParseSLO reads objectives written as "ttft=800ms,tpot=50ms,e2e=10s".
 func ParseSLO(v string) (SLO, error) {
 	var s SLO
@@ -75,6 +78,24 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // poissonRateCI is the exact 95% interval for a rate with k events in span
 // seconds (chi-square limits).
+// BinomialCI is the exact (Clopper–Pearson) two-sided interval of a share
+// from k successes in n trials at confidence conf: it never covers less
+// than conf, which a pass/fail decision on it needs.
+func BinomialCI(k, n int, conf float64) [2]float64 {
+	if n <= 0 || k < 0 || k > n {
+		return [2]float64{0, 1}
+	}
+	a := (1 - conf) / 2
+	lo, hi := 0.0, 1.0
+	if k > 0 {
+		lo = distuv.Beta{Alpha: float64(k), Beta: float64(n - k + 1)}.Quantile(a)
+	}
+	if k < n {
+		hi = distuv.Beta{Alpha: float64(k + 1), Beta: float64(n - k)}.Quantile(1 - a)
+	}
+	return [2]float64{lo, hi}
+}
+
 func poissonRateCI(k int, span float64) [2]float64 {
 	if span <= 0 {
 		return [2]float64{}

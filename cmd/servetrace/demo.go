@@ -15,6 +15,7 @@ import (
 	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/replay"
 	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/sweep"
 	"github.com/servetrace/servetrace/synth"
 )
 
@@ -27,7 +28,8 @@ func demoCmd() *cli.Command {
 		Usage: "run the whole pipeline on a bundled trace against the built-in simulator",
 		Description: `Converts the bundled Azure LLM code trace (2023), fits a model, generates a
 workload, starts the simulator on a free loopback port, replays the workload
-against it, and prints the analysis. Needs no network and no GPU.
+against it, and prints the analysis; then sweeps the simulator at rising
+rates and prints its service envelope. Needs no network and no GPU.
 
 Example:
    servetrace demo --out demo-out --duration 60s`,
@@ -125,10 +127,37 @@ func runDemo(c *cli.Context) error {
 	if err := writeReportHTML(io.Discard, reportPath, rep); err != nil {
 		return fmt.Errorf("demo report: %w", err)
 	}
-	fmt.Fprintf(w, "\nartifacts:\n  trace bucket  %s/\n  model         %s\n  workload      %s/\n  run           %s/ (results/*.parquet, run.json)\n  report        %s (open in a browser)\n",
-		tracesDir, modelPath, workloadDir, runDir, reportPath)
+	sweepDir := filepath.Join(out, "sweep")
+	if err := demoSweep(c, w, rs.URL, workloadDir, sweepDir); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nartifacts:\n  trace bucket  %s/\n  model         %s\n  workload      %s/\n  run           %s/ (results/*.parquet, run.json)\n  report        %s (open in a browser)\n  sweep         %s/ (sweep.json, a run per step, envelope.html)\n",
+		tracesDir, modelPath, workloadDir, runDir, reportPath, sweepDir)
 	fmt.Fprintf(w, "next: servetrace analyze %s --json   |   duckdb -c \"SELECT outcome, count(*) FROM '%s/results/*.parquet' GROUP BY 1\"\n", runDir, runDir)
 	return nil
+}
+
+// demoSweep runs a short sweep of the workload against the simulator,
+// scraping its engine and DCGM metrics, and prints the envelope.
+func demoSweep(c *cli.Context, w io.Writer, target, workloadDir, dir string) error {
+	t0 := time.Now()
+	o := sweep.DefaultOptions()
+	o.Configs = []sweep.Config{{Name: "sim", Target: target, Workload: workloadDir}}
+	o.Levels, o.StepDuration, o.Attainment = []float64{2, 4, 8, 12}, 4*time.Second, 0.9
+	o.SLO = analyze.SLO{TTFT: time.Second}
+	o.CostPerHour = 3 // an H100's hourly price, roughly
+	o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}, {Role: replay.RoleGPU, URL: target + "/dcgm/metrics"}}
+	o.Replay.MetricsInterval = 500 * time.Millisecond
+	if isTerminal(os.Stderr) {
+		o.Progress = c.App.ErrWriter
+	}
+	rec, err := sweep.Run(c.Context, dir, o)
+	if err != nil {
+		return fmt.Errorf("demo sweep: %w", err)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-9s %5.1fs  rates 2, 4, 8, 12 req/s, %s each, SLO TTFT ≤ 1 s for 90%% of requests → %s\n", "sweep", time.Since(t0).Seconds(), o.StepDuration, dir)
+	return sweep.WriteSummary(w, rec)
 }
 
 // prepareDemoDir empties out if an earlier demo wrote it and refuses any

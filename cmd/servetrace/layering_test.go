@@ -28,6 +28,7 @@ func TestLayering(t *testing.T) {
 		"replay/sim":      append([]string{"trace", "tokenize"}, internal...),
 		"analyze":         append([]string{"trace", "analyze/peer"}, internal...),
 		"analyze/peer":    nil,
+		"sweep":           append([]string{"trace", "replay", "analyze"}, internal...),
 	}
 	root := filepath.Join("..", "..")
 	for pkg, may := range allowed {

@@ -16,12 +16,12 @@ import (
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay"
 	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/sweep"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
 
 func replayCmd() *cli.Command {
-	def := replay.DefaultOptions()
 	return &cli.Command{
 		Name:      "replay",
 		Usage:     "replay a workload against an OpenAI-compatible endpoint",
@@ -40,53 +40,7 @@ Examples:
    servetrace replay workloads/azure-10m --rate 20 --arrival gamma --burstiness 0.5 --warmup 30s --out runs/b
    servetrace replay traces/prod --from 2024-05-10T14:00:00Z --to 2024-05-10T14:10:00Z --lead-in 1m --out runs/incident
    servetrace replay workloads/azure-10m --concurrency 16 --duration 2m --out runs/closed`,
-		Flags: []cli.Flag{
-			outFlag("run directory to write", true),
-			&cli.StringFlag{Name: "target", Value: "http://127.0.0.1:8000", Usage: "endpoint base URL"},
-			&cli.StringFlag{Name: "model", Usage: "model name for every request (default: the workload's, else the endpoint's first)"},
-			&cli.StringFlag{Name: "model-map", Usage: "rename the workload's models: a=b,c=d"},
-			&cli.StringFlag{Name: "api", Usage: "force chat|completions (default: each request's api)"},
-			&cli.StringFlag{Name: "stream", Value: "auto", Usage: "auto|true|false: force streaming on or off"},
-			&cli.Float64Flag{Name: "speed", Value: def.Speed, Usage: "time scale of the workload's timing: 2 replays twice as fast"},
-			&cli.Float64Flag{Name: "rate", Usage: "replace the workload's timing with RATE requests/s"},
-			&cli.StringFlag{Name: "arrival", Value: string(def.Arrival), Usage: "with --rate: poisson|gamma|constant"},
-			&cli.Float64Flag{Name: "burstiness", Value: def.Burstiness, Usage: "with --arrival gamma: shape (1 = Poisson, below 1 burstier)"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed of the --rate arrival process"},
-			&cli.IntFlag{Name: "concurrency", Usage: "closed loop: keep N requests in flight"},
-			&cli.IntFlag{Name: "max-concurrency", Usage: "open loop with a cap: at most N in flight, others wait (admitted_ns records when)"},
-			&cli.StringFlag{Name: "from", Usage: "replay a window from this RFC 3339 time or offset (10m)"},
-			&cli.StringFlag{Name: "to", Usage: "end of the window (RFC 3339 time or offset)"},
-			&cli.DurationFlag{Name: "lead-in", Usage: "with --from: also replay this much before the window, as warmup"},
-			&cli.DurationFlag{Name: "duration", Usage: "replay only the first DURATION"},
-			&cli.IntFlag{Name: "max-requests", Usage: "replay at most N requests"},
-			&cli.StringFlag{Name: "warmup", Usage: "mark the first DURATION (30s) or N requests (100) as warmup, excluded by analyze"},
-			&cli.DurationFlag{Name: "connect-timeout", Value: def.ConnectTimeout, Usage: "dial timeout"},
-			&cli.DurationFlag{Name: "first-token-timeout", Usage: "give up on a stream with no token after this long (0 = wait)"},
-			&cli.DurationFlag{Name: "timeout", Value: def.Timeout, Usage: "per-request timeout, send to end of response"},
-			&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "on interrupt, time in-flight requests may still finish"},
-			&cli.DurationFlag{Name: "rotate-every", Value: def.RotateEvery, Usage: "close a results part this often (a kill loses at most the open part)"},
-			&cli.DurationFlag{Name: "max-lateness", Value: def.MaxLateness, Usage: "mark the run client-saturated past this lateness p99"},
-			&cli.BoolFlag{Name: "ignore-eos", Usage: "send ignore_eos (vLLM, SGLang, the simulator; OpenAI rejects it)"},
-			&cli.BoolFlag{Name: "force-output-len", Usage: "send ignore_eos and min_tokens = max_tokens, so outputs have the workload's length"},
-			&cli.StringFlag{Name: "http", Value: "1.1", Usage: "HTTP version: 1.1|2 (2 over http:// is h2 by prior knowledge)"},
-			&cli.BoolFlag{Name: "follow-redirects", Usage: "follow a redirect within the target's origin (same scheme, host and port), without the API key and --header values; by default, and to another origin, a redirect is recorded http_error"},
-			&cli.StringFlag{Name: "ca-cert", Usage: "PEM certificate to trust for an https endpoint"},
-			&cli.BoolFlag{Name: "insecure", Usage: "skip TLS certificate verification"},
-			&cli.StringFlag{Name: "tokenizer", Value: def.Tokenizer, Usage: "prompt tokenizer: " + strings.Join(tokenize.Encodings, "|") + ", a tiktoken rank file path (Llama 3 style), or 'server' (the endpoint's /tokenize)"},
-			&cli.StringFlag{Name: "tokenizer-pattern", Usage: "pre-tokenizer regex for a rank-file --tokenizer (default: Llama 3's)"},
-			&cli.StringFlag{Name: "api-key-env", Usage: "name of the environment variable holding the API key"},
-			&cli.StringFlag{Name: "api-key-file", Usage: "file holding the API key"},
-			&cli.StringSliceFlag{Name: "header", Usage: "extra request header Name=value (repeatable; values are never written)"},
-			&cli.StringFlag{Name: "run-id", Usage: "run id (default: generated); shards of one run share it"},
-			&cli.StringFlag{Name: "shard", Usage: "i/N: send this shard's part of the workload (whole sessions, at the full schedule's times); give all shards one --run-id and --start-at"},
-			&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339, Usage: "wall-clock time of the schedule's zero (RFC 3339), shared by every shard"},
-			&cli.DurationFlag{Name: "wait-ready", Usage: "poll the endpoint up to this long until it serves, and record the time to ready"},
-			&cli.StringSliceFlag{Name: "metrics-url", Usage: "a Prometheus endpoint scraped before, during and after the run: URL (the engine's), or ROLE=URL with role engine, gpu (a DCGM exporter) or node; repeatable"},
-			&cli.DurationFlag{Name: "metrics-interval", Value: def.MetricsInterval, Usage: "scrape interval for --metrics-url"},
-			&cli.DurationFlag{Name: "wait-idle", Usage: "with an engine --metrics-url: wait up to this long for no running or waiting requests before starting"},
-			&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
-			&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
-		},
+		Flags: append([]cli.Flag{outFlag("run directory to write", true)}, replayFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "WORKLOAD"); err != nil {
 				return err
@@ -110,6 +64,58 @@ Examples:
 			}
 			return nil
 		},
+	}
+}
+
+// replayFlags are replay's flags but --out; sweep shares those a step
+// does not set itself.
+func replayFlags() []cli.Flag {
+	def := replay.DefaultOptions()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "target", Value: "http://127.0.0.1:8000", Usage: "endpoint base URL"},
+		&cli.StringFlag{Name: "model", Usage: "model name for every request (default: the workload's, else the endpoint's first)"},
+		&cli.StringFlag{Name: "model-map", Usage: "rename the workload's models: a=b,c=d"},
+		&cli.StringFlag{Name: "api", Usage: "force chat|completions (default: each request's api)"},
+		&cli.StringFlag{Name: "stream", Value: "auto", Usage: "auto|true|false: force streaming on or off"},
+		&cli.Float64Flag{Name: "speed", Value: def.Speed, Usage: "time scale of the workload's timing: 2 replays twice as fast"},
+		&cli.Float64Flag{Name: "rate", Usage: "replace the workload's timing with RATE requests/s"},
+		&cli.StringFlag{Name: "arrival", Value: string(def.Arrival), Usage: "with --rate: poisson|gamma|constant"},
+		&cli.Float64Flag{Name: "burstiness", Value: def.Burstiness, Usage: "with --arrival gamma: shape (1 = Poisson, below 1 burstier)"},
+		&cli.Uint64Flag{Name: "seed", Usage: "seed of the --rate arrival process"},
+		&cli.IntFlag{Name: "concurrency", Usage: "closed loop: keep N requests in flight"},
+		&cli.IntFlag{Name: "max-concurrency", Usage: "open loop with a cap: at most N in flight, others wait (admitted_ns records when)"},
+		&cli.StringFlag{Name: "from", Usage: "replay a window from this RFC 3339 time or offset (10m)"},
+		&cli.StringFlag{Name: "to", Usage: "end of the window (RFC 3339 time or offset)"},
+		&cli.DurationFlag{Name: "lead-in", Usage: "with --from: also replay this much before the window, as warmup"},
+		&cli.DurationFlag{Name: "duration", Usage: "replay only the first DURATION"},
+		&cli.IntFlag{Name: "max-requests", Usage: "replay at most N requests"},
+		&cli.StringFlag{Name: "warmup", Usage: "mark the first DURATION (30s) or N requests (100) as warmup, excluded by analyze"},
+		&cli.DurationFlag{Name: "connect-timeout", Value: def.ConnectTimeout, Usage: "dial timeout"},
+		&cli.DurationFlag{Name: "first-token-timeout", Usage: "give up on a stream with no token after this long (0 = wait)"},
+		&cli.DurationFlag{Name: "timeout", Value: def.Timeout, Usage: "per-request timeout, send to end of response"},
+		&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "on interrupt, time in-flight requests may still finish"},
+		&cli.DurationFlag{Name: "rotate-every", Value: def.RotateEvery, Usage: "close a results part this often (a kill loses at most the open part)"},
+		&cli.DurationFlag{Name: "max-lateness", Value: def.MaxLateness, Usage: "mark the run client-saturated past this lateness p99"},
+		&cli.BoolFlag{Name: "ignore-eos", Usage: "send ignore_eos (vLLM, SGLang, the simulator; OpenAI rejects it)"},
+		&cli.BoolFlag{Name: "force-output-len", Usage: "send ignore_eos and min_tokens = max_tokens, so outputs have the workload's length"},
+		&cli.StringFlag{Name: "http", Value: "1.1", Usage: "HTTP version: 1.1|2 (2 over http:// is h2 by prior knowledge)"},
+		&cli.BoolFlag{Name: "follow-redirects", Usage: "follow a redirect within the target's origin (same scheme, host and port), without the API key and --header values; by default, and to another origin, a redirect is recorded http_error"},
+		&cli.StringFlag{Name: "ca-cert", Usage: "PEM certificate to trust for an https endpoint"},
+		&cli.BoolFlag{Name: "insecure", Usage: "skip TLS certificate verification"},
+		&cli.StringFlag{Name: "tokenizer", Value: def.Tokenizer, Usage: "prompt tokenizer: " + strings.Join(tokenize.Encodings, "|") + ", a tiktoken rank file path (Llama 3 style), or 'server' (the endpoint's /tokenize)"},
+		&cli.StringFlag{Name: "tokenizer-pattern", Usage: "pre-tokenizer regex for a rank-file --tokenizer (default: Llama 3's)"},
+		&cli.StringFlag{Name: "api-key-env", Usage: "name of the environment variable holding the API key"},
+		&cli.StringFlag{Name: "api-key-file", Usage: "file holding the API key"},
+		&cli.StringSliceFlag{Name: "header", Usage: "extra request header Name=value (repeatable; values are never written)"},
+		&cli.StringFlag{Name: "run-id", Usage: "run id (default: generated); shards of one run share it"},
+		&cli.StringFlag{Name: "shard", Usage: "i/N: send this shard's part of the workload (whole sessions, at the full schedule's times); give all shards one --run-id and --start-at"},
+		&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339, Usage: "wall-clock time of the schedule's zero (RFC 3339), shared by every shard"},
+		&cli.DurationFlag{Name: "wait-ready", Usage: "poll the endpoint up to this long until it serves, and record the time to ready"},
+		&cli.StringSliceFlag{Name: "metrics-url", Usage: "a Prometheus endpoint scraped before, during and after the run: URL (the engine's), or ROLE=URL with role engine, gpu (a DCGM exporter) or node; repeatable"},
+		&cli.DurationFlag{Name: "metrics-interval", Value: def.MetricsInterval, Usage: "scrape interval for --metrics-url"},
+		&cli.DurationFlag{Name: "wait-idle", Usage: "with an engine --metrics-url: wait up to this long for no running or waiting requests before starting"},
+		&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
+		&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
 	}
 }
 
@@ -247,8 +253,9 @@ var optionFlags = map[string]string{
 // reason's mention of them is left as it is.
 var proseFields = map[string]bool{"HTTP": true, "API": true}
 
-// optionFields lists the fields of replay.Options and sim.Options (nested
-// structs too), the names a library error's reason may mention.
+// optionFields lists the fields of replay.Options, sim.Options and
+// sweep.Options (nested structs too), the names a library error's reason
+// may mention.
 var optionFields = func() []string {
 	var out []string
 	var walk func(t reflect.Type)
@@ -265,6 +272,7 @@ var optionFields = func() []string {
 	}
 	walk(reflect.TypeFor[replay.Options]())
 	walk(reflect.TypeFor[sim.Options]())
+	walk(reflect.TypeFor[sweep.Options]())
 	return out
 }()
 

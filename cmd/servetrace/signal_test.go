@@ -136,3 +136,90 @@ func waitForRunDir(run string, exited <-chan error, d time.Duration) error {
 		}
 	}
 }
+
+// TestSweepResumesAfterSIGINT interrupts a sweep in its second step with
+// SIGINT (exit 130, sweep.json says interrupted), then finishes it with
+// --resume: the first step is not run again and the second is rerun.
+func TestSweepResumesAfterSIGINT(t *testing.T) {
+	url := startFastSim(t, nil)
+	dir := t.TempDir()
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "60s")
+	out := filepath.Join(dir, "sweep")
+	args := []string{"sweep", wl, "--target", url, "--rates", "4,8", "--step-duration", "3s", "--grace", "500ms", "--out", out}
+	cmd, stderr, exited := startCLIChild(t, args...)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if rec, err := readSweep(out); err == nil && len(rec.Steps) == 2 && rec.Steps[1].Status == "running" {
+			time.Sleep(500 * time.Millisecond) // into the step's schedule
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the sweep exited (%v) before its second step; stderr:\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("no second step after 90 s; stderr:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "--resume") {
+		t.Fatalf("exit %d, stderr %q; want 130 and a hint to --resume", code, stderr.String())
+	}
+	rec, err := readSweep(out)
+	if err != nil || rec.Status != "interrupted" {
+		t.Fatalf("sweep.json after SIGINT: %+v, %v", rec, err)
+	}
+	first := filepath.Join(out, rec.Steps[0].RunDir, trace.RunInfoName)
+	before, err := os.Stat(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errOut := runCLI(t, append(args, "--resume")...)
+	if code != 0 {
+		t.Fatalf("--resume: exit %d: %s", code, errOut)
+	}
+	rec, err = readSweep(out)
+	if err != nil || rec.Status != "complete" {
+		t.Fatalf("after --resume: %+v, %v", rec, err)
+	}
+	var done []float64
+	for _, s := range rec.Steps {
+		if s.Status == "done" {
+			done = append(done, s.Level)
+		}
+	}
+	if len(done) != 2 || done[0] != 4 || done[1] != 8 || len(rec.Steps) != 3 || rec.Steps[1].Status != "set-aside" {
+		t.Errorf("steps after --resume: %+v", rec.Steps)
+	}
+	if after, err := os.Stat(first); err != nil || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("--resume ran the first step again (%v)", err)
+	}
+	if !strings.Contains(stdout, "configuration A") {
+		t.Errorf("the summary: %s", stdout)
+	}
+}
+
+// sweepRecord is what the test reads of sweep.json.
+type sweepRecord struct {
+	Status string `json:"status"`
+	Steps  []struct {
+		Level  float64 `json:"level"`
+		Status string  `json:"status"`
+		RunDir string  `json:"run_dir"`
+	} `json:"steps"`
+}
+
+func readSweep(dir string) (*sweepRecord, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r sweepRecord
+	return &r, json.Unmarshal(b, &r)
+}

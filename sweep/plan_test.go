@@ -1,0 +1,180 @@
+package sweep
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// simulate runs the planner against an oracle that gives each step's
+// good and counted requests, and returns the steps it ran.
+func simulate(t *testing.T, o Options, oracle func(level float64, run int) (good, count int)) []Step {
+	t.Helper()
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	var done []Step
+	runs := map[string]int{}
+	for len(done) < 200 {
+		n, _, ok := o.planNext(done)
+		if !ok {
+			return done
+		}
+		key := fmt.Sprintf("%s@%g", n.Config, n.Level)
+		good, count := oracle(n.Level, runs[key])
+		runs[key]++
+		st := Step{Index: len(done) + 1, Config: n.Config, Level: n.Level, Purpose: n.Purpose, Repeat: n.Repeat, Status: "done", Good: good, Counted: count}
+		st.Verdict, st.AttainmentCI = o.judge(good, count)
+		done = append(done, st)
+	}
+	t.Fatal("the planner did not finish in 200 steps")
+	return nil
+}
+
+func searchOptions(start float64) Options {
+	o := DefaultOptions()
+	o.Configs = []Config{{Name: "A"}}
+	o.Search = DefaultSearch(start)
+	o.Search.Resolution = 0.05
+	return o
+}
+
+// TestSearchBracketsTheLimit: against a server whose true limit is known
+// (every level at or below it passes decisively, every level above fails),
+// the search ends with the limit in its bracket, the bracket within the
+// resolution, and no more steps than its documented bound.
+func TestSearchBracketsTheLimit(t *testing.T) {
+	for _, limit := range []float64{0.05, 0.3, 1, 1.7, 5, 37.5, 100, 999, 3000} {
+		o := searchOptions(1)
+		steps := simulate(t, o, func(level float64, _ int) (int, int) {
+			if level <= limit {
+				return 1000, 1000
+			}
+			return 500, 1000
+		})
+		lo, hi := bracket(o.levels(steps, "A"))
+		// Every level is decisive here, so no step is an extension: the
+		// bound without extensions holds, and the worst case with them.
+		bound := o.Search.BoundFor(min(max(limit, o.Search.Min), o.Search.Max), 0)
+		if len(steps) > bound || len(steps) > o.Search.Bound(o.MaxExtensions) {
+			t.Errorf("limit %g: %d steps, more than the bound %d", limit, len(steps), bound)
+		}
+		t.Logf("limit %g: %d steps (bound %d), bracket [%g, %g)", limit, len(steps), bound, lo, hi)
+		switch {
+		case limit < o.Search.Min:
+			if lo != 0 || hi == 0 || hi > o.Search.Min*o.Search.Growth {
+				t.Errorf("limit %g below the minimum: bracket [%g, %g)", limit, lo, hi)
+			}
+		case limit >= o.Search.Max:
+			if hi != 0 || lo < o.Search.Max/o.Search.Growth {
+				t.Errorf("limit %g above the maximum: bracket [%g, %g)", limit, lo, hi)
+			}
+		default:
+			if !(lo <= limit && limit < hi) || hi/lo > 1+o.Search.Resolution+1e-9 {
+				t.Errorf("limit %g: bracket [%g, %g), want it to hold the limit within %g", limit, lo, hi, o.Search.Resolution)
+			}
+		}
+		for _, s := range steps {
+			if s.Purpose == "recovery" && s.Level > limit {
+				t.Errorf("limit %g: recovery step at %g, a failing level", limit, s.Level)
+			}
+		}
+	}
+}
+
+// TestSearchExtendsUndecidedLevels: a level whose interval straddles the
+// target is run again, pooled, and judged by its point estimate once the
+// extensions are spent.
+func TestSearchExtendsUndecidedLevels(t *testing.T) {
+	o := searchOptions(4)
+	o.MaxExtensions = 2
+	o.Recovery = false
+	// 4 passes clearly; 8 is always 99 of 100 (99% attainment: never
+	// decisive against 0.99 with 100 requests); 16 fails.
+	steps := simulate(t, o, func(level float64, _ int) (int, int) {
+		switch {
+		case level <= 4:
+			return 1000, 1000
+		case level == 8:
+			return 99, 100
+		}
+		return 10, 100
+	})
+	n8 := 0
+	for _, s := range steps {
+		if s.Level == 8 {
+			n8++
+			if n8 > 1 && s.Purpose != "extend" {
+				t.Errorf("step %d at 8 is %s, want extend", s.Index, s.Purpose)
+			}
+		}
+	}
+	if n8 != 1+o.MaxExtensions {
+		t.Errorf("level 8 ran %d times, want 1 + %d extensions", n8, o.MaxExtensions)
+	}
+	l := o.levels(steps, "A")[8]
+	if !l.final || l.verdict != pass || l.good != 297 || l.count != 300 {
+		t.Errorf("level 8 pooled: %+v, want final pass by its point estimate on 297 of 300", *l)
+	}
+}
+
+// TestFixedLevelsInterleaveABBA: two configurations alternate which goes
+// first, across levels and repeats.
+func TestFixedLevelsInterleaveABBA(t *testing.T) {
+	for _, c := range []struct {
+		levels  []float64
+		repeats int
+		want    string
+	}{
+		{[]float64{1, 2}, 1, "A1 B1 B2 A2"},
+		{[]float64{1}, 2, "A1 B1 B1 A1"},
+		{[]float64{1, 2}, 2, "A1 B1 B1 A1 A2 B2 B2 A2"},
+	} {
+		o := DefaultOptions()
+		o.Configs = []Config{{Name: "A"}, {Name: "B"}}
+		o.Levels, o.Repeats, o.Recovery = c.levels, c.repeats, false
+		steps := simulate(t, o, func(float64, int) (int, int) { return 100, 100 })
+		var got []string
+		for _, s := range steps {
+			got = append(got, fmt.Sprintf("%s%g", s.Config, s.Level))
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("levels %v × %d: order %v, want %s", c.levels, c.repeats, got, c.want)
+		}
+	}
+}
+
+// TestRecoveryFollowsTheFirstFailure: the recovery step comes right after
+// the first failing step, at the highest level that passed, once.
+func TestRecoveryFollowsTheFirstFailure(t *testing.T) {
+	o := DefaultOptions()
+	o.Configs = []Config{{Name: "A"}}
+	o.Levels = []float64{1, 2, 4, 8}
+	steps := simulate(t, o, func(level float64, _ int) (int, int) {
+		if level <= 2 {
+			return 1000, 1000
+		}
+		return 0, 1000
+	})
+	var got []string
+	for _, s := range steps {
+		got = append(got, fmt.Sprintf("%s:%g", s.Purpose, s.Level))
+	}
+	if want := "level:1 level:2 level:4 recovery:2 level:8"; strings.Join(got, " ") != want {
+		t.Errorf("steps %v, want %s", got, want)
+	}
+}
+
+// TestBoundFormula pins the documented bound for the default search.
+func TestBoundFormula(t *testing.T) {
+	s := DefaultSearch(1)
+	// walk: ⌊log2(4096)⌋ + 2 = 14; bisect: ⌈log2(ln 2 / ln 1.05)⌉ = ⌈3.83⌉ = 4;
+	// (14 + 4) × 3 + 1 = 55.
+	if got := s.Bound(2); got != 55 {
+		t.Errorf("bound %d, want 55", got)
+	}
+	if math.Abs(round4(12.34567)-12.35) > 1e-12 {
+		t.Errorf("round4(12.34567) = %v", round4(12.34567))
+	}
+}

@@ -1,0 +1,135 @@
+package sweep
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// FileName is the sweep's record in its directory.
+const FileName = "sweep.json"
+
+// Record is sweep.json: the plan, every step with its verdict and why the
+// next one was chosen, and the result. It is rewritten after every step,
+// so an interrupted sweep can be resumed from it.
+type Record struct {
+	SchemaVersion int    `json:"schema_version"`
+	ToolVersion   string `json:"tool_version"`
+	SweepID       string `json:"sweep_id"`
+	// Status is running, complete, interrupted, budget (stopped before a
+	// step that would pass the budget) or failed.
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	Plan   Plan   `json:"plan"`
+	Steps  []Step `json:"steps"`
+	// Decisions say, in order, why each step was run and what was
+	// concluded from it.
+	Decisions []string `json:"decisions"`
+	Results   []Result `json:"results,omitempty"`
+	StartedAt string   `json:"started_at"`
+	WallS     float64  `json:"wall_s"`
+}
+
+// Plan is what the sweep was asked to do; a resume must ask the same.
+type Plan struct {
+	Configs       []Config    `json:"configs"`
+	Mode          Mode        `json:"mode"`
+	Levels        []float64   `json:"levels,omitempty"`
+	Search        *Search     `json:"search,omitempty"`
+	SearchBound   int         `json:"search_bound_steps,omitempty"`
+	SLO           analyze.SLO `json:"slo"`
+	Attainment    float64     `json:"attainment"`
+	Confidence    float64     `json:"confidence"`
+	TTFTMode      string      `json:"ttft_mode"`
+	StepDurationS float64     `json:"step_duration_s"`
+	StepWarmupS   float64     `json:"step_warmup_s"`
+	Repeats       int         `json:"repeats"`
+	MaxExtensions int         `json:"max_extensions"`
+	BudgetS       float64     `json:"budget_s,omitempty"`
+	IdleTimeoutS  float64     `json:"idle_timeout_s"`
+	Recovery      bool        `json:"recovery"`
+	CostPerHour   float64     `json:"cost_per_hour,omitempty"`
+}
+
+// Step is one replay of the sweep.
+type Step struct {
+	Index  int     `json:"index"`
+	Config string  `json:"config"`
+	Level  float64 `json:"level"`
+	// Purpose: level (a fixed step), grow, shrink, bisect, extend (an
+	// undecided level run again) or recovery.
+	Purpose string `json:"purpose"`
+	Repeat  int    `json:"repeat"`
+	RunDir  string `json:"run_dir"` // relative to the sweep directory
+	RunID   string `json:"run_id"`
+	// Status is done, interrupted or failed.
+	Status    string  `json:"status"`
+	Error     string  `json:"error,omitempty"`
+	StartedAt string  `json:"started_at"`
+	WallS     float64 `json:"wall_s"`
+	// IdleWaitS is how long the step waited for the server to report
+	// nothing running or waiting; absent when it did not wait (no engine
+	// metrics endpoint, or a recovery step).
+	IdleWaitS *float64 `json:"idle_wait_s,omitempty"`
+	// Counted and Good: requests past the warmup, and those meeting the
+	// SLO; Attainment and its exact interval; Verdict of this step alone
+	// (pass, fail or undecided).
+	Counted      int        `json:"counted"`
+	Good         int        `json:"good"`
+	Attainment   float64    `json:"attainment"`
+	AttainmentCI [2]float64 `json:"attainment_ci"`
+	Verdict      string     `json:"verdict"`
+	OfferedRate  float64    `json:"offered_rps"`
+	GoodputRate  float64    `json:"goodput_rps"`
+	TTFTP99Ms    float64    `json:"ttft_p99_ms"`
+	Complete     bool       `json:"complete"`
+	Notes        []string   `json:"notes,omitempty"`
+}
+
+// writeRecord writes sweep.json atomically.
+func writeRecord(dir string, r *Record) error {
+	return trace.WriteJSONAtomic(filepath.Join(dir, FileName), r)
+}
+
+// ReadRecord reads a sweep directory's sweep.json.
+func ReadRecord(dir string) (*Record, error) {
+	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, FileName), err)
+	}
+	if r.SchemaVersion > schemaVersion {
+		return nil, fmt.Errorf("%s: schema_version %d is newer than this servetrace reads (%d); upgrade servetrace", filepath.Join(dir, FileName), r.SchemaVersion, schemaVersion)
+	}
+	return &r, nil
+}
+
+// schemaVersion is sweep.json's.
+const schemaVersion = 1
+
+// RunDirs lists the run directories of a sweep's completed steps, for
+// analyze compare and envelope.
+func RunDirs(dir string) ([]string, error) {
+	r, err := ReadRecord(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s has no %s: not a sweep directory", dir, FileName)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range r.Steps {
+		if s.Status == "done" {
+			out = append(out, filepath.Join(dir, s.RunDir))
+		}
+	}
+	return out, nil
+}

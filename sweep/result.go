@@ -1,0 +1,332 @@
+package sweep
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/servetrace/servetrace/analyze"
+)
+
+// Result is a configuration's envelope as the sweep found it.
+type Result struct {
+	Config string `json:"config"`
+	Mode   Mode   `json:"mode"`
+	// MaxLevel is the highest level meeting the SLO below the lowest
+	// failing one; the limit lies in Bracket [lo, hi) (hi 0: no level
+	// failed, the limit is above lo).
+	MaxLevel *float64    `json:"max_level_meeting_slo,omitempty"`
+	Bracket  [2]float64  `json:"bracket"`
+	Levels   []LevelStat `json:"levels"`
+	// KneeLevel is where goodput stopped growing (analyze envelope's knee).
+	KneeLevel *float64  `json:"knee_level,omitempty"`
+	Recovery  *Recovery `json:"recovery,omitempty"`
+	// CostPerMillionOutput and CostPerMillionTotal are the price of a
+	// million output (and prompt plus output) tokens at MaxLevel, from
+	// CostPerHour and that level's token throughput.
+	CostPerMillionOutput *float64 `json:"cost_per_million_output_tokens,omitempty"`
+	CostPerMillionTotal  *float64 `json:"cost_per_million_total_tokens,omitempty"`
+	Notes                []string `json:"notes,omitempty"`
+}
+
+// LevelStat is one level's measuring steps pooled.
+type LevelStat struct {
+	Level        float64    `json:"level"`
+	Steps        []int      `json:"steps"`
+	Counted      int        `json:"counted"`
+	Good         int        `json:"good"`
+	Attainment   float64    `json:"attainment"`
+	AttainmentCI [2]float64 `json:"attainment_ci"`
+	// Verdict is pass or fail; Judged says how: "interval", or "point
+	// estimate" when the interval still straddled the target after every
+	// extension.
+	Verdict          string     `json:"verdict"`
+	Judged           string     `json:"judged"`
+	OfferedRate      float64    `json:"offered_rps"`
+	GoodputRate      float64    `json:"goodput_rps"`
+	GoodputCI        [2]float64 `json:"goodput_ci95"`
+	OutputTokensPerS float64    `json:"output_tokens_per_s"`
+	TotalTokensPerS  float64    `json:"total_tokens_per_s"`
+	TTFTP50Ms        float64    `json:"ttft_p50_ms"`
+	TTFTP99Ms        float64    `json:"ttft_p99_ms"`
+	// EnergyPerOutputTokenJ, where a DCGM exporter was scraped.
+	EnergyPerOutputTokenJ *float64 `json:"energy_per_output_token_j,omitempty"`
+	MeanGPUPowerW         *float64 `json:"mean_gpu_power_w,omitempty"`
+}
+
+// Recovery is the step run right after the first overload, at the highest
+// level that had passed, without waiting for the server to drain.
+type Recovery struct {
+	Step       int     `json:"step"`
+	AfterStep  int     `json:"after_step"`
+	Level      float64 `json:"level"`
+	RefP99Ms   float64 `json:"reference_ttft_p99_ms"`
+	StepP99Ms  float64 `json:"step_ttft_p99_ms"`
+	Meets      bool    `json:"meets_slo"`
+	Attainment float64 `json:"attainment"`
+	// RecoveredAfterS is when, into the recovery step, p99 TTFT per
+	// 1-second window came back within 10% (or 5 ms) of the level's
+	// reference and stayed there; nil when it never did.
+	RecoveredAfterS *float64 `json:"recovered_after_s,omitempty"`
+	Note            string   `json:"note"`
+}
+
+// results computes every configuration's result from the done steps.
+func (s *sweeper) results() ([]Result, error) {
+	done := doneSteps(s.rec.Steps)
+	var out []Result
+	for _, c := range s.o.Configs {
+		r := Result{Config: c.Name, Mode: s.o.Mode}
+		ls := s.o.levels(done, c.Name)
+		keys := slices.Sorted(func(yield func(float64) bool) {
+			for k := range ls {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		var measuring []string
+		for _, lv := range keys {
+			stat, dirs, err := s.levelStat(done, c.Name, ls[lv])
+			if err != nil {
+				return nil, err
+			}
+			measuring = append(measuring, dirs...)
+			r.Levels = append(r.Levels, stat)
+		}
+		lo, hi := bracket(ls)
+		r.Bracket = [2]float64{lo, hi}
+		if lo > 0 {
+			r.MaxLevel = new(lo)
+			if i := slices.IndexFunc(r.Levels, func(l LevelStat) bool { return l.Level == lo }); i >= 0 && s.o.CostPerHour > 0 {
+				l := r.Levels[i]
+				if l.OutputTokensPerS > 0 {
+					r.CostPerMillionOutput = new(s.o.CostPerHour / 3600 / l.OutputTokensPerS * 1e6)
+				}
+				if l.TotalTokensPerS > 0 {
+					r.CostPerMillionTotal = new(s.o.CostPerHour / 3600 / l.TotalTokensPerS * 1e6)
+				}
+			}
+		}
+		switch {
+		case lo == 0 && hi > 0:
+			r.Notes = append(r.Notes, fmt.Sprintf("no level passed: the limit is below %s", fmtLevel(hi)))
+		case lo > 0 && hi == 0:
+			r.Notes = append(r.Notes, fmt.Sprintf("no level failed: the limit is above %s; sweep higher", fmtLevel(lo)))
+		}
+		if len(measuring) >= 2 {
+			env, err := analyze.FindEnvelope(measuring, s.envelopeOptions())
+			if err == nil && env.Knee >= 0 {
+				r.KneeLevel = new(levelOfRun(done, env.Steps[env.Knee].Name))
+			}
+		}
+		rec, err := s.recovery(done, c.Name, r.Levels)
+		if err != nil {
+			return nil, err
+		}
+		r.Recovery = rec
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// levelOfRun returns the level of the step with that run id.
+func levelOfRun(done []Step, runID string) float64 {
+	for _, s := range done {
+		if s.RunID == runID {
+			return s.Level
+		}
+	}
+	return 0
+}
+
+// levelStat pools one level's measuring steps.
+func (s *sweeper) levelStat(done []Step, config string, l *level) (LevelStat, []string, error) {
+	stat := LevelStat{Level: l.value, Counted: l.count, Good: l.good, Verdict: l.verdict, Judged: "interval"}
+	var dirs []string
+	for _, st := range done {
+		if st.Config == config && st.Level == l.value && st.Purpose != "recovery" {
+			stat.Steps = append(stat.Steps, st.Index)
+			dirs = append(dirs, filepath.Join(s.dir, st.RunDir))
+		}
+	}
+	v, ci := s.o.judge(l.good, l.count)
+	stat.AttainmentCI = ci
+	if v == undecided {
+		stat.Judged = "point estimate"
+	}
+	m, err := analyze.MeasureStep(dirs, s.envelopeOptions())
+	if err != nil {
+		return stat, nil, err
+	}
+	stat.Attainment, stat.OfferedRate, stat.GoodputRate, stat.GoodputCI = m.Attainment, m.OfferedRate, m.GoodputRate, m.GoodputCI
+	stat.OutputTokensPerS, stat.TotalTokensPerS = m.OutputTokensPerS, m.TotalTokensPerS
+	stat.TTFTP50Ms, stat.TTFTP99Ms = quantile(m.TTFT, 50), quantile(m.TTFT, 99)
+	if e := m.Energy; e != nil {
+		stat.MeanGPUPowerW = new(e.MeanPowerW)
+		if e.PerOutputTokenJ > 0 {
+			stat.EnergyPerOutputTokenJ = new(e.PerOutputTokenJ)
+		}
+	}
+	return stat, dirs, nil
+}
+
+// recovery measures the configuration's recovery step, if it ran.
+func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Recovery, error) {
+	k := slices.IndexFunc(done, func(st Step) bool { return st.Config == config && st.Purpose == "recovery" })
+	if k < 0 {
+		return nil, nil
+	}
+	st := done[k]
+	r := &Recovery{Step: st.Index, Level: st.Level, StepP99Ms: st.TTFTP99Ms, Attainment: st.Attainment, Meets: st.Verdict == pass}
+	for j := k - 1; j >= 0; j-- {
+		if done[j].Config == config {
+			r.AfterStep = done[j].Index
+			break
+		}
+	}
+	if i := slices.IndexFunc(levels, func(l LevelStat) bool { return l.Level == st.Level }); i >= 0 {
+		r.RefP99Ms = levels[i].TTFTP99Ms
+	}
+	rep, err := analyze.Analyze([]string{filepath.Join(s.dir, st.RunDir)}, analyze.Options{Window: time.Second, TTFTMode: s.o.TTFTMode,
+		Percentiles: []float64{50, 99}, Bootstrap: analyze.BootstrapOptions{Resamples: 200}})
+	if err != nil {
+		return nil, fmt.Errorf("recovery step %d: %w", st.Index, err)
+	}
+	limit := max(1.1*r.RefP99Ms, r.RefP99Ms+5)
+	if rep.Series != nil {
+		var at *float64
+		for _, w := range rep.Series.Windows {
+			if w.TTFTP99Ms == nil {
+				continue
+			}
+			if *w.TTFTP99Ms <= limit {
+				if at == nil {
+					at = new(w.StartS)
+				}
+			} else {
+				at = nil
+			}
+		}
+		r.RecoveredAfterS = at
+	}
+	switch {
+	case r.RecoveredAfterS != nil:
+		r.Note = fmt.Sprintf("after the overload of step %d, p99 TTFT at %s was back within 10%% of %.0f ms %.0f s into step %d", r.AfterStep, fmtLevel(r.Level), r.RefP99Ms, *r.RecoveredAfterS, r.Step)
+	default:
+		r.Note = fmt.Sprintf("NOT recovered: after the overload of step %d, p99 TTFT at %s stayed above %.0f ms through step %d (the level's own p99 is %.0f ms)", r.AfterStep, fmtLevel(r.Level), limit, r.Step, r.RefP99Ms)
+	}
+	return r, nil
+}
+
+// WriteSummary prints the sweep's steps and results.
+func WriteSummary(w io.Writer, rec *Record) error {
+	var b strings.Builder
+	slo := "none (a request counts when it succeeds)"
+	if !rec.Plan.SLO.Empty() {
+		slo = rec.Plan.SLO.String()
+	}
+	fmt.Fprintf(&b, "sweep %s (%s): SLO %s; a level passes when the %.0f%% exact interval of its attainment lies at or above %.2f%%\n",
+		rec.SweepID, rec.Status, slo, 100*rec.Plan.Confidence, 100*rec.Plan.Attainment)
+	if rec.Reason != "" {
+		fmt.Fprintf(&b, "  %s\n", rec.Reason)
+	}
+	for _, r := range rec.Results {
+		fmt.Fprintf(&b, "configuration %s, by %s:\n", r.Config, r.Mode)
+		for _, l := range r.Levels {
+			energy := ""
+			if l.EnergyPerOutputTokenJ != nil {
+				energy = fmt.Sprintf(", %.3g J/output token", *l.EnergyPerOutputTokenJ)
+			}
+			fmt.Fprintf(&b, "  %8s: %s (%s) attainment %.2f%% [%.2f, %.2f] of %d; goodput %.2f req/s [%.2f, %.2f]; %.0f output tok/s; TTFT p50 %.0f p99 %.0f ms%s\n",
+				fmtLevel(l.Level), l.Verdict, l.Judged, 100*l.Attainment, 100*l.AttainmentCI[0], 100*l.AttainmentCI[1], l.Counted,
+				l.GoodputRate, l.GoodputCI[0], l.GoodputCI[1], l.OutputTokensPerS, l.TTFTP50Ms, l.TTFTP99Ms, energy)
+		}
+		switch {
+		case r.MaxLevel != nil && r.Bracket[1] > 0:
+			fmt.Fprintf(&b, "  highest level meeting the SLO: %s; the limit lies in [%s, %s)\n", fmtLevel(*r.MaxLevel), fmtLevel(r.Bracket[0]), fmtLevel(r.Bracket[1]))
+		case r.MaxLevel != nil:
+			fmt.Fprintf(&b, "  highest level meeting the SLO: at least %s (no level failed)\n", fmtLevel(*r.MaxLevel))
+		}
+		if r.KneeLevel != nil {
+			fmt.Fprintf(&b, "  knee: goodput stops growing after %s\n", fmtLevel(*r.KneeLevel))
+		}
+		if r.Recovery != nil {
+			fmt.Fprintf(&b, "  recovery: %s\n", r.Recovery.Note)
+		}
+		if r.CostPerMillionOutput != nil {
+			fmt.Fprintf(&b, "  cost at %s: %.4g per million output tokens, %.4g per million tokens (prompt + output), at %g per hour\n",
+				fmtLevel(*r.MaxLevel), *r.CostPerMillionOutput, *r.CostPerMillionTotal, rec.Plan.CostPerHour)
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
+	}
+	idle, waited := 0.0, 0
+	for _, st := range rec.Steps {
+		if st.IdleWaitS != nil {
+			idle, waited = idle+*st.IdleWaitS, waited+1
+		}
+		for _, n := range st.Notes {
+			fmt.Fprintf(&b, "note: step %d: %s\n", st.Index, n)
+		}
+	}
+	fmt.Fprintf(&b, "%d steps in %.0f s", len(doneSteps(rec.Steps)), rec.WallS)
+	if waited > 0 {
+		fmt.Fprintf(&b, "; %d waited %.1f s in all for the server to drain", waited, idle)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeHTML writes envelope.html: each configuration's envelope plot.
+func writeHTML(dir string, rec *Record) error {
+	var figs []analyze.Figure
+	for _, c := range rec.Plan.Configs {
+		var dirs []string
+		for _, st := range doneSteps(rec.Steps) {
+			if st.Config == c.Name && st.Purpose != "recovery" {
+				dirs = append(dirs, filepath.Join(dir, st.RunDir))
+			}
+		}
+		if len(dirs) < 2 {
+			continue
+		}
+		env, err := analyze.FindEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: rec.Plan.SLO, TTFTMode: analyze.TTFTMode(rec.Plan.TTFTMode)}, Attainment: rec.Plan.Attainment})
+		if err != nil {
+			return err
+		}
+		f, err := analyze.EnvelopeFigures(env)
+		if err != nil {
+			return err
+		}
+		for i := range f {
+			f[i].Title = c.Name + ": " + f[i].Title
+		}
+		figs = append(figs, f...)
+	}
+	if len(figs) == 0 {
+		return nil
+	}
+	var text strings.Builder
+	WriteSummary(&text, rec)
+	path := filepath.Join(dir, "envelope.html")
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := analyze.WriteFigurePage(f, "servetrace sweep "+rec.SweepID, text.String(), figs); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,323 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/replay"
+	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// workload writes n requests of in prompt and out output tokens; a sweep
+// by rate replaces their timing.
+func workload(t *testing.T, n int, in, out int64) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "workload")
+	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		r := trace.Request{Identity: trace.Identity{RequestID: "r" + strconv.Itoa(i)}, TS: t0.Add(time.Duration(i) * 10 * time.Millisecond).UnixMicro(),
+			Shape: trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: trace.APICompletions, Stream: true, N: 1}}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.Manifest{Kind: "workload", BlockSize: 16}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// serveSim serves a simulator through wrap (nil: as it is).
+func serveSim(t *testing.T, o sim.Options, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	s, err := sim.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	return hs.URL
+}
+
+func fastSim() sim.Options {
+	o := sim.DefaultOptions()
+	o.Engine.Cost = sim.CostModel{IterBase: time.Millisecond}
+	return o
+}
+
+func baseOptions(configs ...Config) Options {
+	o := DefaultOptions()
+	o.Configs = configs
+	o.Replay.Tokenizer = "cl100k_base"
+	o.StepDuration, o.IdleTimeout = time.Second, 30*time.Second
+	return o
+}
+
+// TestSweepWaitsForASlowDrainingServer: the server's metrics say requests
+// are still running for 800 ms after it answered its last one, as a server
+// draining a backlog does. Each step must start only after the metrics
+// said idle, and sweep.json must record how long it waited.
+func TestSweepWaitsForASlowDrainingServer(t *testing.T) {
+	var lastServed atomic.Int64 // unix ns
+	target := serveSim(t, fastSim(), func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/metrics" {
+				busy := 0
+				if time.Since(time.Unix(0, lastServed.Load())) < 800*time.Millisecond {
+					busy = 2
+				}
+				fmt.Fprintf(w, "vllm:num_requests_running{model_name=\"m\"} %d\nvllm:num_requests_waiting{model_name=\"m\"} 0\n", busy)
+				return
+			}
+			h.ServeHTTP(w, r)
+			if r.Method == http.MethodPost {
+				lastServed.Store(time.Now().UnixNano())
+			}
+		})
+	})
+	wl := workload(t, 200, 40, 4)
+	o := baseOptions(Config{Name: "A", Target: target, Workload: wl})
+	o.Levels = []float64{20, 40}
+	o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}}
+	o.Replay.MetricsInterval = 200 * time.Millisecond
+	dir := filepath.Join(t.TempDir(), "sweep")
+	rec, err := Run(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Steps) != 2 {
+		t.Fatalf("%d steps, want 2", len(rec.Steps))
+	}
+	st := rec.Steps[1]
+	if st.IdleWaitS == nil || *st.IdleWaitS < 0.3 {
+		t.Errorf("step 2 waited %v s for the server to drain, want at least 0.3 s (it said busy for 800 ms after step 1)", st.IdleWaitS)
+	}
+	ri, err := trace.ReadRunInfo(filepath.Join(dir, st.RunDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its schedule began only once the metrics said idle: 800 ms after
+	// step 1's last answer (less 50 ms for the client's and the server's
+	// clocks of that answer).
+	if gap := time.Duration(ri.StartUnixNs - lastStepEnd(t, dir, rec.Steps[0])); gap < 750*time.Millisecond {
+		t.Errorf("step 2 started %v after step 1's last answer; the server said busy for 800 ms", gap)
+	}
+	if ri.IdleWaitMs == nil || *ri.IdleWaitMs != *st.IdleWaitS*1e3 {
+		t.Errorf("run.json idle wait %v ms, sweep.json %v s", ri.IdleWaitMs, *st.IdleWaitS)
+	}
+}
+
+// lastStepEnd is the wall time of a step's last response.
+func lastStepEnd(t *testing.T, dir string, st Step) int64 {
+	t.Helper()
+	ri, err := trace.ReadRunInfo(filepath.Join(dir, st.RunDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadResults(filepath.Join(dir, st.RunDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for _, r := range rows {
+		if r.DoneNs != nil {
+			last = max(last, *r.DoneNs)
+		}
+	}
+	return ri.StartUnixNs + last
+}
+
+// TestSweepResumesAfterInterrupt: two configurations over two levels run
+// A B B A; the sweep is interrupted in its second step and resumed: the
+// done step is not run again, the interrupted step's files are kept aside,
+// and the finished sweep has the order and results of an uninterrupted
+// one.
+func TestSweepResumesAfterInterrupt(t *testing.T) {
+	wl := workload(t, 400, 30, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var armed atomic.Bool
+	var served atomic.Int64
+	a := serveSim(t, fastSim(), nil)
+	b := serveSim(t, fastSim(), func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			if r.Method == http.MethodPost && armed.Load() && served.Add(1) == 5 {
+				cancel()
+			}
+		})
+	})
+	o := baseOptions(Config{Name: "A", Target: a, Workload: wl}, Config{Name: "B", Target: b, Workload: wl})
+	o.Levels, o.Recovery = []float64{20, 40}, false
+	o.Replay.Grace = 200 * time.Millisecond
+	dir := filepath.Join(t.TempDir(), "sweep")
+	armed.Store(true)
+	rec, err := Run(ctx, dir, o)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("interrupted sweep: %v, want ErrInterrupted", err)
+	}
+	if rec.Status != "interrupted" || len(rec.Steps) != 2 || rec.Steps[0].Status != "done" || rec.Steps[1].Status != "interrupted" {
+		t.Fatalf("after the interrupt: status %s, steps %+v", rec.Status, rec.Steps)
+	}
+	firstRun := filepath.Join(dir, rec.Steps[0].RunDir, trace.RunInfoName)
+	before, err := os.Stat(firstRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without Resume the directory is refused; with another plan too.
+	if _, err := Run(context.Background(), dir, o); err == nil || !strings.Contains(err.Error(), "already holds a sweep") {
+		t.Errorf("a second sweep into the directory: %v", err)
+	}
+	other := o
+	other.Resume, other.Levels = true, []float64{20, 80}
+	if _, err := Run(context.Background(), dir, other); err == nil || !strings.Contains(err.Error(), "planned differently") {
+		t.Errorf("resuming with other levels: %v", err)
+	}
+	armed.Store(false)
+	o.Resume = true
+	rec, err = Run(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != "complete" {
+		t.Errorf("resumed sweep: status %s (%s)", rec.Status, rec.Reason)
+	}
+	var order []string
+	for _, st := range rec.Steps {
+		switch st.Status {
+		case "done":
+			order = append(order, fmt.Sprintf("%s%g", st.Config, st.Level))
+		case "set-aside":
+			if !strings.HasSuffix(st.RunDir, ".interrupted") {
+				t.Errorf("set-aside step %d at %s", st.Index, st.RunDir)
+			}
+			if _, err := os.Stat(filepath.Join(dir, st.RunDir, trace.RunInfoName)); err != nil {
+				t.Errorf("the interrupted step's files: %v", err)
+			}
+		default:
+			t.Errorf("step %d: status %s", st.Index, st.Status)
+		}
+	}
+	if got := strings.Join(order, " "); got != "A20 B20 B40 A40" {
+		t.Errorf("done steps %s, want A20 B20 B40 A40", got)
+	}
+	after, err := os.Stat(firstRun)
+	if err != nil || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("step 1 was run again: %v", err)
+	}
+	if len(rec.Results) != 2 || rec.Results[0].Config != "A" || len(rec.Results[0].Levels) != 2 {
+		t.Fatalf("results %+v", rec.Results)
+	}
+	// analyze reads the sweep directory, whole or by configuration.
+	for arg, want := range map[string]int{dir: 4, dir + "#B": 2} {
+		dirs, err := analyze.ExpandRunDirs(arg)
+		if err != nil || len(dirs) != want {
+			t.Errorf("ExpandRunDirs(%s) = %v, %v; want %d run dirs", arg, dirs, err, want)
+		}
+	}
+	if _, err := analyze.ExpandRunDirs(dir + "#C"); err == nil {
+		t.Error("a configuration the sweep lacks was accepted")
+	}
+	var summary strings.Builder
+	if err := WriteSummary(&summary, rec); err != nil || !strings.Contains(summary.String(), "configuration B") {
+		t.Errorf("summary: %v\n%s", err, summary.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "envelope.html")); err != nil {
+		t.Errorf("envelope.html: %v", err)
+	}
+}
+
+// tokenCostSim is a simulator whose iteration cost is per token only (no
+// fixed part) and without prefix caching, so its capacity does not depend
+// on batching: each request costs 100 × 50 µs of prefill and 19 × 250 µs
+// of decode (the prefill yields the first token). Past its capacity, a
+// 1.5-second step's backlog grows by the overload's share of 1.5 s, so the
+// SLO's 100 ms is crossed within a resolution step of it.
+func tokenCostSim() sim.Options {
+	o := sim.DefaultOptions()
+	o.Engine.Cost = sim.CostModel{PerPrefillToken: 50 * time.Microsecond, PerDecodeSeq: 250 * time.Microsecond}
+	o.Engine.PrefixCaching = false
+	return o
+}
+
+// TestTimingSearchMatchesExhaustiveSweep: against the token-cost
+// simulator, the search's highest SLO-meeting rate lies within one
+// resolution step of the rate an exhaustive sweep at that resolution
+// finds, and the search ran no more steps than its bound.
+func TestTimingSearchMatchesExhaustiveSweep(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing test: run without -race (make test-timing)")
+	}
+	target := serveSim(t, tokenCostSim(), nil)
+	wl := workload(t, 3000, 100, 20)
+	slo, err := analyze.ParseSLO("ttft=100ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const res = 0.1
+	setup := func(o *Options) {
+		o.SLO, o.Attainment, o.StepDuration = slo, 0.9, 1500*time.Millisecond
+		// Constant arrivals: a 2-second Poisson step's offered rate strays
+		// from its level by about the resolution.
+		o.Replay.Arrival = replay.ArrivalConstant
+		o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}}
+	}
+	// Exhaustive: every rate from 60 req/s up by 10% to past capacity.
+	ex := baseOptions(Config{Name: "A", Target: target, Workload: wl})
+	setup(&ex)
+	ex.Recovery = false
+	for r := 60.0; r < 200; r *= 1 + res {
+		ex.Levels = append(ex.Levels, round4(r))
+	}
+	exRec, err := Run(context.Background(), filepath.Join(t.TempDir(), "exhaustive"), ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := exRec.Results[0]
+	if truth.MaxLevel == nil || truth.Bracket[1] == 0 {
+		t.Fatalf("the exhaustive sweep did not bracket the limit: %+v", truth)
+	}
+	// Search from a tenth of capacity.
+	se := baseOptions(Config{Name: "A", Target: target, Workload: wl})
+	setup(&se)
+	se.Search = &Search{Start: 10, Growth: 2, Resolution: res, Max: 1000, Min: 1}
+	se.MaxExtensions = 1
+	seRec, err := Run(context.Background(), filepath.Join(t.TempDir(), "search"), se)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := seRec.Results[0]
+	if found.MaxLevel == nil {
+		t.Fatalf("the search found no rate meeting the SLO: %+v", seRec.Decisions)
+	}
+	ratio := *found.MaxLevel / *truth.MaxLevel
+	t.Logf("exhaustive: %g req/s, bracket %v; search: %g req/s, bracket %v, in %d steps (bound %d)",
+		*truth.MaxLevel, truth.Bracket, *found.MaxLevel, found.Bracket, len(seRec.Steps), se.Search.BoundFor(found.Bracket[1], se.MaxExtensions))
+	if ratio > (1+res)*1.001 || ratio < 1/((1+res)*1.001) {
+		t.Errorf("search found %g req/s, the exhaustive sweep %g: more than one resolution step (%g) apart\nsearch: %s",
+			*found.MaxLevel, *truth.MaxLevel, res, strings.Join(seRec.Decisions, "\n"))
+	}
+	if bound := se.Search.BoundFor(found.Bracket[1], se.MaxExtensions); len(seRec.Steps) > bound {
+		t.Errorf("the search ran %d steps, more than its bound %d", len(seRec.Steps), bound)
+	}
+}
