@@ -354,20 +354,40 @@ func writeSeries(b *strings.Builder, rep *Report) {
 	}
 	fmt.Fprintf(b, "\ntime series (%s s windows; TTFT of requests sent in the window):\n", num(ser.WindowS))
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "start s\tsent/s\tdone/s\tfailed\tout tok/s\tttft p50\tttft p99\tin flight\trunning\twaiting\tkv\tregion\t\n")
 	opt := func(p *float64) string {
 		if p == nil {
 			return "—"
 		}
 		return num(*p)
 	}
+	// Engine counters and GPU gauges get columns only where scraped.
+	var engine, gpu bool
+	for _, w := range ser.Windows {
+		engine = engine || w.Preemptions != nil || w.PrefixHitRate != nil
+		gpu = gpu || w.GPUUtilPct != nil || w.GPUPowerW != nil
+	}
+	head := "start s\tsent/s\tdone/s\tfailed\tout tok/s\tttft p50\tttft p99\tin flight\trunning\twaiting\tkv\t"
+	if engine {
+		head += "preempt\tprefix hit\t"
+	}
+	if gpu {
+		head += "gpu %\tpower W\tmem MiB\t"
+	}
+	fmt.Fprint(tw, head+"region\t\n")
 	for _, w := range ser.Windows {
 		region := w.Region
 		if w.BreaksSLO {
 			region += " (SLO broken)"
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", num(w.StartS), w.SendRate, w.CompletionRate, w.Failed, w.OutputTokensPerS,
-			opt(w.TTFTP50Ms), opt(w.TTFTP99Ms), w.InFlight, opt(w.Running), opt(w.Waiting), opt(w.KVUsage), region)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t", num(w.StartS), w.SendRate, w.CompletionRate, w.Failed, w.OutputTokensPerS,
+			opt(w.TTFTP50Ms), opt(w.TTFTP99Ms), w.InFlight, opt(w.Running), opt(w.Waiting), opt(w.KVUsage))
+		if engine {
+			fmt.Fprintf(tw, "%s\t%s\t", opt(w.Preemptions), opt(w.PrefixHitRate))
+		}
+		if gpu {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t", opt(w.GPUUtilPct), opt(w.GPUPowerW), opt(w.GPUMemUsedMiB))
+		}
+		fmt.Fprintf(tw, "%s\t\n", region)
 	}
 	tw.Flush()
 	if len(ser.RegionTTFT) > 0 {

@@ -254,3 +254,24 @@ func (ss scrapers) files() []string {
 	}
 	return out
 }
+
+// WaitIdle waits up to o.WaitIdle for every engine endpoint of o.Metrics
+// to report no running or waiting requests, as Run does before it starts,
+// and returns how long that took: for a caller that starts runs of its own
+// at a set time.
+func WaitIdle(ctx context.Context, o Options) (time.Duration, error) {
+	r, err := newRunner(o)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for i, ep := range r.opts.Metrics {
+		if ep.Role != RoleEngine {
+			continue
+		}
+		if err := newScraper(i, "", r).waitIdle(ctx, r.opts.WaitIdle); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}

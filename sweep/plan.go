@@ -17,8 +17,9 @@ type next struct {
 	Level   float64
 	Purpose string
 	Repeat  int
-	// NoIdleWait starts the step on whatever the server still holds.
-	NoIdleWait bool
+	// Overload, for a recovery step, is the failing level replayed just
+	// before it, the recovery starting as the overload's schedule ends.
+	Overload float64
 }
 
 // verdicts of a level.
@@ -190,7 +191,9 @@ func (o *Options) searchNext(done []Step) (next, string, bool) {
 
 // recoveryNext puts the recovery step right after a configuration's first
 // failing level (its verdict final) when some lower level of it passed:
-// that level again, started on the backlog.
+// the failing level again, and the passing one starting as it stops
+// sending, on the backlog it leaves (a replay that ran alone would have
+// let its backlog drain before it ended).
 func (o *Options) recoveryNext(done []Step) (next, string, bool) {
 	if !o.Recovery || len(done) == 0 {
 		return next{}, "", false
@@ -223,8 +226,8 @@ func (o *Options) recoveryNext(done []Step) (next, string, bool) {
 	if passed == 0 {
 		return next{}, "", false
 	}
-	return next{Config: last.Config, Level: passed, Purpose: "recovery", NoIdleWait: true},
-		fmt.Sprintf("%s failed: recovery step at %s, the highest level that passed before it, started without waiting for the server to drain", fmtLevel(last.Level), fmtLevel(passed)), true
+	return next{Config: last.Config, Level: passed, Purpose: "recovery", Overload: last.Level},
+		fmt.Sprintf("%s failed: recovery step at %s, the highest level that passed before it, starting the moment a replay of %s stops sending, on its backlog", fmtLevel(last.Level), fmtLevel(passed), fmtLevel(last.Level)), true
 }
 
 // round4 rounds a level to 4 significant digits, for readable names.

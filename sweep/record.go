@@ -66,7 +66,11 @@ type Step struct {
 	Purpose string `json:"purpose"`
 	Repeat  int    `json:"repeat"`
 	RunDir  string `json:"run_dir"` // relative to the sweep directory
-	RunID   string `json:"run_id"`
+	// OverloadRunDir is a recovery step's overload replay, its schedule
+	// ending as the step's begins (run at OverloadLevel, not judged).
+	OverloadRunDir string  `json:"overload_run_dir,omitempty"`
+	OverloadLevel  float64 `json:"overload_level,omitempty"`
+	RunID          string  `json:"run_id"`
 	// Status is done, interrupted or failed.
 	Status    string  `json:"status"`
 	Error     string  `json:"error,omitempty"`
@@ -74,7 +78,7 @@ type Step struct {
 	WallS     float64 `json:"wall_s"`
 	// IdleWaitS is how long the step waited for the server to report
 	// nothing running or waiting; absent when it did not wait (no engine
-	// metrics endpoint, or a recovery step).
+	// metrics endpoint; a recovery step's wait is its overload's).
 	IdleWaitS *float64 `json:"idle_wait_s,omitempty"`
 	// Counted and Good: requests past the warmup, and those meeting the
 	// SLO; Attainment and its exact interval; Verdict of this step alone
@@ -88,7 +92,9 @@ type Step struct {
 	GoodputRate  float64    `json:"goodput_rps"`
 	TTFTP99Ms    float64    `json:"ttft_p99_ms"`
 	Complete     bool       `json:"complete"`
-	Notes        []string   `json:"notes,omitempty"`
+	// Cold is the step's warmup (StepWarmup), apart from the verdict.
+	Cold  *ColdStart `json:"cold_start,omitempty"`
+	Notes []string   `json:"notes,omitempty"`
 }
 
 // writeRecord writes sweep.json atomically.

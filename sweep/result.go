@@ -68,9 +68,16 @@ type Recovery struct {
 	StepP99Ms  float64 `json:"step_ttft_p99_ms"`
 	Meets      bool    `json:"meets_slo"`
 	Attainment float64 `json:"attainment"`
+	// RefWaiting and RefKVUsage are the level's median waiting requests
+	// and KV usage per window before the overload (engine metrics; absent
+	// without them).
+	RefWaiting *float64 `json:"reference_waiting,omitempty"`
+	RefKVUsage *float64 `json:"reference_kv_usage,omitempty"`
 	// RecoveredAfterS is when, into the recovery step, p99 TTFT per
 	// 1-second window came back within 10% (or 5 ms) of the level's
-	// reference and stayed there; nil when it never did.
+	// reference, and the waiting requests and KV usage within 10% (or 1
+	// request, 2 points) of theirs, and stayed there; nil when they never
+	// did.
 	RecoveredAfterS *float64 `json:"recovered_after_s,omitempty"`
 	Note            string   `json:"note"`
 }
@@ -189,22 +196,60 @@ func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Rec
 			break
 		}
 	}
+	var refDirs []string
 	if i := slices.IndexFunc(levels, func(l LevelStat) bool { return l.Level == st.Level }); i >= 0 {
 		r.RefP99Ms = levels[i].TTFTP99Ms
+		for _, idx := range levels[i].Steps {
+			if j := slices.IndexFunc(done, func(d Step) bool { return d.Index == idx }); j >= 0 {
+				refDirs = append(refDirs, filepath.Join(s.dir, done[j].RunDir))
+			}
+		}
 	}
-	rep, err := analyze.Analyze([]string{filepath.Join(s.dir, st.RunDir)}, analyze.Options{Window: time.Second, TTFTMode: s.o.TTFTMode,
-		Percentiles: []float64{50, 99}, Bootstrap: analyze.BootstrapOptions{Resamples: 200}})
+	series := func(dirs []string) (*analyze.Series, error) {
+		rep, err := analyze.Analyze(dirs, analyze.Options{Window: time.Second, TTFTMode: s.o.TTFTMode,
+			Percentiles: []float64{50, 99}, Bootstrap: analyze.BootstrapOptions{Resamples: 200}})
+		if err != nil {
+			return nil, err
+		}
+		return rep.Series, nil
+	}
+	var refWait, refKV float64 = -1, -1
+	if len(refDirs) > 0 {
+		ref, err := series(refDirs)
+		if err != nil {
+			return nil, fmt.Errorf("recovery reference: %w", err)
+		}
+		if refWait, refKV = gaugeMedians(ref); refWait >= 0 {
+			r.RefWaiting = new(refWait)
+		}
+		if refKV >= 0 {
+			r.RefKVUsage = new(refKV)
+		}
+	}
+	ser, err := series([]string{filepath.Join(s.dir, st.RunDir)})
 	if err != nil {
 		return nil, fmt.Errorf("recovery step %d: %w", st.Index, err)
 	}
 	limit := max(1.1*r.RefP99Ms, r.RefP99Ms+5)
-	if rep.Series != nil {
+	back := func(w analyze.Window) bool {
+		if w.TTFTP99Ms != nil && *w.TTFTP99Ms > limit {
+			return false
+		}
+		if w.Waiting != nil && refWait >= 0 && *w.Waiting > max(1.1*refWait, refWait+1) {
+			return false
+		}
+		if w.KVUsage != nil && refKV >= 0 && *w.KVUsage > max(1.1*refKV, refKV+0.02) {
+			return false
+		}
+		return w.TTFTP99Ms != nil || w.Waiting != nil
+	}
+	if ser != nil {
 		var at *float64
-		for _, w := range rep.Series.Windows {
-			if w.TTFTP99Ms == nil {
+		for _, w := range ser.Windows {
+			if w.TTFTP99Ms == nil && w.Waiting == nil {
 				continue
 			}
-			if *w.TTFTP99Ms <= limit {
+			if back(w) {
 				if at == nil {
 					at = new(w.StartS)
 				}
@@ -216,9 +261,9 @@ func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Rec
 	}
 	switch {
 	case r.RecoveredAfterS != nil:
-		r.Note = fmt.Sprintf("after the overload of step %d, p99 TTFT at %s was back within 10%% of %.0f ms %.0f s into step %d", r.AfterStep, fmtLevel(r.Level), r.RefP99Ms, *r.RecoveredAfterS, r.Step)
+		r.Note = fmt.Sprintf("after the overload of step %d, p99 TTFT at %s (and the queue and KV usage, where scraped) was back within 10%% of its level before, %.0f ms, %.0f s into step %d", r.AfterStep, fmtLevel(r.Level), r.RefP99Ms, *r.RecoveredAfterS, r.Step)
 	default:
-		r.Note = fmt.Sprintf("NOT recovered: after the overload of step %d, p99 TTFT at %s stayed above %.0f ms through step %d (the level's own p99 is %.0f ms)", r.AfterStep, fmtLevel(r.Level), limit, r.Step, r.RefP99Ms)
+		r.Note = fmt.Sprintf("NOT recovered: after the overload of step %d, p99 TTFT at %s (or the queue, or KV usage) stayed above its level before (%.0f ms p99) through step %d", r.AfterStep, fmtLevel(r.Level), r.RefP99Ms, r.Step)
 	}
 	return r, nil
 }

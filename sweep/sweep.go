@@ -91,13 +91,18 @@ func openRecord(dir string, o *Options) (*Record, error) {
 			continue
 		}
 		// What an unfinished step wrote stays, under another name.
-		from := filepath.Join(dir, st.RunDir)
-		if _, err := os.Stat(from); err == nil {
-			aside := st.RunDir + ".interrupted"
-			if err := os.Rename(from, filepath.Join(dir, aside)); err != nil {
-				return nil, fmt.Errorf("setting aside the interrupted step's %s: %w", from, err)
+		for _, rd := range []*string{&st.RunDir, &st.OverloadRunDir} {
+			if *rd == "" {
+				continue
 			}
-			st.RunDir = aside
+			from := filepath.Join(dir, *rd)
+			if _, err := os.Stat(from); err == nil {
+				aside := *rd + ".interrupted"
+				if err := os.Rename(from, filepath.Join(dir, aside)); err != nil {
+					return nil, fmt.Errorf("setting aside the interrupted step's %s: %w", from, err)
+				}
+				*rd = aside
+			}
 		}
 		st.Status = "set-aside"
 	}
@@ -218,7 +223,13 @@ func (s *sweeper) step(ctx context.Context, n next) error {
 	ro := s.replayOptions(cfg, n, rec)
 	s.progress("step %d (%s): %s at %s %s for %s%s", idx, n.Purpose, n.Config, fmtLevel(n.Level), unit(s.o.Mode), s.o.StepDuration, waitNote(ro.WaitIdle))
 	began := time.Now()
-	info, err := replay.Run(ctx, cfg.Workload, filepath.Join(s.dir, rec.RunDir), ro)
+	var info *trace.RunInfo
+	var err error
+	if n.Purpose == "recovery" {
+		info, err = s.runRecovery(ctx, cfg, n, rec, ro)
+	} else {
+		info, err = replay.Run(ctx, cfg.Workload, filepath.Join(s.dir, rec.RunDir), ro)
+	}
 	rec.WallS = time.Since(began).Seconds()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -251,6 +262,49 @@ func (s *sweeper) step(ctx context.Context, n next) error {
 	return s.save()
 }
 
+// runRecovery replays the overload level and, from the moment its
+// schedule ends, the recovery level, concurrently: the recovery meets the
+// backlog the overload leaves. The overload waits for an idle server as
+// any step does; the recovery does not. It returns the recovery's run.
+func (s *sweeper) runRecovery(ctx context.Context, cfg Config, n next, rec *Step, ro replay.Options) (*trace.RunInfo, error) {
+	over := n
+	over.Level = n.Overload
+	rec.OverloadLevel, rec.OverloadRunDir = n.Overload, rec.RunDir+"-overload"
+	oo := s.replayOptions(cfg, over, rec)
+	oo.RunID, oo.WarmupDuration, oo.Duration = rec.RunID+"-overload", 0, s.o.StepDuration
+	oo.Labels["sweep_purpose"] = "recovery-overload"
+	// The overload's idle wait and setup come first; both schedules are
+	// then pinned to the wall clock, the recovery's zero at the overload's
+	// end.
+	if oo.WaitIdle > 0 {
+		waited, err := replay.WaitIdle(ctx, oo)
+		if err != nil {
+			return nil, err
+		}
+		rec.IdleWaitS, oo.WaitIdle = new(waited.Seconds()), 0
+	}
+	zero := time.Now().Add(2 * time.Second)
+	oo.StartAt, ro.StartAt, ro.WaitIdle = zero, zero.Add(s.o.StepDuration), 0
+	type result struct {
+		info *trace.RunInfo
+		err  error
+	}
+	overDone := make(chan result, 1)
+	go func() {
+		info, err := replay.Run(ctx, cfg.Workload, filepath.Join(s.dir, rec.OverloadRunDir), oo)
+		overDone <- result{info, err}
+	}()
+	info, err := replay.Run(ctx, cfg.Workload, filepath.Join(s.dir, rec.RunDir), ro)
+	o := <-overDone
+	if o.err != nil {
+		return nil, fmt.Errorf("the overload replay before recovery: %w", o.err)
+	}
+	if o.info != nil && !o.info.Complete {
+		return o.info, nil
+	}
+	return info, err
+}
+
 // replayOptions are the step's replay settings.
 func (s *sweeper) replayOptions(cfg Config, n next, rec *Step) replay.Options {
 	ro := s.o.Replay
@@ -267,7 +321,7 @@ func (s *sweeper) replayOptions(cfg Config, n next, rec *Step) replay.Options {
 	}
 	ro.Duration, ro.WarmupDuration, ro.WarmupRequests = s.o.StepDuration+s.o.StepWarmup, s.o.StepWarmup, 0
 	ro.WaitIdle = 0
-	if s.o.engineMetrics() && !n.NoIdleWait {
+	if s.o.engineMetrics() {
 		ro.WaitIdle = max(s.o.IdleTimeout, time.Second)
 	}
 	ro.Labels = maps.Clone(s.o.Replay.Labels)
@@ -291,6 +345,15 @@ func (s *sweeper) judgeStep(rec *Step, info *trace.RunInfo) error {
 	rec.Complete = info.Complete
 	if m, err := trace.ReadManifest(s.config(rec.Config).Workload); err == nil && s.o.Mode != ModeConcurrency && info.Scheduled >= m.Rows {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("the step used all %d requests of the workload before its %s were up: it ran short; generate a longer workload", m.Rows, s.o.StepDuration+s.o.StepWarmup))
+	}
+	if s.o.StepWarmup > 0 {
+		if rec.Cold, err = coldStart(filepath.Join(s.dir, rec.RunDir)); err != nil {
+			return fmt.Errorf("step %d's warmup: %w", rec.Index, err)
+		}
+	}
+	if change := s.identityChange(rec, info); change != "" {
+		rec.Notes = append(rec.Notes, change)
+		s.rec.Decisions = append(s.rec.Decisions, fmt.Sprintf("step %d: %s", rec.Index, change))
 	}
 	if info.ClientSaturated {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("the client was saturated (lateness p99 %.2f ms): this step's latencies may be the load generator's", info.Lateness.P99Ms))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -122,7 +123,7 @@ func TestSweepWaitsForASlowDrainingServer(t *testing.T) {
 	if gap := time.Duration(ri.StartUnixNs - lastStepEnd(t, dir, rec.Steps[0])); gap < 750*time.Millisecond {
 		t.Errorf("step 2 started %v after step 1's last answer; the server said busy for 800 ms", gap)
 	}
-	if ri.IdleWaitMs == nil || *ri.IdleWaitMs != *st.IdleWaitS*1e3 {
+	if ri.IdleWaitMs == nil || math.Abs(*ri.IdleWaitMs-*st.IdleWaitS*1e3) > 1e-6 {
 		t.Errorf("run.json idle wait %v ms, sweep.json %v s", ri.IdleWaitMs, *st.IdleWaitS)
 	}
 }
@@ -249,13 +250,16 @@ func TestSweepResumesAfterInterrupt(t *testing.T) {
 
 // tokenCostSim is a simulator whose iteration cost is per token only (no
 // fixed part) and without prefix caching, so its capacity does not depend
-// on batching: each request costs 100 × 50 µs of prefill and 19 × 250 µs
-// of decode (the prefill yields the first token). Past its capacity, a
+// on batching: each request costs up to 100 × 150 µs of prefill and 19 ×
+// 600 µs of decode (the prefill yields the first token), about 26 ms, for
+// a capacity near 38 requests per second: few enough events per second
+// that the client and the simulator leave each other CPU on 2 cores, which
+// keeps the capacity the same from one step to the next. Past it, a
 // 1.5-second step's backlog grows by the overload's share of 1.5 s, so the
-// SLO's 100 ms is crossed within a resolution step of it.
+// SLO's 100 ms is crossed within about a resolution step of it.
 func tokenCostSim() sim.Options {
 	o := sim.DefaultOptions()
-	o.Engine.Cost = sim.CostModel{PerPrefillToken: 50 * time.Microsecond, PerDecodeSeq: 250 * time.Microsecond}
+	o.Engine.Cost = sim.CostModel{PerPrefillToken: 150 * time.Microsecond, PerDecodeSeq: 600 * time.Microsecond}
 	o.Engine.PrefixCaching = false
 	return o
 }
@@ -282,11 +286,12 @@ func TestTimingSearchMatchesExhaustiveSweep(t *testing.T) {
 		o.Replay.Arrival = replay.ArrivalConstant
 		o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}}
 	}
-	// Exhaustive: every rate from 60 req/s up by 10% to past capacity.
+	// Exhaustive: every rate from 30 req/s (under three quarters of
+	// capacity) up by 10% to past it.
 	ex := baseOptions(Config{Name: "A", Target: target, Workload: wl})
 	setup(&ex)
 	ex.Recovery = false
-	for r := 60.0; r < 200; r *= 1 + res {
+	for r := 30.0; r < 56; r *= 1 + res {
 		ex.Levels = append(ex.Levels, round4(r))
 	}
 	exRec, err := Run(context.Background(), filepath.Join(t.TempDir(), "exhaustive"), ex)
@@ -297,11 +302,12 @@ func TestTimingSearchMatchesExhaustiveSweep(t *testing.T) {
 	if truth.MaxLevel == nil || truth.Bracket[1] == 0 {
 		t.Fatalf("the exhaustive sweep did not bracket the limit: %+v", truth)
 	}
-	// Search from a tenth of capacity.
+	// Search from a quarter of capacity.
 	se := baseOptions(Config{Name: "A", Target: target, Workload: wl})
 	setup(&se)
-	se.Search = &Search{Start: 10, Growth: 2, Resolution: res, Max: 1000, Min: 1}
+	se.Search = &Search{Start: 12, Growth: 2, Resolution: res, Max: 1000, Min: 1}
 	se.MaxExtensions = 1
+	se.Recovery = false // TestTimingRecoveryMeasuresTheBacklog's
 	seRec, err := Run(context.Background(), filepath.Join(t.TempDir(), "search"), se)
 	if err != nil {
 		t.Fatal(err)
@@ -319,5 +325,61 @@ func TestTimingSearchMatchesExhaustiveSweep(t *testing.T) {
 	}
 	if bound := se.Search.BoundFor(found.Bracket[1], se.MaxExtensions); len(seRec.Steps) > bound {
 		t.Errorf("the search ran %d steps, more than its bound %d", len(seRec.Steps), bound)
+	}
+}
+
+// TestTimingRecoveryMeasuresTheBacklog: a step 18% past the token-cost
+// simulator's capacity leaves a backlog; the recovery step that follows,
+// at the level that passed, starts on it without waiting, and its TTFT
+// comes back within the reference some time into the step, as the
+// backlog drains.
+func TestTimingRecoveryMeasuresTheBacklog(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing test: run without -race (make test-timing)")
+	}
+	target := serveSim(t, tokenCostSim(), nil)
+	wl := workload(t, 3000, 100, 20)
+	o := baseOptions(Config{Name: "A", Target: target, Workload: wl})
+	o.Levels, o.StepDuration, o.Attainment = []float64{15, 45}, 3*time.Second, 0.9
+	o.SLO = analyze.SLO{TTFT: 100 * time.Millisecond}
+	o.Replay.Arrival = replay.ArrivalConstant
+	o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}}
+	o.Replay.MetricsInterval = 250 * time.Millisecond
+	dir := filepath.Join(t.TempDir(), "sweep")
+	rec, err := Run(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var purposes []string
+	for _, s := range rec.Steps {
+		purposes = append(purposes, fmt.Sprintf("%s:%g", s.Purpose, s.Level))
+	}
+	if got := strings.Join(purposes, " "); got != "level:15 level:45 recovery:15" || rec.Steps[0].Verdict != pass || rec.Steps[1].Verdict != fail {
+		t.Fatalf("steps %s (%s, %s), want a pass at 15, a failure at 45, then recovery at 15", got, rec.Steps[0].Verdict, rec.Steps[1].Verdict)
+	}
+	// The recovery replay itself starts on the overload's backlog: no
+	// idle wait in its run.json.
+	rri, err := trace.ReadRunInfo(filepath.Join(dir, rec.Steps[2].RunDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rri.IdleWaitMs != nil {
+		t.Errorf("the recovery replay waited %v ms for an idle server", *rri.IdleWaitMs)
+	}
+	if rec.Steps[2].OverloadRunDir == "" || rec.Steps[2].OverloadLevel != 45 {
+		t.Errorf("recovery step's overload: %q at %g", rec.Steps[2].OverloadRunDir, rec.Steps[2].OverloadLevel)
+	}
+	r := rec.Results[0].Recovery
+	if r == nil {
+		t.Fatal("no recovery result")
+	}
+	t.Logf("recovery: %s (step p99 %.0f ms)", r.Note, r.StepP99Ms)
+	// The backlog of 3 s at about 18% over capacity drains in about a
+	// second at a third of capacity.
+	if r.RecoveredAfterS == nil || *r.RecoveredAfterS < 0.5 || *r.RecoveredAfterS >= 3 {
+		t.Errorf("recovered after %v s, want within the step and after the backlog's first half second", r.RecoveredAfterS)
+	}
+	if r.StepP99Ms <= r.RefP99Ms {
+		t.Errorf("the recovery step's p99 TTFT %.0f ms is not above the level's own %.0f ms: it met no backlog", r.StepP99Ms, r.RefP99Ms)
 	}
 }

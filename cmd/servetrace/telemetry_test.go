@@ -152,6 +152,11 @@ func TestGPUEnergyMatchesThePowerModel(t *testing.T) {
 	if both < 5 {
 		t.Errorf("%d windows carry both engine and GPU gauges, want at least 5", both)
 	}
+	// The text report's time series has the engine counters' and the GPU
+	// gauges' columns.
+	if code, out, errOut := runCLI(t, "analyze", run, "--window", "500ms"); code != 0 || !strings.Contains(out, "prefix hit") || !strings.Contains(out, "power W") || !strings.Contains(out, "GPU energy") {
+		t.Errorf("analyze: exit %d, the time series lacks the engine or GPU columns, or the energy line:\n%s%s", code, out, errOut)
+	}
 	// Without the energy counter, the power samples' integral.
 	for _, f := range gpuScrapes {
 		b, err := os.ReadFile(f)
