@@ -193,7 +193,7 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 	if len(col.lateness) > 1 && col.last > col.first {
 		info.AchievedRate = float64(len(col.lateness)-1) / (float64(col.last-col.first) / 1e9)
 	}
-	info.ClientSaturated = info.Lateness.P99Ms > info.MaxLatenessMs
+	info.ClientSaturated = saturatedBy(col.lateness, int64(info.MaxLatenessMs*1e6))
 	info.Complete = !interrupted && col.err == nil && flushErr == nil
 	switch {
 	case interrupted:

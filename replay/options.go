@@ -100,7 +100,8 @@ type Options struct {
 	// Grace is how long in-flight requests may finish after the run is
 	// interrupted before they are aborted.
 	Grace time.Duration
-	// MaxLateness marks the run client-saturated when lateness p99 exceeds it.
+	// MaxLateness marks the run client-saturated when lateness p99 exceeds
+	// it beyond sampling doubt (see saturatedBy).
 	MaxLateness time.Duration
 	// IgnoreEOS asks the server to ignore end-of-sequence (vLLM, SGLang and
 	// the simulator honour it; OpenAI's API rejects it). ForceOutputLen also
