@@ -145,7 +145,7 @@ func TestSweepResumesAfterSIGINT(t *testing.T) {
 	dir := t.TempDir()
 	wl := workloadViaCLI(t, dir, "azure-code-2023", "60s")
 	out := filepath.Join(dir, "sweep")
-	args := []string{"sweep", wl, "--target", url, "--rates", "4,8", "--step-duration", "3s", "--grace", "500ms", "--out", out}
+	args := []string{"sweep", wl, "--target", url, "--rates", "4,8", "--step-duration", "2s", "--grace", "500ms", "--out", out}
 	cmd, stderr, exited := startCLIChild(t, args...)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
