@@ -67,6 +67,7 @@ type Step struct {
 	MeetsSLO     bool       `json:"meets_slo"`
 	// Token throughput of the ok requests over the step: output tokens,
 	// and prompt (the server's usage, else what was sent) plus output.
+	OutputTokens     int64   `json:"output_tokens"`
 	OutputTokensPerS float64 `json:"output_tokens_per_s"`
 	TotalTokensPerS  float64 `json:"total_tokens_per_s"`
 	// Energy is the step's GPU energy, where a DCGM exporter was scraped.
@@ -182,7 +183,7 @@ func MeasureStep(runDirs []string, o EnvelopeOptions) (Step, error) {
 	}
 	st := step(l.cols, strings.Join(l.runIDs, "+"), rows, offered, o)
 	if scrapes, err := readScrapes(l.dirs); err == nil {
-		st.Energy = energyOf(scrapes, int64(st.OutputTokensPerS*st.DurationS+0.5))
+		st.Energy = energyOf(scrapes, st.OutputTokens)
 	}
 	return st, nil
 }
@@ -199,7 +200,7 @@ func stepEnergy(l *loaded, runID string, st Step) *Energy {
 	if err != nil {
 		return nil
 	}
-	return energyOf(scrapes, int64(st.OutputTokensPerS*st.DurationS+0.5))
+	return energyOf(scrapes, st.OutputTokens)
 }
 
 // step summarises one load level.
@@ -248,6 +249,7 @@ func step(c *resultColumns, name string, rows []int32, offered float64, o Envelo
 	s.CompletedRate, s.CompletedCI = float64(ok)/span, poissonRateCI(ok, span)
 	s.GoodputRate, s.GoodputCI = float64(good)/span, poissonRateCI(good, span)
 	s.Good = good
+	s.OutputTokens = outTok
 	s.OutputTokensPerS, s.TotalTokensPerS = float64(outTok)/span, float64(outTok+promptTok)/span
 	s.AttainmentCI = BinomialCI(good, x.counts.Counted, 0.95)
 	if x.counts.Counted > 0 {

@@ -264,12 +264,18 @@ func WaitIdle(ctx context.Context, o Options) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	return r.waitIdleEngines(ctx, "")
+}
+
+// waitIdleEngines waits for each engine endpoint in turn to report the
+// server idle, and returns how long that took.
+func (r *Runner) waitIdleEngines(ctx context.Context, runDir string) (time.Duration, error) {
 	start := time.Now()
 	for i, ep := range r.opts.Metrics {
 		if ep.Role != RoleEngine {
 			continue
 		}
-		if err := newScraper(i, "", r).waitIdle(ctx, r.opts.WaitIdle); err != nil {
+		if err := newScraper(i, runDir, r).waitIdle(ctx, r.opts.WaitIdle); err != nil {
 			return 0, err
 		}
 	}

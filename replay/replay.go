@@ -211,18 +211,20 @@ func (r *Runner) preparePrompts(blockSize int) (counter tokenize.Counter, server
 // endpoint, with WaitIdle, until it reports the server idle) and returns
 // their scrapers and how long the idle wait took; none without Metrics.
 func (r *Runner) prepareScrapers(ctx context.Context, runDir string) (scrapers, time.Duration, error) {
-	var out scrapers
 	var waited time.Duration
+	if r.opts.WaitIdle > 0 {
+		var err error
+		if waited, err = r.waitIdleEngines(ctx, runDir); err != nil {
+			return nil, 0, err
+		}
+	}
+	var out scrapers
 	for i, ep := range r.opts.Metrics {
 		scr := newScraper(i, runDir, r)
-		if ep.Role == RoleEngine && r.opts.WaitIdle > 0 {
-			start := time.Now()
-			if err := scr.waitIdle(ctx, r.opts.WaitIdle); err != nil {
-				return nil, 0, err
+		if ep.Role != RoleEngine || r.opts.WaitIdle == 0 {
+			if _, err := scr.fetch(ctx); err != nil {
+				return nil, 0, opterr.New("Metrics", nil, "%s endpoint: %v", ep.Role, err)
 			}
-			waited += time.Since(start)
-		} else if _, err := scr.fetch(ctx); err != nil {
-			return nil, 0, opterr.New("Metrics", nil, "%s endpoint: %v", ep.Role, err)
 		}
 		out = append(out, scr)
 	}

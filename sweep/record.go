@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,22 +119,3 @@ func ReadRecord(dir string) (*Record, error) {
 
 // schemaVersion is sweep.json's.
 const schemaVersion = 1
-
-// RunDirs lists the run directories of a sweep's completed steps, for
-// analyze compare and envelope.
-func RunDirs(dir string) ([]string, error) {
-	r, err := ReadRecord(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s has no %s: not a sweep directory", dir, FileName)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, s := range r.Steps {
-		if s.Status == "done" {
-			out = append(out, filepath.Join(dir, s.RunDir))
-		}
-	}
-	return out, nil
-}

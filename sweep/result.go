@@ -3,6 +3,7 @@ package sweep
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,25 +83,21 @@ type Recovery struct {
 	Note            string   `json:"note"`
 }
 
-// results computes every configuration's result from the done steps.
-func (s *sweeper) results() ([]Result, error) {
+// results computes every configuration's result from the done steps,
+// and each configuration's envelope (nil with fewer than two measuring
+// steps) for the plot.
+func (s *sweeper) results() ([]Result, []*analyze.Envelope, error) {
 	done := doneSteps(s.rec.Steps)
 	var out []Result
+	var envs []*analyze.Envelope
 	for _, c := range s.o.Configs {
 		r := Result{Config: c.Name, Mode: s.o.Mode}
 		ls := s.o.levels(done, c.Name)
-		keys := slices.Sorted(func(yield func(float64) bool) {
-			for k := range ls {
-				if !yield(k) {
-					return
-				}
-			}
-		})
 		var measuring []string
-		for _, lv := range keys {
+		for _, lv := range slices.Sorted(maps.Keys(ls)) {
 			stat, dirs, err := s.levelStat(done, c.Name, ls[lv])
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			measuring = append(measuring, dirs...)
 			r.Levels = append(r.Levels, stat)
@@ -125,20 +122,24 @@ func (s *sweeper) results() ([]Result, error) {
 		case lo > 0 && hi == 0:
 			r.Notes = append(r.Notes, fmt.Sprintf("no level failed: the limit is above %s; sweep higher", fmtLevel(lo)))
 		}
+		var env *analyze.Envelope
 		if len(measuring) >= 2 {
-			env, err := analyze.FindEnvelope(measuring, s.envelopeOptions())
-			if err == nil && env.Knee >= 0 {
+			e, err := analyze.FindEnvelope(measuring, s.envelopeOptions())
+			if err != nil {
+				return nil, nil, err
+			}
+			if env = e; env.Knee >= 0 {
 				r.KneeLevel = new(levelOfRun(done, env.Steps[env.Knee].Name))
 			}
 		}
 		rec, err := s.recovery(done, c.Name, r.Levels)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		r.Recovery = rec
-		out = append(out, r)
+		out, envs = append(out, r), append(envs, env)
 	}
-	return out, nil
+	return out, envs, nil
 }
 
 // levelOfRun returns the level of the step with that run id.
@@ -330,28 +331,18 @@ func WriteSummary(w io.Writer, rec *Record) error {
 }
 
 // writeHTML writes envelope.html: each configuration's envelope plot.
-func writeHTML(dir string, rec *Record) error {
+func writeHTML(dir string, rec *Record, envs []*analyze.Envelope) error {
 	var figs []analyze.Figure
-	for _, c := range rec.Plan.Configs {
-		var dirs []string
-		for _, st := range doneSteps(rec.Steps) {
-			if st.Config == c.Name && st.Purpose != "recovery" {
-				dirs = append(dirs, filepath.Join(dir, st.RunDir))
-			}
-		}
-		if len(dirs) < 2 {
+	for i, env := range envs {
+		if env == nil {
 			continue
-		}
-		env, err := analyze.FindEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: rec.Plan.SLO, TTFTMode: analyze.TTFTMode(rec.Plan.TTFTMode)}, Attainment: rec.Plan.Attainment})
-		if err != nil {
-			return err
 		}
 		f, err := analyze.EnvelopeFigures(env)
 		if err != nil {
 			return err
 		}
-		for i := range f {
-			f[i].Title = c.Name + ": " + f[i].Title
+		for k := range f {
+			f[k].Title = rec.Plan.Configs[i].Name + ": " + f[k].Title
 		}
 		figs = append(figs, f...)
 	}

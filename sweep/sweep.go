@@ -187,7 +187,7 @@ func (s *sweeper) run(ctx context.Context) (*Record, error) {
 
 // finish computes the results and writes them.
 func (s *sweeper) finish() (*Record, error) {
-	results, err := s.results()
+	results, envs, err := s.results()
 	if err != nil {
 		return s.rec, err
 	}
@@ -195,7 +195,7 @@ func (s *sweeper) finish() (*Record, error) {
 	if err := s.save(); err != nil {
 		return s.rec, err
 	}
-	return s.rec, writeHTML(s.dir, s.rec)
+	return s.rec, writeHTML(s.dir, s.rec, envs)
 }
 
 // config returns the named configuration.
