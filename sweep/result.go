@@ -65,6 +65,7 @@ type Recovery struct {
 	Step       int     `json:"step"`
 	AfterStep  int     `json:"after_step"`
 	Level      float64 `json:"level"`
+	RefP50Ms   float64 `json:"reference_ttft_p50_ms"`
 	RefP99Ms   float64 `json:"reference_ttft_p99_ms"`
 	StepP99Ms  float64 `json:"step_ttft_p99_ms"`
 	Meets      bool    `json:"meets_slo"`
@@ -74,9 +75,10 @@ type Recovery struct {
 	// without them).
 	RefWaiting *float64 `json:"reference_waiting,omitempty"`
 	RefKVUsage *float64 `json:"reference_kv_usage,omitempty"`
-	// RecoveredAfterS is when, into the recovery step, p99 TTFT per
-	// 1-second window came back within 10% (or 5 ms) of the level's
-	// reference, and the waiting requests and KV usage within 10% (or 1
+	// RecoveredAfterS is when, into the recovery step, TTFT per 1-second
+	// window came back within 10% (or 5 ms) of the level's reference (the
+	// p50: a window's p99 is the largest of its few requests, and one slow
+	// request would reset it), and the waiting requests and KV usage within 10% (or 1
 	// request, 2 points) of theirs, and stayed there; nil when they never
 	// did.
 	RecoveredAfterS *float64 `json:"recovered_after_s,omitempty"`
@@ -199,7 +201,7 @@ func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Rec
 	}
 	var refDirs []string
 	if i := slices.IndexFunc(levels, func(l LevelStat) bool { return l.Level == st.Level }); i >= 0 {
-		r.RefP99Ms = levels[i].TTFTP99Ms
+		r.RefP50Ms, r.RefP99Ms = levels[i].TTFTP50Ms, levels[i].TTFTP99Ms
 		for _, idx := range levels[i].Steps {
 			if j := slices.IndexFunc(done, func(d Step) bool { return d.Index == idx }); j >= 0 {
 				refDirs = append(refDirs, filepath.Join(s.dir, done[j].RunDir))
@@ -231,9 +233,9 @@ func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Rec
 	if err != nil {
 		return nil, fmt.Errorf("recovery step %d: %w", st.Index, err)
 	}
-	limit := max(1.1*r.RefP99Ms, r.RefP99Ms+5)
+	limit := max(1.1*r.RefP50Ms, r.RefP50Ms+5)
 	back := func(w analyze.Window) bool {
-		if w.TTFTP99Ms != nil && *w.TTFTP99Ms > limit {
+		if w.TTFTP50Ms != nil && *w.TTFTP50Ms > limit {
 			return false
 		}
 		if w.Waiting != nil && refWait >= 0 && *w.Waiting > max(1.1*refWait, refWait+1) {
@@ -242,12 +244,12 @@ func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Rec
 		if w.KVUsage != nil && refKV >= 0 && *w.KVUsage > max(1.1*refKV, refKV+0.02) {
 			return false
 		}
-		return w.TTFTP99Ms != nil || w.Waiting != nil
+		return w.TTFTP50Ms != nil || w.Waiting != nil
 	}
 	if ser != nil {
 		var at *float64
 		for _, w := range ser.Windows {
-			if w.TTFTP99Ms == nil && w.Waiting == nil {
+			if w.TTFTP50Ms == nil && w.Waiting == nil {
 				continue
 			}
 			if back(w) {
@@ -262,9 +264,9 @@ func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Rec
 	}
 	switch {
 	case r.RecoveredAfterS != nil:
-		r.Note = fmt.Sprintf("after the overload of step %d, p99 TTFT at %s (and the queue and KV usage, where scraped) was back within 10%% of its level before, %.0f ms, %.0f s into step %d", r.AfterStep, fmtLevel(r.Level), r.RefP99Ms, *r.RecoveredAfterS, r.Step)
+		r.Note = fmt.Sprintf("after the overload of step %d, TTFT p50 at %s (and the queue and KV usage, where scraped) was back within 10%% of its level before, %.0f ms, %.0f s into step %d", r.AfterStep, fmtLevel(r.Level), r.RefP50Ms, *r.RecoveredAfterS, r.Step)
 	default:
-		r.Note = fmt.Sprintf("NOT recovered: after the overload of step %d, p99 TTFT at %s (or the queue, or KV usage) stayed above its level before (%.0f ms p99) through step %d", r.AfterStep, fmtLevel(r.Level), r.RefP99Ms, r.Step)
+		r.Note = fmt.Sprintf("NOT recovered: after the overload of step %d, TTFT p50 at %s (or the queue, or KV usage) stayed above its level before (%.0f ms) through step %d", r.AfterStep, fmtLevel(r.Level), r.RefP50Ms, r.Step)
 	}
 	return r, nil
 }
