@@ -10,7 +10,7 @@ import "time"
 
 // SchemaVersion is written to every manifest and run.json. Bump it when a
 // column is added, removed, renamed or changes meaning.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // DefaultBlockSize is the prefix-block size in tokens used when a source does
 // not say otherwise (Mooncake's block size).
@@ -62,6 +62,19 @@ type Request struct {
 	Shape
 	Temperature *float64 `parquet:"temperature,optional" json:"temperature,omitempty"`
 	TopP        *float64 `parquet:"top_p,optional" json:"top_p,omitempty"`
+	Media
+	Calls
+	// Sampling beyond temperature and top_p; nil where the request did
+	// not set it.
+	TopLogprobs      *int32   `parquet:"top_logprobs,optional" json:"top_logprobs,omitempty"`
+	Seed             *int64   `parquet:"seed,optional" json:"seed,omitempty"`
+	TopK             *int32   `parquet:"top_k,optional" json:"top_k,omitempty"`
+	PresencePenalty  *float64 `parquet:"presence_penalty,optional" json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float64 `parquet:"frequency_penalty,optional" json:"frequency_penalty,omitempty"`
+	// ImageTokens and AudioTokens are the prompt tokens the server's usage
+	// gave to images and audio, where the log separates them.
+	ImageTokens *int64 `parquet:"image_tokens,optional" json:"image_tokens,omitempty"`
+	AudioTokens *int64 `parquet:"audio_tokens,optional" json:"audio_tokens,omitempty"`
 
 	// Outcome as logged by the source; nil where it was not logged.
 	FinishReason *string  `parquet:"finish_reason,optional,dict" json:"finish_reason,omitempty"`
@@ -122,6 +135,17 @@ type Result struct {
 	// TokenTimesNs has one entry per event that carried content, relative to
 	// SentNs.
 	TokenTimesNs []int64 `parquet:"token_times_ns,list" json:"token_times_ns,omitempty"`
+	// ChoiceIndex, for a request of n > 1, names the choice of each
+	// TokenTimesNs entry; empty for n = 1.
+	ChoiceIndex []int32 `parquet:"choice_index,list" json:"choice_index,omitempty"`
+
+	// What replay did with the request's features (Shape.Features labels):
+	// sent with the request, dropped on purpose (--strip), or refused by
+	// the target (a 4xx whose message names the feature). A feature the
+	// request carried is in exactly one of sent and stripped.
+	FeaturesSent     []string `parquet:"features_sent,list" json:"features_sent,omitempty"`
+	FeaturesStripped []string `parquet:"features_stripped,list" json:"features_stripped,omitempty"`
+	FeaturesRefused  []string `parquet:"features_refused,list" json:"features_refused,omitempty"`
 
 	ObservedOutputTokens    int64  `parquet:"observed_output_tokens" json:"observed_output_tokens"`
 	ObservedReasoningTokens int64  `parquet:"observed_reasoning_tokens" json:"observed_reasoning_tokens"`

@@ -69,7 +69,17 @@ func (r *Request) Validate() error {
 		optFloat{"think_time_ms", r.ThinkTimeMs, MaxClientMs}); err != nil {
 		return err
 	}
-	if err := checkOptionalCounts(optCount{"cached_tokens", r.CachedTokens}, optCount{"cancel_after_tokens", r.CancelAfterTokens}); err != nil {
+	if err := checkOptionalCounts(optCount{"cached_tokens", r.CachedTokens}, optCount{"cancel_after_tokens", r.CancelAfterTokens},
+		optCount{"image_tokens", r.ImageTokens}, optCount{"audio_tokens", r.AudioTokens}); err != nil {
+		return err
+	}
+	if err := r.Media.validate(); err != nil {
+		return err
+	}
+	if err := r.Calls.validate(); err != nil {
+		return err
+	}
+	if err := r.validateSampling(); err != nil {
 		return err
 	}
 	if r.Status != nil && (*r.Status < 0 || *r.Status > 999) {
@@ -136,6 +146,22 @@ func (r *Result) Validate() error {
 	}
 	if !knownOutcome(r.Outcome) {
 		return &FieldError{"outcome", strconv.Quote(r.Outcome), "is not one of the outcome classes (ok, http_error, ...)"}
+	}
+	for _, l := range []struct {
+		name string
+		v    []string
+	}{{"features_sent", r.FeaturesSent}, {"features_stripped", r.FeaturesStripped}, {"features_refused", r.FeaturesRefused}} {
+		if len(l.v) > MaxFeatures {
+			return &FieldError{l.name, strconv.Itoa(len(l.v)) + " entries", fmt.Sprintf("at most %d", MaxFeatures)}
+		}
+		for _, f := range l.v {
+			if err := checkString(l.name, f); err != nil {
+				return err
+			}
+		}
+	}
+	if len(r.ChoiceIndex) != 0 && len(r.ChoiceIndex) != len(r.TokenTimesNs) {
+		return &FieldError{"choice_index", strconv.Itoa(len(r.ChoiceIndex)) + " entries", fmt.Sprintf("must be empty or one per token_times_ns entry (%d)", len(r.TokenTimesNs))}
 	}
 	if err := checkString("observed_finish_reason", r.ObservedFinishReason); err != nil {
 		return err

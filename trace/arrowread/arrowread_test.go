@@ -149,6 +149,13 @@ func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 	in[5].CancelAfterMs = trace.Ptr(12.5)
 	in[7].Temperature = trace.Ptr(0.7)
 	in[7].Phase = "warmup"
+	in[9].Media = trace.Media{ImageCount: 2, ImageWidthsPx: []int32{640, 0}, ImageHeightsPx: []int32{480, 0}, ImageIDs: []int64{-7, 42},
+		AudioCount: 1, AudioMs: []int64{1500}, AudioIDs: []int64{9}}
+	in[9].Calls = trace.Calls{ToolCount: 3, ToolTokens: 210, ToolChoice: "required", OutputFormat: trace.OutputJSONSchema,
+		SchemaTokens: 88, SchemaID: -5, Logprobs: true, StopCount: 2, ReasoningEffort: "high"}
+	in[9].TopLogprobs, in[9].Seed, in[9].TopK = trace.Ptr(int32(5)), trace.Ptr(int64(-1234)), trace.Ptr(int32(40))
+	in[9].PresencePenalty, in[9].FrequencyPenalty = trace.Ptr(-0.5), trace.Ptr(1.25)
+	in[9].ImageTokens, in[9].AudioTokens = trace.Ptr(int64(1200)), trace.Ptr(int64(38))
 	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -173,8 +180,8 @@ func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 		}
 		total += len(rows)
 		cols := readWithArrow(t, path)
-		if len(cols) != 28 {
-			t.Errorf("%s: %d columns, want 28 (the request record)", p.Path, len(cols))
+		if len(cols) != 51 {
+			t.Errorf("%s: %d columns, want 51 (the request record)", p.Path, len(cols))
 		}
 		col := func(name string, f func(r trace.Request) any) { assertColumnOf(t, cols, name, rows, f) }
 		col("request_id", func(r trace.Request) any { return r.RequestID })
@@ -205,6 +212,29 @@ func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 		col("read_delay_ms", func(r trace.Request) any { return optional(r.ReadDelayMs) })
 		col("think_time_ms", func(r trace.Request) any { return optional(r.ThinkTimeMs) })
 		col("phase", func(r trace.Request) any { return r.Phase })
+		col("image_count", func(r trace.Request) any { return r.ImageCount })
+		col("image_widths_px", func(r trace.Request) any { return listOf(r.ImageWidthsPx) })
+		col("image_heights_px", func(r trace.Request) any { return listOf(r.ImageHeightsPx) })
+		col("image_ids", func(r trace.Request) any { return listOf(r.ImageIDs) })
+		col("audio_count", func(r trace.Request) any { return r.AudioCount })
+		col("audio_ms", func(r trace.Request) any { return listOf(r.AudioMs) })
+		col("audio_ids", func(r trace.Request) any { return listOf(r.AudioIDs) })
+		col("tool_count", func(r trace.Request) any { return r.ToolCount })
+		col("tool_tokens", func(r trace.Request) any { return r.ToolTokens })
+		col("tool_choice", func(r trace.Request) any { return r.ToolChoice })
+		col("output_format", func(r trace.Request) any { return r.OutputFormat })
+		col("schema_tokens", func(r trace.Request) any { return r.SchemaTokens })
+		col("schema_id", func(r trace.Request) any { return r.SchemaID })
+		col("logprobs", func(r trace.Request) any { return r.Logprobs })
+		col("stop_count", func(r trace.Request) any { return r.StopCount })
+		col("reasoning_effort", func(r trace.Request) any { return r.ReasoningEffort })
+		col("top_logprobs", func(r trace.Request) any { return optional(r.TopLogprobs) })
+		col("seed", func(r trace.Request) any { return optional(r.Seed) })
+		col("top_k", func(r trace.Request) any { return optional(r.TopK) })
+		col("presence_penalty", func(r trace.Request) any { return optional(r.PresencePenalty) })
+		col("frequency_penalty", func(r trace.Request) any { return optional(r.FrequencyPenalty) })
+		col("image_tokens", func(r trace.Request) any { return optional(r.ImageTokens) })
+		col("audio_tokens", func(r trace.Request) any { return optional(r.AudioTokens) })
 	}
 	if total != len(in) {
 		t.Fatalf("arrow saw %d rows in all parts, wrote %d", total, len(in))
