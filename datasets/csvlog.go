@@ -35,6 +35,7 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 		req, err := lr.convertRecord(row, line)
 		return lr.settle(&st, sink, line, req, err)
 	})
+	st.Notes = append(st.Notes, lr.media.notes(opts.Name)...)
 	return st, err
 }
 

@@ -20,7 +20,7 @@ import (
 
 // Format names accepted by Read and by `servetrace convert --format`.
 const (
-	FormatAzure    = "azure"    // Azure LLM inference trace CSV, 2023 and 2024
+	FormatAzure    = "azure"    // Azure LLM inference trace CSV, 2023 and 2024, and the LMM (multimodal) trace 2025
 	FormatMooncake = "mooncake" // Mooncake JSONL
 )
 
@@ -442,7 +442,13 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 	if !okTS || !okIn || !okOut {
 		return Stats{}, fmt.Errorf("%s line 1: Azure header needs TIMESTAMP, ContextTokens and GeneratedTokens columns, found %q", opts.Name, strings.Join(header, ","))
 	}
+	// The Azure LMM (multimodal) trace 2025 adds NumImages: how many
+	// images each request carried, never their sizes.
+	iImg, okImg := col["numimages"]
 	need := max(iTS, iIn, iOut) + 1
+	if okImg {
+		need = max(need, iImg+1)
+	}
 	idBuf := []byte(idPrefix(opts.Name) + "-")
 	idLen := len(idBuf)
 	st := Stats{}
@@ -466,6 +472,19 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 			Identity: trace.Identity{RequestID: string(strconv.AppendInt(idBuf[:idLen], line, 10)), Model: opts.Model},
 			TS:       ts.UnixMicro(),
 			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: opts.API, Stream: opts.Stream, N: 1},
+		}
+		if okImg {
+			n, err := parseCount(rec[iImg], "NumImages")
+			if err == nil && n > trace.MaxMediaParts {
+				err = fmt.Errorf("NumImages %d is more than %d", n, trace.MaxMediaParts)
+			}
+			if err != nil {
+				return reject(err.Error())
+			}
+			if n > 0 {
+				req.ImageCount = int32(n)
+				req.Features = []string{trace.FeatureImage}
+			}
 		}
 		return st.accept(sink, opts.Name, line, req)
 	})

@@ -11,10 +11,11 @@ import (
 )
 
 // message is one chat message reduced to what shapes load: its role, its
-// text (tokenized, never stored) and whether it carried an image.
+// text (tokenized, never stored) and its images and audio clips (measured
+// and hashed, never stored).
 type message struct {
 	role, text string
-	image      bool
+	media      []mediaRef
 }
 
 func (m message) render() string { return m.role + "\n" + m.text + "\n" }
@@ -40,7 +41,7 @@ func parseMessages(v any) ([]message, error) {
 		case string:
 			sb.WriteString(c)
 		case []any:
-			msg.image = writeContentParts(&sb, c)
+			msg.media = writeContentParts(&sb, c)
 		default:
 			return nil, bad("messages", "element %d content is neither text nor parts", i)
 		}
@@ -51,9 +52,9 @@ func parseMessages(v any) ([]message, error) {
 	return out, nil
 }
 
-// writeContentParts writes a message's text parts and reports whether any
-// part was an image; parts of other types are skipped.
-func writeContentParts(sb *strings.Builder, parts []any) (image bool) {
+// writeContentParts writes a message's text parts and returns its image
+// and audio parts; parts of other types are skipped.
+func writeContentParts(sb *strings.Builder, parts []any) (refs []mediaRef) {
 	for _, p := range parts {
 		part, ok := p.(map[string]any)
 		if !ok {
@@ -62,11 +63,13 @@ func writeContentParts(sb *strings.Builder, parts []any) (image bool) {
 		switch part["type"] {
 		case "text", "input_text":
 			sb.WriteString(fmt.Sprint(part["text"]))
-		case "image_url", "input_image", "image":
-			image = true
+		default:
+			if ref, ok := mediaPart(part); ok {
+				refs = append(refs, ref)
+			}
 		}
 	}
-	return image
+	return refs
 }
 
 // writeToolCalls writes each tool call's function name and arguments, the

@@ -31,6 +31,10 @@ var LogFields = []string{
 type Mapping struct {
 	Name  string
 	Paths map[string][][]string
+	// AdapterOf maps a model name that is a LoRA adapter to its base model
+	// ("adapter_of: NAME = BASE" lines): vLLM and SGLang serve each adapter
+	// under a model name of its own, so a log's model may be an adapter.
+	AdapterOf map[string]string
 }
 
 // mappingPresets are the ready mappings, in the mapping file syntax.
@@ -161,6 +165,20 @@ finish_reason: response.body.choices.0.finish_reason
 `,
 }
 
+func init() {
+	// Every preset reads the workload contract's fields from its request
+	// body and usage.
+	for name, body := range map[string][]string{
+		"openai":       {"request", "response.usage", "usage"},
+		"litellm":      {"model_parameters", "response.usage"},
+		"helicone":     {"request_body", "response_body.usage"},
+		"openai-batch": {"batch_input.body", "response.body.usage"},
+	} {
+		mappingPresets[name] += contractLines(body[0], body[1:]...)
+	}
+	LogFields = append(LogFields, contractFields...)
+}
+
 // MappingPresets lists the ready mappings.
 func MappingPresets() []string {
 	out := make([]string, 0, len(mappingPresets))
@@ -205,6 +223,18 @@ func parseMapping(name, text string) (*Mapping, error) {
 		}
 		field, paths, ok := strings.Cut(s, ":")
 		field = strings.TrimSpace(field)
+		if field == "preset" {
+			if err := m.extend(name, line, strings.TrimSpace(paths)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if field == "adapter_of" {
+			if err := m.addAdapter(name, line, paths); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if !ok || strings.TrimSpace(paths) == "" {
 			return nil, fmt.Errorf("mapping %s line %d: want 'field: json.path | other.path', got %q", name, line, s)
 		}
@@ -223,6 +253,42 @@ func parseMapping(name, text string) (*Mapping, error) {
 		return nil, fmt.Errorf("mapping %s: no path for ts (the request's arrival time), which every row needs", name)
 	}
 	return m, nil
+}
+
+// extend reads a "preset: NAME" line, which starts the mapping from a
+// preset's paths (lines after it add paths or adapters), so a file can
+// say only what its log does differently.
+func (m *Mapping) extend(name string, line int, preset string) error {
+	text, ok := mappingPresets[preset]
+	if !ok {
+		return fmt.Errorf("mapping %s line %d: no preset %q (presets: %s)", name, line, preset, strings.Join(MappingPresets(), ", "))
+	}
+	if len(m.Paths) > 0 {
+		return fmt.Errorf("mapping %s line %d: 'preset:' must come before any field", name, line)
+	}
+	base, err := parseMapping(preset, text)
+	if err != nil {
+		return err
+	}
+	m.Paths = base.Paths
+	return nil
+}
+
+// addAdapter reads an "adapter_of: NAME = BASE" line.
+func (m *Mapping) addAdapter(name string, line int, text string) error {
+	adapter, base, ok := strings.Cut(text, "=")
+	adapter, base = strings.TrimSpace(adapter), strings.TrimSpace(base)
+	if !ok || adapter == "" || base == "" {
+		return fmt.Errorf("mapping %s line %d: want 'adapter_of: ADAPTER-MODEL-NAME = BASE-MODEL', got %q", name, line, strings.TrimSpace(text))
+	}
+	if m.AdapterOf == nil {
+		m.AdapterOf = map[string]string{}
+	}
+	if old, dup := m.AdapterOf[adapter]; dup && old != base {
+		return fmt.Errorf("mapping %s line %d: adapter %q is already of base %q", name, line, adapter, old)
+	}
+	m.AdapterOf[adapter] = base
+	return nil
 }
 
 // lookup returns the first present value of a field in a decoded record.

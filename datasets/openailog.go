@@ -51,6 +51,9 @@ type logReader struct {
 	csv bool
 	// skips counts the lines skipped, by why.
 	skips map[string]int64
+	// media counts, over the rows converted, what could not be measured
+	// of their images and audio.
+	media mediaStats
 }
 
 // newLogReader fills in the log options' defaults and returns a reader for
@@ -82,6 +85,7 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 		}
 		return lr.settle(&st, sink, l.lineNo, req, err)
 	})
+	st.Notes = append(st.Notes, lr.media.notes(opts.Name)...)
 	if len(lr.skips) > 0 {
 		var n int64
 		for _, k := range lr.skips {
@@ -221,6 +225,7 @@ func (lr *logReader) finish(p prepared) (trace.Request, error) {
 	if req.TS < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
 		return req, bad("ts", "%s earlier than a row before it (more than the disorder allowed)", time.Duration(lr.latestUs-req.TS)*time.Microsecond)
 	}
+	lr.media.add(p.media)
 	lr.latestUs = max(lr.latestUs, req.TS)
 	switch {
 	case p.logged:

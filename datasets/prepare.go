@@ -21,6 +21,8 @@ type prepared struct {
 	logged    bool
 	prefix    []sessionKey
 	withReply *sessionKey
+	// media counts what could not be measured of the record's media.
+	media mediaStats
 }
 
 // logRecord is one decoded record (a JSON object, or a CSV row as column
@@ -82,7 +84,8 @@ func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error)
 	}
 	req.TS = ts
 	rawID, tenant := lr.prepareIdentity(&req, r, lineNo)
-	msgs, err := lr.prepareShape(&req, r, rawID)
+	var st mediaStats
+	msgs, err := lr.prepareShape(&req, r, rawID, &st)
 	if err != nil {
 		return prepared{}, err
 	}
@@ -91,7 +94,7 @@ func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error)
 		return prepared{}, err
 	}
 	p := lr.prepareSession(&req, r, msgs, tenant)
-	p.req, p.endUs = req, endUs
+	p.req, p.endUs, p.media = req, endUs, st
 	return p, nil
 }
 
@@ -120,6 +123,10 @@ func (lr *logReader) prepareIdentity(req *trace.Request, r logRecord, lineNo int
 	}
 	if v, ok := r.get("adapter"); ok {
 		req.Adapter = fmt.Sprint(v)
+	} else if base, ok := r.m.AdapterOf[req.Model]; ok {
+		// vLLM's and SGLang's convention: an adapter is served, and
+		// logged, under a model name of its own.
+		req.Model, req.Adapter = base, req.Model
 	}
 	if lr.lo.HashNames {
 		if req.Model != "" {
@@ -136,16 +143,23 @@ func (lr *logReader) prepareIdentity(req *trace.Request, r logRecord, lineNo int
 // prefix blocks, sampling parameters and features. The prompt is tokenized
 // for counts and blocks, never kept; the chat messages are returned for
 // session inference.
-func (lr *logReader) prepareShape(req *trace.Request, r logRecord, rawID string) ([]message, error) {
+func (lr *logReader) prepareShape(req *trace.Request, r logRecord, rawID string, st *mediaStats) ([]message, error) {
 	req.API, req.Stream, req.N = trace.APICompletions, false, 1
-	tokens, msgs, err := lr.promptTokens(req, r)
+	tokens, msgs, mediaTokens, err := lr.promptTokens(req, r, st)
 	if err != nil {
 		return nil, err
 	}
-	if err := lr.prepareLengths(req, r, tokens, rawID); err != nil {
+	toolTokens, err := lr.prepareCalls(req, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := lr.prepareLengths(req, r, tokens, mediaTokens+toolTokens, rawID); err != nil {
 		return nil, err
 	}
 	if err := lr.prepareSampling(req, r); err != nil {
+		return nil, err
+	}
+	if err := prepareSamplingExtras(req, r); err != nil {
 		return nil, err
 	}
 	if err := prepareFeatures(req, r); err != nil {
@@ -156,47 +170,53 @@ func (lr *logReader) prepareShape(req *trace.Request, r logRecord, rawID string)
 }
 
 // promptTokens tokenizes the chat messages (marking the request chat, and
-// image-bearing where a message has an image) or else the completions
-// prompt; tokens is nil when the record has neither.
-func (lr *logReader) promptTokens(req *trace.Request, r logRecord) (tokens []int, msgs []message, err error) {
+// recording their images and audio, whose tokens by media's rules it
+// returns) or else the completions prompt; tokens is nil when the record
+// has neither.
+func (lr *logReader) promptTokens(req *trace.Request, r logRecord, st *mediaStats) (tokens []int, msgs []message, mediaTokens int64, err error) {
 	if v, ok := r.get("messages"); ok {
 		req.API = trace.APIChat
 		msgs, err = parseMessages(v)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		if v, ok := r.get("instructions"); ok {
 			// A system prompt logged apart from the messages (the
 			// Responses API's instructions) is sent before them.
 			msgs = append([]message{{role: "system", text: fmt.Sprint(v)}}, msgs...)
 		}
+		var refs []mediaRef
 		for _, msg := range msgs {
 			tokens = append(tokens, lr.lo.Tokenizer.Encode(msg.render())...)
-			if msg.image {
-				req.Features = appendFeature(req.Features, "image")
-			}
+			refs = append(refs, msg.media...)
 		}
+		if len(refs) > trace.MaxMediaParts {
+			return nil, nil, 0, bad("messages", "%d images and audio clips, more than %d", len(refs), trace.MaxMediaParts)
+		}
+		mediaTokens = addMedia(req, refs, lr.lo.Salt, st)
 	} else if v, ok := r.get("prompt"); ok {
 		text, err := promptText(v)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		tokens = lr.lo.Tokenizer.Encode(text)
 	}
-	return tokens, msgs, nil
+	return tokens, msgs, mediaTokens, nil
 }
 
 // prepareLengths sets the input length (logged usage first, else our
-// count), the prefix blocks, the output length (usage, else the logged
-// reply's count) and max_tokens (default: the output length).
-func (lr *logReader) prepareLengths(req *trace.Request, r logRecord, tokens []int, rawID string) error {
+// count of the text plus extra: the tokens of images, audio and tool
+// definitions, which a server counts into the prompt), the prefix blocks,
+// the output length (usage, else the logged reply's count) and max_tokens
+// (default: the output length).
+func (lr *logReader) prepareLengths(req *trace.Request, r logRecord, tokens []int, extra int64, rawID string) error {
 	salt, bs := lr.lo.Salt, lr.lo.BlockSize
 	if n, ok, err := count(r.get, "prompt_tokens"); err != nil {
 		return err
 	} else if ok {
 		req.InputTokens = n
 	} else if tokens != nil {
-		req.InputTokens = int64(len(tokens))
+		req.InputTokens = int64(len(tokens)) + extra
 	} else {
 		return bad("prompt_tokens", "no token count at %s, and no messages or prompt to count", r.m.pathsText("prompt_tokens"))
 	}
@@ -264,24 +284,11 @@ func (lr *logReader) prepareSampling(req *trace.Request, r logRecord) error {
 	return r.nonNegative("top_p", &req.TopP, "not a non-negative number")
 }
 
-// prepareFeatures adds the features that change how a server handles the
-// request (structured output, tools, logprobs, reasoning) and the cached
-// prompt tokens.
+// prepareFeatures adds the logprobs and reasoning features (prepareCalls
+// adds tools and structured output) and the cached prompt tokens.
 func prepareFeatures(req *trace.Request, r logRecord) error {
-	if v, ok := r.get("response_format"); ok {
-		switch fmt.Sprint(v) {
-		case "json_schema":
-			req.Features = appendFeature(req.Features, "json_schema")
-		case "json_object":
-			req.Features = appendFeature(req.Features, "json")
-		}
-	}
-	if v, ok := r.get("tools"); ok {
-		if a, isArr := v.([]any); !isArr || len(a) > 0 {
-			req.Features = appendFeature(req.Features, "tools")
-		}
-	}
 	if on, _ := r.flag("logprobs"); on {
+		req.Logprobs = true
 		req.Features = appendFeature(req.Features, "logprobs")
 	}
 	if n, ok, err := count(r.get, "reasoning_tokens"); err != nil {
