@@ -133,11 +133,13 @@ type chatMessage struct {
 
 // requestBody is what the client sends, chat or completions.
 type requestBody struct {
-	Model         string        `json:"model"`
-	Messages      []chatMessage `json:"messages,omitempty"`
-	Prompt        *string       `json:"prompt,omitempty"`
-	MaxTokens     int64         `json:"max_tokens"`
-	Stream        bool          `json:"stream"`
+	Model string `json:"model"`
+	// Messages holds chatMessage values, and a partsMessage for a turn
+	// with images or audio.
+	Messages      []any   `json:"messages,omitempty"`
+	Prompt        *string `json:"prompt,omitempty"`
+	MaxTokens     int64   `json:"max_tokens"`
+	Stream        bool    `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options,omitempty"`
@@ -145,6 +147,53 @@ type requestBody struct {
 	TopP        *float64 `json:"top_p,omitempty"`
 	IgnoreEOS   bool     `json:"ignore_eos,omitempty"`
 	MinTokens   int64    `json:"min_tokens,omitempty"`
+
+	// The workload contract (contract.go): each set only where the
+	// request carried the feature and it was not stripped.
+	Tools             json.RawMessage `json:"tools,omitempty"`
+	ToolChoice        any             `json:"tool_choice,omitempty"`
+	ResponseFormat    any             `json:"response_format,omitempty"`
+	StructuredOutputs any             `json:"structured_outputs,omitempty"`
+	GuidedJSON        json.RawMessage `json:"guided_json,omitempty"`
+	GuidedRegex       any             `json:"guided_regex,omitempty"`
+	GuidedGrammar     any             `json:"guided_grammar,omitempty"`
+	GuidedChoice      any             `json:"guided_choice,omitempty"`
+	// Logprobs is true on chat, and the count of top logprobs on
+	// completions (whose logprobs is an integer).
+	Logprobs         any      `json:"logprobs,omitempty"`
+	TopLogprobs      *int32   `json:"top_logprobs,omitempty"`
+	N                int32    `json:"n,omitempty"`
+	Seed             *int64   `json:"seed,omitempty"`
+	TopK             *int32   `json:"top_k,omitempty"`
+	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	Stop             []string `json:"stop,omitempty"`
+	ReasoningEffort  string   `json:"reasoning_effort,omitempty"`
+}
+
+// setContract puts c's features into the body for api.
+func (b *requestBody) setContract(c *contract, api string) {
+	b.Tools, b.ToolChoice, b.ResponseFormat, b.GuidedJSON = c.tools, c.toolChoice, c.format, c.guidedJSON
+	if len(c.structured) > 0 {
+		b.StructuredOutputs = c.structured
+	}
+	b.GuidedRegex, b.GuidedGrammar, b.GuidedChoice = c.guided["guided_regex"], c.guided["guided_grammar"], c.guided["guided_choice"]
+	if c.logprobs {
+		if api == trace.APICompletions {
+			n := int32(1)
+			if c.topLogprobs != nil {
+				n = max(*c.topLogprobs, 1)
+			}
+			b.Logprobs = n
+		} else {
+			b.Logprobs, b.TopLogprobs = true, c.topLogprobs
+		}
+	}
+	if c.n > 1 {
+		b.N = c.n
+	}
+	b.Seed, b.TopK, b.PresencePenalty, b.FrequencyPenalty = c.seed, c.topK, c.presence, c.frequency
+	b.Stop, b.ReasoningEffort = c.stop, c.effort
 }
 
 // wholeResponse is a non-streamed completions or chat response.
@@ -345,14 +394,17 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		res.DoneNs = trace.Ptr(r.clock())
 		res.Outcome = trace.OutcomeHTTPError
 		res.Error = r.opts.httpStatusError(resp)
-		if msg := errorMessage(b); msg != "" {
+		msg := errorMessage(b)
+		if msg != "" {
 			res.Error += ": " + msg
 		}
+		res.FeaturesRefused = refusedBy(resp.StatusCode, msg, res.FeaturesSent)
 		return
 	}
 	ct := resp.Header.Get("Content-Type")
 	if stream && strings.HasPrefix(ct, "text/event-stream") {
-		b := behaviour{firstToken: firstToken, cancel: func() { cancel(errWorkloadCancel) }, collect: collect}
+		b := behaviour{firstToken: firstToken, cancel: func() { cancel(errWorkloadCancel) }, collect: collect,
+			choices: slices.Contains(res.FeaturesSent, FeatureN)}
 		if q != nil {
 			if q.CancelAfterTokens != nil {
 				b.cancelAfterTokens = *q.CancelAfterTokens
@@ -372,6 +424,7 @@ type behaviour struct {
 	readDelay         time.Duration // wait before each socket read after the first
 	cancel            func()
 	collect           *[]byte // when set, the streamed text is appended here
+	choices           bool    // n > 1 was sent: record each event's choice index
 }
 
 // usageCount is one count of a usage object, named by its JSON path.
@@ -467,7 +520,13 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 				res.Outcome, res.Error = trace.OutcomeProtocolError, fmt.Sprintf("stream went on past %d token events", maxTokenEvents)
 				break
 			}
+			if ev.Answer && res.FirstAnswerNs == nil {
+				res.FirstAnswerNs = trace.Ptr(at)
+			}
 			res.TokenTimesNs = append(res.TokenTimesNs, at-sent)
+			if b.choices {
+				res.ChoiceIndex = append(res.ChoiceIndex, ev.Index)
+			}
 			events++
 			if b.cancelAfterTokens > 0 && events >= b.cancelAfterTokens {
 				b.cancel()
@@ -654,6 +713,8 @@ type outgoing struct {
 	body             []byte
 	promptTokensSent int64
 	notSent          string
+	// The features sent and stripped (contract.go).
+	sent, stripped []string
 	// The turn's prompt and the history it followed, for the session.
 	prompt                   string
 	history                  []chatMessage
@@ -690,14 +751,31 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 	if o.model == "" {
 		o.model = r.defaultModel
 	}
-	o.newTokens = q.InputTokens
-	var err error
+	c, err := r.buildContract(q, o.api)
+	if err != nil {
+		o.notSent = "not sent: the request's " + err.Error()
+		return o
+	}
+	o.sent, o.stripped = c.sent, c.stripped
+	if c.model != "" {
+		o.model = c.model
+	}
+	// The prompt's text is what the images, clips and tool definitions
+	// leave of input_tokens, so a server that counts them into the prompt
+	// (as the simulator does) reports the trace's input length.
+	extra := c.mediaTokens + c.toolTokens
+	text := q.InputTokens - extra
+	if extra > 0 && text < 1 {
+		r.notes.add("requests whose images, audio and tools take more tokens than the recorded input were sent a 1-token text", q.RequestID)
+		text = 1
+	}
+	o.newTokens = text
 	if sess != nil && len(sess.messages) > 0 {
 		o.history, o.historyTokens = sess.messages, sess.tokens
-		o.newTokens = max(1, q.InputTokens-o.historyTokens)
+		o.newTokens = max(1, text-o.historyTokens)
 		o.prompt, err = r.prompt.Prompt(o.newTokens, nil, tokenize.SeedFor(q.RequestID))
 	} else {
-		o.prompt, err = r.prompt.Prompt(q.InputTokens, q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
+		o.prompt, err = r.prompt.Prompt(text, q.PrefixBlocks, tokenize.SeedFor(q.RequestID))
 	}
 	if err == nil && o.historyTokens+o.newTokens > tokenize.MaxPromptTokens {
 		err = fmt.Errorf("the session's history of %d tokens and this turn's %d are %w", o.historyTokens, o.newTokens, tokenize.ErrTooManyTokens)
@@ -706,7 +784,7 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 		o.notSent = "not sent: the prompt could not be built: " + err.Error()
 		return o
 	}
-	o.promptTokensSent = o.historyTokens + max(0, o.newTokens)
+	o.promptTokensSent = o.historyTokens + max(0, o.newTokens) + extra
 	for _, f := range []struct {
 		name string
 		v    *float64
@@ -725,8 +803,18 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 	if r.opts.ForceOutputLen {
 		body.MinTokens = maxTokens
 	}
+	body.setContract(c, o.api)
 	if o.api == trace.APIChat {
-		body.Messages = append(slices.Clip(o.history), chatMessage{Role: "user", Content: o.prompt})
+		body.Messages = make([]any, 0, len(o.history)+1)
+		for _, m := range o.history {
+			body.Messages = append(body.Messages, m)
+		}
+		if len(c.parts) > 0 {
+			parts := append([]contentPart{{Type: "text", Text: o.prompt}}, c.parts...)
+			body.Messages = append(body.Messages, partsMessage{Role: "user", Content: parts})
+		} else {
+			body.Messages = append(body.Messages, chatMessage{Role: "user", Content: o.prompt})
+		}
 	} else {
 		var sb strings.Builder
 		for _, m := range o.history {
@@ -751,6 +839,7 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 // turn and its reply join the session's history.
 func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Result, sess *session, o *outgoing) {
 	res.API, res.Stream, res.Model = o.api, o.stream, o.model
+	res.FeaturesSent, res.FeaturesStripped = o.sent, o.stripped
 	if o.notSent != "" {
 		res.Outcome, res.Error = trace.OutcomeNotSent, o.notSent
 		if o.promptTokensSent > 0 {

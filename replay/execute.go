@@ -28,6 +28,8 @@ type collector struct {
 	// the deficits of those the server cut.
 	promptChecked int64
 	deficits      []int64
+	// features counts what was done with each feature (run.json).
+	features map[string]trace.FeatureCount
 }
 
 // A server that reports fewer prompt tokens than were sent, by more than
@@ -117,8 +119,36 @@ func (c *collector) add(res trace.Result, r *Runner) {
 			c.deficits = append(c.deficits, d)
 		}
 	}
+	c.countFeatures(&res)
 	if c.err == nil {
 		c.err = c.w.Write(res)
+	}
+}
+
+// countFeatures adds a result's features to the run's counts.
+func (c *collector) countFeatures(res *trace.Result) {
+	if len(res.FeaturesSent)+len(res.FeaturesStripped) == 0 {
+		return
+	}
+	if c.features == nil {
+		c.features = map[string]trace.FeatureCount{}
+	}
+	for _, f := range res.FeaturesSent {
+		fc := c.features[f]
+		fc.Carried++
+		fc.Sent++
+		c.features[f] = fc
+	}
+	for _, f := range res.FeaturesStripped {
+		fc := c.features[f]
+		fc.Carried++
+		fc.Stripped++
+		c.features[f] = fc
+	}
+	for _, f := range res.FeaturesRefused {
+		fc := c.features[f]
+		fc.Refused++
+		c.features[f] = fc
 	}
 }
 
@@ -186,6 +216,7 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 
 	info.Outcomes = col.outcomes
 	info.PromptTruncation = col.promptTruncation()
+	info.Features = col.features
 	info.Lateness = summarizeLateness(col.lateness)
 	if n := len(plan); n > 1 && plan[n-1].scheduledNs > 0 && r.opts.Concurrency == 0 {
 		info.OfferedRate = float64(n-1) / (float64(plan[n-1].scheduledNs) / 1e9)

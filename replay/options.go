@@ -36,6 +36,12 @@ const (
 	StreamOff  StreamMode = "false"
 )
 
+// Image transports for Options.ImageTransport.
+const (
+	ImageTransportData = "data"
+	ImageTransportURL  = "url"
+)
+
 // HTTPVersion is Options.HTTP: the one protocol the client speaks.
 type HTTPVersion string
 
@@ -103,6 +109,25 @@ type Options struct {
 	// MaxLateness marks the run client-saturated when lateness p99 exceeds
 	// it beyond sampling doubt (see saturatedBy).
 	MaxLateness time.Duration
+	// Strip names features (Features) never to send, on purpose: each
+	// request that carried one records it as stripped.
+	Strip []string
+	// ImageTransport sends images as base64 data URIs ("data", the
+	// default) or as URLs of a loopback image server the replay starts
+	// ("url"; the target must reach 127.0.0.1, so it runs on this host).
+	// ImageFormat is "png" (default) or "jpeg".
+	ImageTransport string
+	ImageFormat    string
+	// GuidedDecoding sends JSON schemas, regexes, grammars and choice
+	// lists as vLLM's older guided_json, guided_regex, guided_grammar and
+	// guided_choice (removed in vLLM 0.12) instead of response_format and
+	// structured_outputs.
+	GuidedDecoding bool
+	// AdapterMap renames the workload's LoRA adapters (a=b) to the names
+	// the server serves them under; Adapters, instead, assigns the
+	// server's adapters to the workload's by popularity rank.
+	AdapterMap map[string]string
+	Adapters   []string
 	// IgnoreEOS asks the server to ignore end-of-sequence (vLLM, SGLang and
 	// the simulator honour it; OpenAI's API rejects it). ForceOutputLen also
 	// sends min_tokens = max_tokens, so the output has exactly that length
@@ -264,6 +289,26 @@ func (o *Options) validate() error {
 	case "", StreamAuto, StreamOn, StreamOff:
 	default:
 		return opterr.New("Stream", string(o.Stream), "use auto, true or false")
+	}
+	for _, f := range o.Strip {
+		if !slices.Contains(Features, f) {
+			return opterr.New("Strip", f, "is not a feature; use %s", strings.Join(Features, ", "))
+		}
+	}
+	if o.ImageTransport == "" {
+		o.ImageTransport = ImageTransportData
+	}
+	if o.ImageTransport != ImageTransportData && o.ImageTransport != ImageTransportURL {
+		return opterr.New("ImageTransport", o.ImageTransport, "use data or url")
+	}
+	if o.ImageFormat == "" {
+		o.ImageFormat = "png"
+	}
+	if o.ImageFormat != "png" && o.ImageFormat != "jpeg" {
+		return opterr.New("ImageFormat", o.ImageFormat, "use png or jpeg")
+	}
+	if len(o.Adapters) > 0 && len(o.AdapterMap) > 0 {
+		return opterr.New("Adapters", strings.Join(o.Adapters, ","), "does not combine with AdapterMap: rename adapters one way")
 	}
 	switch o.HTTP {
 	case "", HTTP1, HTTP2:

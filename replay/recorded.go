@@ -66,6 +66,12 @@ type RecordedOptions struct {
 	Timeout           Duration          `json:"timeout"`
 	Grace             Duration          `json:"grace"`
 	MaxLateness       Duration          `json:"max_lateness"`
+	Strip             []string          `json:"strip,omitempty"`
+	ImageTransport    string            `json:"image_transport"`
+	ImageFormat       string            `json:"image_format"`
+	GuidedDecoding    bool              `json:"guided_decoding"`
+	AdapterMap        map[string]string `json:"adapter_map,omitempty"`
+	Adapters          []string          `json:"adapters,omitempty"`
 	IgnoreEOS         bool              `json:"ignore_eos"`
 	ForceOutputLen    bool              `json:"force_output_len"`
 	HTTP              HTTPVersion       `json:"http"`
@@ -100,7 +106,8 @@ func (o *Options) Recorded() RecordedOptions {
 		Concurrency: o.Concurrency, MaxConcurrency: o.MaxConcurrency, From: o.From, To: o.To, LeadIn: Duration(o.LeadIn),
 		Duration: Duration(o.Duration), MaxRequests: o.MaxRequests, WarmupDuration: Duration(o.WarmupDuration), WarmupRequests: o.WarmupRequests,
 		ConnectTimeout: Duration(o.ConnectTimeout), FirstTokenTimeout: Duration(o.FirstTokenTimeout), Timeout: Duration(o.Timeout),
-		Grace: Duration(o.Grace), MaxLateness: Duration(o.MaxLateness), IgnoreEOS: o.IgnoreEOS, ForceOutputLen: o.ForceOutputLen,
+		Grace: Duration(o.Grace), MaxLateness: Duration(o.MaxLateness), Strip: o.Strip, ImageTransport: o.ImageTransport, ImageFormat: o.ImageFormat,
+		GuidedDecoding: o.GuidedDecoding, AdapterMap: o.AdapterMap, Adapters: o.Adapters, IgnoreEOS: o.IgnoreEOS, ForceOutputLen: o.ForceOutputLen,
 		HTTP: o.HTTP, CACert: o.CACert, Insecure: o.Insecure, FollowRedirects: o.FollowRedirects,
 		Tokenizer: o.Tokenizer, TokenizerPattern: o.TokenizerPattern, RunID: o.RunID, Shard: o.Shard, ShardCount: o.ShardCount,
 		RotateRows: o.RotateRows, RotateEvery: Duration(o.RotateEvery), WaitReady: Duration(o.WaitReady),

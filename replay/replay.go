@@ -53,6 +53,13 @@ type Runner struct {
 	notes notes
 	// chatURL and completionsURL are the generation endpoints.
 	chatURL, completionsURL string
+	// media holds the run's synthetic images and clips; images serves
+	// them with ImageTransport "url" (nil otherwise). toolSets holds
+	// synthetic tool lists by shape; adapters the adapter renaming.
+	media    *mediaCache
+	images   *imageServer
+	toolSets sync.Map
+	adapters adapterNames
 }
 
 // newRunner returns a runner for validated opts, with its HTTP client.
@@ -61,7 +68,7 @@ func newRunner(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, client: client, scrub: NewScrubber(opts.secrets()...),
+	return &Runner{opts: opts, client: client, scrub: NewScrubber(opts.secrets()...), media: newMediaCache(mediaCacheBytes),
 		chatURL: opts.endpoint("/v1/chat/completions"), completionsURL: opts.endpoint("/v1/completions")}, nil
 }
 
@@ -123,6 +130,13 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	counter, serverTok, err := r.preparePrompts(m.BlockSize)
 	if err != nil {
 		return nil, err
+	}
+	r.rankAdapters(reqs)
+	if r.opts.ImageTransport == ImageTransportURL {
+		if r.images, err = startImageServer(ctx, r.media); err != nil {
+			return nil, err
+		}
+		defer r.images.stop()
 	}
 	scrs, idleWait, err := r.prepareScrapers(ctx, runDir)
 	if err != nil {

@@ -87,6 +87,10 @@ type RunInfo struct {
 	// (usage.prompt_tokens) as shorter than sent by more than a chat
 	// template could explain: the server cut them. Absent when none.
 	PromptTruncation *PromptTruncation `json:"prompt_truncation,omitempty"`
+	// Features counts, per feature (replay.Features), the requests that
+	// carried it, were sent with it, had it stripped on purpose, or had it
+	// refused by the target. Absent when no request carried any.
+	Features map[string]FeatureCount `json:"features,omitempty"`
 	// Notes say which workload values replay ignored, capped or cleaned
 	// (a NaN think time, say), with counts.
 	Notes []string `json:"notes,omitempty"`
@@ -96,6 +100,16 @@ type RunInfo struct {
 	Metrics []string `json:"metrics_scrapes,omitempty"`
 	// Files lists every file of the run dir but run.json, with its sha256.
 	Files []FileHash `json:"files"`
+}
+
+// FeatureCount is what replay did with one feature: of the requests that
+// carried it (Carried = Sent + Stripped), how many were sent with it, had it
+// stripped, and had it refused (a 4xx naming it, among those sent).
+type FeatureCount struct {
+	Carried  int64 `json:"carried"`
+	Sent     int64 `json:"sent"`
+	Stripped int64 `json:"stripped"`
+	Refused  int64 `json:"refused"`
 }
 
 // PromptTruncation summarises prompts a server cut silently: requests whose

@@ -131,7 +131,10 @@ type Result struct {
 	ConnReused   bool   `parquet:"conn_reused" json:"conn_reused"`
 	FirstChunkNs *int64 `parquet:"first_chunk_ns,optional" json:"first_chunk_ns,omitempty"`
 	FirstTokenNs *int64 `parquet:"first_token_ns,optional" json:"first_token_ns,omitempty"`
-	DoneNs       *int64 `parquet:"done_ns,optional" json:"done_ns,omitempty"`
+	// FirstAnswerNs is the first event carrying content or a tool call,
+	// not reasoning: a reasoning model's answer begins there.
+	FirstAnswerNs *int64 `parquet:"first_answer_ns,optional" json:"first_answer_ns,omitempty"`
+	DoneNs        *int64 `parquet:"done_ns,optional" json:"done_ns,omitempty"`
 	// TokenTimesNs has one entry per event that carried content, relative to
 	// SentNs.
 	TokenTimesNs []int64 `parquet:"token_times_ns,list" json:"token_times_ns,omitempty"`

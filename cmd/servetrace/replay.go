@@ -96,6 +96,12 @@ func replayFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "on interrupt, time in-flight requests may still finish"},
 		&cli.DurationFlag{Name: "rotate-every", Value: def.RotateEvery, Usage: "close a results part this often (a kill loses at most the open part)"},
 		&cli.DurationFlag{Name: "max-lateness", Value: def.MaxLateness, Usage: "mark the run client-saturated past this lateness p99"},
+		&cli.StringFlag{Name: "strip", Usage: "never send these features, on purpose (counted as stripped): " + strings.Join(replay.Features, ",")},
+		&cli.StringFlag{Name: "image-transport", Value: replay.ImageTransportData, Usage: "send images as base64 data URIs (data) or as URLs of a loopback image server replay starts (url; the target must run on this host)"},
+		&cli.StringFlag{Name: "image-format", Value: "png", Usage: "synthetic image format: png|jpeg"},
+		&cli.BoolFlag{Name: "guided-decoding", Usage: "send JSON schemas, regexes, grammars and choices as vLLM's older guided_json/guided_regex/... (before vLLM 0.12) instead of response_format and structured_outputs"},
+		&cli.StringFlag{Name: "adapter-map", Usage: "rename the workload's LoRA adapters to the server's: a=b,c=d"},
+		&cli.StringFlag{Name: "adapters", Usage: "the server's LoRA adapters a,b,c: assigned to the workload's adapters by popularity rank (the most requested gets a)"},
 		&cli.BoolFlag{Name: "ignore-eos", Usage: "send ignore_eos (vLLM, SGLang, the simulator; OpenAI rejects it)"},
 		&cli.BoolFlag{Name: "force-output-len", Usage: "send ignore_eos and min_tokens = max_tokens, so outputs have the workload's length"},
 		&cli.StringFlag{Name: "http", Value: "1.1", Usage: "HTTP version: 1.1|2 (2 over http:// is h2 by prior knowledge)"},
@@ -132,6 +138,10 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 	if err != nil {
 		return replay.Options{}, fmt.Errorf("--model-map: %w", err)
 	}
+	adapterMap, err := replay.ParseKeyValues(c.String("adapter-map"))
+	if err != nil {
+		return replay.Options{}, fmt.Errorf("--adapter-map: %w", err)
+	}
 	labels := map[string]string{}
 	for _, l := range c.StringSlice("label") {
 		kv, err := replay.ParseKeyValues(l)
@@ -161,6 +171,8 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		APIKey: key, Headers: headers, RunID: c.String("run-id"),
 		WaitReady: c.Duration("wait-ready"), MetricsInterval: c.Duration("metrics-interval"),
 		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
+		Strip: splitList(c.String("strip")), ImageTransport: c.String("image-transport"), ImageFormat: c.String("image-format"),
+		GuidedDecoding: c.Bool("guided-decoding"), AdapterMap: adapterMap, Adapters: splitList(c.String("adapters")),
 	}
 	for _, v := range c.StringSlice("metrics-url") {
 		ep, err := replay.ParseMetricsEndpoint(v)
@@ -234,10 +246,37 @@ func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
 		fmt.Fprintf(w, "warning: the server cut %d of %d prompts it counted (usage.prompt_tokens below the tokens sent by up to %d, median %d; more than max(%d tokens, %g%%) short): its context is shorter than the workload's prompts, and latencies are those of the cut prompts\n",
 			pt.Requests, pt.Checked, pt.MaxDeficitTokens, pt.P50DeficitTokens, pt.ToleranceTokens, pt.TolerancePct)
 	}
+	if line := featuresLine(info.Features); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	for _, n := range info.Notes {
 		fmt.Fprintln(w, "note: "+n)
 	}
 	return nil
+}
+
+// featuresLine says what the replay did with each feature the workload
+// carried: "features: image 30 sent, tools 12 sent 3 refused, ...".
+func featuresLine(fs map[string]trace.FeatureCount) string {
+	var parts []string
+	for _, f := range replay.Features {
+		fc, ok := fs[f]
+		if !ok {
+			continue
+		}
+		p := fmt.Sprintf("%s %d sent", f, fc.Sent)
+		if fc.Stripped > 0 {
+			p += fmt.Sprintf(" %d stripped", fc.Stripped)
+		}
+		if fc.Refused > 0 {
+			p += fmt.Sprintf(" %d refused", fc.Refused)
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "features: " + strings.Join(parts, ", ")
 }
 
 // optionFlags names the flag of each replay.Options and sim.Options field

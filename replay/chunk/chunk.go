@@ -21,8 +21,13 @@ type Event struct {
 	// Choices counts the entries of "choices".
 	Choices int
 	// Content: some choice carries non-empty text, content, reasoning
-	// content or a tool-call delta.
+	// content or a tool-call delta. Index is the "index" of the last such
+	// choice (0 when absent): with n > 1 it tells the choices apart.
 	Content bool
+	Index   int32
+	// Answer: some choice carries non-empty text, content or a tool-call
+	// delta, not only reasoning: a reasoning model's answer has begun.
+	Answer bool
 	// Finish is the last non-empty finish_reason.
 	Finish string
 	// HasUsage: a usage object with completion_tokens was present.
@@ -321,8 +326,19 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 		if !s.consume('{') {
 			return s.value()
 		}
-		return s.members(func(key []byte) error {
+		before, index := ev.Content, int64(0)
+		ev.Content = false
+		err := s.members(func(key []byte) error {
 			switch string(key) {
+			case "index":
+				start := s.i
+				if err := s.value(); err != nil {
+					return err
+				}
+				if n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64); err == nil && n >= 0 && n <= 1<<20 {
+					index = n
+				}
+				return nil
 			case "text":
 				return s.content(ev, collectText)
 			case "delta":
@@ -347,7 +363,7 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 							n := 0
 							err := s.elements(func() error { n++; return s.value() })
 							if n > 0 {
-								ev.Content = true
+								ev.Content, ev.Answer = true, true
 							}
 							return err
 						}
@@ -367,6 +383,11 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 			}
 			return s.value()
 		})
+		if ev.Content {
+			ev.Index = int32(index)
+		}
+		ev.Content = ev.Content || before
+		return err
 	})
 }
 
@@ -380,7 +401,7 @@ func (s *scanner) content(ev *Event, collectText bool) error {
 	if err != nil || len(raw) == 0 {
 		return err
 	}
-	ev.Content = true
+	ev.Content, ev.Answer = true, true
 	if collectText {
 		ev.Text = append(ev.Text, unescape(raw, esc)...)
 	}

@@ -36,35 +36,6 @@ func referenceEvent(data []byte) (ev Event, ok, comparable bool) {
 		ev.IsError = true
 		return ev, true, true
 	}
-	nonEmpty := func(v any) bool { s, ok := v.(string); return ok && s != "" }
-	if choices, isArr := obj["choices"].([]any); isArr {
-		for _, c := range choices {
-			ev.Choices++
-			ch, isObj := c.(map[string]any)
-			if !isObj {
-				continue
-			}
-			if nonEmpty(ch["text"]) {
-				ev.Content = true
-				ev.Text = append(ev.Text, ch["text"].(string)...)
-			}
-			if d, isObj := ch["delta"].(map[string]any); isObj {
-				if nonEmpty(d["content"]) {
-					ev.Content = true
-					ev.Text = append(ev.Text, d["content"].(string)...)
-				}
-				if nonEmpty(d["reasoning_content"]) || nonEmpty(d["reasoning"]) {
-					ev.Content = true
-				}
-				if tc, isArr := d["tool_calls"].([]any); isArr && len(tc) > 0 {
-					ev.Content = true
-				}
-			}
-			if nonEmpty(ch["finish_reason"]) {
-				ev.Finish = ch["finish_reason"].(string)
-			}
-		}
-	}
 	num := func(v any) (int64, bool) {
 		n, isNum := v.(json.Number)
 		if !isNum {
@@ -75,6 +46,46 @@ func referenceEvent(data []byte) (ev Event, ok, comparable bool) {
 		}
 		f, _ := n.Float64()
 		return int64(f), true
+	}
+	nonEmpty := func(v any) bool { s, ok := v.(string); return ok && s != "" }
+	if choices, isArr := obj["choices"].([]any); isArr {
+		for _, c := range choices {
+			ev.Choices++
+			ch, isObj := c.(map[string]any)
+			if !isObj {
+				continue
+			}
+			before := ev.Content
+			ev.Content = false
+			if nonEmpty(ch["text"]) {
+				ev.Content, ev.Answer = true, true
+				ev.Text = append(ev.Text, ch["text"].(string)...)
+			}
+			if d, isObj := ch["delta"].(map[string]any); isObj {
+				if nonEmpty(d["content"]) {
+					ev.Content, ev.Answer = true, true
+					ev.Text = append(ev.Text, d["content"].(string)...)
+				}
+				if nonEmpty(d["reasoning_content"]) || nonEmpty(d["reasoning"]) {
+					ev.Content = true
+				}
+				if tc, isArr := d["tool_calls"].([]any); isArr && len(tc) > 0 {
+					ev.Content, ev.Answer = true, true
+				}
+			}
+			if nonEmpty(ch["finish_reason"]) {
+				ev.Finish = ch["finish_reason"].(string)
+			}
+			if ev.Content {
+				ev.Index = 0
+				if n, isNum := ch["index"].(json.Number); isNum {
+					if i, err := n.Int64(); err == nil && i >= 0 && i <= 1<<20 {
+						ev.Index = int32(i)
+					}
+				}
+			}
+			ev.Content = ev.Content || before
+		}
 	}
 	if u, isObj := obj["usage"].(map[string]any); isObj {
 		if n, isNum := num(u["completion_tokens"]); isNum {
@@ -150,7 +161,7 @@ func compareWithReference(t *testing.T, data []byte) {
 		got.HasUsage != want.HasUsage || got.CompletionTokens != want.CompletionTokens ||
 		got.HasPromptTokens != want.HasPromptTokens || got.PromptTokens != want.PromptTokens ||
 		got.HasReasoningTokens != want.HasReasoningTokens || got.ReasoningTokens != want.ReasoningTokens ||
-		string(got.Text) != string(want.Text) {
+		string(got.Text) != string(want.Text) || got.Index != want.Index || got.Answer != want.Answer {
 		t.Fatalf("%q:\n scanner   %+v\n reference %+v", data, got, want)
 	}
 }
@@ -170,6 +181,9 @@ func eventCorpus(t testing.TB) []string {
 		`{"choices":[{"delta":{"reasoning_content":"think","content":null}}]}`,
 		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}`,
 		`{"choices":[{"delta":{"tool_calls":[]}}]}`,
+		`{"choices":[{"index":1,"delta":{"content":"b"}}]}`, `{"choices":[{"delta":{"content":"b"},"index":3}]}`,
+		`{"choices":[{"index":2,"delta":{"content":"x"}},{"index":1,"delta":{"content":""}}]}`,
+		`{"choices":[{"index":1.0,"delta":{"content":"x"}}]}`, `{"choices":[{"index":-1,"text":"x"}]}`, `{"choices":[{"index":1e400,"text":"x"}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6,"completion_tokens_details":{"reasoning_tokens":2}}}`,
 		`{"usage":{"completion_tokens":1e2,"prompt_tokens":-0.0}}`,
 		`{"usage":{"completion_tokens":null}}`,
