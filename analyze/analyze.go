@@ -146,6 +146,14 @@ type Report struct {
 	Sent Sent `json:"sent"`
 	// Smoothness describes the streams' token pacing.
 	Smoothness Smoothness `json:"smoothness"`
+	// Features counts what replay did with each feature of the requests:
+	// sent, stripped on purpose, refused by the target.
+	Features []FeatureUse `json:"features,omitempty"`
+	// Reasoning describes reasoning before answers, where streamed.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
+	// SpecDecode is speculative decoding's acceptance, from the engine's
+	// scraped counters and the stream's tokens per event.
+	SpecDecode *SpecDecode `json:"spec_decode,omitempty"`
 	// Breakdowns maps a dimension (--by) to its groups.
 	Breakdowns map[string][]Group `json:"breakdowns,omitempty"`
 	// Series is the time series (--window), with regions and recovery.
@@ -198,11 +206,12 @@ type Throughput struct {
 }
 
 // MetricOrder lists metric names in report order.
-var MetricOrder = []string{"ttft_ms", "ttft_from_scheduled_ms", "itl_ms", "itl_per_request_ms", "tpot_ms", "e2e_ms", "e2e_from_scheduled_ms", "queue_wait_ms", "lateness_ms"}
+var MetricOrder = []string{"ttft_ms", "ttfa_ms", "ttft_from_scheduled_ms", "itl_ms", "itl_per_request_ms", "tpot_ms", "e2e_ms", "e2e_from_scheduled_ms", "queue_wait_ms", "lateness_ms"}
 
 // metricHelp describes each metric in one line.
 var metricHelp = map[string]string{
 	"ttft_ms":                "time to first token, from send",
+	"ttfa_ms":                "time to first answer token (content or a tool call, after any reasoning), from send",
 	"ttft_from_scheduled_ms": "time to first token, from the intended send time",
 	"itl_ms":                 "gap between token events, pooled over every event",
 	"itl_per_request_ms":     "each request's mean gap between token events",
@@ -280,6 +289,8 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		return nil, err
 	}
 	rep.Sent = summarizeSent(l.cols)
+	rep.Features = featureUses(l.cols)
+	rep.Reasoning = reasoningOf(l.cols)
 	if len(l.runIDs) > 1 {
 		rep.Repeats = repeats(l.cols, l.runIDs, l.runRows, opts)
 	}
@@ -316,6 +327,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		return nil, err
 	}
 	rep.Energy = energyOf(scrapes, int64(rep.Throughput.OutputTokens))
+	rep.SpecDecode = specDecodeOf(scrapes, l.cols)
 	if opts.Window > 0 {
 		rep.Series = timeSeries(l.cols, scrapes, opts)
 	}
@@ -488,6 +500,7 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 	if idx != nil {
 		n = len(idx)
 	}
+	answers := anyReasoned(c, idx)
 	for k := range n {
 		i := k
 		if idx != nil {
@@ -539,6 +552,9 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 			continue
 		}
 		perRequest("ttft_ms", sent, nsToMs(ttftAt-sent))
+		if fa := c.firstAnswer[i]; answers && fa != null {
+			perRequest("ttfa_ms", sent, nsToMs(fa-sent))
+		}
 		perRequest("ttft_from_scheduled_ms", sent, nsToMs(ttftAt-c.scheduled[i]))
 		times := c.tokenTimesOf(i)
 		if len(times) > 1 {

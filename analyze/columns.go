@@ -49,7 +49,25 @@ type resultColumns struct {
 	features                     []string
 	prefixOffsets                []int64
 	prefixBlocks                 []int64
+
+	// The workload contract (absent from version-1 parts: null and
+	// empty): the first answer (not reasoning) event, reasoning tokens,
+	// and each request's features sent, stripped and refused.
+	firstAnswer, reasoning []int64
+	contract               [3]stringLists // sent, stripped, refused
 }
+
+// stringLists is a list-of-strings column: row i's values are
+// vals[offs[i]:offs[i+1]].
+type stringLists struct {
+	offs []int64
+	vals []string
+}
+
+func (l *stringLists) of(i int) []string { return l.vals[l.offs[i]:l.offs[i+1]] }
+
+// contractLists names the columns of resultColumns.contract, in order.
+var contractLists = [3]string{"features_sent", "features_stripped", "features_refused"}
 
 // tokenTimesOf returns row i's token times.
 func (c *resultColumns) tokenTimesOf(i int) []int64 {
@@ -69,7 +87,8 @@ func (c *resultColumns) prefixBlocksOf(i int) []int64 {
 // analysisColumns are the Parquet leaf columns read, by top-level name.
 var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "admitted_ns", "sent_ns", "first_chunk_ns", "first_token_ns",
 	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns",
-	"tenant", "model", "adapter", "phase", "observed_finish_reason", "turn", "http_status", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks"}
+	"tenant", "model", "adapter", "phase", "observed_finish_reason", "turn", "http_status", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks",
+	"first_answer_ns", "observed_reasoning_tokens", "features_sent", "features_stripped", "features_refused"}
 
 // readResultColumns reads the result parts of a run directory (those
 // trace.ResultParts lists) into cols, checking each part's row count and
@@ -314,7 +333,67 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		return fmt.Errorf("column features: %w", err)
 	}
 	appendList(&c.featureOffsets, list, n, func(from, to int) { c.features = append(c.features, words[from:to]...) }, int64(len(c.features)))
+	if err := c.appendContract(rec, n); err != nil {
+		return err
+	}
 	c.n += n
+	return nil
+}
+
+// appendContract appends the workload-contract columns, which a
+// version-1 part lacks: their rows then read as null and empty.
+func (c *resultColumns) appendContract(rec arrow.RecordBatch, n int) error {
+	optional := func(name string) arrow.Array {
+		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	for _, spec := range []struct {
+		name string
+		dst  *[]int64
+	}{{"first_answer_ns", &c.firstAnswer}, {"observed_reasoning_tokens", &c.reasoning}} {
+		a := optional(spec.name)
+		if a == nil {
+			for range n {
+				*spec.dst = append(*spec.dst, null)
+			}
+			continue
+		}
+		ints, ok := a.(*array.Int64)
+		if !ok {
+			return fmt.Errorf("column %q is %s, want int64", spec.name, a.DataType())
+		}
+		for i := range n {
+			if ints.IsNull(i) {
+				*spec.dst = append(*spec.dst, null)
+			} else {
+				*spec.dst = append(*spec.dst, ints.Value(i))
+			}
+		}
+	}
+	for k, name := range contractLists {
+		l := &c.contract[k]
+		if len(l.offs) == 0 {
+			l.offs = append(l.offs, 0)
+		}
+		a := optional(name)
+		if a == nil {
+			for range n {
+				l.offs = append(l.offs, int64(len(l.vals)))
+			}
+			continue
+		}
+		list, ok := a.(*array.List)
+		if !ok {
+			return fmt.Errorf("column %s is %s, want a list of strings", name, a.DataType())
+		}
+		var words []string
+		if err := appendStrings(&words, list.ListValues()); err != nil {
+			return fmt.Errorf("column %s: %w", name, err)
+		}
+		appendList(&l.offs, list, n, func(from, to int) { l.vals = append(l.vals, words[from:to]...) }, int64(len(l.vals)))
+	}
 	return nil
 }
 
@@ -367,6 +446,9 @@ func appendStrings(dst *[]string, a arrow.Array) error {
 // one extraction serves both paths.
 func columnsOf(rows []trace.Result) *resultColumns {
 	c := &resultColumns{tokenOffsets: []int64{0}, featureOffsets: []int64{0}, prefixOffsets: []int64{0}, wantIDs: true}
+	for k := range c.contract {
+		c.contract[k].offs = []int64{0}
+	}
 	opt := func(p *int64) int64 {
 		if p == nil {
 			return null
@@ -404,6 +486,13 @@ func columnsOf(rows []trace.Result) *resultColumns {
 		c.featureOffsets = append(c.featureOffsets, int64(len(c.features)))
 		c.prefixBlocks = append(c.prefixBlocks, r.PrefixBlocks...)
 		c.prefixOffsets = append(c.prefixOffsets, int64(len(c.prefixBlocks)))
+		c.firstAnswer = append(c.firstAnswer, opt(r.FirstAnswerNs))
+		c.reasoning = append(c.reasoning, r.ObservedReasoningTokens)
+		for k, vals := range [3][]string{r.FeaturesSent, r.FeaturesStripped, r.FeaturesRefused} {
+			l := &c.contract[k]
+			l.vals = append(l.vals, vals...)
+			l.offs = append(l.offs, int64(len(l.vals)))
+		}
 	}
 	c.n = len(rows)
 	return c

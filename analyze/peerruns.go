@@ -31,6 +31,13 @@ type GivenRun struct {
 func peerRunColumns(r peer.Run) (*resultColumns, RunSummary) {
 	n := len(r.Requests)
 	c := &resultColumns{n: n, tokenOffsets: []int64{0}, featureOffsets: []int64{0}, prefixOffsets: []int64{0}}
+	for k := range c.contract {
+		c.contract[k].offs = make([]int64, n+1) // no peer tool records features
+	}
+	c.firstAnswer, c.reasoning = make([]int64, n), make([]int64, n)
+	for i := range n {
+		c.firstAnswer[i] = null
+	}
 	for i, q := range r.Requests {
 		sent := q.SentNs
 		c.warmup, c.stream = append(c.warmup, q.Warmup), append(c.stream, q.Streamed)

@@ -149,7 +149,7 @@ func smoothness(x *extracted, opts Options) Smoothness {
 }
 
 // Dimensions are the --by breakdowns.
-var Dimensions = []string{"tenant", "model", "adapter", "turn", "input_bucket", "phase"}
+var Dimensions = []string{"tenant", "model", "adapter", "turn", "input_bucket", "phase", "modality", "feature"}
 
 // maxGroups is how many groups a breakdown shows; the smallest beyond it
 // are pooled as "(other)".
@@ -183,8 +183,23 @@ func groupKey(c *resultColumns, dim string, i int) string {
 		return strconv.FormatInt(c.turn[i], 10)
 	case "input_bucket":
 		return inputBucket(c.promptSent[i])
+	case "modality":
+		return modalityOf(c, i)
 	}
 	return ""
+}
+
+// groupKeys returns row i's values of a dimension: one, but for "feature",
+// where a request is in the group of each feature label it carries (or
+// "(none)"), so groups overlap.
+func groupKeys(c *resultColumns, dim string, i int) []string {
+	if dim != "feature" {
+		return []string{groupKey(c, dim, i)}
+	}
+	if fs := c.featuresOf(i); len(fs) > 0 {
+		return fs
+	}
+	return []string{"(none)"}
 }
 
 func orNone(s string) string {
@@ -213,8 +228,9 @@ func inputBucket(tokens int64) string {
 func breakdown(c *resultColumns, dim string, opts Options, spanS float64) []Group {
 	rows := map[string][]int32{}
 	for i := range c.n {
-		k := groupKey(c, dim, i)
-		rows[k] = append(rows[k], int32(i))
+		for _, k := range groupKeys(c, dim, i) {
+			rows[k] = append(rows[k], int32(i))
+		}
 	}
 	keys := slices.Collect(maps.Keys(rows))
 	slices.SortFunc(keys, func(a, b string) int {

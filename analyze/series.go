@@ -134,6 +134,9 @@ type scrape struct {
 	// Engine counters: preemptions, prefix cache hit and queried tokens.
 	preemptions, prefixHits, prefixQueries float64
 	hasPreemptions, hasPrefix              bool
+	// Speculative decoding counters (specdecode.go).
+	specDrafts, specDraftTokens, specAccepted float64
+	hasSpec                                   bool
 }
 
 // Gauge names of vLLM, SGLang and TGI.
@@ -246,6 +249,12 @@ func parseScrape(b []byte) (scrape, bool) {
 			s.prefixHits, s.hasPrefix = s.prefixHits+v, true
 		case name == vllmPrefixQueries:
 			s.prefixQueries = s.prefixQueries + v
+		case name == vllmSpecDrafts:
+			s.specDrafts, s.hasSpec = s.specDrafts+v, true
+		case name == vllmSpecDraftTokens:
+			s.specDraftTokens, s.hasSpec = s.specDraftTokens+v, true
+		case name == vllmSpecAccepted:
+			s.specAccepted, s.hasSpec = s.specAccepted+v, true
 		}
 	}
 	return s, header

@@ -64,6 +64,15 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if e := rep.Energy; e != nil {
 		b.WriteString(energyText(e) + "\n")
 	}
+	if line := featuresText(rep.Features); line != "" {
+		b.WriteString(line + "\n")
+	}
+	if r := rep.Reasoning; r != nil {
+		b.WriteString(reasoningText(r) + "\n")
+	}
+	if s := rep.SpecDecode; s != nil {
+		b.WriteString(specDecodeText(s) + "\n")
+	}
 	if g := rep.Goodput; g != nil {
 		fmt.Fprintf(&b, "goodput (ok and %s): %.2f req/s [95%% %.2f, %.2f]; %d of %d requests met it (%.1f%%), error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], g.Met, g.Eligible, 100*g.MetShare, g.ErrorBudgetUsed)

@@ -33,6 +33,15 @@ func (c *resultColumns) appendColumns(o *resultColumns) {
 		c.requestID = append(c.requestID, o.requestID...)
 	}
 	c.inputTokens, c.requestedOutput, c.maxTokens = append(c.inputTokens, o.inputTokens...), append(c.requestedOutput, o.requestedOutput...), append(c.maxTokens, o.maxTokens...)
+	c.firstAnswer, c.reasoning = append(c.firstAnswer, o.firstAnswer...), append(c.reasoning, o.reasoning...)
+	for k := range c.contract {
+		l, ol := &c.contract[k], &o.contract[k]
+		if len(l.offs) == 0 {
+			l.offs = []int64{0}
+		}
+		shift(&l.offs, ol.offs, int64(len(l.vals)))
+		l.vals = append(l.vals, ol.vals...)
+	}
 	c.n += o.n
 }
 
