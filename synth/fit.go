@@ -69,6 +69,7 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 	prefix := newPrefixFitter(blockSize)
 	sessions := newSessionFitter()
 	mix := newMixCounter()
+	contract := newContractFitter()
 	var rows, firstTurns int64
 	var sawSessions bool
 	err = b.Scan(ctx, func(r *trace.Request) error {
@@ -103,6 +104,7 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 		lf.add(r.InputTokens, r.OutputTokens)
 		prefix.add(t, r.InputTokens, r.PrefixBlocks)
 		mix.add(r.Model, r.Adapter, r.Tenant, r.API, r.Stream, r.Temperature, r.TopP, r.Features, r.TS)
+		contract.add(r)
 		return nil
 	})
 	if err != nil {
@@ -140,6 +142,7 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 		m.Sessions = sessions.fit()
 	}
 	m.Mix = mix.mix()
+	m.Contract = contract.fit()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}

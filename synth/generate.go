@@ -257,6 +257,10 @@ type generator struct {
 	attrs    *rand.Rand
 	sessRng  *rand.Rand
 	scenRng  *rand.Rand
+	// contract draws the workload contract (nil without one); storm is
+	// the contract scenarios' state.
+	contract *contractDrawer
+	storm    stormState
 	prefix   *prefixGen
 	classCum []float64
 	pending  turnHeap
@@ -298,6 +302,9 @@ func newGenerator(m *Model, opts GenerateOptions) *generator {
 		lengths: rand.New(rand.NewPCG(opts.Seed, 2)), attrs: rand.New(rand.NewPCG(opts.Seed, 3)),
 		sessRng: rand.New(rand.NewPCG(opts.Seed, 4)), scenRng: rand.New(rand.NewPCG(opts.Seed, 5)),
 		startUs: opts.Start.UnixMicro(), blocks: make([]*lengthBlocks, len(m.Lengths))}
+	if m.Contract != nil {
+		g.contract = newContractDrawer(m.Contract, rand.New(rand.NewPCG(opts.Seed, 6)))
+	}
 	total := 0.0
 	for _, c := range m.Lengths {
 		total += c.Share
@@ -452,6 +459,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 		TS:          g.startUs + int64(math.Round(p.at*1e6)),
 		Shape:       trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1, API: prev.API, Stream: prev.Stream, Features: prev.Features},
 		Temperature: prev.Temperature, TopP: prev.TopP, ThinkTimeMs: &think}
+	copyContract(&r, &prev)
 	if g.prefix != nil {
 		bs := g.prefix.m.BlockSize
 		nb := min(int((in+int64(bs)-1)/int64(bs)), maxPrefixBlocks)
@@ -496,6 +504,9 @@ func (g *generator) attributes(r *trace.Request, c *LengthClass, t float64) {
 	r.TopP = parseFloatKey(mix.TopP.pick(g.attrs, h))
 	if f := mix.Features.pick(g.attrs, h); f != "" {
 		r.Features = strings.Split(f, "+")
+	}
+	if g.contract != nil {
+		g.contract.draw(r)
 	}
 	if g.opts.API != "" {
 		r.API = g.opts.API
@@ -557,6 +568,10 @@ func (g *generator) applyScenarios(r *trace.Request, t float64) {
 			}
 		case ScenarioMixedSampling:
 			applySampling(r, pickShare(rng, s.Sampling))
+		case ScenarioAdapterChurn, ScenarioImageStorm, ScenarioSchemaStorm:
+			if rng.Float64() < s.Share {
+				g.contractStorm(s, r, t)
+			}
 		}
 		phases = append(phases, s.Name)
 	}

@@ -44,6 +44,10 @@ type Model struct {
 	// Sessions is nil when the trace had no multi-turn sessions.
 	Sessions *SessionModel `json:"sessions,omitempty"`
 	Mix      Mix           `json:"mix"`
+	// Contract is nil when the trace's requests carried no images, audio,
+	// tools, constrained decoding or sampling extras, and one adapter at
+	// most.
+	Contract *ContractModel `json:"contract,omitempty"`
 }
 
 // SourceInfo describes the trace a model was fitted to.

@@ -294,6 +294,89 @@ func (m *Model) check(c *checker) {
 		{"temperature", &mx.Temperature}, {"top_p", &mx.TopP}, {"features", &mx.Features}} {
 		c.categorical("mix."+f.name, f.c, columns[f.name])
 	}
+	if ct := m.Contract; ct != nil {
+		ct.check(c)
+	}
+}
+
+// atoiOr parses a whole number, or returns bad (a value every column
+// refuses) so that a value that does not parse is reported.
+func atoiOr(s string, bad int64) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return bad
+	}
+	return n
+}
+
+// check checks every contract value by the trace's rules for the columns
+// a draw fills from it, and the popularity laws' ranges.
+func (ct *ContractModel) check(c *checker) {
+	c.categorical("contract.image_count", &ct.ImageCount, func(r *trace.Request, v string) {
+		r.ImageCount = int32(max(-1, min(atoiOr(v, -1), 1<<30)))
+	})
+	for k, cat := range ct.ImageSize {
+		if k != "1" && k != "2-3" && k != "4+" {
+			c.bad("contract.image_size."+k, "is not an image-count class (1, 2-3, 4+)")
+		}
+		cat := cat
+		c.categorical("contract.image_size."+k, &cat, func(r *trace.Request, v string) {
+			w, h, ok := strings.Cut(v, "x")
+			r.ImageCount = 1
+			r.ImageWidthsPx = []int32{int32(max(-1, min(atoiOr(w, -1), 1<<30)))}
+			r.ImageHeightsPx = []int32{int32(max(-1, min(atoiOr(h, -1), 1<<30)))}
+			if !ok {
+				r.ImageWidthsPx[0] = -1
+			}
+		})
+	}
+	c.prob("contract.image_reuse", ct.ImageReuse)
+	c.categorical("contract.audio_count", &ct.AudioCount, func(r *trace.Request, v string) {
+		r.AudioCount = int32(max(-1, min(atoiOr(v, -1), 1<<30)))
+	})
+	c.categorical("contract.audio_ms", &ct.AudioMs, func(r *trace.Request, v string) {
+		r.AudioCount, r.AudioMs = 1, []int64{atoiOr(v, -1)}
+	})
+	c.categorical("contract.tools", &ct.Tools, func(r *trace.Request, v string) {
+		parts := strings.SplitN(v, "/", 3)
+		if len(parts) != 3 {
+			r.ToolCount = -1
+			return
+		}
+		r.ToolCount = int32(max(-1, min(atoiOr(parts[0], -1), 1<<30)))
+		r.ToolTokens, r.ToolChoice = atoiOr(parts[1], -1), parts[2]
+	})
+	c.categorical("contract.schema", &ct.Schema, func(r *trace.Request, v string) {
+		f, tokens, _ := strings.Cut(v, "/")
+		r.OutputFormat, r.SchemaTokens = f, atoiOr(tokens, -1)
+	})
+	for i, v := range ct.Sampling.Values {
+		for _, p := range strings.Split(v, ";") {
+			name, val, _ := strings.Cut(p, "=")
+			switch name {
+			case "", "seed", "penalties", "effort":
+			case "n", "top_k", "top_logprobs", "stop":
+				if n := atoiOr(val, -2); n < -1 || n > trace.MaxTopK {
+					c.bad(fmt.Sprintf("contract.sampling.values[%d]", i), "%s=%q is not a whole number from -1 to %d", name, val, trace.MaxTopK)
+				}
+			default:
+				c.bad(fmt.Sprintf("contract.sampling.values[%d]", i), "%q is not a sampling key (n, seed, top_k, top_logprobs, stop, effort, penalties)", name)
+			}
+		}
+	}
+	c.categorical("contract.sampling", &ct.Sampling, func(r *trace.Request, v string) { applySamplingKey(r, v) })
+	for _, z := range []struct {
+		name string
+		z    *Zipf
+	}{{"contract.schemas", ct.Schemas}, {"contract.adapters", ct.Adapters}} {
+		if z.z == nil {
+			continue
+		}
+		if z.z.N < 1 || z.z.N > MaxZipfN {
+			c.bad(z.name+".n", "%d, want 1 to %d", z.z.N, MaxZipfN)
+		}
+		c.num(z.name+".s", z.z.S, 0, 20, "(a Zipf exponent)")
+	}
 }
 
 func (a *ArrivalModel) check(c *checker) {

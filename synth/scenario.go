@@ -27,11 +27,15 @@ const (
 	ScenarioMixedSampling    = "mixed-sampling"
 	ScenarioVersionSwitch    = "version-switch"
 	ScenarioTenantSkew       = "tenant-skew"
+	ScenarioAdapterChurn     = "adapter-churn"
+	ScenarioImageStorm       = "image-storm"
+	ScenarioSchemaStorm      = "schema-storm"
 )
 
 // ScenarioNames lists every scenario.
 var ScenarioNames = []string{ScenarioFlashCrowd, ScenarioRamp, ScenarioLongContextStorm, ScenarioHotPrefixShift, ScenarioColdCache,
-	ScenarioCancelStorm, ScenarioSlowConsumer, ScenarioMixedSampling, ScenarioVersionSwitch, ScenarioTenantSkew}
+	ScenarioCancelStorm, ScenarioSlowConsumer, ScenarioMixedSampling, ScenarioVersionSwitch, ScenarioTenantSkew,
+	ScenarioAdapterChurn, ScenarioImageStorm, ScenarioSchemaStorm}
 
 // Duration is a time.Duration written as "90s" or "10m" in YAML and JSON.
 type Duration time.Duration
@@ -104,6 +108,21 @@ type Scenario struct {
 	// Sampling: mixed-sampling shares of greedy, sampling, json_schema and
 	// logprobs requests (default equal).
 	Sampling map[string]float64 `json:"sampling,omitempty"`
+	// Adapters: adapter-churn's distinct adapters (default 16), drawn by a
+	// Zipf law of Exponent (default 1) whose ranking rotates by a quarter
+	// of the adapters every Rotate (default 60s), so the hot set moves.
+	Adapters int      `json:"adapters,omitempty"`
+	Exponent float64  `json:"exponent,omitempty"`
+	Rotate   Duration `json:"rotate,omitempty"`
+	// Images, Width and Height: image-storm's images per request (default
+	// 4) and their size (default 1536×1536), each image new.
+	Images int   `json:"images,omitempty"`
+	Width  int32 `json:"width,omitempty"`
+	Height int32 `json:"height,omitempty"`
+	// Schemas and SchemaTokens: schema-storm's distinct schemas (default
+	// 0: every request a new one) of that size (default 400 tokens).
+	Schemas      int   `json:"schemas,omitempty"`
+	SchemaTokens int64 `json:"schema_tokens,omitempty"`
 }
 
 // ScenarioFile is the YAML file of scenarios: `scenarios: [...]`.
@@ -269,6 +288,40 @@ func (s *Scenario) Check() error {
 	case ScenarioHotPrefixShift:
 		if s.At == 0 {
 			return fmt.Errorf("%s: needs at=DURATION (when the hot prefixes rotate)", s.Name)
+		}
+	case ScenarioAdapterChurn:
+		def(&s.Share, 1)
+		def(&s.Exponent, 1)
+		if s.Adapters == 0 {
+			s.Adapters = 16
+		}
+		if s.Rotate == 0 {
+			s.Rotate = Duration(time.Minute)
+		}
+		if s.Adapters < 1 || s.Adapters > MaxZipfN || !(s.Exponent >= 0 && s.Exponent <= 20) || s.Rotate < 0 {
+			return fmt.Errorf("%s: adapters must be 1 to %d, exponent 0 to 20 and rotate not negative", s.Name, MaxZipfN)
+		}
+	case ScenarioImageStorm:
+		def(&s.Share, 0.5)
+		if s.Images == 0 {
+			s.Images = 4
+		}
+		if s.Width == 0 {
+			s.Width = 1536
+		}
+		if s.Height == 0 {
+			s.Height = 1536
+		}
+		if s.Images < 1 || s.Images > trace.MaxMediaParts || s.Width < 1 || s.Width > trace.MaxImageSidePx || s.Height < 1 || s.Height > trace.MaxImageSidePx {
+			return fmt.Errorf("%s: images must be 1 to %d and width and height 1 to %d pixels", s.Name, trace.MaxMediaParts, trace.MaxImageSidePx)
+		}
+	case ScenarioSchemaStorm:
+		def(&s.Share, 0.5)
+		if s.SchemaTokens == 0 {
+			s.SchemaTokens = 400
+		}
+		if s.Schemas < 0 || s.Schemas > MaxZipfN || s.SchemaTokens < 1 || s.SchemaTokens > MaxModelTokens {
+			return fmt.Errorf("%s: schemas must be 0 to %d and schema_tokens 1 to %d", s.Name, MaxZipfN, MaxModelTokens)
 		}
 	case ScenarioMixedSampling:
 		if len(s.Sampling) == 0 {

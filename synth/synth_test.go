@@ -312,6 +312,61 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 		}},
+		{"adapter-churn:adapters=8,exponent=1.5,rotate=60s", func(t *testing.T, rows []trace.Request) {
+			// The hottest adapter of each minute: rank 1 moves by 8/4 = 2
+			// adapters a minute, so minute m's favourite is churn-(2m mod 8).
+			start := trace.DefaultStart.UnixMicro()
+			by := map[int]map[string]int{}
+			for _, r := range rows {
+				m := int(float64(r.TS-start) / 60e6)
+				if by[m] == nil {
+					by[m] = map[string]int{}
+				}
+				by[m][r.Adapter]++
+			}
+			for m := range 6 {
+				best, n := "", 0
+				for a, k := range by[m] {
+					if k > n {
+						best, n = a, k
+					}
+				}
+				if want := fmt.Sprintf("churn-%d", 2*m%8); best != want || len(by[m]) < 6 {
+					t.Errorf("minute %d: hottest adapter %s of %d, want %s among most of 8", m, best, len(by[m]), want)
+				}
+			}
+		}},
+		{"image-storm:at=60s,for=60s,share=1,images=3,width=2048,height=1024", func(t *testing.T, rows []trace.Request) {
+			ids := map[int64]bool{}
+			for _, r := range rows {
+				storm := inWindow(r, "image-storm")
+				if storm != (r.ImageCount == 3) || storm && (r.ImageWidthsPx[2] != 2048 || r.ImageHeightsPx[0] != 1024 || !slices.Contains(r.Features, "image")) {
+					t.Fatalf("row in storm %v has %d images %v×%v, features %v", storm, r.ImageCount, r.ImageWidthsPx, r.ImageHeightsPx, r.Features)
+				}
+				for _, id := range r.ImageIDs {
+					if ids[id] {
+						t.Fatal("an image-storm image repeats: each must be new")
+					}
+					ids[id] = true
+				}
+			}
+		}},
+		{"schema-storm:share=0.5,schemas=0,schema_tokens=300", func(t *testing.T, rows []trace.Request) {
+			ids := map[int64]bool{}
+			n := 0
+			for _, r := range rows {
+				if r.OutputFormat == "json_schema" {
+					n++
+					if r.SchemaTokens != 300 || ids[r.SchemaID] {
+						t.Fatalf("schema %d of %d tokens: want a new schema of 300 tokens each time", r.SchemaID, r.SchemaTokens)
+					}
+					ids[r.SchemaID] = true
+				}
+			}
+			if share := float64(n) / float64(len(rows)); math.Abs(share-0.5) > 0.05 {
+				t.Errorf("schema share %.2f, want 0.5", share)
+			}
+		}},
 		{"tenant-skew:share=0.8,tenant=hot", func(t *testing.T, rows []trace.Request) {
 			c := count(rows, func(r trace.Request) bool { return r.Tenant == "hot" })
 			if share := float64(c) / float64(len(rows)); math.Abs(share-0.8) > 0.05 {

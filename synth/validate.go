@@ -37,6 +37,10 @@ var DefaultThresholds = map[string]float64{
 	"lru_hit_10pct": 0.03, "lru_hit_30pct": 0.03, "lru_hit_60pct": 0.03, "lru_hit_100pct": 0.03,
 	"stack_distance_ks": 0.05,
 	"session_turns_ks":  0.05,
+	// The workload contract, checked where the real side carries it.
+	"ks_images_per_request": 0.05, "ks_image_pixels": 0.05, "image_reuse": 0.05,
+	"ks_audio_ms": 0.05, "ks_tool_tokens": 0.05, "ks_schema_tokens": 0.05,
+	"adapter_zipf_s": 0.2, "sampling_extras_share": 0.05,
 }
 
 // LRUSizes are the prefix-cache sizes of the hit-rate checks, in percent of
@@ -92,6 +96,7 @@ type workloadSample struct {
 	sessionTurns []float64
 	multiTurn    bool
 	start, end   float64
+	contract     contractSample
 }
 
 func loadSample(ctx context.Context, dir string, span [2]float64) (*workloadSample, error) {
@@ -119,6 +124,7 @@ func loadSample(ctx context.Context, dir string, span [2]float64) (*workloadSamp
 		if len(r.PrefixBlocks) > 0 {
 			s.blocks = append(s.blocks, r.PrefixBlocks)
 		}
+		s.contract.add(r)
 		if r.SessionID == "" {
 			s.sessionTurns = append(s.sessionTurns, 1)
 			return nil
@@ -239,6 +245,7 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 	if real.multiTurn || syn.multiTurn {
 		addKS("session_turns_ks", real.sessionTurns, syn.sessionTurns)
 	}
+	v.addContract(&real.contract, &syn.contract, add, addKS)
 	for _, c := range v.Checks {
 		if !c.Pass {
 			v.Pass = false
