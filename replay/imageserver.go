@@ -20,9 +20,12 @@ type imageServer struct {
 	base  string
 	// keys holds path → mediaKey for every image a body has named.
 	keys sync.Map
+	done chan struct{}
+	once sync.Once
 }
 
-// startImageServer listens on 127.0.0.1 and serves until ctx ends or stop.
+// startImageServer listens on 127.0.0.1 and serves until ctx ends or stop
+// is called.
 func startImageServer(ctx context.Context, cache *mediaCache) (*imageServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,10 +33,14 @@ func startImageServer(ctx context.Context, cache *mediaCache) (*imageServer, err
 	}
 	s := &imageServer{cache: cache, base: "http://" + ln.Addr().String()}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
+	s.done = make(chan struct{})
 	go s.srv.Serve(ln)
 	go func() {
-		<-ctx.Done()
-		s.stop()
+		select {
+		case <-ctx.Done():
+			s.stop()
+		case <-s.done:
+		}
 	}()
 	return s, nil
 }
@@ -62,8 +69,12 @@ func (s *imageServer) url(k mediaKey) string {
 	return s.base + p
 }
 
+// stop shuts the server down, once.
 func (s *imageServer) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	s.srv.Shutdown(ctx)
+	s.once.Do(func() {
+		close(s.done)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.srv.Shutdown(ctx)
+	})
 }

@@ -21,7 +21,9 @@ dispersion of counts at 1/10/60 s, the per-minute rate, the LRU prefix-cache
 block hit rate at 0.1/0.3/1/3/10/30/60/100% of REAL's distinct blocks and
 the KS distance of the blocks' LRU stack distances (each beside the same
 figure between REAL's two halves: how far the trace moves against itself),
-and the session-length distribution. Each has a threshold (--threshold
+the session-length distribution, and, where REAL carries them, images per
+request, image sizes and reuse, clip durations, tool and schema sizes, the
+adapters' Zipf exponent and the share with sampling extras. Each has a threshold (--threshold
 name=value overrides one); the exit status is 1 when any fails.
 
 Example (fit on the first 70%, check on the held-out 30%):
