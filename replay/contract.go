@@ -274,22 +274,26 @@ func (r *Runner) addTools(c *contract, q *trace.Request) {
 
 // toolOverhead is about the tokens of one tool definition without its
 // description.
-const toolOverhead = 40
+const toolOverhead = 30
 
 // synthTools builds count function definitions whose descriptions pad the
-// list to about tokens tokens, and counts the list's JSON exactly.
+// list to about tokens tokens (the padding corrected once by counting),
+// and counts the list's JSON exactly as it is sent.
 func (r *Runner) synthTools(count int, tokens int64) toolSet {
-	per := max(int(tokens)/count-toolOverhead, 0)
-	tools := make([]map[string]any, count)
-	for i := range tools {
-		desc := r.prompt.Build(per, nil, uint64(i)+1)
-		tools[i] = map[string]any{"type": "function", "function": map[string]any{
-			"name": "tool_" + strconv.Itoa(i), "description": strings.TrimSpace(desc),
-			"parameters": map[string]any{"type": "object", "properties": map[string]any{
-				"query": map[string]string{"type": "string"}, "limit": map[string]string{"type": "integer"}}, "required": []string{"query"}}}}
+	build := func(per int) json.RawMessage {
+		tools := make([]map[string]any, count)
+		for i := range tools {
+			desc := r.prompt.Build(per, nil, uint64(i)+1)
+			tools[i] = map[string]any{"type": "function", "function": map[string]any{
+				"name": "tool_" + strconv.Itoa(i), "description": strings.TrimSpace(desc),
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"q": map[string]string{"type": "string"}}}}}
+		}
+		b, _ := json.Marshal(tools)
+		return b
 	}
-	b, _ := json.Marshal(tools)
-	return toolSet{json: b, tokens: int64(r.prompt.Counter().Count(string(b)))}
+	countTokens := func(b json.RawMessage) int64 { return int64(r.prompt.Counter().Count(string(b))) }
+	b := fitSize(tokens, int(tokens)/count-toolOverhead, 0, build, countTokens)
+	return toolSet{json: b, tokens: countTokens(b)}
 }
 
 // addConstraint adds the constrained decoding q asks for: a synthetic JSON
@@ -309,7 +313,7 @@ func (r *Runner) addConstraint(c *contract, q *trace.Request, f string) {
 	name := fmt.Sprintf("s%x", id)
 	switch kind {
 	case trace.OutputJSONSchema:
-		schema := synthSchema(name, tokens)
+		schema := r.synthSchema(name, tokens)
 		if r.opts.GuidedDecoding {
 			c.guidedJSON = schema
 		} else {
@@ -325,20 +329,61 @@ func (r *Runner) addConstraint(c *contract, q *trace.Request, f string) {
 	}
 }
 
-// synthSchema is a JSON schema of about tokens tokens (a property is about
-// eight) whose property names carry name, so equal names give equal
-// schemas and different ones differ.
-func synthSchema(name string, tokens int64) json.RawMessage {
-	n := max(1, int(tokens/8))
-	props := make(map[string]any, n)
-	req := make([]string, 0, n)
-	for i := range n {
-		p := name + "_" + strconv.Itoa(i)
-		props[p] = map[string]string{"type": []string{"string", "integer", "number", "boolean"}[i%4]}
-		req = append(req, p)
+// synthSchema is a JSON schema of about tokens tokens titled name, so equal
+// names give equal schemas and different ones differ.
+// Its property count is fitted to the size by counting the tokens (two
+// corrections from a first guess of eight tokens a property); schemas are
+// kept by name and size, since a trace repeats them.
+func (r *Runner) synthSchema(name string, tokens int64) json.RawMessage {
+	key := name + "/" + strconv.FormatInt(tokens, 10)
+	if v, ok := r.schemas.Load(key); ok {
+		return v.(json.RawMessage)
 	}
-	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": req})
+	build := func(n int) json.RawMessage {
+		props := make(map[string]any, n)
+		for i := range n {
+			props["p"+strconv.Itoa(i)] = map[string]string{"type": []string{"string", "integer", "number", "boolean"}[i%4]}
+		}
+		b, _ := json.Marshal(map[string]any{"title": name, "type": "object", "properties": props})
+		return b
+	}
+	count := func(b json.RawMessage) int64 { return int64(r.prompt.Counter().Count(string(b))) }
+	b := fitSize(tokens, max(1, int(tokens/8)), 1, build, count)
+	r.schemas.Store(key, b)
 	return b
+}
+
+// fitSize builds with a size parameter (properties, description words)
+// fitted so that the result's tokens come closest to tokens. The tokens
+// grow with the parameter, so a doubling from guess then a bisection finds
+// it in a few dozen builds at most; minParam bounds the parameter below.
+func fitSize(tokens int64, guess, minParam int, build func(int) json.RawMessage, count func(json.RawMessage) int64) json.RawMessage {
+	lo, hi := minParam, max(guess, minParam)
+	for count(build(hi)) < tokens && hi < 1<<24 {
+		lo, hi = hi, hi*2+1
+	}
+	for lo < hi { // the smallest parameter reaching tokens
+		mid := lo + (hi-lo)/2
+		if count(build(mid)) < tokens {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	best := build(hi)
+	if hi > minParam {
+		if below := build(hi - 1); abs64(count(below)-tokens) < abs64(count(best)-tokens) {
+			best = below
+		}
+	}
+	return best
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // synthGrammar is a regex, an EBNF grammar or a choice list of about

@@ -54,11 +54,13 @@ type Runner struct {
 	// chatURL and completionsURL are the generation endpoints.
 	chatURL, completionsURL string
 	// media holds the run's synthetic images and clips; images serves
-	// them with ImageTransport "url" (nil otherwise). toolSets holds
-	// synthetic tool lists by shape; adapters the adapter renaming.
+	// them with ImageTransport "url" (nil otherwise). toolSets and schemas
+	// hold synthetic tool lists and schemas by shape; adapters the adapter
+	// renaming.
 	media    *mediaCache
 	images   *imageServer
 	toolSets sync.Map
+	schemas  sync.Map // synthetic schemas by name and size
 	adapters adapterNames
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
@@ -35,10 +36,22 @@ requests the server answers 429. --preset picks constants for a public
 model/GPU pair (derived from spec sheets: see the docs); each flag overrides.
 Fault flags inject errors so every client failure path can be tested.
 
+Chat requests may carry images (data URIs, or URLs on loopback hosts),
+WAV audio, tools, structured output, logprobs and n > 1; prompt tokens
+count the text, each image and clip by its size, and the tools' JSON. Each
+feature has a cost: images through the vision encoder (cached by content),
+LoRA adapters (--lora-modules, served on the first model) loaded into
+--max-loras slots, grammars compiled once and masks per token, logprobs
+per token, and --spec-tokens draft tokens per decode step of which
+--spec-acceptance are accepted. --refuse answers 400 to the features named,
+in vLLM's words, to test a client against a server without them.
+
 Examples:
    servetrace sim --addr 127.0.0.1:8000 --preset qwen2.5-7b-a100
    servetrace sim --preset zero --tokens-per-chunk 4          # client benchmarks, speculative-style chunks
-   servetrace sim --fail-rate 0.01 --reset-rate 0.01 --stall-rate 0.01 --stall-for 3s --seed 7`,
+   servetrace sim --fail-rate 0.01 --reset-rate 0.01 --stall-rate 0.01 --stall-for 3s --seed 7
+   servetrace sim --lora-modules sql-lora,chat-lora --max-loras 1 --spec-tokens 4 --spec-acceptance 0.7
+   servetrace sim --refuse image,tools,json_schema`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8000", Usage: "listen address (loopback unless --allow-remote)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a non-loopback --addr"},
@@ -49,6 +62,13 @@ Examples:
 			&cli.DurationFlag{Name: "prefill-per-token", Usage: "cost per prefilled prompt token (default: the preset's)"},
 			&cli.DurationFlag{Name: "decode-per-seq", Usage: "cost per decoding sequence (default: the preset's)"},
 			&cli.DurationFlag{Name: "kv-per-token", Usage: "cost per KV token read by decodes (default: the preset's)"},
+			&cli.DurationFlag{Name: "encoder-per-image-token", Usage: "vision encoder cost per image token, uncached images only (default: the preset's)"},
+			&cli.DurationFlag{Name: "lora-load-cost", Usage: "cost of loading a LoRA adapter into a slot, stalling that iteration (default: the preset's)"},
+			&cli.DurationFlag{Name: "lora-per-adapter", Usage: "cost per distinct LoRA adapter in an iteration (default: the preset's)"},
+			&cli.DurationFlag{Name: "grammar-compile-cost", Usage: "structured-output compile time on a constraint's first use; the request waits (default: the preset's)"},
+			&cli.DurationFlag{Name: "grammar-mask-per-token", Usage: "cost per token of a constrained sequence (default: the preset's)"},
+			&cli.DurationFlag{Name: "logprobs-per-token", Usage: "cost per token of a sequence asking logprobs (default: the preset's)"},
+			&cli.DurationFlag{Name: "draft-per-token", Usage: "cost per speculative draft token verified (default: the preset's)"},
 			&cli.IntFlag{Name: "max-num-batched-tokens", Usage: "token budget of an iteration (default: the preset's)"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "most sequences running at once (default: the preset's)"},
 			&cli.IntFlag{Name: "kv-blocks", Usage: "KV-cache blocks (default: the preset's)"},
@@ -56,7 +76,12 @@ Examples:
 			&cli.IntFlag{Name: "max-waiting", Usage: "waiting-queue bound; past it 429 (default: the preset's)"},
 			&cli.BoolFlag{Name: "no-prefix-caching", Usage: "disable prefix caching"},
 			&cli.IntFlag{Name: "max-model-len", Usage: "longest prompt+output accepted, longer gets 400 (default: the preset's)"},
-			&cli.IntFlag{Name: "tokens-per-chunk", Value: 1, Usage: "tokens per streamed event (more emulates speculative decoding)"},
+			&cli.IntFlag{Name: "tokens-per-chunk", Value: 1, Usage: "tokens per streamed event (more emulates speculative decoding; --spec-tokens supersedes it)"},
+			&cli.StringFlag{Name: "lora-modules", Usage: "comma-separated LoRA adapter names served on the first model (vLLM's name=path also read: the name is kept)"},
+			&cli.IntFlag{Name: "max-loras", Usage: "LoRA adapter slots on the GPU, the most distinct adapters in a batch (default 1)"},
+			&cli.IntFlag{Name: "spec-tokens", Usage: "speculative decoding: draft tokens proposed per decode step (0: off)"},
+			&cli.Float64Flag{Name: "spec-acceptance", Value: def.SpecAcceptance, Usage: "speculative decoding: share of draft tokens accepted, as vLLM's counters report it"},
+			&cli.StringFlag{Name: "refuse", Usage: "comma-separated features answered with 400 as vLLM words it: " + strings.Join(sim.RefusableFeatures, "|")},
 			&cli.Float64Flag{Name: "reasoning-ratio", Usage: "share of chat output sent as reasoning_content first"},
 			&cli.Float64Flag{Name: "stop-rate", Usage: "share of requests that stop early (finish_reason stop) unless forced"},
 			&cli.Float64Flag{Name: "fail-rate", Usage: "share of requests answered with HTTP 500 before the first byte"},
@@ -74,11 +99,11 @@ Examples:
 			sim.LatencyGC(c.Int64("gc-memory-limit"))
 			opts, err := simOptions(c)
 			if err != nil {
-				return usageError(inFlags(c.App, err).Error())
+				return usageError(simInFlags(c.App, err).Error())
 			}
 			s, err := sim.New(opts)
 			if err != nil {
-				return inFlags(c.App, err)
+				return simInFlags(c.App, err)
 			}
 			rs, err := s.Start(c.String("addr"), c.Bool("allow-remote"))
 			if err != nil {
@@ -171,6 +196,13 @@ func simOptions(c *cli.Context) (sim.Options, error) {
 	setDur("prefill-per-token", &e.Cost.PerPrefillToken)
 	setDur("decode-per-seq", &e.Cost.PerDecodeSeq)
 	setDur("kv-per-token", &e.Cost.PerKVToken)
+	setDur("encoder-per-image-token", &e.Cost.EncoderPerImageToken)
+	setDur("lora-load-cost", &e.Cost.LoRALoadCost)
+	setDur("lora-per-adapter", &e.Cost.LoRAPerAdapter)
+	setDur("grammar-compile-cost", &e.Cost.GrammarCompileCost)
+	setDur("grammar-mask-per-token", &e.Cost.GrammarMaskPerToken)
+	setDur("logprobs-per-token", &e.Cost.LogprobsPerToken)
+	setDur("draft-per-token", &e.Cost.PerDraftToken)
 	setInt("max-num-batched-tokens", &e.MaxNumBatchedTokens)
 	setInt("max-num-seqs", &e.MaxNumSeqs)
 	setInt("kv-blocks", &e.KVBlocks)
@@ -184,5 +216,30 @@ func simOptions(c *cli.Context) (sim.Options, error) {
 	o.FailRate, o.StreamErrorRate, o.ResetRate = c.Float64("fail-rate"), c.Float64("stream-error-rate"), c.Float64("reset-rate")
 	o.StallRate, o.StallFor, o.MalformedRate = c.Float64("stall-rate"), c.Duration("stall-for"), c.Float64("malformed-rate")
 	o.SlowFirstByteRate, o.SlowFirstByteFor, o.Seed = c.Float64("slow-first-byte-rate"), c.Duration("slow-first-byte-for"), c.Uint64("seed")
+	for _, m := range splitList(c.String("lora-modules")) {
+		name, _, _ := strings.Cut(m, "=") // vLLM's name=path
+		o.LoRAModules = append(o.LoRAModules, name)
+	}
+	setInt("max-loras", &o.MaxLoRAs)
+	o.SpecTokens, o.SpecAcceptance = c.Int("spec-tokens"), c.Float64("spec-acceptance")
+	o.Refuse = splitList(c.String("refuse"))
 	return o, nil
+}
+
+// simFlags names the flags of the sim.Options fields whose flag is not the
+// field in kebab case.
+var simFlags = map[string]string{"LoRAModules": "--lora-modules", "MaxLoRAs": "--max-loras", "LoRALoadCost": "--lora-load-cost",
+	"LoRAPerAdapter": "--lora-per-adapter", "PerDraftToken": "--draft-per-token"}
+
+// simInFlags is inFlags knowing the sim's own field-to-flag names.
+func simInFlags(app *cli.App, err error) error {
+	if oe, ok := opterr.As(err); ok {
+		if f, ok := simFlags[oe.Field]; ok {
+			if oe.Value == "" {
+				return errors.New(f + ": " + oe.Reason)
+			}
+			return errors.New(f + " " + oe.Value + ": " + oe.Reason)
+		}
+	}
+	return inFlags(app, err)
 }

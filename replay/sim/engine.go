@@ -4,7 +4,10 @@ import (
 	"container/list"
 	"errors"
 	"hash/maphash"
+	"iter"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +18,47 @@ import (
 // CostModel gives the duration of one engine iteration from what it
 // computes: a fixed part (reading the weights, launching kernels), prompt
 // tokens prefilled, sequences decoding one token each, and KV-cache tokens
-// those decodes attend over.
+// those decodes attend over; then what the request features add (see
+// iterWork): images encoded, LoRA adapters loaded and applied, grammar
+// masks, logprobs and draft tokens verified. A zero field costs nothing.
+// The feature fields are omitted from JSON when zero, so a calibration
+// (which fits the first four) reads as before.
 type CostModel struct {
 	IterBase        time.Duration
 	PerPrefillToken time.Duration
 	PerDecodeSeq    time.Duration
 	PerKVToken      time.Duration
+
+	// EncoderPerImageToken is the vision encoder's time per image token.
+	// An image is encoded in the iteration that schedules its request's
+	// first prefill chunk, stalling that whole iteration as the encoder
+	// does in vLLM's model runner, unless the encoder cache (keyed by the
+	// image bytes' hash) holds it. Its tokens are prefilled as prompt
+	// tokens besides.
+	EncoderPerImageToken time.Duration `json:",omitempty"`
+	// LoRALoadCost is the time to load an adapter into a GPU slot; it is
+	// added to the iteration that admits the first request needing it, as
+	// vLLM loads adapters synchronously before a step.
+	LoRALoadCost time.Duration `json:",omitempty"`
+	// LoRAPerAdapter is added per distinct adapter in an iteration's batch
+	// (reading its weights and the extra kernels).
+	LoRAPerAdapter time.Duration `json:",omitempty"`
+	// GrammarCompileCost is the time to compile an output constraint
+	// (JSON schema, regex, grammar, choice list) on its first use. The
+	// compile runs beside the engine, as vLLM's does: only the request
+	// waits, not the batch. Compiled constraints are cached by the hash
+	// of their canonical text.
+	GrammarCompileCost time.Duration `json:",omitempty"`
+	// GrammarMaskPerToken is the time to compute the token mask of one
+	// token of a constrained sequence, added per such token decoded.
+	GrammarMaskPerToken time.Duration `json:",omitempty"`
+	// LogprobsPerToken is the time to compute and detokenize the logprobs
+	// of one token of a sequence that asked for them.
+	LogprobsPerToken time.Duration `json:",omitempty"`
+	// PerDraftToken is the time to propose and verify one speculative
+	// draft token: each decoding sequence adds SpecTokens of them per
+	// iteration, like prefill tokens.
+	PerDraftToken time.Duration `json:",omitempty"`
 }
 
 // Iteration returns the duration of an iteration. An empty iteration costs
@@ -32,11 +70,52 @@ func (c CostModel) Iteration(prefillTokens, decodeSeqs, kvTokens int) time.Durat
 	return c.IterBase + time.Duration(prefillTokens)*c.PerPrefillToken + time.Duration(decodeSeqs)*c.PerDecodeSeq + time.Duration(kvTokens)*c.PerKVToken
 }
 
+// iterWork is what an iteration's request features add to its cost.
+type iterWork struct {
+	encoderTokens int // image tokens encoded (encoder cache misses)
+	loraLoads     int // adapters loaded into a slot
+	adapters      int // distinct adapters in the batch
+	maskTokens    int // tokens of constrained sequences produced
+	logprobTokens int // tokens of sequences asking logprobs produced
+	draftTokens   int // speculative draft tokens verified
+}
+
+// charges splits the features' cost by cause, so the engine's statistics
+// (and the tests) can account for each.
+type charges struct {
+	encoder, loraLoad, loraAdapters, grammarMask, logprobs, drafts time.Duration
+}
+
+func (c CostModel) features(w iterWork) charges {
+	return charges{
+		encoder:      time.Duration(w.encoderTokens) * c.EncoderPerImageToken,
+		loraLoad:     time.Duration(w.loraLoads) * c.LoRALoadCost,
+		loraAdapters: time.Duration(w.adapters) * c.LoRAPerAdapter,
+		grammarMask:  time.Duration(w.maskTokens) * c.GrammarMaskPerToken,
+		logprobs:     time.Duration(w.logprobTokens) * c.LogprobsPerToken,
+		drafts:       time.Duration(w.draftTokens) * c.PerDraftToken,
+	}
+}
+
+func (ch charges) total() time.Duration {
+	return ch.encoder + ch.loraLoad + ch.loraAdapters + ch.grammarMask + ch.logprobs + ch.drafts
+}
+
+func (ch *charges) add(o charges) {
+	ch.encoder += o.encoder
+	ch.loraLoad += o.loraLoad
+	ch.loraAdapters += o.loraAdapters
+	ch.grammarMask += o.grammarMask
+	ch.logprobs += o.logprobs
+	ch.drafts += o.drafts
+}
+
 // EngineOptions configures the batching engine.
 type EngineOptions struct {
 	Cost CostModel
 	// MaxNumBatchedTokens bounds the tokens computed in one iteration
-	// (decodes count one each; prefills are chunked to fit).
+	// (decodes count one each, plus their draft tokens under speculative
+	// decoding; prefills are chunked to fit).
 	MaxNumBatchedTokens int
 	// MaxNumSeqs bounds the sequences running at once.
 	MaxNumSeqs int
@@ -57,14 +136,54 @@ var errQueueFull = errors.New("the waiting queue is full")
 var errTooLargeForCache = errors.New("the request needs more KV cache than the engine has")
 
 // tokenEvent is what the engine tells a request's handler after an
-// iteration: tokens produced, and whether the sequence is finished.
+// iteration: tokens produced for one choice, and whether that choice is
+// finished.
 type tokenEvent struct {
+	choice int
 	tokens int
 	done   bool
 	reason string // finish reason when done
 }
 
-// seq is one request inside the engine.
+// outbox carries a request's token events from the engine to its handler.
+// It grows as needed rather than being sized up front, so the engine never
+// blocks on a slow handler and a request with many choices and a large
+// max_tokens costs memory only for the events actually waiting.
+type outbox struct {
+	mu     sync.Mutex
+	events []tokenEvent
+	ready  chan struct{} // holds a token while events wait
+}
+
+func newOutbox() *outbox { return &outbox{ready: make(chan struct{}, 1)} }
+
+func (o *outbox) push(ev tokenEvent) {
+	o.mu.Lock()
+	o.events = append(o.events, ev)
+	o.mu.Unlock()
+	select {
+	case o.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the waiting events (possibly none), reusing buf's storage.
+func (o *outbox) take(buf []tokenEvent) []tokenEvent {
+	o.mu.Lock()
+	buf, o.events = o.events, buf[:0]
+	o.mu.Unlock()
+	return buf
+}
+
+// imageRef is an image the vision encoder must encode: its bytes' hash
+// (the encoder cache key) and its tokens.
+type imageRef struct {
+	hash   uint64
+	tokens int
+}
+
+// seq is one sequence inside the engine: a request, or one of the n
+// choices of a request, each decoding on its own.
 type seq struct {
 	id          uint64
 	promptLen   int
@@ -72,6 +191,17 @@ type seq struct {
 	maxTokens   int
 	stopAt      int // generate this many tokens; == maxTokens unless stopping early
 	arrival     time.Time
+
+	// What the request asks beyond its length, each charged by the cost
+	// model.
+	adapter     string     // LoRA adapter, "" for the base model
+	images      []imageRef // for the vision encoder
+	constrained bool       // structured output: compile a grammar, mask each token
+	grammar     uint64     // hash of the constraint's canonical text
+	logprobs    bool
+	n           int   // choices; n > 1 forks after the prefill
+	stopAts     []int // each choice's stopAt when n > 1
+	choice      int   // this sequence's choice index
 
 	// Engine-owned state.
 	computed   int // tokens whose KV is computed (prefill progress)
@@ -81,10 +211,20 @@ type seq struct {
 	cachedHits int // prompt tokens served from the prefix cache
 	firstAt    time.Time
 	lastAt     time.Time
+	readyAt    time.Time // its grammar is compiled; not scheduled before
+	encoded    bool      // its images went through the encoder
+	parent     *seq      // the request's choice 0, for choices 1..n-1
+	children   []*seq    // choices 1..n-1, once forked
 
-	out      chan tokenEvent // buffered; the engine never blocks on it
+	out      *outbox // shared by every choice of the request
 	aborted  atomic.Bool
 	finished bool // engine-owned: retired after its last token
+}
+
+// isAborted reports whether the request this sequence belongs to was
+// aborted: a choice goes with its request.
+func (s *seq) isAborted() bool {
+	return s.aborted.Load() || s.parent != nil && s.parent.aborted.Load()
 }
 
 // block is one KV-cache block.
@@ -190,11 +330,48 @@ type engineStats struct {
 	// overrun is how late iterations ended past their planned end: the
 	// simulator's own health (a saturated simulator is not a slow model).
 	overrun promtext.Histogram
+
+	// Request features.
+	mmQueries, mmHits            uint64 // images looked up in the encoder cache, and found
+	loraLoads, loraEvictions     uint64
+	loraRunning, loraWaiting     []string // distinct adapters, sorted (replaced, never mutated)
+	grammarCompiles, grammarHits uint64
+	grammarCompileTime           time.Duration // compile time requests waited for, in total
+	specDrafts, specDraftTokens  uint64
+	specAccepted                 uint64
+	specAcceptedPos              []uint64 // accepted drafts by position
+	charged                      charges  // iteration time spent on each feature, in total
 }
+
+// statDelta is what one iteration adds to the counters, applied under mu
+// once.
+type statDelta struct {
+	mmQueries, mmHits        uint64
+	loraLoads, loraEvictions uint64
+	drafts, accepted         uint64
+	acceptedPos              []uint64
+}
+
+// engineFeatures are the request-feature settings the engine applies
+// beyond EngineOptions (they come from Options).
+type engineFeatures struct {
+	specTokens int     // draft tokens per decode step; 0: off
+	specAlpha  float64 // a draft's acceptance probability, given the ones before it were accepted
+	maxLoRAs   int     // adapter slots; 0: no adapters served
+	seed       uint64  // seeds the acceptance draws
+}
+
+// encoderCacheEntries and grammarCacheEntries bound the encoder and grammar
+// caches: their keys come from clients, so they must forget.
+const (
+	encoderCacheEntries = 1024
+	grammarCacheEntries = 1024
+)
 
 // engine runs the batching loop in its own goroutine.
 type engine struct {
 	opts     EngineOptions
+	feat     engineFeatures
 	kv       *kvCache
 	submitC  chan *seq
 	abortC   chan *seq
@@ -210,14 +387,26 @@ type engine struct {
 	stats engineStats
 
 	// Engine-goroutine state.
-	waiting *list.List // of *seq
-	running []*seq
+	waiting  *list.List // of *seq
+	running  []*seq
+	rng      *rand.Rand        // speculative acceptance draws
+	encoder  *lru[struct{}]    // images encoded, by bytes' hash
+	grammars *lru[time.Time]   // compiled constraints: when each compile ends
+	loaded   map[string]uint64 // adapters in a GPU slot: the iteration each was last used in
+	active   map[string]bool   // adapters of the running sequences (rebuilt each iteration)
+	batchAd  map[string]bool   // adapters in this iteration's batch (reused)
+	tick     uint64            // iterations planned
 }
 
-func newEngine(o EngineOptions) *engine {
-	e := &engine{opts: o, kv: newKVCache(o.KVBlocks), submitC: make(chan *seq, 1024), abortC: make(chan *seq, 1024),
-		stopC: make(chan struct{}), seed: maphash.MakeSeed(), waiting: list.New(), busy: newBusyMeter()}
+func newEngine(o EngineOptions) *engine { return newEngineWith(o, engineFeatures{}) }
+
+func newEngineWith(o EngineOptions, f engineFeatures) *engine {
+	e := &engine{opts: o, feat: f, kv: newKVCache(o.KVBlocks), submitC: make(chan *seq, 1024), abortC: make(chan *seq, 1024),
+		stopC: make(chan struct{}), seed: maphash.MakeSeed(), waiting: list.New(), busy: newBusyMeter(),
+		rng: rand.New(rand.NewPCG(f.seed, 0x5bec)), encoder: newLRU[struct{}](encoderCacheEntries), grammars: newLRU[time.Time](grammarCacheEntries),
+		loaded: map[string]uint64{}, active: map[string]bool{}, batchAd: map[string]bool{}}
 	e.stats.overrun = promtext.NewHistogram(1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 7.5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1)
+	e.stats.specAcceptedPos = make([]uint64, f.specTokens)
 	e.wg.Go(e.loop)
 	return e
 }
@@ -249,7 +438,8 @@ func (e *engine) hashBlocks(ids []int) []uint64 {
 }
 
 // submit queues a sequence, or refuses it when the queue is full or the
-// cache could never hold it.
+// cache could never hold it. Each choice of a request decodes on its own,
+// so one choice must fit, not all n at once.
 func (e *engine) submit(s *seq) error {
 	need := (s.promptLen + s.maxTokens + e.opts.BlockSize - 1) / e.opts.BlockSize
 	if need > e.opts.KVBlocks {
@@ -260,12 +450,14 @@ func (e *engine) submit(s *seq) error {
 		return errQueueFull
 	}
 	s.target = s.promptLen
-	s.out = make(chan tokenEvent, s.maxTokens+2)
+	s.n = max(s.n, 1)
+	s.out = newOutbox()
 	e.submitC <- s
 	return nil
 }
 
-// abort asks the engine to drop a sequence at its next iteration boundary.
+// abort asks the engine to drop a request (every choice of it) at its next
+// iteration boundary.
 func (e *engine) abort(s *seq) {
 	if s.aborted.CompareAndSwap(false, true) {
 		e.abortC <- s
@@ -278,7 +470,7 @@ func (e *engine) loop() {
 		if len(e.running) == 0 && e.waiting.Len() == 0 {
 			select {
 			case s := <-e.submitC:
-				e.waiting.PushBack(s)
+				e.enqueue(s)
 			case s := <-e.abortC:
 				e.drop(s)
 			case <-e.stopC:
@@ -300,7 +492,7 @@ func (e *engine) drain() {
 	for {
 		select {
 		case s := <-e.submitC:
-			e.waiting.PushBack(s)
+			e.enqueue(s)
 		case s := <-e.abortC:
 			e.drop(s)
 		default:
@@ -309,27 +501,60 @@ func (e *engine) drain() {
 	}
 }
 
-// drop removes an aborted sequence and frees its blocks. A sequence that
-// already finished (its client left just after the last token) is not an
-// abort.
+// enqueue puts a new request at the back of the waiting queue. A
+// constrained request looks its grammar up in the cache: a miss starts its
+// compile, which the request waits out in the queue (requests behind it go
+// first, as in vLLM, whose compiles run in a thread pool); a hit on a
+// grammar still compiling waits for that compile.
+func (e *engine) enqueue(s *seq) {
+	if s.constrained {
+		until, hit := e.grammars.get(s.grammar)
+		if !hit {
+			c := e.opts.Cost.GrammarCompileCost
+			until = time.Now().Add(c)
+			e.grammars.put(s.grammar, until)
+			e.mu.Lock()
+			e.stats.grammarCompiles++
+			e.stats.grammarCompileTime += c
+			e.mu.Unlock()
+		} else {
+			e.mu.Lock()
+			e.stats.grammarHits++
+			e.mu.Unlock()
+		}
+		s.readyAt = until
+	}
+	e.waiting.PushBack(s)
+}
+
+// drop removes an aborted request, every choice of it, and frees their
+// blocks. A request whose choices all finished already (its client left
+// just after the last token) is not an abort.
 func (e *engine) drop(s *seq) {
-	if s.finished {
+	dropped := false
+	for _, x := range append([]*seq{s}, s.children...) {
+		if x.finished {
+			continue
+		}
+		dropped = true
+		for el := e.waiting.Front(); el != nil; el = el.Next() {
+			if el.Value.(*seq) == x {
+				e.waiting.Remove(el)
+				e.waitingN.Add(-1)
+				break
+			}
+		}
+		for i, r := range e.running {
+			if r == x {
+				e.running = append(e.running[:i], e.running[i+1:]...)
+				break
+			}
+		}
+		e.freeBlocks(x)
+	}
+	if !dropped {
 		return
 	}
-	for el := e.waiting.Front(); el != nil; el = el.Next() {
-		if el.Value.(*seq) == s {
-			e.waiting.Remove(el)
-			e.waitingN.Add(-1)
-			break
-		}
-	}
-	for i, r := range e.running {
-		if r == s {
-			e.running = append(e.running[:i], e.running[i+1:]...)
-			break
-		}
-	}
-	e.freeBlocks(s)
 	e.mu.Lock()
 	e.stats.aborted++
 	e.mu.Unlock()
@@ -380,24 +605,116 @@ func (e *engine) preempt() *seq {
 // plan is one iteration's work.
 type plan struct {
 	decodes  []*seq
+	emits    []int // tokens each decode produces (more than 1 with accepted drafts)
 	prefills []*seq
 	chunks   []int
 	kvTokens int
 	prefill  int
 }
 
+// seqsNeeded is how many running slots admitting s takes: a request with
+// n choices not yet forked takes n, as its choices will run side by side.
+func (s *seq) seqsNeeded() int {
+	if s.n > 1 && s.parent == nil && s.generated == 0 {
+		return s.n
+	}
+	return 1
+}
+
+// produced adds a sequence's new tokens to the per-token feature work.
+func produced(w *iterWork, s *seq, tokens int) {
+	if s.constrained {
+		w.maskTokens += tokens
+	}
+	if s.logprobs {
+		w.logprobTokens += tokens
+	}
+}
+
+// schedulePrefill adds a prefill chunk to the plan, running the request's
+// images through the encoder with its first chunk, and counts the tokens
+// the chunk produces when it ends the prefill (one per choice).
+func (e *engine) schedulePrefill(p *plan, w *iterWork, d *statDelta, s *seq, chunk int) {
+	p.prefills, p.chunks = append(p.prefills, s), append(p.chunks, chunk)
+	if !s.encoded {
+		s.encoded = true
+		for _, im := range s.images {
+			d.mmQueries++
+			if _, ok := e.encoder.get(im.hash); ok {
+				d.mmHits++
+				continue
+			}
+			e.encoder.put(im.hash, struct{}{})
+			w.encoderTokens += im.tokens
+		}
+	}
+	if s.computed+chunk >= s.target && s.generated == 0 {
+		produced(w, s, s.seqsNeeded())
+	}
+}
+
+// draftAccepted draws how many of a step's drafts the target model
+// accepts: the leading successes of specTokens trials.
+func (e *engine) draftAccepted() int {
+	a := 0
+	for a < e.feat.specTokens && e.rng.Float64() < e.feat.specAlpha {
+		a++
+	}
+	return a
+}
+
+// adapterFits reports whether a request for adapter a may join the batch:
+// a batch holds at most maxLoRAs distinct adapters (vLLM's rule), so one
+// not already running needs a free place among them.
+func (e *engine) adapterFits(a string) bool {
+	return a == "" || e.active[a] || len(e.active) < e.feat.maxLoRAs
+}
+
+// useAdapter puts adapter a in a GPU slot if it is not in one, evicting the
+// least recently used adapter that no running sequence uses. adapterFits
+// guarantees there is one: the running adapters are fewer than the slots.
+func (e *engine) useAdapter(a string, w *iterWork, d *statDelta) {
+	if a == "" {
+		return
+	}
+	if _, ok := e.loaded[a]; !ok {
+		if len(e.loaded) >= e.feat.maxLoRAs {
+			victim, oldest := "", uint64(0)
+			for name, used := range e.loaded {
+				if !e.active[name] && (victim == "" || used < oldest || used == oldest && name < victim) {
+					victim, oldest = name, used
+				}
+			}
+			delete(e.loaded, victim)
+			d.loraEvictions++
+		}
+		d.loraLoads++
+		w.loraLoads++
+	}
+	e.loaded[a] = e.tick
+	e.active[a] = true
+}
+
 func (e *engine) iterate() {
 	start := time.Now()
+	e.tick++
 	var p plan
+	var w iterWork
+	var d statDelta
 	budget := e.opts.MaxNumBatchedTokens
-	// Decodes first: every running sequence past its prefill gets a token,
-	// preempting the youngest when the cache runs out.
+	k := e.feat.specTokens
+	// Decodes first: every running sequence past its prefill gets a token
+	// (and, under speculative decoding, its drafts verified), preempting
+	// the youngest when the cache runs out.
 	for i := 0; i < len(e.running); i++ {
 		s := e.running[i]
 		if s.computed < s.target {
 			continue
 		}
-		for !e.ensureBlocks(s, s.computed+1) {
+		// Room for the KV of the last token and of every draft, as vLLM
+		// reserves lookahead slots, within the sequence's length.
+		need := min(s.computed+1+k, s.promptLen+s.stopAt)
+		for !e.ensureBlocks(s, need) {
 			if v := e.preempt(); v == s || v == nil {
 				s = nil
 				break
@@ -406,9 +723,24 @@ func (e *engine) iterate() {
 		if s == nil {
 			break // s itself was preempted; everything after it too
 		}
-		p.decodes = append(p.decodes, s)
+		emit := 1
+		if k > 0 {
+			a := e.draftAccepted()
+			d.drafts++
+			d.accepted += uint64(a)
+			if d.acceptedPos == nil {
+				d.acceptedPos = make([]uint64, k)
+			}
+			for j := range a {
+				d.acceptedPos[j]++
+			}
+			emit = min(a+1, s.stopAt-s.generated)
+			w.draftTokens += k
+		}
+		p.decodes, p.emits = append(p.decodes, s), append(p.emits, emit)
 		p.kvTokens += s.computed
-		budget--
+		budget -= 1 + k
+		produced(&w, s, emit)
 	}
 	// Chunked prefills of running sequences, then admissions in FCFS order.
 	for _, s := range e.running {
@@ -417,38 +749,91 @@ func (e *engine) iterate() {
 		}
 		if s.computed < s.target { // still prefilling, so not among the decodes
 			if chunk := e.prefillChunk(s, budget); chunk > 0 {
-				p.prefills, p.chunks = append(p.prefills, s), append(p.chunks, chunk)
+				e.schedulePrefill(&p, &w, &d, s, chunk)
 				budget -= chunk
 			}
 		}
 	}
-	for budget > 0 && len(e.running) < e.opts.MaxNumSeqs && e.waiting.Len() > 0 {
-		s := e.waiting.Front().Value.(*seq)
+	if e.feat.maxLoRAs > 0 {
+		clear(e.active)
+		for _, s := range e.running {
+			if s.adapter != "" {
+				e.active[s.adapter] = true
+				e.loaded[s.adapter] = e.tick
+			}
+		}
+	}
+	var nextReady time.Time // the earliest compile a waiting request waits for
+	for el := e.waiting.Front(); el != nil && budget > 0 && len(e.running) < e.opts.MaxNumSeqs; {
+		s := el.Value.(*seq)
+		next := el.Next()
+		if s.readyAt.After(start) {
+			// Its grammar is still compiling: requests behind it go first.
+			if nextReady.IsZero() || s.readyAt.Before(nextReady) {
+				nextReady = s.readyAt
+			}
+			el = next
+			continue
+		}
+		if !e.adapterFits(s.adapter) {
+			el = next // skipped until its adapter can join the batch, as vLLM does
+			continue
+		}
+		if len(e.running) > 0 && len(e.running)+s.seqsNeeded() > e.opts.MaxNumSeqs {
+			break
+		}
 		if !e.admit(s) {
 			break
 		}
-		e.waiting.Remove(e.waiting.Front())
+		e.useAdapter(s.adapter, &w, &d)
+		e.waiting.Remove(el)
 		e.waitingN.Add(-1)
 		e.running = append(e.running, s)
 		if chunk := e.prefillChunk(s, budget); chunk > 0 {
-			p.prefills, p.chunks = append(p.prefills, s), append(p.chunks, chunk)
+			e.schedulePrefill(&p, &w, &d, s, chunk)
 			budget -= chunk
 		}
+		el = next
 	}
 	for _, c := range p.chunks {
 		p.prefill += c
 	}
+	if e.feat.maxLoRAs > 0 {
+		clear(e.batchAd)
+		for _, ss := range [][]*seq{p.decodes, p.prefills} {
+			for _, s := range ss {
+				if s.adapter != "" {
+					e.batchAd[s.adapter] = true
+				}
+			}
+		}
+		w.adapters = len(e.batchAd)
+	}
 	cost := e.opts.Cost.Iteration(p.prefill, len(p.decodes), p.kvTokens)
+	var ch charges
+	if len(p.decodes) > 0 || len(p.prefills) > 0 {
+		ch = e.opts.Cost.features(w)
+		cost += ch.total()
+	}
+	e.apply(d)
 	e.publish()
 	if cost == 0 && len(p.decodes) == 0 && len(p.prefills) == 0 {
-		// Nothing could run (the queue head does not fit): wait for a change.
+		// Nothing could run (the queue head does not fit, or every waiting
+		// request waits for its grammar): wait for a change.
+		wait := 10 * time.Millisecond
+		if !nextReady.IsZero() {
+			wait = min(wait, time.Until(nextReady))
+		}
+		if wait <= 0 {
+			return
+		}
 		select {
 		case s := <-e.submitC:
-			e.waiting.PushBack(s)
+			e.enqueue(s)
 		case s := <-e.abortC:
 			e.drop(s)
 		case <-e.stopC:
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(wait):
 		}
 		return
 	}
@@ -463,8 +848,26 @@ func (e *engine) iterate() {
 	e.mu.Lock()
 	e.stats.iterations++
 	e.stats.overrun.Observe(overrun.Seconds())
+	e.stats.charged.add(ch)
 	e.mu.Unlock()
 	e.publish()
+}
+
+// apply adds an iteration's counters to the statistics.
+func (e *engine) apply(d statDelta) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := &e.stats
+	st.mmQueries += d.mmQueries
+	st.mmHits += d.mmHits
+	st.loraLoads += d.loraLoads
+	st.loraEvictions += d.loraEvictions
+	st.specDrafts += d.drafts
+	st.specDraftTokens += d.drafts * uint64(e.feat.specTokens)
+	st.specAccepted += d.accepted
+	for j, n := range d.acceptedPos {
+		st.specAcceptedPos[j] += n
+	}
 }
 
 // admit takes prefix-cache hits for a new (or preempted) sequence and
@@ -511,34 +914,58 @@ func (e *engine) prefillChunk(s *seq, budget int) int {
 	return max(chunk, 0)
 }
 
+// emit hands n new tokens of s to its request's handler.
+func (e *engine) emit(s *seq, n int, now time.Time) {
+	s.generated += n
+	if s.firstAt.IsZero() {
+		s.firstAt = now
+	}
+	s.lastAt = now
+	done := s.generated >= s.stopAt
+	reason := ""
+	if done {
+		reason = "length"
+		if s.stopAt < s.maxTokens {
+			reason = "stop"
+		}
+	}
+	s.out.push(tokenEvent{choice: s.choice, tokens: n, done: done, reason: reason})
+}
+
+// fork starts choices 1..n-1 of a request whose prefill just ended: each
+// shares the prompt's full blocks (the prompt is prefilled once), gets the
+// first token sampled from the same logits, and decodes on its own from
+// then on, with a private copy of the last, partial block allocated at its
+// first decode.
+func (e *engine) fork(s *seq, now time.Time) {
+	full := min(s.computed/e.opts.BlockSize, len(s.blocks))
+	for i := 1; i < s.n; i++ {
+		c := &seq{id: s.id, promptLen: s.promptLen, blockHashes: s.blockHashes, maxTokens: s.maxTokens, stopAt: s.stopAts[i], arrival: s.arrival,
+			adapter: s.adapter, constrained: s.constrained, grammar: s.grammar, logprobs: s.logprobs, n: 1, choice: i,
+			computed: s.computed, target: s.target, encoded: true, parent: s, out: s.out}
+		c.blocks = make([]*block, full)
+		for j, b := range s.blocks[:full] {
+			b.ref++ // referenced already, so neither free nor evictable
+			c.blocks[j] = b
+		}
+		s.children = append(s.children, c)
+		e.running = append(e.running, c)
+		e.emit(c, 1, now)
+	}
+}
+
 // commit applies an iteration's results and tells the handlers.
 func (e *engine) commit(p *plan) {
 	now := time.Now()
-	emit := func(s *seq) {
-		s.generated++
-		if s.firstAt.IsZero() {
-			s.firstAt = now
-		}
-		s.lastAt = now
-		done := s.generated >= s.stopAt
-		reason := ""
-		if done {
-			reason = "length"
-			if s.stopAt < s.maxTokens {
-				reason = "stop"
-			}
-		}
-		s.out <- tokenEvent{tokens: 1, done: done, reason: reason}
-	}
-	for _, s := range p.decodes {
-		if s.aborted.Load() {
+	for i, s := range p.decodes {
+		if s.isAborted() {
 			continue
 		}
-		s.computed++
-		emit(s)
+		s.computed += p.emits[i]
+		e.emit(s, p.emits[i], now)
 	}
 	for i, s := range p.prefills {
-		if s.aborted.Load() {
+		if s.isAborted() {
 			continue
 		}
 		s.computed += p.chunks[i]
@@ -551,15 +978,18 @@ func (e *engine) commit(p *plan) {
 				}
 			}
 			if s.generated == 0 {
-				emit(s) // the first token comes with the last prefill chunk
+				e.emit(s, 1, now) // the first token comes with the last prefill chunk
+				if s.n > 1 && s.parent == nil && s.children == nil {
+					e.fork(s, now)
+				}
 			}
 		}
 	}
 	// Retire finished sequences.
 	kept := e.running[:0]
 	for _, s := range e.running {
-		if s.generated >= s.stopAt || s.aborted.Load() {
-			if !s.aborted.Load() {
+		if s.generated >= s.stopAt || s.isAborted() {
+			if !s.isAborted() {
 				e.freeBlocks(s)
 				s.finished = true
 			}
@@ -573,11 +1003,35 @@ func (e *engine) commit(p *plan) {
 
 // publish copies the gauges for /metrics.
 func (e *engine) publish() {
+	var running, waiting []string
+	if e.feat.maxLoRAs > 0 {
+		running = adapterNames(slices.Values(e.running))
+		waiting = adapterNames(func(yield func(*seq) bool) {
+			for el := e.waiting.Front(); el != nil; el = el.Next() {
+				if !yield(el.Value.(*seq)) {
+					return
+				}
+			}
+		})
+	}
 	e.mu.Lock()
 	e.stats.running, e.stats.waiting = len(e.running), int(e.waitingN.Load())
 	e.stats.kvUsage = float64(e.kv.used) / float64(e.kv.total)
 	e.stats.usedBlocks = e.kv.used
+	e.stats.loraRunning, e.stats.loraWaiting = running, waiting
 	e.mu.Unlock()
+}
+
+// adapterNames returns the distinct adapters of the sequences, sorted.
+func adapterNames(seqs iter.Seq[*seq]) []string {
+	var out []string
+	for s := range seqs {
+		if s.adapter != "" && !slices.Contains(out, s.adapter) {
+			out = append(out, s.adapter)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // snapshot returns a copy of the engine's statistics.
@@ -586,6 +1040,7 @@ func (e *engine) snapshot() engineStats {
 	defer e.mu.Unlock()
 	s := e.stats
 	s.overrun = e.stats.overrun.Clone()
+	s.specAcceptedPos = slices.Clone(e.stats.specAcceptedPos)
 	return s
 }
 

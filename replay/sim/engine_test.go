@@ -402,7 +402,7 @@ func TestDropRepublishesTheGauges(t *testing.T) {
 		}
 	}
 	for _, s := range seqs {
-		<-s.out // each has its first token: both are running
+		<-s.out.ready // each has its first token: both are running
 		s.aborted.Store(true)
 	}
 	deadline := time.Now().Add(10 * time.Second)

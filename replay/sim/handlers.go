@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -30,67 +31,25 @@ type genRequest struct {
 	N         *int `json:"n"`
 	IgnoreEOS bool `json:"ignore_eos"`
 	MinTokens *int `json:"min_tokens"`
+
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ResponseFormat    json.RawMessage `json:"response_format"`
+	GuidedJSON        json.RawMessage `json:"guided_json"`
+	GuidedRegex       json.RawMessage `json:"guided_regex"`
+	GuidedGrammar     json.RawMessage `json:"guided_grammar"`
+	GuidedChoice      json.RawMessage `json:"guided_choice"`
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
+	Logprobs          json.RawMessage `json:"logprobs"` // chat: a bool; completions: an integer
+	TopLogprobs       *int            `json:"top_logprobs"`
+	Seed              *int64          `json:"seed"`
+	Stop              json.RawMessage `json:"stop"`
+	ReasoningEffort   string          `json:"reasoning_effort"`
 }
 
 type message struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
-}
-
-// text returns a message's text, whether content is a string or a list of
-// {"type":"text","text":...} parts.
-func (m message) text() (string, error) {
-	if len(m.Content) == 0 || string(m.Content) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("message content must be a string or a list of parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
-// promptParts returns the texts whose tokens make up the prompt: each chat
-// message's content (template tokens are not counted, and a template keeps
-// messages apart, so each is counted on its own), or the completion prompt.
-func (r *genRequest) promptParts(chat bool) ([]string, error) {
-	if chat {
-		if len(r.Messages) == 0 {
-			return nil, fmt.Errorf("messages is required and must not be empty")
-		}
-		parts := make([]string, 0, len(r.Messages))
-		for _, m := range r.Messages {
-			t, err := m.text()
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, t)
-		}
-		return parts, nil
-	}
-	if len(r.Prompt) == 0 {
-		return nil, fmt.Errorf("prompt is required")
-	}
-	var s string
-	if err := json.Unmarshal(r.Prompt, &s); err == nil {
-		return []string{s}, nil
-	}
-	var list []string
-	if err := json.Unmarshal(r.Prompt, &list); err == nil && len(list) == 1 {
-		return list, nil
-	}
-	return nil, fmt.Errorf("prompt must be a string (or a list of one string)")
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
@@ -100,13 +59,38 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	w.Write(b)
 }
 
+// badRequest answers 400 in vLLM's current error shape.
+func badRequest(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadRequest, "BadRequestError", msg)
+}
+
+// serveModels lists the served models and, as vLLM does, each LoRA adapter
+// with its base model as "parent".
 func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
-	data := make([]map[string]any, 0, len(s.opts.Models))
+	data := make([]map[string]any, 0, len(s.opts.Models)+len(s.adapters))
 	for _, m := range s.opts.Models {
-		data = append(data, map[string]any{"id": m, "object": "model", "created": s.created, "owned_by": "servetrace", "max_model_len": s.opts.MaxModelLen})
+		data = append(data, map[string]any{"id": m, "object": "model", "created": s.created, "owned_by": "servetrace", "root": m, "parent": nil,
+			"max_model_len": s.opts.MaxModelLen})
+	}
+	for _, a := range s.opts.LoRAModules {
+		if s.adapters[a] {
+			data = append(data, map[string]any{"id": a, "object": "model", "created": s.created, "owned_by": "servetrace", "root": a, "parent": s.opts.Models[0]})
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+// resolveModel returns the LoRA adapter a request's model names ("" for a
+// served model), or false for a name not served.
+func (s *Server) resolveModel(name string) (string, bool) {
+	if s.models[name] {
+		return "", true
+	}
+	if s.adapters[name] {
+		return name, true
+	}
+	return "", false
 }
 
 // serveVersion answers GET /version as vLLM does ({"version"}), with the
@@ -118,26 +102,33 @@ func (s *Server) serveVersion(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveTokenize answers vLLM's /tokenize: {"model", "prompt"} or
-// {"model", "messages"} in, {"count", "max_model_len", "tokens"} out.
+// {"model", "messages"[, "tools"]} in, {"count", "max_model_len", "tokens"}
+// out, counting media and tools as a generation request's usage does.
 func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	var req genRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON: "+err.Error())
 		return
 	}
-	if req.Model != "" && !s.models[req.Model] {
+	if _, ok := s.resolveModel(req.Model); req.Model != "" && !ok {
 		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
-	parts, err := req.promptParts(len(req.Messages) > 0)
+	p, err := req.parsePrompt(len(req.Messages) > 0)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	tokens := []int{}
-	for _, p := range parts {
-		tokens = append(tokens, s.tok.Encode(p)...)
+	if err := s.resolveMedia(r.Context(), p); err != nil {
+		badRequest(w, err.Error())
+		return
 	}
+	c := s.countPrompt(p)
+	if n := c.total(); n > tokenize.MaxPromptTokens {
+		badRequest(w, fmt.Sprintf("the prompt is %d tokens, more than %d", n, tokenize.MaxPromptTokens))
+		return
+	}
+	tokens := c.ids(false)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"count": len(tokens), "max_model_len": s.opts.MaxModelLen, "tokens": tokens})
 }
@@ -154,17 +145,23 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON for this endpoint: "+err.Error())
 		return
 	}
-	if !s.models[req.Model] {
+	adapter, ok := s.resolveModel(req.Model)
+	if !ok {
 		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
-	if req.N != nil && *req.N != 1 {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "only n=1 is supported")
+	feat, err := s.parseFeatures(&req)
+	if err != nil {
+		badRequest(w, err.Error())
 		return
 	}
-	parts, err := req.promptParts(chat)
+	p, err := req.parsePrompt(chat)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if msg := s.refusal(req.Model, p, feat); msg != "" {
+		badRequest(w, msg)
 		return
 	}
 	maxTokens := s.opts.DefaultMaxTokens
@@ -178,47 +175,71 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
 		return
 	}
+	if err := s.resolveMedia(r.Context(), p); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
 	select {
 	case s.tokenizing <- struct{}{}:
 	case <-r.Context().Done():
 		return
 	}
-	var ids []int
-	for _, p := range parts {
-		ids = append(ids, s.tok.Encode(p)...)
-	}
+	pc := s.countPrompt(p)
 	<-s.tokenizing
-	promptTokens := len(ids)
-	if maxTokens > s.opts.MaxModelLen-promptTokens { // not a sum: a max_tokens near MaxInt would overflow it
+	total := pc.total()
+	if int64(maxTokens) > int64(s.opts.MaxModelLen)-total { // not a sum: a max_tokens near MaxInt would overflow it
 		writeError(w, http.StatusBadRequest, "invalid_request_error",
 			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).",
-				s.opts.MaxModelLen, promptTokens+maxTokens, promptTokens, maxTokens))
+				s.opts.MaxModelLen, total+int64(maxTokens), total, maxTokens))
 		return
 	}
-	fault, stopDraw, n := s.draw()
-	stopAt := maxTokens
+	promptTokens := int(total)
+	fault, stops, n := s.draws(feat.n, feat.seed)
 	minTokens := 0
 	if req.MinTokens != nil {
 		minTokens = *req.MinTokens
 	}
-	if !req.IgnoreEOS && minTokens < maxTokens && stopDraw < s.opts.StopRate {
-		// stopDraw/StopRate is uniform on [0, 1) given that it stops: the
-		// length is uniform on [max(min_tokens, 1), max_tokens].
-		lo := max(minTokens, 1)
-		stopAt = lo + min(int(stopDraw/s.opts.StopRate*float64(maxTokens-lo+1)), maxTokens-lo)
+	stopAts := make([]int, feat.n)
+	for i, u := range stops {
+		stopAts[i] = maxTokens
+		if !req.IgnoreEOS && minTokens < maxTokens && u < s.opts.StopRate {
+			// u/StopRate is uniform on [0, 1) given that it stops: the
+			// length is uniform on [max(min_tokens, 1), max_tokens].
+			lo := max(minTokens, 1)
+			stopAts[i] = lo + min(int(u/s.opts.StopRate*float64(maxTokens-lo+1)), maxTokens-lo)
+		}
 	}
-	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, maxTokens: maxTokens, stream: req.Stream,
-		id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n), words: s.words.Words(maxTokens, n),
-		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1, created: arrived.Unix()}
+	wordSeed := n
+	if feat.seed != nil {
+		wordSeed = uint64(*feat.seed)
+	}
+	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, imageTokens: int(pc.imageTokens), audioTokens: int(pc.audioTokens),
+		maxTokens: maxTokens, stream: req.Stream, id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n),
+		words: s.words.Words(maxTokens, wordSeed), choices: make([]choiceState, feat.n), logprobs: feat.logprobs, topLogprobs: feat.topLogprobs,
+		chunkTokens: s.opts.TokensPerChunk, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1,
+		created: arrived.Unix()}
+	if s.opts.SpecTokens > 0 {
+		g.chunkTokens = 1 // each step's tokens go out as they come, in one event
+	}
 	if chat {
-		g.reasoning = int(s.opts.ReasoningRatio * float64(stopAt))
+		share := reasoningShare(s.opts.ReasoningRatio, req.ReasoningEffort)
+		for i := range g.choices {
+			g.choices[i].reasoning = int(share * float64(stopAts[i]))
+		}
 	}
 	if s.injectFault(w, g, fault) {
 		return
 	}
-	sq := &seq{id: n, promptLen: promptTokens, maxTokens: maxTokens, stopAt: stopAt, arrival: arrived}
+	sq := &seq{id: n, promptLen: promptTokens, maxTokens: maxTokens, stopAt: stopAts[0], arrival: arrived, adapter: adapter,
+		images: pc.images(), logprobs: feat.logprobs, n: feat.n}
+	if feat.n > 1 {
+		sq.stopAts = stopAts
+	}
+	if c := feat.constraint; c != nil {
+		sq.constrained, sq.grammar = true, c.hash
+	}
 	if s.opts.Engine.PrefixCaching {
-		sq.blockHashes = s.engine.hashBlocks(ids)
+		sq.blockHashes = s.engine.hashBlocks(pc.ids(true))
 	}
 	switch err := s.engine.submit(sq); {
 	case errors.Is(err, errQueueFull):
@@ -234,8 +255,8 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 }
 
 // injectFault applies a fault drawn for this request: a 500 or a slow first
-// byte now, or one of the mid-stream faults later. It reports whether the
-// response is already complete.
+// byte now, or one of the mid-stream faults later (in choice 0). It
+// reports whether the response is already complete.
 func (s *Server) injectFault(w http.ResponseWriter, g *generation, u float64) bool {
 	o := s.opts
 	edges := []struct {
@@ -271,17 +292,37 @@ type generation struct {
 	includeUsage bool
 	model, id    string
 	promptTokens int
+	imageTokens  int
+	audioTokens  int
 	maxTokens    int
-	reasoning    int // tokens sent as reasoning before content
 	words        []string
+	choices      []choiceState
+	logprobs     bool
+	topLogprobs  int
+	chunkTokens  int // tokens per streamed event
 	arrived      time.Time
 	fault        string // mid-stream fault kind, if any
-	faultAt      int    // token index at which it strikes, or -1
+	faultAt      int    // token index of choice 0 at which it strikes, or -1
 	created      int64
 	buf          []byte // reused for token events
 	content      []byte // reused
 	reasonBuf    []byte // reused
 	abortCounted bool   // the abort is in the engine and in /metrics
+}
+
+// choiceState is one choice's progress.
+type choiceState struct {
+	sent, pending int
+	reasoning     int // tokens sent as reasoning before content
+	last          time.Time
+	reason        string // finish reason, once done
+	offset        int    // bytes of text streamed (completions logprobs' text_offset)
+}
+
+// word returns choice c's token i. The choices share one drawn text, each
+// from its own offset, so n choices cost one text's memory.
+func (g *generation) word(c, i int) string {
+	return g.words[(i+c*7919)%len(g.words)]
 }
 
 // abort drops the sequence from the engine and counts it in /metrics, once.
@@ -294,10 +335,38 @@ func (g *generation) abort() {
 	g.s.metrics.aborted()
 }
 
-func (g *generation) usage(generated int) map[string]any {
+// generated is the tokens produced over every choice.
+func (g *generation) generated() int {
+	n := 0
+	for _, c := range g.choices {
+		n += c.sent + c.pending
+	}
+	return n
+}
+
+// usage is the response's usage: completion tokens summed over the
+// choices, and the prompt's image and audio tokens in
+// prompt_tokens_details where there are any.
+func (g *generation) usage() map[string]any {
+	generated, reasoning := 0, 0
+	for _, c := range g.choices {
+		t := c.sent + c.pending
+		generated += t
+		reasoning += min(c.reasoning, t)
+	}
 	u := map[string]any{"prompt_tokens": g.promptTokens, "completion_tokens": generated, "total_tokens": g.promptTokens + generated}
-	if g.reasoning > 0 {
-		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": min(g.reasoning, generated)}
+	if reasoning > 0 {
+		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": reasoning}
+	}
+	details := map[string]any{}
+	if g.imageTokens > 0 {
+		details["image_tokens"] = g.imageTokens
+	}
+	if g.audioTokens > 0 {
+		details["audio_tokens"] = g.audioTokens
+	}
+	if len(details) > 0 {
+		u["prompt_tokens_details"] = details
 	}
 	return u
 }
@@ -314,9 +383,6 @@ func (g *generation) object(chunk bool) string {
 
 // run relays the engine's tokens to the client, streamed or whole.
 func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
-	sent := 0 // tokens written
-	pending := 0
-	var last time.Time
 	var flusher http.Flusher
 	if g.stream {
 		flusher, _ = w.(http.Flusher)
@@ -327,37 +393,54 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 			flusher.Flush()
 		}
 	}
+	var evs []tokenEvent
+	first, finished := true, 0
 	for {
 		select {
 		case <-ctx.Done():
 			g.abort()
 			return
-		case ev := <-g.seq.out:
-			now := time.Now()
-			pending += ev.tokens
-			if sent == 0 && pending > 0 {
+		case <-g.seq.out.ready:
+		}
+		evs = g.seq.out.take(evs)
+		now := time.Now()
+		for _, ev := range evs {
+			c := &g.choices[ev.choice]
+			c.pending += ev.tokens
+			if first {
 				g.s.metrics.firstToken(now.Sub(g.arrived))
-			} else if !last.IsZero() {
-				g.s.metrics.interToken(now.Sub(last))
+				first = false
+			} else if !c.last.IsZero() {
+				g.s.metrics.interToken(now.Sub(c.last))
 			}
-			last = now
-			if g.stream && (pending >= g.s.opts.TokensPerChunk || ev.done) {
-				if !g.writeTokens(w, flusher, sent, pending) {
+			c.last = now
+			if g.stream && (c.pending >= g.chunkTokens || ev.done) {
+				if !g.writeTokens(w, flusher, ev.choice, c.sent, c.pending) {
 					g.abort()
 					return
 				}
-				sent += pending
-				pending = 0
+				c.sent += c.pending
+				c.pending = 0
 			}
-			if ev.done {
+			if !ev.done {
+				continue
+			}
+			c.reason = ev.reason
+			finished++
+			last := finished == len(g.choices)
+			if last {
 				// Count the request before the client can see it end, so
 				// /metrics agrees with a client that scrapes it next.
-				total := sent + pending
-				g.s.metrics.finished(ev.reason, g.promptTokens, total, now.Sub(g.arrived))
+				g.s.metrics.finished(g.choices[0].reason, g.promptTokens, g.generated(), now.Sub(g.arrived))
+			}
+			if g.stream {
+				g.finishChoice(w, flusher, ev.choice)
+			}
+			if last {
 				if g.stream {
-					g.finishStream(w, flusher, total, ev.reason)
+					g.finishStream(w, flusher)
 				} else {
-					g.whole(w, total, ev.reason)
+					g.whole(w)
 				}
 				return
 			}
@@ -383,12 +466,12 @@ func (g *generation) chunk(choice map[string]any) map[string]any {
 	return map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{choice}}
 }
 
-// writeTokens streams tokens [from, from+n) as one event, applying a
-// mid-stream fault when it falls in this range. It reports whether the
-// stream goes on. A fault that ends the stream is counted as an abort
-// before the client can see it.
-func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, from, n int) bool {
-	if g.faultAt >= 0 && g.faultAt < from+n {
+// writeTokens streams choice c's tokens [from, from+n) as one event,
+// applying a mid-stream fault when it falls in this range. It reports
+// whether the stream goes on. A fault that ends the stream is counted as
+// an abort before the client can see it.
+func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, c, from, n int) bool {
+	if c == 0 && g.faultAt >= 0 && g.faultAt < from+n {
 		if g.fault != "stall" {
 			g.abort()
 		}
@@ -415,39 +498,56 @@ func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, fr
 			g.faultAt = -1
 		}
 	}
-	if from == 0 && g.chat && !g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil})) {
+	if from == 0 && g.chat && !g.send(w, flusher, g.chunk(map[string]any{"index": c, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil})) {
 		return false
 	}
 	// Token events are the hot path (tens of thousands a second): render
 	// them into a reused buffer from a fixed template, not through maps and
 	// encoding/json.
+	ch := &g.choices[c]
 	content, reasoning := g.content[:0], g.reasonBuf[:0]
+	split := from // the first content token
 	for i := from; i < from+n; i++ {
-		if i < g.reasoning {
-			reasoning = append(reasoning, g.words[i]...)
+		if i < ch.reasoning {
+			reasoning = append(reasoning, g.word(c, i)...)
+			split = i + 1
 		} else {
-			content = append(content, g.words[i]...)
+			content = append(content, g.word(c, i)...)
 		}
 	}
 	g.content, g.reasonBuf = content, reasoning
 	buf := g.buf[:0]
 	if !g.chat {
-		buf = g.appendChunkHead(buf)
-		buf = append(buf, `{"index":0,"text":`...)
+		buf = g.appendChoiceHead(buf, c)
+		buf = append(buf, `"text":`...)
 		buf = appendJSONString(buf, content) // reasoning deltas are chat-only
+		if g.logprobs {
+			buf = append(buf, `,"logprobs":`...)
+			buf = g.appendTextLogprobs(buf, c, from, from+n, &ch.offset)
+		}
 		buf = append(buf, `,"finish_reason":null}]}`+"\n\n"...)
 	} else {
 		if len(reasoning) > 0 {
-			buf = g.appendChunkHead(buf)
-			buf = append(buf, `{"index":0,"delta":{"reasoning_content":`...)
+			buf = g.appendChoiceHead(buf, c)
+			buf = append(buf, `"delta":{"reasoning_content":`...)
 			buf = appendJSONString(buf, reasoning)
-			buf = append(buf, `},"finish_reason":null}]}`+"\n\n"...)
+			buf = append(buf, '}')
+			if g.logprobs {
+				buf = append(buf, `,"logprobs":`...)
+				buf = g.appendChatLogprobs(buf, c, from, split)
+			}
+			buf = append(buf, `,"finish_reason":null}]}`+"\n\n"...)
 		}
 		if len(content) > 0 {
-			buf = g.appendChunkHead(buf)
-			buf = append(buf, `{"index":0,"delta":{"content":`...)
+			buf = g.appendChoiceHead(buf, c)
+			buf = append(buf, `"delta":{"content":`...)
 			buf = appendJSONString(buf, content)
-			buf = append(buf, `},"finish_reason":null}]}`+"\n\n"...)
+			buf = append(buf, '}')
+			if g.logprobs {
+				buf = append(buf, `,"logprobs":`...)
+				buf = g.appendChatLogprobs(buf, c, split, from+n)
+			}
+			buf = append(buf, `,"finish_reason":null}]}`+"\n\n"...)
 		}
 	}
 	g.buf = buf
@@ -460,8 +560,9 @@ func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, fr
 	return true
 }
 
-// appendChunkHead appends `data: {"id":...,"choices":[` for a chunk.
-func (g *generation) appendChunkHead(buf []byte) []byte {
+// appendChoiceHead appends `data: {"id":...,"choices":[{"index":c,` for a
+// chunk.
+func (g *generation) appendChoiceHead(buf []byte, c int) []byte {
 	buf = append(buf, `data: {"id":"`...)
 	buf = append(buf, g.id...)
 	buf = append(buf, `","object":"`...)
@@ -470,7 +571,9 @@ func (g *generation) appendChunkHead(buf []byte) []byte {
 	buf = strconv.AppendInt(buf, g.created, 10)
 	buf = append(buf, `,"model":`...)
 	buf = appendJSONString(buf, []byte(g.model))
-	return append(buf, `,"choices":[`...)
+	buf = append(buf, `,"choices":[{"index":`...)
+	buf = strconv.AppendInt(buf, int64(c), 10)
+	return append(buf, ',')
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
@@ -491,14 +594,19 @@ func appendJSONString(buf, s []byte) []byte {
 	return append(buf, '"')
 }
 
-func (g *generation) finishStream(w http.ResponseWriter, flusher http.Flusher, total int, reason string) {
+// finishChoice streams a choice's finish reason.
+func (g *generation) finishChoice(w http.ResponseWriter, flusher http.Flusher, c int) {
+	reason := g.choices[c].reason
 	if g.chat {
-		g.send(w, flusher, g.chunk(map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": reason}))
+		g.send(w, flusher, g.chunk(map[string]any{"index": c, "delta": map[string]any{}, "finish_reason": reason}))
 	} else {
-		g.send(w, flusher, g.chunk(map[string]any{"index": 0, "text": "", "finish_reason": reason}))
+		g.send(w, flusher, g.chunk(map[string]any{"index": c, "text": "", "finish_reason": reason}))
 	}
+}
+
+func (g *generation) finishStream(w http.ResponseWriter, flusher http.Flusher) {
 	if g.includeUsage {
-		g.send(w, flusher, map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{}, "usage": g.usage(total)})
+		g.send(w, flusher, map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{}, "usage": g.usage()})
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	if flusher != nil {
@@ -506,26 +614,38 @@ func (g *generation) finishStream(w http.ResponseWriter, flusher http.Flusher, t
 	}
 }
 
-func (g *generation) whole(w http.ResponseWriter, total int, reason string) {
-	var reasoning, content strings.Builder
-	for i := 0; i < total; i++ {
-		if i < g.reasoning {
-			reasoning.WriteString(g.words[i])
+func (g *generation) whole(w http.ResponseWriter) {
+	choices := make([]any, len(g.choices))
+	for c, ch := range g.choices {
+		total := ch.sent + ch.pending
+		var reasoning, content strings.Builder
+		for i := range total {
+			if i < ch.reasoning {
+				reasoning.WriteString(g.word(c, i))
+			} else {
+				content.WriteString(g.word(c, i))
+			}
+		}
+		var choice map[string]any
+		if g.chat {
+			msg := map[string]any{"role": "assistant", "content": content.String()}
+			if reasoning.Len() > 0 {
+				msg["reasoning_content"] = reasoning.String()
+			}
+			choice = map[string]any{"index": c, "message": msg, "finish_reason": ch.reason}
+			if g.logprobs {
+				choice["logprobs"] = json.RawMessage(g.appendChatLogprobs(nil, c, 0, total))
+			}
 		} else {
-			content.WriteString(g.words[i])
+			choice = map[string]any{"index": c, "text": reasoning.String() + content.String(), "finish_reason": ch.reason}
+			if g.logprobs {
+				offset := 0
+				choice["logprobs"] = json.RawMessage(g.appendTextLogprobs(nil, c, 0, total, &offset))
+			}
 		}
-	}
-	var choice map[string]any
-	if g.chat {
-		msg := map[string]any{"role": "assistant", "content": content.String()}
-		if reasoning.Len() > 0 {
-			msg["reasoning_content"] = reasoning.String()
-		}
-		choice = map[string]any{"index": 0, "message": msg, "finish_reason": reason}
-	} else {
-		choice = map[string]any{"index": 0, "text": reasoning.String() + content.String(), "finish_reason": reason}
+		choices[c] = choice
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"id": g.id, "object": g.object(false), "created": time.Now().Unix(), "model": g.model,
-		"choices": []any{choice}, "usage": g.usage(total)})
+		"choices": choices, "usage": g.usage()})
 }

@@ -3,6 +3,8 @@ package sim
 import (
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,8 +68,10 @@ func (m *simMetrics) rejected() {
 }
 
 // serveMetrics writes Prometheus text with vLLM's metric names where vLLM
-// has one; vllm:request_aborted_total and vllm:request_rejected_total are
-// the simulator's own.
+// has one; vllm:request_aborted_total, vllm:request_rejected_total and the
+// servetrace_sim ones are the simulator's own. The LoRA metrics appear
+// when adapters are served, the speculative decoding ones when it is on,
+// as vLLM's do.
 func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	es := s.engine.snapshot()
@@ -86,6 +90,29 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", float64(es.prefixQueries))
 	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", float64(es.prefixHits))
 	counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", float64(es.preemptions))
+	counter("vllm:mm_cache_queries_total", "Multi-modal cache queries, in terms of number of queried items (images).", float64(es.mmQueries))
+	counter("vllm:mm_cache_hits_total", "Multi-modal cache hits, in terms of number of cached items (images).", float64(es.mmHits))
+	counter("servetrace_sim:grammar_compiles_total", "Structured-output constraints compiled: grammar cache misses (simulator).", float64(es.grammarCompiles))
+	counter("servetrace_sim:grammar_cache_hits_total", "Structured-output constraints found compiled in the grammar cache (simulator).", float64(es.grammarHits))
+	if len(s.adapters) > 0 {
+		// vLLM's info gauge: the adapters in its labels, the scrape's
+		// unix time as its value.
+		promtext.Header(w, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.")
+		promtext.Sample(w, "vllm:lora_requests_info", promtext.Labels("max_lora", strconv.Itoa(s.opts.MaxLoRAs),
+			"running_lora_adapters", strings.Join(es.loraRunning, ","), "waiting_lora_adapters", strings.Join(es.loraWaiting, ",")),
+			float64(time.Now().UnixNano())/1e9)
+		counter("servetrace_sim:lora_loads_total", "LoRA adapters loaded into a GPU slot (simulator).", float64(es.loraLoads))
+		counter("servetrace_sim:lora_evictions_total", "LoRA adapters evicted from a GPU slot to load another (simulator).", float64(es.loraEvictions))
+	}
+	if s.opts.SpecTokens > 0 {
+		counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", float64(es.specDrafts))
+		counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", float64(es.specDraftTokens))
+		counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", float64(es.specAccepted))
+		promtext.Header(w, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.")
+		for i, n := range es.specAcceptedPos {
+			promtext.Sample(w, "vllm:spec_decode_num_accepted_tokens_per_pos_total", lbl+","+promtext.Labels("position", strconv.Itoa(i)), float64(n))
+		}
+	}
 	promtext.Header(w, "servetrace_sim_iteration_overrun_seconds", "histogram", "How late engine iterations ended past their planned end (the simulator's own health).")
 	es.overrun.Write(w, "servetrace_sim_iteration_overrun_seconds", lbl)
 

@@ -8,19 +8,25 @@
 // batch decodes with chunked prefills under a token budget, a KV cache of
 // blocks with prefix caching and LRU eviction, and preemption by recompute.
 // Iteration durations come from a cost model (see CostModel and the
-// presets). Faults can be injected per request, seeded, so every failure
-// path of a client is testable.
+// presets). Chat requests may carry images, audio, tools, structured
+// output, logprobs, n > 1 and a LoRA adapter as the model; each counts and
+// costs as on a real server (see features.go), speculative decoding is
+// modelled with vLLM's counters, and Options.Refuse makes the simulator
+// refuse features as a server without them does. Faults can be injected
+// per request, seeded, so every failure path of a client is testable.
 package sim
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +53,8 @@ type Options struct {
 	// DefaultMaxTokens is the output length when a request gives none.
 	DefaultMaxTokens int
 	// TokensPerChunk tokens are sent per streamed event (more than 1
-	// emulates speculative decoding).
+	// emulates speculative decoding's bursts; SpecTokens, which models it,
+	// supersedes this when set).
 	TokensPerChunk int
 	// ReasoningRatio is the share of each chat output sent as reasoning
 	// deltas (reasoning_content) before the content.
@@ -55,6 +62,30 @@ type Options struct {
 	// StopRate is the share of requests that stop early (finish_reason
 	// "stop") at a uniform length, unless ignore_eos or min_tokens forbid.
 	StopRate float64
+
+	// LoRAModules are LoRA adapter names served on the first of Models:
+	// listed at /v1/models with it as "parent" (as vLLM lists them) and
+	// accepted as a request's "model".
+	LoRAModules []string
+	// MaxLoRAs is how many adapters the GPU holds at once, and so the most
+	// distinct adapters in one batch (vLLM's max_loras; 0 takes its
+	// default, 1). See CostModel.LoRALoadCost for what a load costs.
+	MaxLoRAs int
+	// SpecTokens is the draft tokens proposed per decode step under
+	// speculative decoding (0: off). Each step emits the accepted drafts
+	// and one token of the target model's, in one streamed event.
+	SpecTokens int
+	// SpecAcceptance is the share of draft tokens accepted, as vLLM's
+	// counters report it (accepted ÷ draft tokens): the simulator draws
+	// each step's accepted drafts up to the first rejection, with the
+	// per-draft probability that gives this share (see specAlpha).
+	SpecAcceptance float64
+	// Refuse names request features answered with HTTP 400 and vLLM's
+	// message, to test a client against a server without them: "image",
+	// "audio", "tools", "json" (json_object), "json_schema", "grammar"
+	// (regex, grammar, choice), "logprobs", "n" (n > 1), "seed", and
+	// "lora" (the adapters are not served: their names are unknown models).
+	Refuse []string
 
 	// Fault injection, each the share of requests it hits (seeded).
 	FailRate          float64       // HTTP 500 before the first byte
@@ -68,6 +99,13 @@ type Options struct {
 	Seed              uint64
 }
 
+// RefusableFeatures are the names Options.Refuse takes.
+var RefusableFeatures = []string{"image", "audio", "tools", "json", "json_schema", "grammar", "logprobs", "n", "seed", "lora"}
+
+// maxSpecTokens bounds SpecTokens: drafts past a few dozen are all but
+// never accepted, and each costs verification.
+const maxSpecTokens = 64
+
 // DefaultModel is the model name served when none is configured.
 const DefaultModel = "servetrace-sim"
 
@@ -75,16 +113,24 @@ const DefaultModel = "servetrace-sim"
 func DefaultOptions() Options {
 	p, _ := LookupPreset(DefaultPreset)
 	return Options{Models: []string{DefaultModel}, Tokenizer: tokenize.DefaultEncoding, Preset: p.Name, Engine: p.Engine, GPU: p.GPU,
-		MaxModelLen: p.MaxModelLen, DefaultMaxTokens: 256, TokensPerChunk: 1, StallFor: 2 * time.Second, SlowFirstByteFor: time.Second}
+		MaxModelLen: p.MaxModelLen, DefaultMaxTokens: 256, TokensPerChunk: 1, MaxLoRAs: 1, SpecAcceptance: 0.7, StallFor: 2 * time.Second, SlowFirstByteFor: time.Second}
 }
 
 // Server is a simulator instance. Use Handler to mount it or Start to serve
 // it on a loopback port; Close stops its engine.
 type Server struct {
-	opts    Options
-	tok     *tokenize.Tokenizer
-	words   *tokenize.PromptBuilder
-	models  map[string]bool
+	opts     Options
+	tok      *tokenize.Tokenizer
+	words    *tokenize.PromptBuilder
+	vocab    []string // distinct words of generated text, for top_logprobs
+	models   map[string]bool
+	adapters map[string]bool // LoRA adapters served (none when refused)
+	refuse   map[string]bool
+	// hashSeed keys the hashes of images and constraints (the encoder and
+	// grammar caches' keys).
+	hashSeed maphash.Seed
+	// fetcher fetches image URLs, from loopback hosts only.
+	fetcher *http.Client
 	created int64
 	engine  *engine
 	metrics *simMetrics
@@ -138,6 +184,38 @@ func New(opts Options) (*Server, error) {
 			return nil, opterr.New(r.field, r.v, "must be within [0, 1]")
 		}
 	}
+	if opts.SpecTokens < 0 || opts.SpecTokens > maxSpecTokens {
+		return nil, opterr.New("SpecTokens", opts.SpecTokens, "must be within [0, %d]", maxSpecTokens)
+	}
+	if !(opts.SpecAcceptance >= 0 && opts.SpecAcceptance <= 1) {
+		return nil, opterr.New("SpecAcceptance", opts.SpecAcceptance, "must be within [0, 1]")
+	}
+	refuse := map[string]bool{}
+	for _, f := range opts.Refuse {
+		if !slices.Contains(RefusableFeatures, f) {
+			return nil, opterr.New("Refuse", f, "unknown feature; use some of: %s", strings.Join(RefusableFeatures, ", "))
+		}
+		refuse[f] = true
+	}
+	if opts.MaxLoRAs < 0 {
+		return nil, opterr.New("MaxLoRAs", opts.MaxLoRAs, "must not be negative")
+	}
+	if len(opts.LoRAModules) > 0 && opts.MaxLoRAs == 0 {
+		opts.MaxLoRAs = 1
+	}
+	adapters := map[string]bool{}
+	for _, a := range opts.LoRAModules {
+		switch {
+		case a == "":
+			return nil, opterr.New("LoRAModules", a, "an adapter name must not be empty")
+		case adapters[a] || slices.Contains(opts.Models, a):
+			return nil, opterr.New("LoRAModules", a, "names an adapter twice, or a served model; each name must be unique")
+		}
+		adapters[a] = true
+	}
+	if refuse["lora"] {
+		adapters = map[string]bool{}
+	}
 	if sum := opts.FailRate + opts.StreamErrorRate + opts.ResetRate + opts.StallRate + opts.MalformedRate; sum > 1 {
 		return nil, opterr.New("FailRate", nil, "FailRate, StreamErrorRate, ResetRate, StallRate and MalformedRate add up to %.3g; a request gets at most one fault, so keep their sum within 1", sum)
 	}
@@ -145,7 +223,10 @@ func New(opts Options) (*Server, error) {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"IterBase", c.IterBase}, {"PerPrefillToken", c.PerPrefillToken}, {"PerDecodeSeq", c.PerDecodeSeq}, {"PerKVToken", c.PerKVToken}} {
+	}{{"IterBase", c.IterBase}, {"PerPrefillToken", c.PerPrefillToken}, {"PerDecodeSeq", c.PerDecodeSeq}, {"PerKVToken", c.PerKVToken},
+		{"EncoderPerImageToken", c.EncoderPerImageToken}, {"LoRALoadCost", c.LoRALoadCost}, {"LoRAPerAdapter", c.LoRAPerAdapter},
+		{"GrammarCompileCost", c.GrammarCompileCost}, {"GrammarMaskPerToken", c.GrammarMaskPerToken}, {"LogprobsPerToken", c.LogprobsPerToken},
+		{"PerDraftToken", c.PerDraftToken}} {
 		if d.v < 0 {
 			return nil, opterr.New(d.field, d.v, "must not be negative")
 		}
@@ -161,9 +242,14 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	s := &Server{opts: opts, tok: tok, words: words, models: map[string]bool{}, created: time.Now().Unix(),
-		rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), engine: newEngine(opts.Engine), metrics: newSimMetrics(),
-		tokenizing: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))}
+	feat := engineFeatures{specTokens: opts.SpecTokens, specAlpha: specAlpha(opts.SpecAcceptance, opts.SpecTokens), seed: opts.Seed}
+	if len(adapters) > 0 {
+		feat.maxLoRAs = opts.MaxLoRAs
+	}
+	s := &Server{opts: opts, tok: tok, words: words, vocab: newVocab(words.Words(4096, 0x10b)), models: map[string]bool{},
+		adapters: adapters, refuse: refuse, created: time.Now().Unix(), rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)),
+		engine: newEngineWith(opts.Engine, feat), metrics: newSimMetrics(), tokenizing: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher()}
 	for _, m := range opts.Models {
 		s.models[m] = true
 	}
@@ -271,10 +357,25 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// draw returns two uniform draws (fault, early stop) and a request number.
-func (s *Server) draw() (float64, float64, uint64) {
+// draws returns a request's fault draw, one early-stop draw per choice and
+// its request number. A request that gives a seed draws its stops from
+// that seed, so it stops at the same lengths every time, as a seeded
+// sampler would; the fault draw stays the server's.
+func (s *Server) draws(n int, seed *int64) (fault float64, stops []float64, num uint64) {
+	stops = make([]float64, n)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.seq++
-	return s.rng.Float64(), s.rng.Float64(), s.seq
+	num = s.seq
+	fault = s.rng.Float64()
+	for i := range stops {
+		stops[i] = s.rng.Float64() // drawn even when seeded, so the faults do not depend on seeds
+	}
+	s.mu.Unlock()
+	if seed != nil {
+		r := rand.New(rand.NewPCG(uint64(*seed), 0x5eed))
+		for i := range stops {
+			stops[i] = r.Float64()
+		}
+	}
+	return fault, stops, num
 }

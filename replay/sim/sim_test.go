@@ -140,7 +140,7 @@ func TestErrorsAreJSONWithTheRightStatus(t *testing.T) {
 		{"not JSON", "/v1/completions", `{"model":`, 400},
 		{"messages as a string", "/v1/chat/completions", `{"model":"servetrace-sim","messages":"hi"}`, 400},
 		{"no prompt", "/v1/completions", `{"model":"servetrace-sim"}`, 400},
-		{"n=2", "/v1/completions", `{"model":"servetrace-sim","prompt":"x","n":2}`, 400},
+		{"n=129", "/v1/completions", `{"model":"servetrace-sim","prompt":"x","n":129}`, 400},
 		{"too long", "/v1/completions", `{"model":"servetrace-sim","prompt":"hello world","max_tokens":9}`, 400},
 		{"max_tokens that overflows a sum", "/v1/completions", `{"model":"servetrace-sim","prompt":"hello world","max_tokens":9223372036854775807}`, 400},
 		{"unknown route", "/v1/embeddings", `{}`, 404},
