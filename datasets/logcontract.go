@@ -63,17 +63,10 @@ func jsonValue(v any) any {
 	if !ok {
 		return v
 	}
-	t := strings.TrimSpace(s)
-	if t == "" || (t[0] != '{' && t[0] != '[') {
-		return v
+	if d, isJSON, err := decodeJSONText(s); isJSON && err == nil {
+		return d
 	}
-	dec := json.NewDecoder(strings.NewReader(t))
-	dec.UseNumber()
-	var d any
-	if dec.Decode(&d) != nil {
-		return v
-	}
-	return d
+	return v
 }
 
 // canonicalJSON is a value's JSON with sorted keys: the text whose tokens

@@ -356,14 +356,11 @@ func expandPath(rec map[string]any, path []string) error {
 			return nil
 		}
 		if s, ok := next.(string); ok {
-			t := strings.TrimSpace(s)
-			if t == "" || (t[0] != '{' && t[0] != '[') {
+			d, isJSON, err := decodeJSONText(s)
+			if !isJSON {
 				return nil
 			}
-			dec := json.NewDecoder(strings.NewReader(t))
-			dec.UseNumber()
-			var d any
-			if err := dec.Decode(&d); err != nil {
+			if err != nil {
 				return bad(strings.Join(path[:i+1], "."), "a string holding JSON that does not parse (%s)", jsonReason(err))
 			}
 			set(d)
@@ -372,6 +369,20 @@ func expandPath(rec map[string]any, path []string) error {
 		cur = next
 	}
 	return nil
+}
+
+// decodeJSONText decodes a string that starts like JSON (an object or an
+// array, after spaces), numbers as json.Number; isJSON is false, and
+// nothing decoded, for any other string.
+func decodeJSONText(s string) (v any, isJSON bool, err error) {
+	t := strings.TrimSpace(s)
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return nil, false, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(t))
+	dec.UseNumber()
+	err = dec.Decode(&v)
+	return v, true, err
 }
 
 // present reports whether the record holds a field's first present path,

@@ -279,14 +279,7 @@ func TestContractRoundTrip(t *testing.T) {
 		}
 	}
 	// analyze breaks the mixed run down by adapter and modality.
-	code, out, errOut := runCLI(t, "analyze", run, "--by", "adapter,modality", "--json")
-	if code != 0 {
-		t.Fatalf("analyze: %s", errOut)
-	}
-	var rep analyze.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := analyzeJSON(t, run, "--by", "adapter,modality")
 	groups := func(dim string) map[string]int {
 		m := map[string]int{}
 		for _, g := range rep.Breakdowns[dim] {
@@ -340,14 +333,7 @@ func TestTimeToFirstAnswerOnAReasoningRun(t *testing.T) {
 	if code, _, errOut := runCLI(t, "replay", wl, "--target", url, "--ignore-eos", "--out", run); code != 0 {
 		t.Fatalf("replay: %s", errOut)
 	}
-	code, out, errOut := runCLI(t, "analyze", run, "--json")
-	if code != 0 {
-		t.Fatalf("analyze: %s", errOut)
-	}
-	var rep analyze.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := analyzeJSON(t, run)
 	p50 := func(name string) float64 {
 		for _, q := range rep.Metrics[name].Quantiles {
 			if q.P == 50 {
@@ -381,14 +367,7 @@ func TestSpecDecodingAcceptanceInAnalyze(t *testing.T) {
 	if code, _, errOut := runCLI(t, "replay", wl, "--target", url, "--ignore-eos", "--metrics-url", url+"/metrics", "--metrics-interval", "1s", "--out", run); code != 0 {
 		t.Fatalf("replay: %s", errOut)
 	}
-	code, out, errOut := runCLI(t, "analyze", run, "--json")
-	if code != 0 {
-		t.Fatalf("analyze: %s", errOut)
-	}
-	var rep analyze.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := analyzeJSON(t, run)
 	s := rep.SpecDecode
 	if s == nil {
 		t.Fatal("no speculative decoding figures from the scrapes")
@@ -400,4 +379,18 @@ func TestSpecDecodingAcceptanceInAnalyze(t *testing.T) {
 	if s.TokensPerEvent < 2.5 {
 		t.Errorf("%.2f tokens per event: speculative steps should stream several tokens at once", s.TokensPerEvent)
 	}
+}
+
+// analyzeJSON runs analyze --json on run with args and decodes the report.
+func analyzeJSON(t *testing.T, run string, args ...string) *analyze.Report {
+	t.Helper()
+	code, out, errOut := runCLI(t, append([]string{"analyze", run, "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("analyze: %s", errOut)
+	}
+	var rep analyze.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	return &rep
 }

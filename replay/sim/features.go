@@ -664,7 +664,9 @@ func (s *Server) refusal(model string, p *prompt, f features) string {
 	case r["audio"] && p.has(true):
 		return model + " does not support audio input"
 	case r["tools"] && p.tools != nil:
-		return `tool calling is not enabled for this server ("auto" tool choice requires --enable-auto-tool-choice)`
+		// vLLM's message names its own server flag; the simulator's names
+		// none (library strings never hold a flag), keeping vLLM's words.
+		return `tool calling is not enabled for this server ("auto" tool choice requires enable-auto-tool-choice and a tool-call-parser)`
 	case f.constraint != nil && r[f.constraint.feature]:
 		return "structured output (response_format) is not supported"
 	case r["logprobs"] && f.logprobs:

@@ -766,7 +766,7 @@ func TestRefuse(t *testing.T) {
 		{"image", user(`[{"type":"image_url","image_url":{"url":"` + img + `"}}]`), 400, "servetrace-sim is not a multimodal model", "BadRequestError"},
 		{"audio", user(`[{"type":"input_audio","input_audio":{"data":"` + wavOf(t, 1, 100) + `","format":"wav"}}]`), 400, "servetrace-sim does not support audio input", "BadRequestError"},
 		{"tools", user(`"hi"`) + `,"tools":[{"type":"function","function":{"name":"f"}}]`, 400,
-			`tool calling is not enabled for this server ("auto" tool choice requires --enable-auto-tool-choice)`, "BadRequestError"},
+			`tool calling is not enabled for this server ("auto" tool choice requires enable-auto-tool-choice and a tool-call-parser)`, "BadRequestError"},
 		{"json", user(`"hi"`) + `,"response_format":{"type":"json_object"}`, 400, "structured output (response_format) is not supported", "BadRequestError"},
 		{"json_schema", user(`"hi"`) + `,"guided_json":{"type":"object"}`, 400, "structured output (response_format) is not supported", "BadRequestError"},
 		{"grammar", user(`"hi"`) + `,"structured_outputs":{"regex":"a+"}`, 400, "structured output (response_format) is not supported", "BadRequestError"},

@@ -46,6 +46,3 @@ func (c *lru[V]) put(key uint64, val V) {
 	}
 	c.byKey[key] = c.order.PushBack(&lruEntry[V]{key: key, val: val})
 }
-
-// len is the number of entries held.
-func (c *lru[V]) len() int { return c.order.Len() }
