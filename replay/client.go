@@ -17,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -351,7 +352,18 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		timers = append(timers, t)
 		return t
 	}
-	trace0 := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { res.ConnReused = info.Reused }}
+	// The trace's callbacks run on the transport's goroutines: what they
+	// record is read once Do has returned or failed.
+	var wrote atomic.Int64
+	var reused atomic.Bool
+	trace0 := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+		WroteHeaders: func() { wrote.Store(r.clock()) }} // a retried request: its last try
+	defer func() {
+		res.ConnReused = reused.Load()
+		if w := wrote.Load(); w > 0 && res.SentNs != nil {
+			res.WroteNs = trace.Ptr(max(w, *res.SentNs))
+		}
+	}()
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace0), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		res.Outcome, res.Error = trace.OutcomeNotSent, "not sent: the request could not be built: "+err.Error()

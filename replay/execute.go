@@ -14,16 +14,20 @@ import (
 
 // collector receives results, writes them, and tallies run.json figures.
 type collector struct {
-	w         *trace.ResultWriter
-	every     time.Duration
-	outcomes  trace.OutcomeCt
-	lateness  []int64
-	first     int64
-	last      int64
-	err       error
-	done      chan struct{}
-	results   chan trace.Result
-	lastFlush time.Time
+	w        *trace.ResultWriter
+	every    time.Duration
+	outcomes trace.OutcomeCt
+	lateness []int64
+	// toWire is wrote − admitted; saturation the samples the saturation
+	// rule judges (lateness to the wire on a reused connection, else to
+	// the transport: a dial is the network's and the server's time).
+	toWire, saturation []int64
+	first              int64
+	last               int64
+	err                error
+	done               chan struct{}
+	results            chan trace.Result
+	lastFlush          time.Time
 	// Prompt truncation: requests whose usage reported prompt tokens, and
 	// the deficits of those the server cut.
 	promptChecked int64
@@ -107,7 +111,16 @@ func (c *collector) add(res trace.Result, r *Runner) {
 	}
 	r.stats.done.Add(1)
 	if res.SentNs != nil {
-		c.lateness = append(c.lateness, *res.SentNs-res.AdmittedNs)
+		late := *res.SentNs - res.AdmittedNs
+		c.lateness = append(c.lateness, late)
+		if res.WroteNs != nil {
+			wire := *res.WroteNs - res.AdmittedNs
+			c.toWire = append(c.toWire, wire)
+			if res.ConnReused {
+				late = wire
+			}
+		}
+		c.saturation = append(c.saturation, late)
 		if c.first < 0 || *res.SentNs < c.first {
 			c.first = *res.SentNs
 		}
@@ -218,13 +231,16 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 	info.PromptTruncation = col.promptTruncation()
 	info.Features = col.features
 	info.Lateness = summarizeLateness(col.lateness)
+	if len(col.toWire) > 0 {
+		info.LatenessToWire = new(summarizeLateness(col.toWire))
+	}
 	if n := len(plan); n > 1 && plan[n-1].scheduledNs > 0 && r.opts.Concurrency == 0 {
 		info.OfferedRate = float64(n-1) / (float64(plan[n-1].scheduledNs) / 1e9)
 	}
 	if len(col.lateness) > 1 && col.last > col.first {
 		info.AchievedRate = float64(len(col.lateness)-1) / (float64(col.last-col.first) / 1e9)
 	}
-	info.ClientSaturated = saturatedBy(col.lateness, int64(info.MaxLatenessMs*1e6))
+	info.ClientSaturated = saturatedBy(col.saturation, int64(info.MaxLatenessMs*1e6))
 	info.Complete = !interrupted && col.err == nil && flushErr == nil
 	switch {
 	case interrupted:

@@ -125,9 +125,14 @@ type Result struct {
 	TopP        *float64 `parquet:"top_p,optional" json:"top_p,omitempty"`
 	Phase       string   `parquet:"phase,dict" json:"phase,omitempty"`
 
-	ScheduledNs  int64  `parquet:"scheduled_ns" json:"scheduled_ns"`
-	AdmittedNs   int64  `parquet:"admitted_ns" json:"admitted_ns"`
-	SentNs       *int64 `parquet:"sent_ns,optional" json:"sent_ns,omitempty"`
+	ScheduledNs int64  `parquet:"scheduled_ns" json:"scheduled_ns"`
+	AdmittedNs  int64  `parquet:"admitted_ns" json:"admitted_ns"`
+	SentNs      *int64 `parquet:"sent_ns,optional" json:"sent_ns,omitempty"`
+	// WroteNs is when the transport had written the request's headers to
+	// the connection (after any dial and handshake), the body behind them:
+	// what the server can see first, measured on the transport's own
+	// goroutine.
+	WroteNs      *int64 `parquet:"wrote_ns,optional" json:"wrote_ns,omitempty"`
 	ConnReused   bool   `parquet:"conn_reused" json:"conn_reused"`
 	FirstChunkNs *int64 `parquet:"first_chunk_ns,optional" json:"first_chunk_ns,omitempty"`
 	FirstTokenNs *int64 `parquet:"first_token_ns,optional" json:"first_token_ns,omitempty"`

@@ -114,7 +114,7 @@ func (r *Result) Validate() error {
 		for _, c := range []struct {
 			name string
 			v    *int64
-		}{{"first_chunk_ns", r.FirstChunkNs}, {"first_token_ns", r.FirstTokenNs}, {"first_answer_ns", r.FirstAnswerNs}, {"done_ns", r.DoneNs}} {
+		}{{"wrote_ns", r.WroteNs}, {"first_chunk_ns", r.FirstChunkNs}, {"first_token_ns", r.FirstTokenNs}, {"first_answer_ns", r.FirstAnswerNs}, {"done_ns", r.DoneNs}} {
 			if c.v != nil && *c.v < *r.SentNs {
 				return &FieldError{c.name, strconv.FormatInt(*c.v, 10), "is before sent_ns " + strconv.FormatInt(*r.SentNs, 10)}
 			}

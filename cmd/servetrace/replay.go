@@ -238,7 +238,11 @@ func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
 			fmt.Fprintf(w, " %s %d", o, n)
 		}
 	}
-	fmt.Fprintf(w, "; client lateness p99 %.2f ms\n", info.Lateness.P99Ms)
+	fmt.Fprintf(w, "; client lateness p99 %.2f ms", info.Lateness.P99Ms)
+	if lw := info.LatenessToWire; lw != nil {
+		fmt.Fprintf(w, " (%.2f ms to the wire)", lw.P99Ms)
+	}
+	fmt.Fprintln(w)
 	if info.ClientSaturated {
 		fmt.Fprintf(w, "warning: the client was saturated (lateness p99 %.2f ms > %.2f ms): latencies may reflect the load generator\n", info.Lateness.P99Ms, info.MaxLatenessMs)
 	}
