@@ -34,7 +34,11 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			<-slots
 		}
 	}
-	pre := r.startPrefetch(ctx, plan)
+	pre := r.prefetched
+	if pre == nil {
+		pre = r.newPrefetch(plan)
+	}
+	r.startPrefetch(ctx, pre, plan)
 	// launch sends plan[i], already admitted, on its own goroutine; it is
 	// called from the scheduler, the admitter, or the turn before (which
 	// built it, built). A request the prefetcher has not built yet is
@@ -143,15 +147,40 @@ const (
 	prefetchTaken
 )
 
-// startPrefetch starts the prefetcher, which stops with ctx.
-func (r *Runner) startPrefetch(ctx context.Context, plan []planned) *prefetch {
-	p := &prefetch{state: make([]atomic.Int32, len(plan)), built: make([]atomic.Pointer[outgoing], len(plan)), slots: make(chan struct{}, prefetchMax),
+// newPrefetch returns the prefetcher's state for plan with the bodies of
+// the requests due in the first prefetchAhead (at most prefetchMax)
+// already built: it runs before the run's clock starts, so the first
+// sends wait for no building, as every later one does not.
+func (r *Runner) newPrefetch(plan []planned) *prefetch {
+	p := emptyPrefetch(len(plan))
+	for i := range plan {
+		if plan[i].chained {
+			continue
+		}
+		if plan[i].scheduledNs >= prefetchAhead || len(p.slots) == cap(p.slots) {
+			break
+		}
+		p.slots <- struct{}{}
+		p.built[i].Store(r.build(plan[i].req, nil))
+		p.state[i].Store(prefetchReady)
+	}
+	return p
+}
+
+// emptyPrefetch is the prefetcher's state for n requests, none built.
+func emptyPrefetch(n int) *prefetch {
+	return &prefetch{state: make([]atomic.Int32, n), built: make([]atomic.Pointer[outgoing], n), slots: make(chan struct{}, prefetchMax),
 		done: make(chan struct{})}
+}
+
+// startPrefetch starts building p's bodies not built yet, each up to
+// prefetchAhead before its send time; it stops with ctx.
+func (r *Runner) startPrefetch(ctx context.Context, p *prefetch, plan []planned) {
 	go func() {
 		defer close(p.done)
 		for i := range plan {
-			if plan[i].chained {
-				continue
+			if plan[i].chained || p.state[i].Load() != prefetchNone {
+				continue // chained, or built before the clock started
 			}
 			select {
 			case p.slots <- struct{}{}:
@@ -169,7 +198,6 @@ func (r *Runner) startPrefetch(ctx context.Context, plan []planned) *prefetch {
 			p.state[i].Store(prefetchReady)
 		}
 	}()
-	return p
 }
 
 // take returns request i's body if the prefetcher built it, else nil

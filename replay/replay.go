@@ -62,6 +62,9 @@ type Runner struct {
 	toolSets sync.Map
 	schemas  sync.Map // synthetic schemas by name and size
 	adapters adapterNames
+	// prefetched holds the open loop's first bodies, built before the
+	// clock starts (nil in closed loop).
+	prefetched *prefetch
 }
 
 // newRunner returns a runner for validated opts, with its HTTP client.
@@ -164,6 +167,9 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	}
 	defer stopServing()
 	health := newHealthSampler(runDir)
+	if r.opts.Concurrency == 0 {
+		r.prefetched = r.newPrefetch(plan)
+	}
 	scrs.scrape(ctx, "before", 0)
 	boundHeap()
 	r.startClock()
