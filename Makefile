@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert-memory bench-client bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert-memory bench-client bench-vegeta bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -86,6 +86,12 @@ bench-convert-memory:
 bench-client:
 	$(GO) test -c -o bin/replay.test ./replay
 	cd replay && SERVETRACE_SIM_CPU=1 taskset -c 0 ../bin/replay.test -test.run '^$$' -test.bench OpenLoopMaxRate -test.benchtime 1x -test.v
+
+## bench-vegeta: servetrace and vegeta side by side against an independent
+## arrival logger (cmd/arrivallog): arrival error, CPU, lateness, added latency.
+## RATES="1000 2000" DUR=10 set the load; vegeta comes from the Go module proxy.
+bench-vegeta:
+	RATES="$(or $(RATES),1000 2000)" DUR=$(or $(DUR),10) GO=$(GO) scripts/bench-vs-vegeta.sh
 
 ## bench-sim: 2,000 concurrent streams against the simulator pinned to core 1; engine iteration overrun p99
 bench-sim:

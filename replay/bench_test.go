@@ -49,6 +49,7 @@ func BenchmarkScheduleLag(b *testing.B) {
 	start := time.Now()
 	r := &Runner{start: start, clock: monotonicClock(start)}
 	lags := make([]float64, 0, 1024)
+	cpu0 := processCPU()
 	for b.Loop() {
 		due := r.clock() + int64(2*time.Millisecond)
 		r.waitUntil(context.Background(), due)
@@ -57,6 +58,7 @@ func BenchmarkScheduleLag(b *testing.B) {
 	slices.Sort(lags)
 	b.ReportMetric(lags[len(lags)/2], "lag-p50-ns")
 	b.ReportMetric(lags[len(lags)*99/100], "lag-p99-ns")
+	b.ReportMetric((processCPU()-cpu0)*1e9/float64(b.N), "cpu-ns/wait")
 }
 
 // BenchmarkOpenLoopMaxRate finds the highest open-loop rate of 16-token

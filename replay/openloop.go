@@ -233,29 +233,45 @@ func (r *Runner) waitUntilCoarse(ctx context.Context, ns int64) bool {
 	return sleepCtx(ctx, time.Duration(left))
 }
 
-// waitUntil blocks until the run clock reaches ns, or ctx ends. Timers round
-// up to about a millisecond on Linux, so it sleeps to about a millisecond
-// before the due time and then yields in a loop until it arrives.
+// Waiting stages of waitUntil: Go timers round up to about a millisecond
+// on Linux, so a timer takes the wait to coarseWait before the due time,
+// precise sleeps (nanosleep) of at most sleepSlice each to spinWait before
+// it, and yielding in a loop the rest. At a thousand requests a second every wait is under a
+// millisecond: yielding through all of it kept a core busy and starved the
+// requests' own goroutines on a small machine.
+const (
+	coarseWait = int64(time.Millisecond)
+	spinWait   = int64(100 * time.Microsecond)
+	sleepSlice = int64(100 * time.Microsecond)
+)
+
+// waitUntil blocks until the run clock reaches ns, or ctx ends (checked
+// at least every coarseWait).
 func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
-	const spin = int64(time.Millisecond)
 	for {
 		if ctx.Err() != nil {
 			return false
 		}
 		left := max(0, min(ns, maxScheduleNs)) - r.clock()
-		if left <= 0 {
+		switch {
+		case left <= 0:
 			return true
-		}
-		if left > spin {
-			t := time.NewTimer(time.Duration(left - spin))
+		case left > coarseWait+spinWait:
+			t := time.NewTimer(time.Duration(left - coarseWait - spinWait))
 			select {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
 				return false
 			}
-			continue
+		case left > spinWait:
+			// A sleeping thread holds its processor: the requests just
+			// launched wait in its run queue. Yield to them first, and
+			// sleep in slices, yielding between them.
+			runtime.Gosched()
+			sleepPrecise(time.Duration(min(left-spinWait, sleepSlice)))
+		default:
+			runtime.Gosched()
 		}
-		runtime.Gosched()
 	}
 }
