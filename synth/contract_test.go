@@ -104,7 +104,11 @@ func contractFixture(t *testing.T, n int) string {
 	return writeBucket(t, rows, nil)
 }
 
-func TestContractFitAndRegenerate(t *testing.T) {
+// TestLongContractFitAndRegenerate fits the contract fixture, checks the
+// fitted laws against the fixture's, and validates a regenerated workload
+// on every contract check.
+func TestLongContractFitAndRegenerate(t *testing.T) {
+	skipLong(t)
 	real := contractFixture(t, 8000)
 	m, err := Fit(context.Background(), real, FitOptions{NoLatent: true})
 	if err != nil {

@@ -23,11 +23,14 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// TestAzureLMMFitRegeneratesImagesPerRequest converts a trace in the Azure
+// TestLongAzureLMMFitRegeneratesImagesPerRequest converts a trace in the Azure
 // LMM inference trace 2025's documented shape (TIMESTAMP, NumImages,
 // ContextTokens, GeneratedTokens), fits it, generates from the fit and
 // validates: images per request within KS 0.05.
-func TestAzureLMMFitRegeneratesImagesPerRequest(t *testing.T) {
+func TestLongAzureLMMFitRegeneratesImagesPerRequest(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("a long check (a fit): runs without -race in make test-timing")
+	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(11, 3))
 	var b strings.Builder
