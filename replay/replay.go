@@ -167,6 +167,11 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	}
 	defer stopServing()
 	health := newHealthSampler(runDir)
+	if floor, err := clientFloor(ctx, r.opts); err == nil {
+		info.ClientFloor = floor
+	} else if ctx.Err() == nil {
+		r.notes.add("the client's floor could not be measured ("+shorten(err.Error())+")", "")
+	}
 	if r.opts.Concurrency == 0 {
 		r.prefetched = r.newPrefetch(plan)
 	}

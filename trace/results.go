@@ -48,6 +48,11 @@ type RunInfo struct {
 	Reason   string `json:"reason,omitempty"`
 
 	Lateness LatenessSummary `json:"lateness"`
+	// ClientFloor is the latency this client adds to a TTFT on an idle
+	// machine, measured before the run (once per process and protocol)
+	// against a loopback server in the same process; absent where it
+	// could not be measured.
+	ClientFloor *ClientFloor `json:"client_floor,omitempty"`
 	// LatenessToWire is wrote − admitted: lateness up to the moment the
 	// transport wrote the request to its connection, which includes the
 	// hand-off to the transport's writer and, on a new connection, the
@@ -105,6 +110,16 @@ type RunInfo struct {
 	Metrics []string `json:"metrics_scrapes,omitempty"`
 	// Files lists every file of the run dir but run.json, with its sha256.
 	Files []FileHash `json:"files"`
+}
+
+// ClientFloor is the latency the client adds to a TTFT: its reported TTFT
+// less the server's own time from the request's arrival to its first
+// token, over Requests sequential requests to a loopback server.
+type ClientFloor struct {
+	P50Ms    float64 `json:"p50_ms"`
+	P90Ms    float64 `json:"p90_ms"`
+	MaxMs    float64 `json:"max_ms"`
+	Requests int     `json:"requests"`
 }
 
 // FeatureCount is what replay did with one feature: of the requests that

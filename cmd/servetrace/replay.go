@@ -242,6 +242,9 @@ func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
 	if lw := info.LatenessToWire; lw != nil {
 		fmt.Fprintf(w, " (%.2f ms to the wire)", lw.P99Ms)
 	}
+	if f := info.ClientFloor; f != nil {
+		fmt.Fprintf(w, "; the client adds %.2f ms to a TTFT (p50 when idle; p90 %.2f)", f.P50Ms, f.P90Ms)
+	}
 	fmt.Fprintln(w)
 	if info.ClientSaturated {
 		fmt.Fprintf(w, "warning: the client was saturated (lateness p99 %.2f ms > %.2f ms): latencies may reflect the load generator\n", info.Lateness.P99Ms, info.MaxLatenessMs)
