@@ -88,7 +88,9 @@ func runDemo(c *cli.Context) error {
 	step("generate", t0, fmt.Sprintf("%d requests over %v → %s", wm.Rows, c.Duration("duration"), workloadDir))
 
 	t0 = time.Now()
-	s, err := sim.New(sim.DefaultOptions())
+	so := sim.DefaultOptions()
+	so.TokenizerThreads = 1 // it shares this process, and its processors, with the client
+	s, err := sim.New(so)
 	if err != nil {
 		return err
 	}

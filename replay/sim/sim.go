@@ -17,6 +17,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,12 @@ type Options struct {
 	// ReasoningRatio is the share of each chat output sent as reasoning
 	// deltas (reasoning_content) before the content.
 	ReasoningRatio float64
+	// TokenizerThreads bounds the prompts tokenized at once (default: the
+	// processors, at least 2). A simulator sharing a process with the
+	// client under test (the demo) takes fewer, so that its tokenizing a
+	// long prompt never holds every processor the client's sends wait for:
+	// Go preempts a busy goroutine only after 10 ms.
+	TokenizerThreads int
 	// StopRate is the share of requests that stop early (finish_reason
 	// "stop") at a uniform length, unless ignore_eos or min_tokens forbid.
 	StopRate float64
@@ -200,6 +207,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxLoRAs < 0 {
 		return nil, opterr.New("MaxLoRAs", opts.MaxLoRAs, "must not be negative")
 	}
+	if opts.TokenizerThreads < 0 {
+		return nil, opterr.New("TokenizerThreads", opts.TokenizerThreads, "must not be negative")
+	}
 	if len(opts.LoRAModules) > 0 && opts.MaxLoRAs == 0 {
 		opts.MaxLoRAs = 1
 	}
@@ -248,7 +258,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, tok: tok, words: words, vocab: newVocab(words.Words(4096, 0x10b)), models: map[string]bool{},
 		adapters: adapters, refuse: refuse, created: time.Now().Unix(), rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)),
-		engine: newEngineWith(opts.Engine, feat), metrics: newSimMetrics(), tokenizing: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+		engine: newEngineWith(opts.Engine, feat), metrics: newSimMetrics(), tokenizing: make(chan struct{}, cmp.Or(opts.TokenizerThreads, max(2, runtime.GOMAXPROCS(0)))),
 		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher()}
 	for _, m := range opts.Models {
 		s.models[m] = true
