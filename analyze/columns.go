@@ -130,7 +130,8 @@ func (c *resultColumns) validate(first int) error {
 			name string
 			v    int64
 		}{{"observed_output_tokens", c.observedOut[i]}, {"prompt_tokens_sent", c.promptSent[i]}, {"input_tokens", c.inputTokens[i]},
-			{"output_tokens", c.requestedOutput[i]}, {"max_tokens", c.maxTokens[i]}, {"usage_prompt_tokens", c.usagePrompt[i]}} {
+			{"output_tokens", c.requestedOutput[i]}, {"max_tokens", c.maxTokens[i]}, {"usage_prompt_tokens", c.usagePrompt[i]},
+			{"observed_reasoning_tokens", c.reasoning[i]}} {
 			if f.v != null && (f.v < 0 || f.v > trace.MaxTokens) {
 				return fail(i, f.name, f.v, fmt.Sprintf("must be 0 to %d", trace.MaxTokens))
 			}
@@ -139,7 +140,7 @@ func (c *resultColumns) validate(first int) error {
 			for _, f := range []struct {
 				name string
 				v    int64
-			}{{"first_chunk_ns", c.firstChunk[i]}, {"first_token_ns", c.firstToken[i]}, {"done_ns", c.done[i]}} {
+			}{{"first_chunk_ns", c.firstChunk[i]}, {"first_token_ns", c.firstToken[i]}, {"first_answer_ns", c.firstAnswer[i]}, {"done_ns", c.done[i]}} {
 				if f.v != null && f.v < sent {
 					return fail(i, f.name, f.v, fmt.Sprintf("is before sent_ns %d", sent))
 				}

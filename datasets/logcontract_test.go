@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/servetrace/servetrace/internal/media"
@@ -287,5 +289,29 @@ func TestContractInputCountedWithoutUsage(t *testing.T) {
 	}
 	if rows[0].ToolTokens != tools {
 		t.Errorf("tool tokens %d, want %d", rows[0].ToolTokens, tools)
+	}
+}
+
+// TestAudioDataURIsKeepTheirIdentity: input_audio data given as data URIs
+// or unpadded base64 decode; two different clips keep different ids, and
+// data that does not decode still gets an id of its own.
+func TestAudioDataURIsKeepTheirIdentity(t *testing.T) {
+	a, b := contractWAV(1000), contractWAV(2000)
+	line := func(ts int, data string) string {
+		return fmt.Sprintf(`{"timestamp":%d,"request":{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":%q,"format":"wav"}}]}]}}`, 1767225600+ts, data)
+	}
+	raw := base64.RawStdEncoding.EncodeToString(b)
+	lines := []string{line(0, media.DataURI("audio/wav", a)), line(1, media.DataURI("audio/wav", b)), line(2, raw), line(3, "!!not base64!!"), line(4, "??other??")}
+	path := filepath.Join(t.TempDir(), "audio.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, _ := convertLog(t, path, "openai")
+	ms := []int64{rows[0].AudioMs[0], rows[1].AudioMs[0], rows[2].AudioMs[0], rows[3].AudioMs[0]}
+	if !slices.Equal(ms, []int64{1000, 2000, 2000, 0}) {
+		t.Errorf("durations %v, want 1000, 2000, 2000 (unpadded base64), 0 (undecodable)", ms)
+	}
+	if rows[0].AudioIDs[0] == rows[1].AudioIDs[0] || rows[1].AudioIDs[0] != rows[2].AudioIDs[0] || rows[3].AudioIDs[0] == rows[4].AudioIDs[0] {
+		t.Errorf("audio ids %d %d %d %d %d: different clips must differ, the same clip match", rows[0].AudioIDs[0], rows[1].AudioIDs[0], rows[2].AudioIDs[0], rows[3].AudioIDs[0], rows[4].AudioIDs[0])
 	}
 }

@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -65,10 +66,13 @@ type mediaStats struct {
 func addMedia(req *trace.Request, refs []mediaRef, salt anon.Salt, st *mediaStats) (tokens int64) {
 	for _, ref := range refs {
 		if ref.audio {
-			raw, err := base64.StdEncoding.DecodeString(ref.data)
+			raw, err := audioBytes(ref.data)
+			id := salt.ID64("audio", string(raw))
 			var ms int64
 			if err == nil {
 				ms, err = media.WAVDuration(raw)
+			} else {
+				id = salt.ID64("audio-text", ref.data) // what did not decode still names the clip
 			}
 			if err != nil || ms > trace.MaxAudioMs {
 				ms = 0
@@ -76,7 +80,7 @@ func addMedia(req *trace.Request, refs []mediaRef, salt anon.Salt, st *mediaStat
 			}
 			req.AudioCount++
 			req.AudioMs = append(req.AudioMs, ms)
-			req.AudioIDs = append(req.AudioIDs, salt.ID64("audio", string(raw)))
+			req.AudioIDs = append(req.AudioIDs, id)
 			if ms > 0 {
 				tokens += int64(media.AudioTokens(ms))
 			}
@@ -96,6 +100,21 @@ func addMedia(req *trace.Request, refs []mediaRef, salt anon.Salt, st *mediaStat
 		req.Features = appendFeature(req.Features, trace.FeatureAudio)
 	}
 	return tokens
+}
+
+// audioBytes decodes an input_audio part's data: base64 (standard or URL
+// alphabet, padded or not), or a data URI.
+func audioBytes(data string) ([]byte, error) {
+	if media.IsDataURI(data) {
+		_, raw, err := media.ParseDataURI(data)
+		return raw, err
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if raw, err := enc.DecodeString(data); err == nil {
+			return raw, nil
+		}
+	}
+	return nil, errors.New("not base64")
 }
 
 // imageQuantities reads one image reference: a data URI gives its size and

@@ -853,6 +853,9 @@ func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Res
 	res.API, res.Stream, res.Model = o.api, o.stream, o.model
 	res.FeaturesSent, res.FeaturesStripped = o.sent, o.stripped
 	if o.notSent != "" {
+		// Never sent: no feature was sent or stripped (run.json counts
+		// the requests that went out).
+		res.FeaturesSent, res.FeaturesStripped = nil, nil
 		res.Outcome, res.Error = trace.OutcomeNotSent, o.notSent
 		if o.promptTokensSent > 0 {
 			res.PromptTokensSent = o.promptTokensSent

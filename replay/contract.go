@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -53,6 +54,7 @@ type partsMessage struct {
 type contract struct {
 	parts       []contentPart // images and audio, after the text
 	mediaTokens int64         // the prompt tokens the images and clips take
+	mediaBytes  int64         // their raw bytes while built (MaxMediaBytes)
 	tools       json.RawMessage
 	toolTokens  int64
 	toolChoice  any
@@ -79,20 +81,31 @@ type contract struct {
 // and tools on completions), which are recorded as stripped.
 func (r *Runner) buildContract(q *trace.Request, api string) (*contract, error) {
 	c := &contract{n: 1}
+	constrained := ""
 	for _, f := range carried(q) {
-		strip := slices.Contains(r.opts.Strip, f) ||
-			api == trace.APICompletions && (f == FeatureImage || f == FeatureAudio || f == FeatureTools)
-		if strip {
-			c.stripped = append(c.stripped, f)
-			if api == trace.APICompletions && !slices.Contains(r.opts.Strip, f) {
-				r.notes.add(f+" was not sent: the completions API has no place for it (replay with API chat)", q.RequestID)
+		var why string // why a feature is not sent, for the notes
+		switch {
+		case slices.Contains(r.opts.Strip, f):
+		case api == trace.APICompletions && (f == FeatureImage || f == FeatureAudio || f == FeatureTools):
+			why = f + " was not sent: the completions API has no place for it (replay with API chat)"
+		case (f == FeatureJSON || f == FeatureSchema || f == FeatureGrammar) && constrained != "":
+			why = f + " was not sent beside " + constrained + ": a request asks for one constrained decoding"
+		case f == FeatureAdapter && r.opts.Model != "" && len(r.opts.AdapterMap) == 0 && len(r.opts.Adapters) == 0:
+			why = "adapter was not sent: Model names every request's model (AdapterMap or Adapters send adapters)"
+		default:
+			if f == FeatureJSON || f == FeatureSchema || f == FeatureGrammar {
+				constrained = f
 			}
+			if err := r.addFeature(c, q, f); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			c.sent = append(c.sent, f)
 			continue
 		}
-		if err := r.addFeature(c, q, f); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+		c.stripped = append(c.stripped, f)
+		if why != "" {
+			r.notes.add(why, q.RequestID)
 		}
-		c.sent = append(c.sent, f)
 	}
 	return c, nil
 }
@@ -134,6 +147,14 @@ func (r *Runner) addFeature(c *contract, q *trace.Request, f string) error {
 	return nil
 }
 
+// MaxMediaBytes bounds the images and clips one request body may carry
+// (their raw bytes while built: an image's pixels, a clip's samples); a
+// request over it is not sent, and noted, rather than exhaust memory.
+const MaxMediaBytes = 512 << 20
+
+// errTooMuchMedia is a request whose media would pass MaxMediaBytes.
+var errTooMuchMedia = errors.New("more than 512 MiB of images and audio in one request")
+
 // imageSize is the size replay sends an image at: the recorded one, the
 // default for an unknown size, and within media's limits (the aspect
 // kept); each change is noted.
@@ -166,13 +187,21 @@ func (r *Runner) addImages(c *contract, q *trace.Request) error {
 		n = 1
 		r.notes.add("requests labelled image without an image count were sent one image", q.RequestID)
 	}
-	var tokens int64
+	sizes := make([][2]int, n)
 	for i := range n {
 		var w, h int32
 		if i < len(q.ImageWidthsPx) && i < len(q.ImageHeightsPx) {
 			w, h = q.ImageWidthsPx[i], q.ImageHeightsPx[i]
 		}
 		iw, ih := r.imageSize(w, h, q.RequestID)
+		sizes[i] = [2]int{iw, ih}
+		if c.mediaBytes += int64(iw) * int64(ih) * 4; c.mediaBytes > MaxMediaBytes { // before any is built
+			return errTooMuchMedia
+		}
+	}
+	var tokens int64
+	for i := range n {
+		iw, ih := sizes[i][0], sizes[i][1]
 		id := tokenize.SeedFor(q.RequestID + "/image/" + strconv.Itoa(i))
 		if i < len(q.ImageIDs) {
 			id = uint64(q.ImageIDs[i])
@@ -206,7 +235,7 @@ func (r *Runner) addAudio(c *contract, q *trace.Request) error {
 		n = 1
 		r.notes.add("requests labelled audio without a clip count were sent one clip", q.RequestID)
 	}
-	var tokens int64
+	durations := make([]int64, n)
 	for i := range n {
 		ms := int64(0)
 		if i < len(q.AudioMs) {
@@ -216,7 +245,14 @@ func (r *Runner) addAudio(c *contract, q *trace.Request) error {
 			ms = DefaultAudioMs
 			r.notes.add(fmt.Sprintf("audio clips of unknown duration were sent at the default %d ms", DefaultAudioMs), q.RequestID)
 		}
-		ms = min(ms, media.MaxAudioMillis)
+		durations[i] = min(ms, media.MaxAudioMillis)
+		if c.mediaBytes += durations[i] * 32; c.mediaBytes > MaxMediaBytes { // 16 kHz, 16-bit; before any is built
+			return errTooMuchMedia
+		}
+	}
+	var tokens int64
+	for i := range n {
+		ms := durations[i]
 		id := tokenize.SeedFor(q.RequestID + "/audio/" + strconv.Itoa(i))
 		if i < len(q.AudioIDs) {
 			id = uint64(q.AudioIDs[i])
@@ -358,13 +394,20 @@ func (r *Runner) synthSchema(name string, tokens int64) json.RawMessage {
 // grow with the parameter, so a doubling from guess then a bisection finds
 // it in a few dozen builds at most; minParam bounds the parameter below.
 func fitSize(tokens int64, guess, minParam int, build func(int) json.RawMessage, count func(json.RawMessage) int64) json.RawMessage {
-	lo, hi := minParam, max(guess, minParam)
-	for count(build(hi)) < tokens && hi < 1<<24 {
-		lo, hi = hi, hi*2+1
+	// A unit of the parameter adds at least a token, so twice the tokens
+	// bounds it; a count that fails (a server's /tokenize, -1) ends the
+	// search at the guess.
+	maxParam := minParam + 2*int(min(tokens, trace.MaxTokens)) + 64
+	lo, hi := minParam, min(max(guess, minParam), maxParam)
+	if count(build(hi)) < 0 {
+		return build(hi)
+	}
+	for count(build(hi)) < tokens && hi < maxParam {
+		lo, hi = hi, min(hi*2+1, maxParam)
 	}
 	for lo < hi { // the smallest parameter reaching tokens
 		mid := lo + (hi-lo)/2
-		if count(build(mid)) < tokens {
+		if n := count(build(mid)); n >= 0 && n < tokens {
 			lo = mid + 1
 		} else {
 			hi = mid

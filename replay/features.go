@@ -80,17 +80,29 @@ var refusalWords = []struct {
 	{FeaturePenalties, []string{"penalty"}},
 	{FeatureStop, []string{"stop"}},
 	{FeatureReasoningEffort, []string{"reasoning"}},
-	{FeatureAdapter, []string{"lora", "adapter", "does not exist", "not found"}},
+	{FeatureAdapter, []string{"lora", "adapter", "does not exist"}},
 }
 
-// refusedBy returns the sent features that a 4xx answer's message names:
-// those whose words it holds. A message naming none (a plain 400 about
-// something else) refuses no feature.
+// notARefusal are words of 4xx messages about something else than a
+// feature: the prompt's length (whose message may name its images) or a
+// rate limit.
+var notARefusal = []string{"context length", "maximum context", "too long", "max_model_len", "rate limit", "too many requests"}
+
+// refusedBy returns the sent features that a 400, 404 or 422 answer's
+// message names: those whose words it holds. A message naming none, or
+// one about the prompt's length or a rate limit, refuses no feature.
 func refusedBy(status int, msg string, sent []string) []string {
-	if status < 400 || status > 499 || len(sent) == 0 {
+	// 400, 422 (a validation error) and 404 (an adapter no server knows)
+	// refuse a request's content; 408, 413, 429 and the rest do not.
+	if status != 400 && status != 404 && status != 422 || len(sent) == 0 {
 		return nil
 	}
 	m := strings.ToLower(msg)
+	for _, w := range notARefusal {
+		if strings.Contains(m, w) {
+			return nil
+		}
+	}
 	var out []string
 	for _, rw := range refusalWords {
 		if !slices.Contains(sent, rw.feature) {

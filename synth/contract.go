@@ -220,11 +220,11 @@ func (f *contractFitter) add(r *trace.Request) {
 	if r.OutputFormat != "" {
 		f.any = true
 		f.schema.add(fmt.Sprintf("%s/%d", r.OutputFormat, twoDigits(r.SchemaTokens)), 0, 0)
-		if r.SchemaID != 0 && len(f.schemas) < maxSeenImages {
-			f.schemas[strconv.FormatInt(r.SchemaID, 10)]++
+		if k := strconv.FormatInt(r.SchemaID, 10); r.SchemaID != 0 && (f.schemas[k] > 0 || len(f.schemas) < MaxZipfN) {
+			f.schemas[k]++
 		}
 	}
-	if r.Adapter != "" {
+	if _, known := f.adapters[r.Adapter]; r.Adapter != "" && (known || len(f.adapters) < MaxZipfN) {
 		f.adapters[r.Adapter]++
 	}
 	key := samplingKey(r)
