@@ -60,8 +60,9 @@ func featureUses(c *resultColumns) []FeatureUse {
 	return out
 }
 
-// featuresText is the report's line on features, "" when none.
-func featuresText(us []FeatureUse) string {
+// FeaturesText is the report's line on features, "" when none; the
+// replay summary prints run.json's counts with it too.
+func FeaturesText(us []FeatureUse) string {
 	if len(us) == 0 {
 		return ""
 	}

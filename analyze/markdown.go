@@ -32,7 +32,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	fmt.Fprintf(&b, "- requests: %d counted (%d warmup excluded), success %.1f%%: %s\n", c.Counted, c.Warmup, 100*c.SuccessRate, countsText(c.Outcomes))
 	fmt.Fprintf(&b, "- throughput over %.1f s: %.2f req/s [%.2f, %.2f], %.1f output tok/s [%.1f, %.1f], %.1f total tok/s\n",
 		t.DurationS, t.RequestsPerS, t.RequestsPerSCI[0], t.RequestsPerSCI[1], t.OutputTokensPerS, t.OutputTokensPerSCI[0], t.OutputTokensPerSCI[1], t.TotalTokensPerS)
-	if line := featuresText(rep.Features); line != "" {
+	if line := FeaturesText(rep.Features); line != "" {
 		fmt.Fprintf(&b, "- %s\n", line)
 	}
 	if r := rep.Reasoning; r != nil {

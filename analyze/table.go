@@ -64,7 +64,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if e := rep.Energy; e != nil {
 		b.WriteString(energyText(e) + "\n")
 	}
-	if line := featuresText(rep.Features); line != "" {
+	if line := FeaturesText(rep.Features); line != "" {
 		b.WriteString(line + "\n")
 	}
 	if r := rep.Reasoning; r != nil {

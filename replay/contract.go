@@ -446,16 +446,9 @@ func synthGrammar(kind, name string, tokens int64) any {
 	return "(" + strings.Join(alts, "|") + ")"
 }
 
-// adapterNames maps the workload's adapters to the server's: AdapterMap
-// renames; Adapters assigns the server's adapters to the workload's by
-// popularity rank (the most requested first), cycling when the server has
-// fewer.
-type adapterNames struct {
-	rank map[string]string
-}
-
-// rankAdapters sets the popularity-rank mapping from the workload's
-// requests.
+// rankAdapters sets r.adapterRank from the workload's requests: Adapters
+// assigns the server's adapters to the workload's by popularity rank (the
+// most requested first), cycling when the server has fewer.
 func (r *Runner) rankAdapters(reqs []trace.Request) {
 	if len(r.opts.Adapters) == 0 {
 		return
@@ -476,9 +469,9 @@ func (r *Runner) rankAdapters(reqs []trace.Request) {
 		}
 		return strings.Compare(a, b)
 	})
-	r.adapters.rank = make(map[string]string, len(names))
+	r.adapterRank = make(map[string]string, len(names))
 	for i, a := range names {
-		r.adapters.rank[a] = r.opts.Adapters[i%len(r.opts.Adapters)]
+		r.adapterRank[a] = r.opts.Adapters[i%len(r.opts.Adapters)]
 	}
 }
 
@@ -487,7 +480,7 @@ func (r *Runner) adapterName(a string) string {
 	if m, ok := r.opts.AdapterMap[a]; ok {
 		return m
 	}
-	if m, ok := r.adapters.rank[a]; ok {
+	if m, ok := r.adapterRank[a]; ok {
 		return m
 	}
 	return a

@@ -55,13 +55,13 @@ type Runner struct {
 	chatURL, completionsURL string
 	// media holds the run's synthetic images and clips; images serves
 	// them with ImageTransport "url" (nil otherwise). toolSets and schemas
-	// hold synthetic tool lists and schemas by shape; adapters the adapter
-	// renaming.
-	media    *mediaCache
-	images   *imageServer
-	toolSets sync.Map
-	schemas  sync.Map // synthetic schemas by name and size
-	adapters adapterNames
+	// hold synthetic tool lists and schemas by shape; adapterRank maps
+	// the workload's adapters to the server's by popularity (Adapters).
+	media       *mediaCache
+	images      *imageServer
+	toolSets    sync.Map
+	schemas     sync.Map // synthetic schemas by name and size
+	adapterRank map[string]string
 	// prefetched holds the open loop's first bodies, built before the
 	// clock starts (nil in closed loop).
 	prefetched *prefetch

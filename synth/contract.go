@@ -163,20 +163,64 @@ func samplingKey(r *trace.Request) string {
 	return strings.Join(parts, ";")
 }
 
+// reuseCounter counts ids and how many of them an earlier one repeated,
+// remembering at most maxSeenImages distinct ids.
+type reuseCounter struct {
+	seen          map[int64]bool
+	total, reused int64
+}
+
+func (c *reuseCounter) add(id int64) {
+	if c.seen == nil {
+		c.seen = map[int64]bool{}
+	}
+	c.total++
+	if c.seen[id] {
+		c.reused++
+	} else if len(c.seen) < maxSeenImages {
+		c.seen[id] = true
+	}
+}
+
+// share is the repeated ids' share, 0 without any.
+func (c *reuseCounter) share() float64 {
+	if c.total == 0 {
+		return 0
+	}
+	return float64(c.reused) / float64(c.total)
+}
+
+// popularity counts uses per distinct key, keeping at most MaxZipfN keys.
+type popularity map[string]int64
+
+func (p popularity) add(key string) {
+	if _, known := p[key]; known || len(p) < MaxZipfN {
+		p[key]++
+	}
+}
+
+// zipf fits the popularity law of the counts, nil for fewer than two keys.
+func (p popularity) zipf() *Zipf {
+	counts := make([]int64, 0, len(p))
+	for _, n := range p {
+		counts = append(counts, n)
+	}
+	return fitZipf(counts)
+}
+
 // contractFitter counts the contract's quantities over first turns.
 type contractFitter struct {
 	imageCount, audioCount, audioMs, tools, schema, sampling *catCounter
 	imageSize                                                map[string]*catCounter
-	images, reused                                           int64
-	seenImages                                               map[int64]bool
-	schemas, adapters                                        map[string]int64
+	images                                                   reuseCounter
+	schemas, adapters                                        popularity
 	any                                                      bool
 }
 
 func newContractFitter() *contractFitter {
 	return &contractFitter{imageCount: newCatCounter(), audioCount: newCatCounter(), audioMs: newCatCounter(), tools: newCatCounter(),
-		schema: newCatCounter(), sampling: newCatCounter(), imageSize: map[string]*catCounter{}, seenImages: map[int64]bool{},
-		schemas: map[string]int64{}, adapters: map[string]int64{}}
+		schema: newCatCounter(), sampling: newCatCounter(), imageSize: map[string]*catCounter{},
+		schemas: popularity{}, adapters: popularity{}}
 }
 
 // maxSeenImages bounds the image ids kept to measure reuse.
@@ -198,12 +242,7 @@ func (f *contractFitter) add(r *trace.Request) {
 			f.imageSize[cls].add(fmt.Sprintf("%dx%d", w, h), 0, 0)
 		}
 		for _, id := range r.ImageIDs {
-			f.images++
-			if f.seenImages[id] {
-				f.reused++
-			} else if len(f.seenImages) < maxSeenImages {
-				f.seenImages[id] = true
-			}
+			f.images.add(id)
 		}
 	}
 	if r.AudioCount > 0 {
@@ -220,12 +259,12 @@ func (f *contractFitter) add(r *trace.Request) {
 	if r.OutputFormat != "" {
 		f.any = true
 		f.schema.add(fmt.Sprintf("%s/%d", r.OutputFormat, twoDigits(r.SchemaTokens)), 0, 0)
-		if k := strconv.FormatInt(r.SchemaID, 10); r.SchemaID != 0 && (f.schemas[k] > 0 || len(f.schemas) < MaxZipfN) {
-			f.schemas[k]++
+		if r.SchemaID != 0 {
+			f.schemas.add(strconv.FormatInt(r.SchemaID, 10))
 		}
 	}
-	if _, known := f.adapters[r.Adapter]; r.Adapter != "" && (known || len(f.adapters) < MaxZipfN) {
-		f.adapters[r.Adapter]++
+	if r.Adapter != "" {
+		f.adapters.add(r.Adapter)
 	}
 	key := samplingKey(r)
 	if key != "" {
@@ -248,17 +287,8 @@ func (f *contractFitter) fit() *ContractModel {
 			m.ImageSize[k] = c.categorical()
 		}
 	}
-	if f.images > 0 {
-		m.ImageReuse = float64(f.reused) / float64(f.images)
-	}
-	counts := func(by map[string]int64) []int64 {
-		out := make([]int64, 0, len(by))
-		for _, n := range by {
-			out = append(out, n)
-		}
-		return out
-	}
-	m.Schemas, m.Adapters = fitZipf(counts(f.schemas)), fitZipf(counts(f.adapters))
+	m.ImageReuse = f.images.share()
+	m.Schemas, m.Adapters = f.schemas.zipf(), f.adapters.zipf()
 	return m
 }
 
@@ -377,6 +407,9 @@ func (d *contractDrawer) imageID() int64 {
 	}
 	return id
 }
+
+// samplingKeys are the names a samplingKey may hold.
+var samplingKeys = []string{"n", "seed", "top_k", "top_logprobs", "stop", "effort", "penalties"}
 
 // applySamplingKey sets the sampling extras a samplingKey names.
 func applySamplingKey(r *trace.Request, key string) {

@@ -353,14 +353,14 @@ func (ct *ContractModel) check(c *checker) {
 	for i, v := range ct.Sampling.Values {
 		for _, p := range strings.Split(v, ";") {
 			name, val, _ := strings.Cut(p, "=")
-			switch name {
-			case "", "seed", "penalties", "effort":
-			case "n", "top_k", "top_logprobs", "stop":
+			switch {
+			case name == "":
+			case !slices.Contains(samplingKeys, name):
+				c.bad(fmt.Sprintf("contract.sampling.values[%d]", i), "%q is not a sampling key (%s)", name, strings.Join(samplingKeys, ", "))
+			case name == "n" || name == "top_k" || name == "top_logprobs" || name == "stop":
 				if n := atoiOr(val, -2); n < -1 || n > trace.MaxTopK {
 					c.bad(fmt.Sprintf("contract.sampling.values[%d]", i), "%s=%q is not a whole number from -1 to %d", name, val, trace.MaxTopK)
 				}
-			default:
-				c.bad(fmt.Sprintf("contract.sampling.values[%d]", i), "%q is not a sampling key (n, seed, top_k, top_logprobs, stop, effort, penalties)", name)
 			}
 		}
 	}

@@ -11,19 +11,18 @@ import (
 type contractSample struct {
 	imagesPerRequest []float64 // every request's image count, 0 included
 	pixels           []float64 // each image of known size: width × height
-	images, reused   int64
-	seen             map[int64]bool
+	images           reuseCounter
 	audioMs          []float64
 	toolTokens       []float64 // requests with tools
 	schemaTokens     []float64 // requests with a sized schema
-	adapters         map[string]int64
+	adapters         popularity
 	extras           int64 // requests with any sampling extra
 	requests         int64
 }
 
 func (s *contractSample) add(r *trace.Request) {
-	if s.seen == nil {
-		s.seen, s.adapters = map[int64]bool{}, map[string]int64{}
+	if s.adapters == nil {
+		s.adapters = popularity{}
 	}
 	s.requests++
 	s.imagesPerRequest = append(s.imagesPerRequest, float64(r.ImageCount))
@@ -33,12 +32,7 @@ func (s *contractSample) add(r *trace.Request) {
 		}
 	}
 	for _, id := range r.ImageIDs {
-		s.images++
-		if s.seen[id] {
-			s.reused++
-		} else if len(s.seen) < maxSeenImages {
-			s.seen[id] = true
-		}
+		s.images.add(id)
 	}
 	for _, ms := range r.AudioMs {
 		if ms > 0 {
@@ -52,7 +46,7 @@ func (s *contractSample) add(r *trace.Request) {
 		s.schemaTokens = append(s.schemaTokens, float64(r.SchemaTokens))
 	}
 	if r.Adapter != "" {
-		s.adapters[r.Adapter]++
+		s.adapters.add(r.Adapter)
 	}
 	if samplingKey(r) != "" {
 		s.extras++
@@ -70,8 +64,8 @@ func (v *Validation) addContract(real, syn *contractSample, add func(string, flo
 	if len(real.pixels) > 0 && len(syn.pixels) > 0 {
 		addKS("ks_image_pixels", real.pixels, syn.pixels)
 	}
-	if real.images > 0 && syn.images > 0 {
-		add("image_reuse", float64(real.reused)/float64(real.images), float64(syn.reused)/float64(syn.images), false)
+	if real.images.total > 0 && syn.images.total > 0 {
+		add("image_reuse", real.images.share(), syn.images.share(), false)
 	}
 	for _, k := range []struct {
 		name      string
@@ -85,14 +79,7 @@ func (v *Validation) addContract(real, syn *contractSample, add func(string, flo
 			addKS(k.name, k.real, k.syn)
 		}
 	}
-	counts := func(by map[string]int64) []int64 {
-		out := make([]int64, 0, len(by))
-		for _, n := range by {
-			out = append(out, n)
-		}
-		return out
-	}
-	if rz, sz := fitZipf(counts(real.adapters)), fitZipf(counts(syn.adapters)); rz != nil && sz != nil {
+	if rz, sz := real.adapters.zipf(), syn.adapters.zipf(); rz != nil && sz != nil {
 		add("adapter_zipf_s", rz.S, sz.S, true)
 	}
 	if real.extras > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay"
 	"github.com/servetrace/servetrace/replay/sim"
@@ -263,27 +264,15 @@ func printRunSummary(w io.Writer, dir string, info *trace.RunInfo) error {
 }
 
 // featuresLine says what the replay did with each feature the workload
-// carried: "features: image 30 sent, tools 12 sent 3 refused, ...".
+// carried, in analyze's words, from run.json's counts.
 func featuresLine(fs map[string]trace.FeatureCount) string {
-	var parts []string
+	var us []analyze.FeatureUse
 	for _, f := range replay.Features {
-		fc, ok := fs[f]
-		if !ok {
-			continue
+		if fc, ok := fs[f]; ok {
+			us = append(us, analyze.FeatureUse{Feature: f, Carried: int(fc.Carried), Sent: int(fc.Sent), Stripped: int(fc.Stripped), Refused: int(fc.Refused)})
 		}
-		p := fmt.Sprintf("%s %d sent", f, fc.Sent)
-		if fc.Stripped > 0 {
-			p += fmt.Sprintf(" %d stripped", fc.Stripped)
-		}
-		if fc.Refused > 0 {
-			p += fmt.Sprintf(" %d refused", fc.Refused)
-		}
-		parts = append(parts, p)
 	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "features: " + strings.Join(parts, ", ")
+	return analyze.FeaturesText(us)
 }
 
 // optionFlags names the flag of each replay.Options and sim.Options field
