@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert-memory bench-client bench-vegeta bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-client bench-vegeta bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -81,6 +81,16 @@ bench-fit:
 ## bench-convert-memory: peak RSS of converting 500k and 5M rows in child processes, and their ratio
 bench-convert-memory:
 	$(GO) test ./datasets -run '^$$' -bench '^BenchmarkConvertPeakRSS$$' -benchtime 1x -timeout 30m
+
+## bench-convert: servetrace (GOMAXPROCS 1) and DuckDB (threads 1) convert the
+## same 2M-row Azure CSV to zstd Parquet in one run; CONVERT_ROWS changes the size
+bench-convert:
+	cd interop && CONVERT_ROWS=$(or $(CONVERT_ROWS),2000000) $(GO) test -run '^$$' -bench '^BenchmarkConvertVsDuckDB$$' -benchtime 3x -timeout 30m
+
+## bench-replay-memory: peak RSS of replaying 2 s at 1,000 req/s of a 1M- and a
+## 10M-request workload in child processes, and their ratio (the schedule streams)
+bench-replay-memory:
+	$(GO) test ./replay -run '^$$' -bench '^BenchmarkReplayPeakRSS$$' -benchtime 1x -timeout 60m
 
 ## bench-client: highest open-loop rate with lateness p99 < 2 ms, client on core 0, simulator on core 1
 bench-client:

@@ -706,6 +706,9 @@ func shortJSONError(err error) string {
 type session struct {
 	messages []chatMessage
 	tokens   int64 // tokens of all messages' content, chat template not counted
+	// uncounted is the last reply, not yet in tokens: it is counted when a
+	// next turn is built, so a session of one turn costs no count.
+	uncounted string
 }
 
 // send materializes one request and exchanges it, filling res. Without a
@@ -783,6 +786,10 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 	}
 	o.newTokens = text
 	if sess != nil && len(sess.messages) > 0 {
+		if sess.uncounted != "" {
+			sess.tokens += int64(max(0, r.prompt.Counter().Count(sess.uncounted)))
+			sess.uncounted = ""
+		}
 		o.history, o.historyTokens = sess.messages, sess.tokens
 		o.newTokens = max(1, text-o.historyTokens)
 		o.prompt, err = r.prompt.Prompt(o.newTokens, nil, tokenize.SeedFor(q.RequestID))
@@ -872,6 +879,6 @@ func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Res
 	if sess != nil {
 		text := string(reply)
 		sess.messages = append(o.history, chatMessage{Role: "user", Content: o.prompt}, chatMessage{Role: "assistant", Content: text})
-		sess.tokens = o.historyTokens + o.newTokens + int64(max(0, r.prompt.Counter().Count(text)))
+		sess.tokens, sess.uncounted = o.historyTokens+o.newTokens, text
 	}
 }

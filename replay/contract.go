@@ -446,18 +446,13 @@ func synthGrammar(kind, name string, tokens int64) any {
 	return "(" + strings.Join(alts, "|") + ")"
 }
 
-// rankAdapters sets r.adapterRank from the workload's requests: Adapters
-// assigns the server's adapters to the workload's by popularity rank (the
-// most requested first), cycling when the server has fewer.
-func (r *Runner) rankAdapters(reqs []trace.Request) {
+// rankAdapters sets r.adapterRank from the workload's adapters and their
+// request counts: Adapters assigns the server's adapters to the
+// workload's by popularity rank (the most requested first), cycling when
+// the server has fewer.
+func (r *Runner) rankAdapters(counts map[string]int) {
 	if len(r.opts.Adapters) == 0 {
 		return
-	}
-	counts := map[string]int{}
-	for i := range reqs {
-		if a := reqs[i].Adapter; a != "" {
-			counts[a]++
-		}
 	}
 	names := make([]string, 0, len(counts))
 	for a := range counts {

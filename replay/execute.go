@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/servetrace/servetrace/trace"
@@ -17,11 +15,11 @@ type collector struct {
 	w        *trace.ResultWriter
 	every    time.Duration
 	outcomes trace.OutcomeCt
-	lateness []int64
+	lateness durationHist
 	// toWire is wrote − admitted; saturation the samples the saturation
 	// rule judges (lateness to the wire on a reused connection, else to
 	// the transport: a dial is the network's and the server's time).
-	toWire, saturation []int64
+	toWire, saturation durationHist
 	first              int64
 	last               int64
 	err                error
@@ -31,7 +29,7 @@ type collector struct {
 	// Prompt truncation: requests whose usage reported prompt tokens, and
 	// the deficits of those the server cut.
 	promptChecked int64
-	deficits      []int64
+	deficits      durationHist
 	// features counts what was done with each feature (run.json).
 	features map[string]trace.FeatureCount
 }
@@ -65,12 +63,11 @@ func promptDeficit(res *trace.Result) (deficit int64, checked bool) {
 
 // promptTruncation summarises the deficits, nil when there are none.
 func (c *collector) promptTruncation() *trace.PromptTruncation {
-	if len(c.deficits) == 0 {
+	d := &c.deficits
+	if d.n == 0 {
 		return nil
 	}
-	d := slices.Clone(c.deficits)
-	slices.Sort(d)
-	return &trace.PromptTruncation{Requests: int64(len(d)), Checked: c.promptChecked, MaxDeficitTokens: d[len(d)-1], P50DeficitTokens: d[(len(d)-1)/2],
+	return &trace.PromptTruncation{Requests: d.n, Checked: c.promptChecked, MaxDeficitTokens: d.max, P50DeficitTokens: d.kth((d.n + 1) / 2),
 		ToleranceTokens: truncationSlackTokens, TolerancePct: truncationSlackPct}
 }
 
@@ -112,15 +109,15 @@ func (c *collector) add(res trace.Result, r *Runner) {
 	r.stats.done.Add(1)
 	if res.SentNs != nil {
 		late := *res.SentNs - res.AdmittedNs
-		c.lateness = append(c.lateness, late)
+		c.lateness.add(late)
 		if res.WroteNs != nil {
 			wire := *res.WroteNs - res.AdmittedNs
-			c.toWire = append(c.toWire, wire)
+			c.toWire.add(wire)
 			if res.ConnReused {
 				late = wire
 			}
 		}
-		c.saturation = append(c.saturation, late)
+		c.saturation.add(late)
 		if c.first < 0 || *res.SentNs < c.first {
 			c.first = *res.SentNs
 		}
@@ -129,7 +126,7 @@ func (c *collector) add(res trace.Result, r *Runner) {
 	if d, checked := promptDeficit(&res); checked {
 		c.promptChecked++
 		if d > 0 {
-			c.deficits = append(c.deficits, d)
+			c.deficits.add(d)
 		}
 	}
 	c.countFeatures(&res)
@@ -165,8 +162,18 @@ func (c *collector) countFeatures(res *trace.Result) {
 	}
 }
 
-// execute runs the plan and records every request exactly once.
-func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWriter, info *trace.RunInfo) error {
+// notSent records p, planned but never sent, and releases its look-ahead.
+func (c *collector) notSent(r *Runner, s *stream, p *planned) {
+	s.release(p)
+	res := r.newResult(p)
+	res.AdmittedNs = p.scheduledNs
+	res.Outcome, res.Error = trace.OutcomeNotSent, "run ended before the request was sent"
+	c.results <- res
+}
+
+// execute runs the stream's schedule and records every request it planned
+// exactly once.
+func (r *Runner) execute(ctx context.Context, s *stream, pre *prefetcher, w *trace.ResultWriter, info *trace.RunInfo, total int64) error {
 	col := newCollector(w, r.opts.RotateEvery, r)
 	info.StartUnixNs = r.start.UnixNano()
 
@@ -187,39 +194,34 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 		case <-graceDone:
 		}
 	}()
-	stopProgress := r.progress(len(plan))
+	stopProgress := r.progress(total)
 
 	var inflight sync.WaitGroup
-	handled := make([]atomic.Bool, len(plan))
-	if r.opts.Concurrency > 0 {
-		r.runClosedLoop(ctx, reqCtx, plan, col, &inflight, handled)
+	closedLoop := r.opts.Concurrency > 0
+	if closedLoop {
+		r.runClosedLoop(ctx, reqCtx, s, col, &inflight)
+		inflight.Wait() // the workers are done: the rest is not scheduled
+		s.halt()
 	} else {
-		r.runOpenLoop(ctx, reqCtx, plan, col, &inflight, handled)
+		// Planned after the run stopped: recorded as not sent.
+		s.drop = func(p *planned) { col.notSent(r, s, p) }
+		r.runOpenLoop(ctx, reqCtx, s, pre, col, &inflight)
+		s.halt() // no session turn handed to a sender from here on
+		inflight.Wait()
 	}
-	inflight.Wait()
 	interrupted := ctx.Err() != nil
-	sent := 0
-	for i := range plan {
-		if handled[i].Load() {
-			sent++
-		}
-	}
-	if r.opts.Concurrency > 0 {
-		// Closed loop schedules a request when a worker takes it: those
-		// never taken were never scheduled.
-		plan = plan[:sent]
-		info.Scheduled = int64(sent)
-	}
-	for i, p := range plan {
-		if handled[i].Load() {
+	for _, p := range s.remaining() {
+		if closedLoop {
+			// Closed loop schedules a request when a worker takes it:
+			// those never taken were never scheduled.
+			s.planned.Add(-1)
 			continue
 		}
-		res := r.newResult(p)
-		res.AdmittedNs = p.scheduledNs
-		res.Outcome, res.Error = trace.OutcomeNotSent, "run ended before the request was sent"
-		col.results <- res
+		col.notSent(r, s, p)
 	}
-	inflight.Wait()
+	<-s.done // open loop: the rest of the workload recorded as not sent
+	info.Scheduled = s.planned.Load()
+	sent := r.stats.sent.Load()
 	close(graceDone)
 	close(col.results)
 	<-col.done
@@ -230,21 +232,21 @@ func (r *Runner) execute(ctx context.Context, plan []planned, w *trace.ResultWri
 	info.Outcomes = col.outcomes
 	info.PromptTruncation = col.promptTruncation()
 	info.Features = col.features
-	info.Lateness = summarizeLateness(col.lateness)
-	if len(col.toWire) > 0 {
-		info.LatenessToWire = new(summarizeLateness(col.toWire))
+	info.Lateness = summarizeLateness(&col.lateness)
+	if col.toWire.n > 0 {
+		info.LatenessToWire = new(summarizeLateness(&col.toWire))
 	}
-	if n := len(plan); n > 1 && plan[n-1].scheduledNs > 0 && r.opts.Concurrency == 0 {
-		info.OfferedRate = float64(n-1) / (float64(plan[n-1].scheduledNs) / 1e9)
+	if n, last := info.Scheduled, s.lastNs.Load(); n > 1 && last > 0 && !closedLoop {
+		info.OfferedRate = float64(n-1) / (float64(last) / 1e9)
 	}
-	if len(col.lateness) > 1 && col.last > col.first {
-		info.AchievedRate = float64(len(col.lateness)-1) / (float64(col.last-col.first) / 1e9)
+	if col.lateness.n > 1 && col.last > col.first {
+		info.AchievedRate = float64(col.lateness.n-1) / (float64(col.last-col.first) / 1e9)
 	}
-	info.ClientSaturated = saturatedBy(col.saturation, int64(info.MaxLatenessMs*1e6))
+	info.ClientSaturated = saturatedBy(&col.saturation, int64(info.MaxLatenessMs*1e6))
 	info.Complete = !interrupted && col.err == nil && flushErr == nil
 	switch {
 	case interrupted:
-		info.Reason = fmt.Sprintf("interrupted after %d of %d requests were sent", sent, len(plan))
+		info.Reason = fmt.Sprintf("interrupted after %d of %d requests were sent", sent, info.Scheduled)
 	case col.err != nil || flushErr != nil:
 		info.Reason = "writing results failed"
 	}

@@ -223,7 +223,7 @@ func runHostile(t *testing.T, tc hostileCase) *hostileRun {
 	if err := opts.validate(); err != nil {
 		h.runErr = err
 	} else {
-		h.info, h.runErr = runRequests(ctx, reqs(), &trace.Manifest{Kind: "workload", BlockSize: 16}, "", h.dir, opts)
+		h.info, h.runErr = runRequests(ctx, sliceSource(reqs()), &trace.Manifest{Kind: "workload", BlockSize: 16}, "", h.dir, opts)
 	}
 	h.elapsed = time.Since(start)
 	if h.runErr != nil {

@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 		runShardChild(spec)
 		return
 	}
+	if spec := os.Getenv(replayChildEnv); spec != "" {
+		runReplayChild(spec)
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -4,16 +4,16 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// runOpenLoop sends each request at its scheduled time, never waiting for
-// responses. With MaxConcurrency, a FIFO admitter lets requests go as slots
-// free up. A session's later turns are sent by the goroutine of the turn
-// before, when it is done plus the think time. handled[i] is set for every
-// request handed off.
-func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *collector, inflight *sync.WaitGroup, handled []atomic.Bool) {
+// runOpenLoop sends each request the stream hands it at its scheduled
+// time, never waiting for responses. With MaxConcurrency, a FIFO admitter
+// lets requests go as slots free up. A session's later turns are sent by
+// the goroutine of the turn before, when it is done plus the think time
+// (or, read after that, by the stream). It returns when the stream is
+// exhausted or ctx ends.
+func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefetcher, col *collector, inflight *sync.WaitGroup) {
 	var slots chan struct{}
 	if r.opts.MaxConcurrency > 0 {
 		slots = make(chan struct{}, r.opts.MaxConcurrency)
@@ -34,29 +34,41 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			<-slots
 		}
 	}
-	pre := r.prefetched
-	if pre == nil {
-		pre = r.newPrefetch(plan)
-	}
-	r.startPrefetch(ctx, pre, plan)
-	// launch sends plan[i], already admitted, on its own goroutine; it is
+	// launch sends p, already admitted, on its own goroutine; it is
 	// called from the scheduler, the admitter, or the turn before (which
 	// built it, built). A request the prefetcher has not built yet is
 	// built here, and counted.
-	var launch func(i int, scheduled int64, sess *session, built *outgoing)
-	launch = func(i int, scheduled int64, sess *session, built *outgoing) {
-		p := plan[i]
-		handled[i].Store(true)
+	var launch func(p *planned, scheduled int64, built *outgoing)
+	// turn sends a session's later turn p, the one before done at doneNs,
+	// after its think time; it is built during the think time.
+	turn := func(p *planned, doneNs int64) {
+		due := doneNs
+		if think, ok := r.behaviourMs("think_time_ms", p.req.ThinkTimeMs, p.req.RequestID); ok {
+			due = satAdd(due, int64(think))
+		}
+		next := r.build(p.req, &p.chain.conv)
+		if r.waitUntil(ctx, due) && acquire() {
+			launch(p, due, next)
+			return
+		}
+		col.notSent(r, s, p)
+		for _, q := range p.chain.drain() {
+			col.notSent(r, s, q)
+		}
+	}
+	launch = func(p *planned, scheduled int64, built *outgoing) {
+		s.release(p)
 		res := r.newResult(p)
 		res.ScheduledNs, res.AdmittedNs = scheduled, scheduled
 		if slots != nil {
 			res.AdmittedNs = r.clock()
 		}
-		if sess == nil && p.next >= 0 {
-			sess = &session{}
+		var sess *session
+		if p.chain != nil {
+			sess = &p.chain.conv
 		}
 		if built == nil {
-			built = pre.take(i)
+			built = pre.take(p)
 		}
 		inflight.Go(func() {
 			if built == nil {
@@ -66,59 +78,108 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, plan []planned, col *c
 			r.sendBuilt(reqCtx, p.req, &res, sess, built)
 			release()
 			col.results <- res
-			if p.next < 0 || ctx.Err() != nil {
+			if p.chain == nil {
 				return
 			}
-			due := r.clock()
+			done := r.clock()
 			if res.DoneNs != nil {
-				due = *res.DoneNs
+				done = *res.DoneNs
 			}
-			nq := plan[p.next].req
-			if think, ok := r.behaviourMs("think_time_ms", nq.ThinkTimeMs, nq.RequestID); ok {
-				due = satAdd(due, int64(think))
-			}
-			next := r.build(nq, sess) // during the think time, not after it
-			if r.waitUntil(ctx, due) && acquire() {
-				launch(p.next, due, sess, next)
+			if next := p.chain.next(done); next != nil {
+				turn(next, done)
 			}
 		})
 	}
+	s.onIdle = func(p *planned, doneNs int64) { inflight.Go(func() { turn(p, doneNs) }) }
 	if slots == nil {
-		for i := range plan {
-			if plan[i].chained {
-				continue
-			}
-			if !r.waitUntil(ctx, plan[i].scheduledNs) {
+		for p := range s.items {
+			if !r.waitUntil(ctx, p.scheduledNs) {
+				col.notSent(r, s, p)
 				return
 			}
-			launch(i, plan[i].scheduledNs, nil, nil)
+			launch(p, p.scheduledNs, nil)
 		}
 		return
 	}
-	// Capped: the scheduler hands due requests to the admitter through a
-	// queue as long as the plan, so it never blocks on the cap.
-	queue := make(chan int, len(plan))
+	// Capped: the scheduler hands due requests to the admitter through an
+	// unbounded queue, so it never blocks on the cap.
+	queue := newFIFO[*planned]()
 	admitterDone := make(chan struct{})
 	go func() {
 		defer close(admitterDone)
-		for i := range queue {
-			if !acquire() {
-				return // the rest are recorded as not_sent
+		for {
+			p, ok := queue.pop()
+			if !ok {
+				return
 			}
-			launch(i, plan[i].scheduledNs, nil, nil)
+			if !acquire() {
+				col.notSent(r, s, p)
+				for {
+					q, ok := queue.pop()
+					if !ok {
+						return
+					}
+					col.notSent(r, s, q)
+				}
+			}
+			launch(p, p.scheduledNs, nil)
 		}
 	}()
-	for i := range plan {
-		if plan[i].chained {
-			continue
-		}
-		if !r.waitUntil(ctx, plan[i].scheduledNs) {
+	for p := range s.items {
+		if !r.waitUntil(ctx, p.scheduledNs) {
+			col.notSent(r, s, p)
 			break
 		}
-		queue <- i
+		queue.push(p)
 	}
-	close(queue)
+	queue.close()
 	<-admitterDone
+}
+
+// fifo is an unbounded queue between one pusher and one popper.
+type fifo[T any] struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	items  []T
+	closed bool
+}
+
+func newFIFO[T any]() *fifo[T] {
+	f := &fifo[T]{}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+func (f *fifo[T]) push(v T) {
+	f.mu.Lock()
+	f.items = append(f.items, v)
+	f.mu.Unlock()
+	f.cond.Signal()
+}
+
+func (f *fifo[T]) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.cond.Signal()
+}
+
+// pop waits for the next item; ok is false once the queue is closed and
+// empty.
+func (f *fifo[T]) pop() (v T, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.items) == 0 && !f.closed {
+		f.cond.Wait()
+	}
+	if len(f.items) == 0 {
+		return v, false
+	}
+	v = f.items[0]
+	var zero T
+	f.items[0] = zero
+	f.items = f.items[1:]
+	return v, true
 }
 
 // Prefetch bounds: bodies are built up to prefetchAhead before their send
@@ -129,14 +190,16 @@ const (
 	prefetchMax   = 64
 )
 
-// prefetch builds the bodies of the plan's scheduled (unchained) requests
-// ahead of their send time on one goroutine, so the send itself is all
-// that happens at the due time: built at send time, a long prompt's body
-// (tokenized text, then JSON) counts in the request's lateness.
-type prefetch struct {
-	state []atomic.Int32 // prefetchNone, …
-	built []atomic.Pointer[outgoing]
+// prefetcher builds the bodies of the scheduled (unchained) requests ahead
+// of their send time on one goroutine, so the send itself is all that
+// happens at the due time: built at send time, a long prompt's body
+// (tokenized text, then JSON) counts in the request's lateness. Before the
+// run's clock starts it builds the requests due in the first
+// prefetchAhead (at most prefetchMax), so the first sends wait for no
+// building either.
+type prefetcher struct {
 	slots chan struct{}
+	warm  chan struct{} // closed when the bodies due first are built
 	done  chan struct{} // closed when the prefetcher has stopped
 }
 
@@ -147,73 +210,92 @@ const (
 	prefetchTaken
 )
 
-// newPrefetch returns the prefetcher's state for plan with the bodies of
-// the requests due in the first prefetchAhead (at most prefetchMax)
-// already built: it runs before the run's clock starts, so the first
-// sends wait for no building, as every later one does not.
-func (r *Runner) newPrefetch(plan []planned) *prefetch {
-	p := emptyPrefetch(len(plan))
-	for i := range plan {
-		if plan[i].chained {
-			continue
-		}
-		if plan[i].scheduledNs >= prefetchAhead || len(p.slots) == cap(p.slots) {
-			break
-		}
-		p.slots <- struct{}{}
-		p.built[i].Store(r.build(plan[i].req, nil))
-		p.state[i].Store(prefetchReady)
-	}
-	return p
-}
-
-// emptyPrefetch is the prefetcher's state for n requests, none built.
-func emptyPrefetch(n int) *prefetch {
-	return &prefetch{state: make([]atomic.Int32, n), built: make([]atomic.Pointer[outgoing], n), slots: make(chan struct{}, prefetchMax),
-		done: make(chan struct{})}
-}
-
-// startPrefetch starts building p's bodies not built yet, each up to
-// prefetchAhead before its send time; it stops with ctx.
-func (r *Runner) startPrefetch(ctx context.Context, p *prefetch, plan []planned) {
+// startPrefetch starts building the bodies of the requests from in; until
+// clockStarted is closed it builds only those due in the first
+// prefetchAhead that the stream has read once it settled (ended, or full),
+// then closes warm and waits for the clock. It stops with ctx.
+func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, settled func() bool, clockStarted <-chan struct{}) *prefetcher {
+	p := &prefetcher{slots: make(chan struct{}, prefetchMax), warm: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		for i := range plan {
-			if plan[i].chained || p.state[i].Load() != prefetchNone {
-				continue // chained, or built before the clock started
+		var warmOnce sync.Once
+		warmed := func() { warmOnce.Do(func() { close(p.warm) }) }
+		defer warmed()
+		started := false
+		waitClock := func() bool {
+			warmed()
+			select {
+			case <-clockStarted:
+				started = true
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			var q *planned
+			ok := true
+			if !started {
+				// Before the clock, only what the stream has read: it may
+				// wait for sends to free its look-ahead.
+				select {
+				case q, ok = <-in:
+				default:
+					if !settled() {
+						time.Sleep(50 * time.Microsecond) // the stream is reading
+						continue
+					}
+					if !waitClock() {
+						return
+					}
+					continue
+				}
+			} else {
+				q, ok = <-in
+			}
+			if !ok {
+				return
+			}
+			if q.state.Load() != prefetchNone {
+				continue // sent already
+			}
+			if !started && (q.scheduledNs >= prefetchAhead || len(p.slots) == cap(p.slots)) && !waitClock() {
+				return
 			}
 			select {
 			case p.slots <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
-			if !r.waitUntilCoarse(ctx, plan[i].scheduledNs-prefetchAhead) {
+			if started && !r.waitUntilCoarse(ctx, q.scheduledNs-prefetchAhead) {
 				return
 			}
-			if !p.state[i].CompareAndSwap(prefetchNone, prefetchBuilding) {
+			if !q.state.CompareAndSwap(prefetchNone, prefetchBuilding) {
 				<-p.slots // sent already: built at its send
 				continue
 			}
-			p.built[i].Store(r.build(plan[i].req, nil))
-			p.state[i].Store(prefetchReady)
+			q.built.Store(r.build(q.req, nil))
+			q.state.Store(prefetchReady)
 		}
 	}()
+	return p
 }
 
-// take returns request i's body if the prefetcher built it, else nil
-// (and it will not build it after); a request is taken once.
-func (p *prefetch) take(i int) *outgoing {
+// take returns q's body if the prefetcher built it, else nil (and it
+// will not build it after); a request is taken once. A nil prefetcher
+// builds nothing.
+func (p *prefetcher) take(q *planned) *outgoing {
 	for {
-		switch p.state[i].Load() {
+		switch q.state.Load() {
 		case prefetchNone:
-			if p.state[i].CompareAndSwap(prefetchNone, prefetchTaken) {
+			if q.state.CompareAndSwap(prefetchNone, prefetchTaken) {
 				return nil
 			}
 		case prefetchBuilding:
 			runtime.Gosched() // being built now: as soon as building it here
 		case prefetchReady:
-			if p.state[i].CompareAndSwap(prefetchReady, prefetchTaken) {
-				o := p.built[i].Swap(nil)
+			if q.state.CompareAndSwap(prefetchReady, prefetchTaken) {
+				o := q.built.Swap(nil)
 				<-p.slots
 				return o
 			}

@@ -57,21 +57,25 @@ func TestPrefetchTakeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.startClock()
+	started := make(chan struct{})
+	close(started)
 	if _, _, err := r.preparePrompts(16); err != nil {
 		t.Fatal(err)
 	}
-	plan := make([]planned, 400)
+	plan := make([]*planned, 400)
+	in := make(chan *planned, len(plan))
 	for i := range plan {
-		plan[i] = planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: 50, API: trace.APIChat}}}
+		plan[i] = &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: 50, API: trace.APIChat}}}
+		in <- plan[i]
 	}
+	close(in)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := emptyPrefetch(len(plan))
-	r.startPrefetch(ctx, p, plan)
+	p := r.startPrefetch(ctx, in, func() bool { return true }, started)
 	var wg sync.WaitGroup
 	got := make([]*outgoing, len(plan))
 	for i := range plan {
-		wg.Go(func() { got[i] = p.take(i) })
+		wg.Go(func() { got[i] = p.take(plan[i]) })
 	}
 	wg.Wait()
 	<-p.done // every request handed out: the prefetcher has passed them all
@@ -83,7 +87,7 @@ func TestPrefetchTakeOnce(t *testing.T) {
 				t.Errorf("request %d: an empty body handed out", i)
 			}
 		}
-		if p.take(i) != nil {
+		if p.take(plan[i]) != nil {
 			t.Errorf("request %d handed out twice", i)
 		}
 	}
@@ -93,10 +97,10 @@ func TestPrefetchTakeOnce(t *testing.T) {
 	t.Logf("%d of %d bodies came from the prefetcher", built, len(plan))
 	// A request an hour away: the prefetcher waits for it, and stops
 	// when the run does.
-	later := []planned{{req: plan[0].req, scheduledNs: int64(time.Hour)}}
+	later := make(chan *planned, 1)
+	later <- &planned{req: plan[0].req, scheduledNs: int64(time.Hour)}
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	q := emptyPrefetch(len(later))
-	r.startPrefetch(ctx2, q, later)
+	q := r.startPrefetch(ctx2, later, func() bool { return true }, started)
 	cancel2()
 	select {
 	case <-q.done:

@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,9 +61,6 @@ type Runner struct {
 	toolSets    sync.Map
 	schemas     sync.Map // synthetic schemas by name and size
 	adapterRank map[string]string
-	// prefetched holds the open loop's first bodies, built before the
-	// clock starts (nil in closed loop).
-	prefetched *prefetch
 }
 
 // newRunner returns a runner for validated opts, with its HTTP client.
@@ -97,21 +93,23 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 	if err := trace.CheckOutputPath(runDir, []string{workloadDir}); err != nil {
 		return nil, err
 	}
-	reqs, m, err := trace.ReadAll(ctx, workloadDir)
+	b, err := trace.OpenBucket(workloadDir)
 	if err != nil {
 		return nil, err
 	}
-	if len(reqs) == 0 {
+	if b.Manifest.Rows == 0 {
 		return nil, fmt.Errorf("workload %s has no requests", workloadDir)
 	}
-	return runRequests(ctx, reqs, m, workloadDir, runDir, opts)
+	return runRequests(ctx, b.Scan, b.Manifest, workloadDir, runDir, opts)
 }
 
-// runRequests replays reqs (the workload at workloadDir, described by m)
-// with validated opts, step by step: plan, connect, prompts, scraper,
-// results, start, execute, finish. Tests call it with requests the trace
-// reader would refuse, so replay's own guards are checked.
-func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, workloadDir, runDir string, opts Options) (info *trace.RunInfo, err error) {
+// runRequests replays the requests src reads (the workload at workloadDir,
+// described by m) with validated opts, step by step: plan, connect,
+// prompts, scraper, results, start, execute, finish. The schedule streams
+// from src with a bounded look-ahead, so memory does not grow with the
+// workload. Tests call it with requests the trace reader would refuse, so
+// replay's own guards are checked.
+func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir, runDir string, opts Options) (info *trace.RunInfo, err error) {
 	// Errors quote URLs and what servers answered: scrubbed before anyone
 	// prints them.
 	scrub := NewScrubber(opts.secrets()...)
@@ -120,9 +118,19 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 			err = scrubbedError(err, scrub)
 		}
 	}()
-	plan, err := buildPlan(reqs, &opts)
+	// The runner's own context: the prefetcher stops with it on any return.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	openLoop := opts.Concurrency == 0
+	check, err := checkWorkload(ctx, src, &opts)
 	if err != nil {
 		return nil, err
+	}
+	// The stream reads ahead while the run sets up.
+	s := newStream(ctx, src, &opts, openLoop, openLoop, streamUnits)
+	defer s.halt()
+	if streamDone != nil {
+		defer streamDone(s)
 	}
 	r, err := newRunner(opts)
 	if err != nil {
@@ -136,7 +144,7 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	if err != nil {
 		return nil, err
 	}
-	r.rankAdapters(reqs)
+	r.rankAdapters(check.adapters)
 	if r.opts.ImageTransport == ImageTransportURL {
 		if r.images, err = startImageServer(ctx, r.media); err != nil {
 			return nil, err
@@ -157,7 +165,7 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 		return nil, err
 	}
 	defer w.Close()
-	info = r.newRunInfo(ctx, workloadDir, m, len(plan), timeToReady, counter.Name())
+	info = r.newRunInfo(ctx, workloadDir, m, timeToReady, counter.Name())
 	if r.opts.WaitIdle > 0 {
 		info.IdleWaitMs = new(ms(idleWait))
 	}
@@ -172,17 +180,36 @@ func runRequests(ctx context.Context, reqs []trace.Request, m *trace.Manifest, w
 	} else if ctx.Err() == nil {
 		r.notes.add("the client's floor could not be measured ("+shorten(err.Error())+")", "")
 	}
-	if r.opts.Concurrency == 0 {
-		r.prefetched = r.newPrefetch(plan)
+	var pre *prefetcher
+	clockStarted := make(chan struct{})
+	if openLoop {
+		pre = r.startPrefetch(ctx, s.toBuild, s.settled, clockStarted)
+		select {
+		case <-pre.warm:
+		case <-ctx.Done():
+		}
+	}
+	// The look-ahead fills before the clock starts: reading it (a burst
+	// of Parquet decoding) would otherwise compete with the first sends.
+	select {
+	case <-s.full:
+	case <-ctx.Done():
 	}
 	scrs.scrape(ctx, "before", 0)
 	boundHeap()
 	r.startClock()
+	close(clockStarted)
 	if err := writeProvisional(runDir, info, r.start); err != nil {
 		return nil, err
 	}
 	stopScrape := r.scrapeDuring(ctx, scrs)
-	runErr := r.execute(ctx, plan, w, info)
+	runErr := r.execute(ctx, s, pre, w, info, check.planned)
+	if s.err != nil {
+		// A fault in the workload met mid-run: what was sent is recorded.
+		runErr = errors.Join(runErr, fmt.Errorf("reading workload %s: %w", workloadDir, s.err))
+		info.Complete = false
+		info.Reason = strings.TrimPrefix(info.Reason+"; ", "; ") + "the workload could not be read to its end: " + shorten(s.err.Error())
+	}
 	info.Metrics = stopScrape()
 	info.Client = health.finish()
 	info.Client.BuiltAtSend = r.stats.builtLate.Load()
@@ -259,10 +286,10 @@ func (r *Runner) prepareScrapers(ctx context.Context, runDir string) (scrapers, 
 }
 
 // newRunInfo returns run.json's provenance for this run, before it starts.
-func (r *Runner) newRunInfo(ctx context.Context, workloadDir string, m *trace.Manifest, scheduled int, timeToReady any, tokenizer string) *trace.RunInfo {
+func (r *Runner) newRunInfo(ctx context.Context, workloadDir string, m *trace.Manifest, timeToReady any, tokenizer string) *trace.RunInfo {
 	models, server := r.modelsAnswer(ctx)
 	return &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard, ShardCount: r.opts.ShardCount,
-		Target: RedactURL(r.opts.Target), Workload: workloadDir, Options: r.opts.Recorded(), Scheduled: int64(scheduled), MaxLatenessMs: ms(r.opts.MaxLateness),
+		Target: RedactURL(r.opts.Target), Workload: workloadDir, Options: r.opts.Recorded(), MaxLatenessMs: ms(r.opts.MaxLateness),
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: RedactURL(r.opts.Target),
 		ServerHeader: server, ServerModels: models, Server: r.fingerprint(ctx, models), Host: hostInfo(),
@@ -392,7 +419,7 @@ func shortTransport(err error) string {
 }
 
 // newResult copies a planned request's identity and shape into a result.
-func (r *Runner) newResult(p planned) trace.Result {
+func (r *Runner) newResult(p *planned) trace.Result {
 	q := p.req
 	res := trace.Result{Identity: q.Identity, Shape: q.Shape, Temperature: q.Temperature, TopP: q.TopP, Phase: q.Phase,
 		ScheduledNs: p.scheduledNs, RunID: r.opts.RunID, Shard: r.opts.Shard, Warmup: p.warmup}
@@ -403,8 +430,9 @@ func (r *Runner) newResult(p planned) trace.Result {
 	return res
 }
 
-// progress prints a status line about once a second until stopped.
-func (r *Runner) progress(total int) (stop func()) {
+// progress prints a status line about once a second until stopped; total
+// is at most how many requests the run sends.
+func (r *Runner) progress(total int64) (stop func()) {
 	if r.opts.Progress == nil {
 		return func() {}
 	}
@@ -432,20 +460,6 @@ func (r *Runner) progress(total int) (stop func()) {
 		}
 	})
 	return func() { close(quit); wg.Wait() }
-}
-
-func summarizeLateness(ns []int64) trace.LatenessSummary {
-	if len(ns) == 0 {
-		return trace.LatenessSummary{}
-	}
-	s := slices.Clone(ns)
-	slices.Sort(s)
-	// Nearest-rank percentiles: lateness is a guard rail, not a reported metric.
-	at := func(p float64) float64 {
-		i := int(p*float64(len(s))+0.999999) - 1
-		return float64(s[max(0, min(i, len(s)-1))]) / 1e6
-	}
-	return trace.LatenessSummary{P50Ms: at(0.50), P99Ms: at(0.99), MaxMs: float64(s[len(s)-1]) / 1e6}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

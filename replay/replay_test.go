@@ -233,7 +233,7 @@ func TestBuildPlan(t *testing.T) {
 		{"window with lead-in", Options{Speed: 1, From: "5s", To: "7s", LeadIn: 2 * time.Second}, 4, 0, 3 * time.Second, 2},
 	}
 	for _, c := range cases {
-		plan, err := buildPlan(reqs, &c.opts)
+		plan, err := collectPlan(reqs, &c.opts)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -249,7 +249,7 @@ func TestBuildPlan(t *testing.T) {
 		}
 	}
 	for _, bad := range []Options{{Speed: 1, From: "yesterday"}, {Speed: 1, From: "20s"}, {Speed: 1, From: "5s", To: "2s"}} {
-		if _, err := buildPlan(reqs, &bad); err == nil {
+		if _, err := collectPlan(reqs, &bad); err == nil {
 			t.Errorf("plan with from %q to %q: no error", bad.From, bad.To)
 		}
 	}

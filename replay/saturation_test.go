@@ -13,15 +13,16 @@ func TestSaturationNeedsMoreThanOneHiccup(t *testing.T) {
 		}
 	}
 	const ms = int64(1e6)
-	sample := func(n, late int) []int64 {
-		s := make([]int64, n)
-		for i := range s {
-			s[i] = ms / 10
+	sample := func(n, late int) *durationHist {
+		var h durationHist
+		for i := range n {
+			if i < late {
+				h.add(8 * ms)
+			} else {
+				h.add(ms / 10)
+			}
 		}
-		for i := range late {
-			s[i] = 8 * ms
-		}
-		return s
+		return &h
 	}
 	for _, c := range []struct {
 		n, late int

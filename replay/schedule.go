@@ -1,10 +1,9 @@
 package replay
 
 import (
-	"cmp"
 	"math"
 	"math/rand/v2"
-	"slices"
+	"sync/atomic"
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -13,141 +12,171 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// planned is one request of the schedule.
+// planned is one request of the schedule. It is shared by pointer between
+// the stream that read it, the prefetcher and the sender (the atomics).
 type planned struct {
 	req         *trace.Request
 	scheduledNs int64
 	warmup      bool
-	// next is the plan index of this session's next turn, or -1. A turn
-	// that follows another (chained) is sent when the earlier one is done,
-	// plus its think time, not by the scheduler.
-	next    int
+	// chained marks a later turn of a session: it is sent when the turn
+	// before it is done, plus its think time, not by the scheduler.
 	chained bool
+	// chain is the session it belongs to in open loop, or nil.
+	chain *chain
+	// cost is what it holds of the stream's look-ahead budget until sent.
+	cost int64
+	// The prefetcher's work on it: prefetchNone, … and the body built.
+	state atomic.Int32
+	built atomic.Pointer[outgoing]
 }
 
-// buildPlan turns the workload (in ts order) into the schedule: an optional
-// window with its lead-in, send offsets from the workload's timing (scaled by
-// Speed) or from an arrival process at Rate, cut by Duration and
-// MaxRequests, the first part marked warmup.
-func buildPlan(reqs []trace.Request, o *Options) ([]planned, error) {
-	if len(reqs) == 0 {
-		return nil, nil
+// planner turns the workload's requests, read in ts order, into the
+// schedule one request at a time: an optional window with its lead-in,
+// send offsets from the workload's timing (scaled by Speed) or from an
+// arrival process at Rate, cut by Duration and MaxRequests, the first part
+// marked warmup, and this shard's part of it. It holds no request, so the
+// schedule of a workload of any length streams.
+type planner struct {
+	o                *Options
+	started          bool
+	firstTS, lastTS  int64 // of the workload read so far, for errors
+	lo, hi, leadFrom int64
+	t0               int64 // the first window request's ts
+	arrival          *arrivalClock
+	planned          int // window requests planned, on every shard
+}
+
+func newPlanner(o *Options) *planner { return &planner{o: o} }
+
+// next returns the plan entry for q, the workload's next request. keep is
+// false when q is not scheduled here (before the window, or another
+// shard's); stop is true when the schedule is complete and nothing after q
+// can join it.
+func (pl *planner) next(q *trace.Request) (p *planned, keep, stop bool, err error) {
+	o := pl.o
+	if !pl.started {
+		if err := pl.start(q.TS); err != nil {
+			return nil, false, true, err
+		}
 	}
-	first := reqs[0].TS
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	pl.lastTS = q.TS
+	if q.TS >= pl.hi {
+		return nil, false, true, nil
+	}
+	if q.TS < pl.leadFrom {
+		return nil, false, false, nil
+	}
+	var offset int64
+	if pl.planned == 0 {
+		pl.t0 = q.TS
+	}
+	if o.Rate > 0 {
+		offset = pl.arrival.next()
+	} else {
+		offset = satNs((float64(q.TS) - float64(pl.t0)) * 1000 / o.Speed)
+	}
+	// Closed loop ignores offsets; its duration is enforced at run time.
+	if o.Duration > 0 && o.Concurrency == 0 && offset >= int64(o.Duration) {
+		return nil, false, true, nil
+	}
+	if o.MaxRequests > 0 && pl.planned >= o.MaxRequests {
+		return nil, false, true, nil
+	}
+	warm := q.TS < pl.lo || // lead-in before the window
+		(o.WarmupRequests > 0 && pl.planned < o.WarmupRequests) ||
+		(o.WarmupDuration > 0 && offset < int64(o.WarmupDuration))
+	pl.planned++
+	// The full schedule is built identically on every shard; each keeps
+	// its part, at the full schedule's times.
+	if o.ShardCount > 1 && shardOf(q, o.ShardCount) != o.Shard {
+		return nil, false, false, nil
+	}
+	req := *q // the reader's row is valid only during its call
+	return &planned{req: &req, scheduledNs: offset, warmup: warm}, true, false, nil
+}
+
+// start reads the window options against the workload's first request.
+func (pl *planner) start(first int64) error {
+	o := pl.o
+	pl.started, pl.firstTS = true, first
+	pl.lo, pl.hi = int64(math.MinInt64), int64(math.MaxInt64)
 	var err error
 	if o.From != "" {
-		if lo, err = parseInstant("From", o.From, first); err != nil {
-			return nil, err
+		if pl.lo, err = parseInstant("From", o.From, first); err != nil {
+			return err
 		}
 	}
 	if o.To != "" {
-		if hi, err = parseInstant("To", o.To, first); err != nil {
-			return nil, err
+		if pl.hi, err = parseInstant("To", o.To, first); err != nil {
+			return err
 		}
 	}
-	if hi <= lo {
-		return nil, opterr.New("To", o.To, "must be after From (%s)", o.From)
+	if pl.hi <= pl.lo {
+		return opterr.New("To", o.To, "must be after From (%s)", o.From)
 	}
-	leadFrom := lo
-	if o.LeadIn > 0 && lo > math.MinInt64+o.LeadIn.Microseconds() {
-		leadFrom = lo - o.LeadIn.Microseconds()
+	pl.leadFrom = pl.lo
+	if o.LeadIn > 0 && pl.lo > math.MinInt64+o.LeadIn.Microseconds() {
+		pl.leadFrom = pl.lo - o.LeadIn.Microseconds()
 	}
-	var window []*trace.Request
-	for i := range reqs {
-		if ts := reqs[i].TS; ts >= leadFrom && ts < hi {
-			window = append(window, &reqs[i])
-		}
-	}
-	if len(window) == 0 {
-		return nil, opterr.New("From", o.From, "no request of the workload falls between From and To (the workload spans %s to %s)",
-			time.UnixMicro(first).UTC().Format(time.RFC3339), time.UnixMicro(reqs[len(reqs)-1].TS).UTC().Format(time.RFC3339))
-	}
-
-	offsets := make([]int64, len(window))
 	if o.Rate > 0 {
-		arrivals(offsets, o.Rate, o.Arrival, o.Burstiness, o.Seed)
-	} else {
-		t0 := window[0].TS
-		for i, q := range window {
-			offsets[i] = satNs((float64(q.TS) - float64(t0)) * 1000 / o.Speed)
-		}
+		pl.arrival = newArrivalClock(o.Rate, o.Arrival, o.Burstiness, o.Seed)
 	}
-	plan := make([]planned, 0, len(window))
-	for i, q := range window {
-		// Closed loop ignores offsets; its duration is enforced at run time.
-		if o.Duration > 0 && o.Concurrency == 0 && offsets[i] >= int64(o.Duration) {
-			break
-		}
-		if o.MaxRequests > 0 && len(plan) >= o.MaxRequests {
-			break
-		}
-		warm := q.TS < lo || // lead-in before the window
-			(o.WarmupRequests > 0 && len(plan) < o.WarmupRequests) ||
-			(o.WarmupDuration > 0 && offsets[i] < int64(o.WarmupDuration))
-		plan = append(plan, planned{req: q, scheduledNs: offsets[i], warmup: warm, next: -1})
-	}
-	if o.ShardCount > 1 {
-		// The full schedule is built identically on every shard; each keeps
-		// its part, at the full schedule's times.
-		mine := plan[:0]
-		for _, p := range plan {
-			if shardOf(p.req, o.ShardCount) == o.Shard {
-				mine = append(mine, p)
-			}
-		}
-		plan = mine
-	}
-	linkSessions(plan)
-	return plan, nil
+	return nil
 }
 
-// linkSessions chains the turns of each multi-turn session in the plan, in
-// turn order: the first follows the schedule, each later one is chained.
-func linkSessions(plan []planned) {
-	bySession := map[string][]int{}
-	for i := range plan {
-		if id := plan[i].req.SessionID; id != "" {
-			bySession[id] = append(bySession[id], i)
-		}
+// end returns the error for a schedule that planned nothing.
+func (pl *planner) end() error {
+	if !pl.started {
+		return nil
 	}
-	for _, idx := range bySession {
-		if len(idx) < 2 {
-			continue
-		}
-		slices.SortStableFunc(idx, func(a, b int) int {
-			return cmp.Or(cmp.Compare(plan[a].req.Turn, plan[b].req.Turn), cmp.Compare(plan[a].req.TS, plan[b].req.TS))
-		})
-		for k := 0; k+1 < len(idx); k++ {
-			plan[idx[k]].next = idx[k+1]
-			plan[idx[k+1]].chained = true
-		}
+	if pl.planned == 0 {
+		return opterr.New("From", pl.o.From, "no request of the workload falls between From and To (the workload spans %s to %s)",
+			time.UnixMicro(pl.firstTS).UTC().Format(time.RFC3339), time.UnixMicro(pl.lastTS).UTC().Format(time.RFC3339))
 	}
+	return nil
 }
 
-// arrivals fills offsets (ns, from 0) with an arrival process at rate per
-// second: exponential gaps (poisson), gamma gaps of the given shape and the
-// same mean (CV = 1/sqrt(shape), as vLLM's bench), or constant gaps. The
-// first request goes at 0.
-func arrivals(offsets []int64, rate float64, kind Arrival, shape float64, seed uint64) {
+// arrivalClock gives the send offsets (ns, from 0) of an arrival process at
+// rate per second: exponential gaps (poisson), gamma gaps of the given
+// shape and the same mean (CV = 1/sqrt(shape), as vLLM's bench), or
+// constant gaps. The first request goes at 0.
+type arrivalClock struct {
+	gap   func() float64
+	t     float64
+	first bool
+}
+
+func newArrivalClock(rate float64, kind Arrival, shape float64, seed uint64) *arrivalClock {
 	src := rand.NewPCG(seed, 0xa441)
-	var gap func() float64
+	a := &arrivalClock{first: true}
 	switch kind {
 	case ArrivalConstant:
-		gap = func() float64 { return 1 / rate }
+		a.gap = func() float64 { return 1 / rate }
 	case ArrivalGamma:
 		g := distuv.Gamma{Alpha: shape, Beta: shape * rate, Src: src}
-		gap = g.Rand
+		a.gap = g.Rand
 	default:
 		e := distuv.Exponential{Rate: rate, Src: src}
-		gap = e.Rand
+		a.gap = e.Rand
 	}
-	t := 0.0
+	return a
+}
+
+// next returns the next arrival's offset.
+func (a *arrivalClock) next() int64 {
+	if !a.first {
+		a.t += a.gap()
+	}
+	a.first = false
+	return satNs(a.t * 1e9)
+}
+
+// arrivals fills offsets with the first len(offsets) arrivals of the
+// process newArrivalClock describes.
+func arrivals(offsets []int64, rate float64, kind Arrival, shape float64, seed uint64) {
+	a := newArrivalClock(rate, kind, shape, seed)
 	for i := range offsets {
-		if i > 0 {
-			t += gap()
-		}
-		offsets[i] = satNs(t * 1e9)
+		offsets[i] = a.next()
 	}
 }
 

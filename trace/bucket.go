@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -475,10 +476,16 @@ func OpenBucket(dir string) (*Bucket, error) {
 // passed to fn is valid only during the call. Returning a non-nil error from
 // fn stops the scan and returns that error.
 //
+// A part is opened only when the merge reaches its manifest min_ts_us, so a
+// bucket of many parts written in time order holds one or two open at a
+// time, not all of them: memory follows the parts that overlap in time,
+// not the bucket's length.
+//
 // Every row is checked as it is read (Request.Validate), each part's times
 // must not go backwards (parts are written sorted, and the merge relies on
-// it) and each part must hold the rows its manifest entry says: a fault is
-// an error naming the part and row, never a row passed on.
+// it), its first row must not be before its min_ts_us, and each part must
+// hold the rows its manifest entry says: a fault is an error naming the
+// part and row, never a row passed on.
 func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 	h := make(cursorHeap, 0, len(b.Manifest.Parts))
 	defer func() {
@@ -486,31 +493,44 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 			c.part.close()
 		}
 	}()
-	for i, p := range b.Manifest.Parts {
-		pf, err := openPartFile[Request](filepath.Join(b.Dir, p.Path))
-		if err != nil {
-			return err
-		}
-		if pf.numRows != p.Rows {
-			pf.close()
-			return fmt.Errorf("trace %s: part %s holds %d rows, its manifest says %d: the part was replaced or the manifest edited; convert the source again", b.Dir, p.Path, pf.numRows, p.Rows)
-		}
-		c := &cursor{part: pf, order: i, path: p.Path, dir: b.Dir}
-		if err := c.advance(); err == io.EOF {
-			pf.close()
-			continue
-		} else if err != nil {
-			pf.close()
-			return err
-		}
-		h = append(h, c)
+	pending := make([]int, len(b.Manifest.Parts))
+	for i := range pending {
+		pending[i] = i
 	}
-	heap.Init(&h)
-	for n := 0; len(h) > 0; n++ {
+	slices.SortStableFunc(pending, func(i, j int) int { return cmp.Compare(b.Manifest.Parts[i].MinTS, b.Manifest.Parts[j].MinTS) })
+	// open adds the pending parts that start at or before the merge's
+	// next row (or the next one, when none is open) to the heap.
+	open := func() error {
+		for len(pending) > 0 && (len(h) == 0 || b.Manifest.Parts[pending[0]].MinTS <= h[0].row.TS) {
+			i := pending[0]
+			pending = pending[1:]
+			c, err := b.openCursor(i)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				heap.Push(&h, c)
+			}
+		}
+		return nil
+	}
+	lastTS := int64(math.MinInt64)
+	for n := 0; ; n++ {
+		if err := open(); err != nil {
+			return err
+		}
+		if len(h) == 0 {
+			return nil
+		}
 		if n&1023 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		c := h[0]
+		if c.row.TS < lastTS {
+			return fmt.Errorf("trace %s: part %s row %d: ts %s is before a row of an earlier part the merge passed: the manifest's min_ts_us for the part is wrong; convert or generate it again", b.Dir, c.path, c.n,
+				time.UnixMicro(c.row.TS).UTC().Format(time.RFC3339Nano))
+		}
+		lastTS = c.row.TS
 		if err := fn(c.row); err != nil {
 			return err
 		}
@@ -523,7 +543,34 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 			heap.Fix(&h, 0)
 		}
 	}
-	return nil
+}
+
+// openCursor opens part i at its first row, checked against its manifest
+// entry; nil for a part of no rows.
+func (b *Bucket) openCursor(i int) (*cursor, error) {
+	p := b.Manifest.Parts[i]
+	pf, err := openPartFile[Request](filepath.Join(b.Dir, p.Path))
+	if err != nil {
+		return nil, err
+	}
+	if pf.numRows != p.Rows {
+		pf.close()
+		return nil, fmt.Errorf("trace %s: part %s holds %d rows, its manifest says %d: the part was replaced or the manifest edited; convert the source again", b.Dir, p.Path, pf.numRows, p.Rows)
+	}
+	c := &cursor{part: pf, order: i, path: p.Path, dir: b.Dir}
+	if err := c.advance(); err == io.EOF {
+		pf.close()
+		return nil, nil
+	} else if err != nil {
+		pf.close()
+		return nil, err
+	}
+	if c.row.TS < p.MinTS {
+		pf.close()
+		return nil, fmt.Errorf("trace %s: part %s row 1: ts %s is before the part's min_ts_us in the manifest (%s): the manifest was edited or the part replaced; convert the source again", b.Dir, p.Path,
+			time.UnixMicro(c.row.TS).UTC().Format(time.RFC3339Nano), time.UnixMicro(p.MinTS).UTC().Format(time.RFC3339Nano))
+	}
+	return c, nil
 }
 
 // ReadAll returns every request of the bucket at dir in ts order.

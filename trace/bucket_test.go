@@ -247,3 +247,75 @@ func assertNoTempFiles(t *testing.T, dir string) {
 		return nil
 	})
 }
+
+// TestScanOpensPartsAsTheMergeReachesThem: a bucket of 30 parts written in
+// time order is read with at most two parts open, one whose parts overlap
+// in time still merges in ts order, and a manifest whose min_ts_us is
+// later than the part's first row is refused by name.
+func TestScanOpensPartsAsTheMergeReachesThem(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	write := func(order []int) string {
+		dir := filepath.Join(t.TempDir(), "b")
+		w, err := NewBucketWriter(dir, WriterOptions{PartRows: 100, MaxBufferedRows: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range order {
+			if err := w.Write(Request{Identity: Identity{RequestID: strconv.Itoa(i)}, TS: t0.Add(time.Duration(i) * time.Millisecond).UnixMicro(),
+				Shape: Shape{InputTokens: 1, API: APIChat}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(&Manifest{Kind: "trace"}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	scan := func(dir string) (ids []int, maxOpen int64, err error) {
+		b, err := OpenBucket(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := openParts.Load()
+		err = b.Scan(context.Background(), func(r *Request) error {
+			id, _ := strconv.Atoi(r.RequestID)
+			ids = append(ids, id)
+			maxOpen = max(maxOpen, openParts.Load()-base)
+			return nil
+		})
+		return ids, maxOpen, err
+	}
+	inOrder := make([]int, 3000)
+	for i := range inOrder {
+		inOrder[i] = i
+	}
+	dir := write(inOrder)
+	if m, _ := ReadManifest(dir); len(m.Parts) != 30 {
+		t.Fatalf("%d parts, want 30 of 100 rows", len(m.Parts))
+	}
+	ids, maxOpen, err := scan(dir)
+	if err != nil || !slices.Equal(ids, inOrder) || maxOpen > 2 {
+		t.Errorf("in-order parts: %d rows in order %v, error %v, at most %d parts open (want ≤ 2)", len(ids), slices.IsSorted(ids), err, maxOpen)
+	}
+	// Interleaved: every part spans the whole time range.
+	mixed := make([]int, 0, 3000)
+	for k := range 30 {
+		for j := range 100 {
+			mixed = append(mixed, j*30+k)
+		}
+	}
+	ids, maxOpen, err = scan(write(mixed))
+	if err != nil || !slices.Equal(ids, inOrder) {
+		t.Errorf("overlapping parts: %d rows, sorted %v, error %v", len(ids), slices.IsSorted(ids), err)
+	}
+	t.Logf("overlapping parts: %d open at most", maxOpen)
+	// A manifest that says a part starts later than it does.
+	m, _ := ReadManifest(dir)
+	m.Parts[5].MinTS += 1000
+	if err := WriteJSONAtomic(filepath.Join(dir, ManifestName), m); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := scan(dir); err == nil || !strings.Contains(err.Error(), m.Parts[5].Path) || !strings.Contains(err.Error(), "min_ts_us") {
+		t.Errorf("a wrong min_ts_us: error %v, want one naming %s and min_ts_us", err, m.Parts[5].Path)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -92,6 +93,10 @@ func (pw *partWriter[T]) write(ctx context.Context, path string, rows []T) (err 
 	return nil
 }
 
+// openParts counts the part files open for reading: Scan's bound on them
+// is tested through it.
+var openParts atomic.Int64
+
 // partFile is an open Parquet file read row group by row group into T.
 type partFile[T any] struct {
 	path    string
@@ -133,6 +138,7 @@ func openPartFile[T any](path string) (p *partFile[T], err error) {
 			return nil, fmt.Errorf("read part %s: no %s column: not a servetrace %s part (every row would read as zero)", path, col, recordKind[T]())
 		}
 	}
+	openParts.Add(1)
 	return &partFile[T]{path: path, f: f, pf: pf, group: -1, buf: make([]T, 512), numRows: pf.NumRows()}, nil
 }
 
@@ -198,6 +204,7 @@ func (p *partFile[T]) close() error {
 	if p.reader != nil {
 		p.reader.Close()
 	}
+	openParts.Add(-1)
 	return p.f.Close()
 }
 
