@@ -226,36 +226,47 @@ func (w *BucketWriter) partitionOf(ts int64) string {
 
 // partBuf holds a partition's buffered rows in fixed-size chunks, so that
 // growing it never copies what it holds (rows are some 300 bytes each).
+// It notes whether the rows came in time order (a sorted log, a
+// generated workload): those are written chunk by chunk, neither joined
+// nor sorted.
 type partBuf struct {
-	chunks [][]Request
-	n      int
+	chunks   [][]Request
+	n        int
+	unsorted bool
+	lastTS   int64
 }
 
 const partChunkRows = 4096
 
-func (b *partBuf) add(r Request) {
+func (b *partBuf) add(r *Request) {
 	if len(b.chunks) == 0 || len(b.chunks[len(b.chunks)-1]) == partChunkRows {
 		b.chunks = append(b.chunks, make([]Request, 0, partChunkRows))
 	}
+	if b.n > 0 && r.TS < b.lastTS {
+		b.unsorted = true
+	}
+	b.lastTS = r.TS
 	last := &b.chunks[len(b.chunks)-1]
-	*last = append(*last, r)
+	*last = append(*last, *r)
 	b.n++
 }
 
-// rows returns the buffered rows as one slice (one copy), or the single
-// chunk itself.
-func (b *partBuf) rows() []Request {
-	if b == nil {
+// sorted returns the buffered rows in ts order (ties in arrival order), as
+// chunks: the chunks themselves when they came in order, else one sorted
+// copy.
+func (b *partBuf) sorted() [][]Request {
+	if b == nil || b.n == 0 {
 		return nil
 	}
-	if len(b.chunks) == 1 {
-		return b.chunks[0]
+	if !b.unsorted {
+		return b.chunks
 	}
 	out := make([]Request, 0, b.n)
 	for _, c := range b.chunks {
 		out = append(out, c...)
 	}
-	return out
+	slices.SortStableFunc(out, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+	return [][]Request{out}
 }
 
 // Write adds one request. Its slices are kept, not copied.
@@ -269,7 +280,7 @@ func (w *BucketWriter) Write(r Request) error {
 		pb = &partBuf{}
 		w.buf[p] = pb
 	}
-	pb.add(r)
+	pb.add(&r)
 	w.nbuf++
 	if pb.n >= w.opts.PartRows {
 		return w.flushPartition(p)
@@ -319,13 +330,13 @@ func (w *BucketWriter) Rows() int64 {
 }
 
 func (w *BucketWriter) flushPartition(p string) error {
-	rows := w.buf[p].rows()
+	pb := w.buf[p]
+	chunks := pb.sorted()
 	delete(w.buf, p)
-	w.nbuf -= len(rows)
-	if len(rows) == 0 {
+	if len(chunks) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(rows, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+	w.nbuf -= pb.n
 	rel := filepath.Join(p, fmt.Sprintf("part-%s-%05d.parquet", w.tag, w.seq))
 	w.seq++
 	if w.pw == nil {
@@ -335,10 +346,11 @@ func (w *BucketWriter) flushPartition(p string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := w.pw.write(ctx, filepath.Join(w.stage, rel), rows); err != nil {
+	if err := w.pw.writeChunks(ctx, filepath.Join(w.stage, rel), chunks); err != nil {
 		return err
 	}
-	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(len(rows)), MinTS: rows[0].TS, MaxTS: rows[len(rows)-1].TS})
+	last := chunks[len(chunks)-1]
+	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(pb.n), MinTS: chunks[0][0].TS, MaxTS: last[len(last)-1].TS})
 	return nil
 }
 

@@ -34,7 +34,12 @@ type partWriter[T any] struct {
 
 // write writes rows as the part at path, stopping with ctx's error between
 // row groups once ctx ends (a part of 512k rows takes about a second).
-func (pw *partWriter[T]) write(ctx context.Context, path string, rows []T) (err error) {
+func (pw *partWriter[T]) write(ctx context.Context, path string, rows []T) error {
+	return pw.writeChunks(ctx, path, [][]T{rows})
+}
+
+// writeChunks writes the rows of chunks, in order, as the part at path.
+func (pw *partWriter[T]) writeChunks(ctx context.Context, path string, chunks [][]T) (err error) {
 	if pw.rowGroupRows <= 0 {
 		pw.rowGroupRows = DefaultRowGroupRows
 	}
@@ -63,16 +68,23 @@ func (pw *partWriter[T]) write(ctx context.Context, path string, rows []T) (err 
 		pw.w.Reset(tmp)
 	}
 	w := pw.w
-	for start := 0; start < len(rows); start += pw.rowGroupRows {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		end := min(start+pw.rowGroupRows, len(rows))
-		if _, err := w.Write(rows[start:end]); err != nil {
-			return fmt.Errorf("write parquet rows to %s: %w", path, err)
-		}
-		if err := w.Flush(); err != nil {
-			return fmt.Errorf("flush row group to %s: %w", path, err)
+	inGroup := 0
+	for _, rows := range chunks {
+		for len(rows) > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := min(len(rows), pw.rowGroupRows-inGroup)
+			if _, err := w.Write(rows[:k]); err != nil {
+				return fmt.Errorf("write parquet rows to %s: %w", path, err)
+			}
+			rows, inGroup = rows[k:], inGroup+k
+			if inGroup == pw.rowGroupRows {
+				if err := w.Flush(); err != nil {
+					return fmt.Errorf("flush row group to %s: %w", path, err)
+				}
+				inGroup = 0
+			}
 		}
 	}
 	if err := w.Close(); err != nil {
