@@ -166,6 +166,7 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	}
 	defer w.Close()
 	info = r.newRunInfo(ctx, workloadDir, m, timeToReady, counter.Name())
+	info.Scheduled = check.planned // what the check counted; the run's own count replaces it
 	if r.opts.WaitIdle > 0 {
 		info.IdleWaitMs = new(ms(idleWait))
 	}

@@ -22,10 +22,15 @@ import (
 // client.jsonl samples in the run dir that the replayer stays flat: the
 // heap retained after a full collection at 95% of the run within 10% of
 // that at 30%; from the second fifth of the run to the last, RSS within 25%
-// (Run bounds the heap under TuneGC), the collector's own live-heap figure
-// within 50% and goroutines within 10%. Skipped unless asked
+// or under the heap bound Run sets under TuneGC (plus the runtime's own
+// memory), the collector's own live-heap figure within 50% and goroutines
+// within 10%. Skipped unless asked
 // for; SERVETRACE_SOAK_HEAPPROFILE=path also writes heap profiles path.0 and
 // path.1 at 30% and 95%.
+// runtimeOverhead is what RSS holds beyond the Go heap's memory limit:
+// stacks, the collector's metadata, the binary.
+const runtimeOverhead = 64e6
+
 func TestSoak(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("SERVETRACE_SOAK"))
 	if err != nil || d <= 0 {
@@ -44,6 +49,7 @@ func TestSoak(t *testing.T) {
 	// allocated while it marked (at GOGC 400, up to twice what is
 	// retained), so it drifts up as the pacer settles without any leak.
 	var retained [2]float64
+	var bound float64 // the memory limit boundHeap set, read during the run
 	var profileErr error
 	for i, at := range []time.Duration{d * 3 / 10, d * 95 / 100} {
 		timer := time.AfterFunc(at, func() {
@@ -51,6 +57,7 @@ func TestSoak(t *testing.T) {
 			sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 			metrics.Read(sample)
 			retained[i] = float64(sample[0].Value.Uint64())
+			bound = float64(heapBound.Load())
 			if path := os.Getenv("SERVETRACE_SOAK_HEAPPROFILE"); path != "" {
 				f, err := os.Create(fmt.Sprintf("%s.%d", path, i)) // for go tool pprof -base
 				if err == nil {
@@ -109,7 +116,7 @@ func TestSoak(t *testing.T) {
 	gEarly, gLate := median(gor[k:2*k]), median(gor[4*k:])
 	t.Logf("%s at %d req/s: %d requests, %d samples; live heap %.0f → %.0f MB, RSS %.0f → %.0f MB, goroutines %.0f → %.0f",
 		d, rate, info.Scheduled, len(rss), liveEarly/1e6, liveLate/1e6, rssEarly/1e6, rssLate/1e6, gEarly, gLate)
-	t.Logf("retained after a full collection: %.1f MB at 30%% of the run, %.1f MB at 95%%", retained[0]/1e6, retained[1]/1e6)
+	t.Logf("retained after a full collection: %.1f MB at 30%% of the run, %.1f MB at 95%%; heap bound %.0f MB", retained[0]/1e6, retained[1]/1e6, bound/1e6)
 	if profileErr != nil {
 		t.Errorf("heap profile: %v", profileErr)
 	}
@@ -122,8 +129,13 @@ func TestSoak(t *testing.T) {
 	if liveLate > 1.5*liveEarly+5e6 {
 		t.Errorf("live heap after the collector's cycles grew from %.0f to %.0f MB over the run", liveEarly/1e6, liveLate/1e6)
 	}
-	if rssLate > 1.25*rssEarly {
-		t.Errorf("RSS grew from %.0f to %.0f MB over the run", rssEarly/1e6, rssLate/1e6)
+	// RSS rises toward the memory limit as the collector's goal drifts
+	// (its figure counts what is allocated while it marks); with the
+	// workload streamed rather than held, the run starts well under it.
+	// Past the limit plus the runtime's own memory, or by more than a
+	// quarter when no limit is in force, it is growing.
+	if rssLate > 1.25*rssEarly && (bound == 0 || rssLate > bound+runtimeOverhead) {
+		t.Errorf("RSS grew from %.0f to %.0f MB over the run, past the heap bound of %.0f MB and the runtime's %.0f MB", rssEarly/1e6, rssLate/1e6, bound/1e6, runtimeOverhead/1e6)
 	}
 	if gLate > 1.1*gEarly+5 {
 		t.Errorf("goroutines grew from %.0f to %.0f over the run", gEarly, gLate)

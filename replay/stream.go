@@ -38,10 +38,12 @@ func sliceSource(reqs []trace.Request) source {
 // handed to a sender is at most lookAheadUnits, a request counting one unit
 // plus one per lookAheadBlocksPerUnit prefix blocks, so that neither many
 // small requests nor a few with 128k-token prompts grow memory with the
-// workload's length. 65,536 units are a minute at 1,000 requests a second,
-// enough for the think times between a session's turns.
+// workload's length. 16,384 units are 16 s at 1,000 requests a second: a
+// session's later turn read after its turn before was done is still sent
+// at that done time plus its think time, unless the server answered the
+// turn before over 16 s faster than the recorded one.
 const (
-	lookAheadUnits         = 1 << 16
+	lookAheadUnits         = 1 << 14
 	lookAheadBlocksPerUnit = 64
 )
 
