@@ -33,14 +33,16 @@ func strictDecode(doc []byte, out any) error {
 }
 
 // TestKubernetesManifestsDecodeStrictly decodes every manifest into its
-// Kubernetes API type and checks what the distributed replay relies on.
+// Kubernetes API type and checks what the distributed replay and the
+// distributed fit rely on.
 func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(manifests, "*.yaml"))
-	if err != nil || len(files) < 4 {
+	if err != nil || len(files) < 5 {
 		t.Fatalf("manifests: %v (%d files)", err, len(files))
 	}
+	// Jobs and ConfigMaps by name: a file may hold several documents.
 	jobs := map[string]*batchv1.Job{}
-	var cm *corev1.ConfigMap
+	cms := map[string]*corev1.ConfigMap{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -50,7 +52,10 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 			if len(bytes.TrimSpace(doc)) == 0 {
 				continue
 			}
-			var meta struct{ Kind, APIVersion string }
+			var meta struct {
+				Kind, APIVersion string
+				Metadata         struct{ Name string }
+			}
 			if err := yaml.Unmarshal(doc, &meta); err != nil {
 				t.Fatalf("%s document %d: %v", f, i, err)
 			}
@@ -58,10 +63,10 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 			switch meta.APIVersion + "/" + meta.Kind {
 			case "batch/v1/Job":
 				j := &batchv1.Job{}
-				obj, jobs[filepath.Base(f)] = j, j
+				obj, jobs[meta.Metadata.Name] = j, j
 			case "v1/ConfigMap":
-				cm = &corev1.ConfigMap{}
-				obj = cm
+				cm := &corev1.ConfigMap{}
+				obj, cms[meta.Metadata.Name] = cm, cm
 			case "v1/PersistentVolumeClaim":
 				obj = &corev1.PersistentVolumeClaim{}
 			default:
@@ -72,9 +77,9 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 			}
 		}
 	}
-	replayJob := jobs["replay-job.yaml"]
-	if replayJob == nil || cm == nil || jobs["analyze-job.yaml"] == nil {
-		t.Fatalf("missing the replay Job, the analyze Job or the ConfigMap")
+	replayJob, cm := jobs["servetrace-replay"], cms["servetrace-replay"]
+	if replayJob == nil || cm == nil || jobs["servetrace-analyze"] == nil {
+		t.Fatalf("missing the replay Job, the analyze Job or the replay ConfigMap")
 	}
 	spec := replayJob.Spec
 	if spec.CompletionMode == nil || *spec.CompletionMode != batchv1.IndexedCompletion {
@@ -104,9 +109,68 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Error("the replay container requests no CPU or memory")
 	}
+	checkFitJobs(t, jobs, cms)
 	// A misspelt field must fail: the check above would catch it.
 	if err := strictDecode([]byte("apiVersion: batch/v1\nkind: Job\nspec:\n  completionsMode: Indexed\n"), &batchv1.Job{}); err == nil {
 		t.Error("strict decoding accepted an unknown field")
+	}
+}
+
+// checkFitJobs checks the distributed fit (fit-job.yaml): an Indexed Job of
+// SHARDS pods, each fitting its shard into a partial named by its index on
+// the shared volume, and a merge Job that merges exactly those partials.
+func checkFitJobs(t *testing.T, jobs map[string]*batchv1.Job, cms map[string]*corev1.ConfigMap) {
+	t.Helper()
+	fit, merge, cm := jobs["servetrace-fit"], jobs["servetrace-fit-merge"], cms["servetrace-fit"]
+	if fit == nil || merge == nil || cm == nil {
+		t.Fatalf("missing the fit Job, the fit merge Job or the fit ConfigMap")
+	}
+	spec := fit.Spec
+	if spec.CompletionMode == nil || *spec.CompletionMode != batchv1.IndexedCompletion {
+		t.Error("the fit Job is not Indexed: pods would not know their shard")
+	}
+	if spec.Completions == nil || fmt.Sprint(*spec.Completions) != cm.Data["SHARDS"] {
+		t.Errorf("the fit Job runs %v shards, its ConfigMap says SHARDS=%s", spec.Completions, cm.Data["SHARDS"])
+	}
+	for _, key := range []string{"TRACE", "SHARDS", "FIT_ID", "MERGE_WAIT_S"} {
+		if cm.Data[key] == "" {
+			t.Errorf("the fit ConfigMap has no %s", key)
+		}
+	}
+	partial := `/data/fits/${FIT_ID}/part-${JOB_COMPLETION_INDEX}-of-${SHARDS}.fitpart.gz`
+	glob := `"$dir"/part-*-of-"${SHARDS}".fitpart.gz`
+	for _, c := range []struct {
+		job  *batchv1.Job
+		want []string
+	}{
+		{fit, []string{`servetrace fit "$TRACE"`, `--shard "${JOB_COMPLETION_INDEX}/${SHARDS}"`, `--out "` + partial + `"`}},
+		{merge, []string{`dir="/data/fits/${FIT_ID}"`, "servetrace fit --merge", `--out "$dir/model.json"`, glob}},
+	} {
+		pod := c.job.Spec.Template.Spec
+		ctr := pod.Containers[0]
+		args := strings.Join(ctr.Args, " ")
+		for _, w := range c.want {
+			if !strings.Contains(args, w) {
+				t.Errorf("the %s command lacks %s", c.job.Name, w)
+			}
+		}
+		if len(ctr.EnvFrom) == 0 || ctr.EnvFrom[0].ConfigMapRef == nil || ctr.EnvFrom[0].ConfigMapRef.Name != cm.Name {
+			t.Errorf("the %s container does not read the %s ConfigMap", c.job.Name, cm.Name)
+		}
+		if len(pod.Volumes) == 0 || pod.Volumes[0].PersistentVolumeClaim == nil || pod.Volumes[0].PersistentVolumeClaim.ClaimName != "servetrace-data" ||
+			len(ctr.VolumeMounts) == 0 || ctr.VolumeMounts[0].MountPath != "/data" {
+			t.Errorf("the %s pod does not mount the shared volume at /data", c.job.Name)
+		}
+		if ctr.Resources.Requests.Cpu().IsZero() || ctr.Resources.Requests.Memory().IsZero() {
+			t.Errorf("the %s container requests no CPU or memory", c.job.Name)
+		}
+	}
+	// The merge's glob, as the shell expands it, takes the names the shards
+	// write.
+	name := strings.NewReplacer("${FIT_ID}", "f", "${JOB_COMPLETION_INDEX}", "3", "${SHARDS}", "4").Replace(partial)
+	pattern := strings.NewReplacer(`"`, "", "$dir", "/data/fits/f", "${SHARDS}", "4").Replace(glob)
+	if ok, err := filepath.Match(pattern, name); !ok || err != nil {
+		t.Errorf("the merge's glob %s does not match the shard's partial %s", pattern, name)
 	}
 }
 

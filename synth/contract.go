@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -182,6 +183,26 @@ func (c *reuseCounter) add(id int64) {
 	}
 }
 
+// merge adds the ids o counted over the slice after c's: o's first sight
+// of an id c had seen is a repeat, so below maxSeenImages distinct ids the
+// merge counts exactly what one counter over both slices would.
+func (c *reuseCounter) merge(o *reuseCounter) {
+	if c.seen == nil {
+		c.seen = map[int64]bool{}
+	}
+	c.total += o.total
+	c.reused += o.reused
+	ids := slices.Collect(maps.Keys(o.seen))
+	slices.Sort(ids)
+	for _, id := range ids {
+		if c.seen[id] {
+			c.reused++
+		} else if len(c.seen) < maxSeenImages {
+			c.seen[id] = true
+		}
+	}
+}
+
 // share is the repeated ids' share, 0 without any.
 func (c *reuseCounter) share() float64 {
 	if c.total == 0 {
@@ -196,6 +217,17 @@ type popularity map[string]int64
 func (p popularity) add(key string) {
 	if _, known := p[key]; known || len(p) < MaxZipfN {
 		p[key]++
+	}
+}
+
+// merge adds o's counts to p's, keys in order where MaxZipfN cuts.
+func (p popularity) merge(o popularity) {
+	keys := slices.Collect(maps.Keys(o))
+	slices.Sort(keys)
+	for _, k := range keys {
+		if _, known := p[k]; known || len(p) < MaxZipfN {
+			p[k] += o[k]
+		}
 	}
 }
 
@@ -271,6 +303,26 @@ func (f *contractFitter) add(r *trace.Request) {
 		f.any = true
 	}
 	f.sampling.add(key, 0, 0)
+}
+
+// merge adds the counts of o, fitted over the slice after f's, to f's.
+func (f *contractFitter) merge(o *contractFitter) {
+	f.imageCount.merge(o.imageCount)
+	f.audioCount.merge(o.audioCount)
+	f.audioMs.merge(o.audioMs)
+	f.tools.merge(o.tools)
+	f.schema.merge(o.schema)
+	f.sampling.merge(o.sampling)
+	for cls, c := range o.imageSize {
+		if f.imageSize[cls] == nil {
+			f.imageSize[cls] = newCatCounter()
+		}
+		f.imageSize[cls].merge(c)
+	}
+	f.images.merge(&o.images)
+	f.schemas.merge(o.schemas)
+	f.adapters.merge(o.adapters)
+	f.any = f.any || o.any
 }
 
 // fit returns the contract, nil when no request carried any of it (the

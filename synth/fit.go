@@ -3,6 +3,7 @@ package synth
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -34,26 +35,118 @@ type FitOptions struct {
 // last class.
 const maxClasses = 8
 
+// maxTrackedClasses bounds the (model, api) pairs a fit's accumulation
+// keeps apart; rarer ones join the last. Which pairs are the model's
+// maxClasses is known only once every row is in (a shard sees its own
+// first pairs), so the accumulation keeps more apart than the model and
+// the finish folds them: a sharded fit's classes are exact up to this many
+// pairs.
+const maxTrackedClasses = 4 * maxClasses
+
 // Fit reads the bucket at dir in one pass, in bounded memory (8 bytes per
 // first turn for arrival times; histograms, reservoirs and a bounded block
 // memory for the rest), and fits a Model to it. The model passes
 // Model.Validate; a cancelled ctx returns its error within about a second.
+// It is a sharded fit of one shard: the statistics of the span, finished
+// (FitPartial and FitMerged split the same work over machines).
 func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
-	if opts.Knots < 2 {
-		opts.Knots = 1025
+	p, err := accumulate(ctx, dir, opts, 0, 1)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Span == [2]float64{} {
-		opts.Span = [2]float64{0, 1}
+	return finish(ctx, p, opts)
+}
+
+// fitState is what a fit accumulates over the rows of a time slice before
+// any law is fitted: counts, histograms, reservoirs with their seen counts,
+// the first turns' arrival times. States of consecutive slices merge
+// (fitState.merge) into the state of their union.
+type fitState struct {
+	rows, firstTurns int64
+	sawSessions      bool
+	// arrivals are the first turns' times in seconds, in time order.
+	arrivals []float64
+	// classes are the (model, api) pairs in the order first seen.
+	classes  []*classState
+	classIdx map[[2]string]int
+	prefix   *prefixFitter
+	sessions *sessionFitter
+	mix      *mixCounter
+	contract *contractFitter
+}
+
+// classState is one (model, api) pair's lengths.
+type classState struct {
+	model, api string
+	lengths    *lengthFitter
+}
+
+func newFitState(blockSize int) *fitState {
+	return &fitState{classIdx: map[[2]string]int{}, prefix: newPrefixFitter(blockSize), sessions: newSessionFitter(),
+		mix: newMixCounter(), contract: newContractFitter()}
+}
+
+// add accumulates one row. Later turns of a session count for the sessions
+// and fill the prefix cache; first turns make the arrivals, lengths, mix
+// and contract.
+func (s *fitState) add(r *trace.Request) {
+	s.rows++
+	t := float64(r.TS) / 1e6
+	s.sessions.add(r.SessionID, t, r.InputTokens, r.OutputTokens, r.ThinkTimeMs)
+	if r.SessionID != "" && r.Turn > 1 {
+		s.sawSessions = true
+		s.prefix.touch(t, r.PrefixBlocks)
+		return
 	}
-	if !(opts.Span[0] >= 0 && opts.Span[1] <= 1 && opts.Span[0] < opts.Span[1]) {
-		return nil, fmt.Errorf("fit %s: span %v must be two fractions 0 ≤ from < to ≤ 1", dir, opts.Span)
+	s.firstTurns++
+	s.arrivals = append(s.arrivals, t)
+	s.class(r.Model, r.API).add(r.InputTokens, r.OutputTokens)
+	s.prefix.add(t, r.InputTokens, r.PrefixBlocks)
+	s.mix.add(r.Model, r.Adapter, r.Tenant, r.API, r.Stream, r.Temperature, r.TopP, r.Features, r.TS)
+	s.contract.add(r)
+}
+
+// class returns the length fitter of a (model, api) pair, the last tracked
+// one's when maxTrackedClasses pairs are tracked already.
+func (s *fitState) class(model, api string) *lengthFitter {
+	key := [2]string{model, api}
+	if i, ok := s.classIdx[key]; ok {
+		return s.classes[i].lengths
+	}
+	if len(s.classes) >= maxTrackedClasses {
+		return s.classes[len(s.classes)-1].lengths
+	}
+	c := &classState{model: model, api: api, lengths: newLengthFitter(uint64(len(s.classes)) + 1)}
+	s.classIdx[key] = len(s.classes)
+	s.classes = append(s.classes, c)
+	return c.lengths
+}
+
+// accumulate reads shard of shards of the span opts.Span of the bucket at
+// dir (the whole span for 0 of 1) into a Partial. The bucket is read from
+// the first part that may hold a row of the slice (by the manifest's
+// max_ts_us, which the writer sets from the part's last row) to the first
+// row past the slice: rows before the slice in the parts it opens are read
+// and checked, not fitted.
+func accumulate(ctx context.Context, dir string, opts FitOptions, shard, shards int) (*Partial, error) {
+	span := opts.Span
+	if span == [2]float64{} {
+		span = [2]float64{0, 1}
+	}
+	if !(span[0] >= 0 && span[1] <= 1 && span[0] < span[1]) {
+		return nil, fmt.Errorf("fit %s: span %v must be two fractions 0 ≤ from < to ≤ 1", dir, span)
 	}
 	b, err := trace.OpenBucket(dir)
 	if err != nil {
 		return nil, err
 	}
+	digest, err := manifestDigest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("fit %s: %w", dir, err)
+	}
 	man := b.Manifest
-	fromUs, toUs := spanBounds(man, opts.Span)
+	spanFrom, spanTo := spanBounds(man, span)
+	fromUs, toUs := sliceBounds(spanFrom, spanTo, shard, shards)
 	blockSize := man.BlockSize
 	if blockSize <= 0 {
 		blockSize = trace.DefaultBlockSize
@@ -62,87 +155,109 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 	for _, s := range man.Sources {
 		res = max(res, s.TimeResolutionUs)
 	}
-
-	var ts []float64
-	classes := map[[2]string]*lengthFitter{}
-	var classKeys [][2]string
-	prefix := newPrefixFitter(blockSize)
-	sessions := newSessionFitter()
-	mix := newMixCounter()
-	contract := newContractFitter()
-	var rows, firstTurns int64
-	var sawSessions bool
-	err = b.Scan(ctx, func(r *trace.Request) error {
-		if r.TS < fromUs || r.TS >= toUs {
+	st := newFitState(blockSize)
+	err = bucketFrom(b, fromUs).Scan(ctx, func(r *trace.Request) error {
+		if r.TS >= toUs {
+			return errSliceEnd // the scan is in time order: nothing after is in the slice
+		}
+		if r.TS < fromUs {
 			return nil
 		}
-		rows++
-		if opts.Progress != nil && rows%1_000_000 == 0 {
-			opts.Progress(fmt.Sprintf("fit: %d rows read", rows))
+		st.add(r)
+		if opts.Progress != nil && st.rows%1_000_000 == 0 {
+			opts.Progress(fmt.Sprintf("fit: %d rows read", st.rows))
 		}
-		t := float64(r.TS) / 1e6
-		sessions.add(r.SessionID, t, r.InputTokens, r.OutputTokens, r.ThinkTimeMs)
-		if r.SessionID != "" && r.Turn > 1 {
-			sawSessions = true
-			prefix.touch(t, r.PrefixBlocks)
-			return nil
-		}
-		firstTurns++
-		ts = append(ts, t)
-		key := [2]string{r.Model, r.API}
-		lf := classes[key]
-		if lf == nil {
-			if len(classKeys) >= maxClasses {
-				key = classKeys[maxClasses-1]
-				lf = classes[key]
-			} else {
-				lf = newLengthFitter(uint64(len(classKeys)) + 1)
-				classes[key] = lf
-				classKeys = append(classKeys, key)
-			}
-		}
-		lf.add(r.InputTokens, r.OutputTokens)
-		prefix.add(t, r.InputTokens, r.PrefixBlocks)
-		mix.add(r.Model, r.Adapter, r.Tenant, r.API, r.Stream, r.Temperature, r.TopP, r.Features, r.TS)
-		contract.add(r)
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errSliceEnd) {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
-	if len(ts) < 10 {
-		return nil, fmt.Errorf("fit %s: %d requests in the span; a fit needs at least 10", dir, len(ts))
+	st.sessions.closeAll()
+	st.prefix.endSlice()
+	return &Partial{PartialHeader: PartialHeader{Format: PartialFormat, Version: PartialVersion, Shard: shard, Shards: shards,
+		Span: span, SpanFromUs: spanFrom, SpanToUs: spanTo, FromUs: fromUs, ToUs: toUs,
+		Trace:            PartialTrace{Dir: dir, ManifestSHA256: digest, Rows: man.Rows},
+		TimeResolutionUs: res, BlockSize: blockSize, Rows: st.rows, FirstTurns: st.firstTurns}, state: st}, nil
+}
+
+// errSliceEnd stops a scan at the first row past the slice.
+var errSliceEnd = errors.New("past the slice")
+
+// bucketFrom returns b without the parts that end before fromUs (by their
+// manifest max_ts_us), so a shard late in the trace does not read the
+// parts before it. Scan checks a part's min_ts_us as it opens it; the
+// max_ts_us of the parts left out is trusted, as the writer set it from
+// the part's last row, where it is a time range at all.
+func bucketFrom(b *trace.Bucket, fromUs int64) *trace.Bucket {
+	man := *b.Manifest
+	man.Parts = nil
+	for _, p := range b.Manifest.Parts {
+		if !(p.MinTS <= p.MaxTS && p.MaxTS < fromUs) {
+			man.Parts = append(man.Parts, p)
+		}
+	}
+	return &trace.Bucket{Dir: b.Dir, Manifest: &man}
+}
+
+// sliceBounds returns shard i of n of the span [from, to) in microseconds:
+// n consecutive slices of equal length (to a microsecond) that tile it.
+func sliceBounds(from, to int64, i, n int) (int64, int64) {
+	q, r := (to-from)/int64(n), (to-from)%int64(n)
+	at := func(k int) int64 { return from + q*int64(k) + r*int64(k)/int64(n) }
+	return at(i), at(i + 1)
+}
+
+// finish fits the Model to an accumulated span (one shard's, or the merge
+// of every shard's).
+func finish(ctx context.Context, p *Partial, opts FitOptions) (*Model, error) {
+	if opts.Knots < 2 {
+		opts.Knots = 1025
+	}
+	st, dir := p.state, p.Trace.Dir
+	if len(st.arrivals) < 10 {
+		return nil, fmt.Errorf("fit %s: %d requests in the span; a fit needs at least 10", dir, len(st.arrivals))
 	}
 	m := &Model{Version: ModelVersion, CreatedAt: time.Now().UTC().Truncate(time.Second),
-		Source: SourceInfo{Dir: dir, Rows: rows, FirstTurns: firstTurns, Start: time.UnixMicro(fromUs).UTC(), End: time.UnixMicro(toUs).UTC(),
-			SpanFraction: opts.Span, TimeResolutionUs: res, BlockSize: blockSize}}
+		Source: SourceInfo{Dir: dir, Rows: st.rows, FirstTurns: st.firstTurns, Start: time.UnixMicro(p.SpanFromUs).UTC(), End: time.UnixMicro(p.SpanToUs).UTC(),
+			SpanFraction: p.Span, TimeResolutionUs: p.TimeResolutionUs, BlockSize: p.BlockSize}}
 	if opts.Progress != nil {
-		opts.Progress(fmt.Sprintf("fit: %d rows, fitting arrivals", rows))
+		opts.Progress(fmt.Sprintf("fit: %d rows, fitting arrivals", st.rows))
 	}
-	m.Arrivals, err = fitArrivals(ctx, ts, float64(fromUs)/1e6, float64(toUs)/1e6, float64(res)/1e6, opts.NoLatent)
+	var err error
+	m.Arrivals, err = fitArrivals(ctx, st.arrivals, float64(p.SpanFromUs)/1e6, float64(p.SpanToUs)/1e6, float64(p.TimeResolutionUs)/1e6, opts.NoLatent)
 	if err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
-	ts = nil
-	total := float64(firstTurns)
-	for _, k := range classKeys {
+	st.arrivals = nil
+	// The pairs past the first maxClasses join the last class, as they
+	// would had the fit kept only maxClasses apart while reading.
+	classes := st.classes
+	if len(classes) > maxClasses {
+		rng := rand.New(rand.NewPCG(foldSeed, 0))
+		for _, c := range classes[maxClasses:] {
+			classes[maxClasses-1].lengths.merge(c.lengths, rng)
+		}
+		classes = classes[:maxClasses]
+	}
+	total := float64(st.firstTurns)
+	for _, k := range classes {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("fit %s: %w", dir, err)
 		}
-		c := classes[k].fit(opts.Knots)
-		c.Model, c.API = k[0], k[1]
-		c.Share = float64(classes[k].pairs.seen) / total
+		c := k.lengths.fit(opts.Knots)
+		c.Model, c.API = k.model, k.api
+		c.Share = float64(k.lengths.pairs.seen) / total
 		m.Lengths = append(m.Lengths, c)
 	}
 	slices.SortStableFunc(m.Lengths, func(a, b LengthClass) int { return cmp.Compare(b.Share, a.Share) })
-	if m.Prefix, err = prefix.fit(ctx); err != nil {
+	if m.Prefix, err = st.prefix.fit(ctx); err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
-	if sawSessions {
-		m.Sessions = sessions.fit()
+	if st.sawSessions {
+		m.Sessions = st.sessions.fit()
 	}
-	m.Mix = mix.mix()
-	m.Contract = contract.fit()
+	m.Mix = st.mix.mix()
+	m.Contract = st.contract.fit()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fit %s: %w", dir, err)
 	}
@@ -151,6 +266,10 @@ func Fit(ctx context.Context, dir string, opts FitOptions) (*Model, error) {
 	}
 	return m, nil
 }
+
+// foldSeed seeds the reservoir merges that fold rare classes into the last
+// one, so a fit is the same each time.
+const foldSeed = 0xf01d
 
 // spanBounds returns the [from, to) bounds in microseconds of a fraction of
 // the manifest's span. The whole span includes its last arrival.

@@ -64,6 +64,13 @@ func (m *Marginal) Quantile(p float64) float64 {
 // values, so this is exact and small.
 type histogram map[int64]int64
 
+// merge adds o's counts to h's.
+func (h histogram) merge(o histogram) {
+	for v, c := range o {
+		h[v] += c
+	}
+}
+
 // marginal builds a Marginal with up to k knots from the histogram.
 func (h histogram) marginal(k int) Marginal {
 	vals, counts := h.sortedCounts()
@@ -159,6 +166,14 @@ func (f *lengthFitter) add(in, out int64) {
 	f.in[in]++
 	f.out[out]++
 	f.pairs.add([2]int64{in, out})
+}
+
+// merge adds o's lengths to f's: the histograms exactly, the pairs by a
+// reservoir merge (exact below maxPairs).
+func (f *lengthFitter) merge(o *lengthFitter, rng *rand.Rand) {
+	f.in.merge(o.in)
+	f.out.merge(o.out)
+	f.pairs.merge(o.pairs, rng)
 }
 
 func (f *lengthFitter) fit(knots int) LengthClass {

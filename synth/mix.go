@@ -50,6 +50,21 @@ func (c *catCounter) add(v string, hour int, hourIndex int64) {
 	c.hours[hourIndex] = true
 }
 
+// merge adds o's counts to c's.
+func (c *catCounter) merge(o *catCounter) {
+	for v, n := range o.total {
+		c.total[v] += n
+	}
+	for h := range c.byHour {
+		for v, n := range o.byHour[h] {
+			c.byHour[h][v] += n
+		}
+	}
+	for h := range o.hours {
+		c.hours[h] = true
+	}
+}
+
 // categorical builds the distribution; per-hour shares are kept when the
 // trace covers at least two days and a chi-square test of value against
 // hour rejects independence at the 0.1% level.
@@ -194,6 +209,18 @@ func (m *mixCounter) add(model, adapter, tenant, api string, stream bool, temp, 
 		key = strings.Join(f, "+")
 	}
 	m.features.add(key, hour, hourIndex)
+}
+
+// merge adds o's counts to m's.
+func (m *mixCounter) merge(o *mixCounter) {
+	m.model.merge(o.model)
+	m.adapter.merge(o.adapter)
+	m.tenant.merge(o.tenant)
+	m.api.merge(o.api)
+	m.stream.merge(o.stream)
+	m.temperature.merge(o.temperature)
+	m.topP.merge(o.topP)
+	m.features.merge(o.features)
 }
 
 func (m *mixCounter) mix() Mix {

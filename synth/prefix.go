@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 
 	"gonum.org/v1/gonum/optimize"
@@ -272,6 +274,9 @@ type prefixFitter struct {
 	distByDepth   [depthClasses]*reservoir[truncatedSample]
 	excessByDepth [depthClasses]*reservoir[float64]
 	first, last   float64
+	// forgot is set when the block memory forgot blocks (the stack's
+	// flag, kept when the slice ends and the stack is dropped).
+	forgot bool
 }
 
 type groupStat struct {
@@ -362,6 +367,68 @@ func (f *prefixFitter) add(t float64, in int64, blocks []int64) {
 	f.touch(t, blocks)
 }
 
+// endSlice drops the block memory at the end of the rows, keeping whether
+// it forgot any: what is fitted needs only the statistics.
+func (f *prefixFitter) endSlice() {
+	if f.stack != nil {
+		f.forgot = f.forgot || f.stack.forgot
+		f.stack = nil
+	}
+}
+
+// merge adds the statistics of o, fitted over the slice after f's, to f's
+// (both ended: endSlice). Groups (first blocks) join by id, so their
+// counts, sizes and lifetimes are exact; every reuse is as each slice saw
+// it: a request whose reused blocks were last used before its own slice
+// began reuses less, or nothing, and its distance and fill count only its
+// slice's blocks.
+func (f *prefixFitter) merge(o *prefixFitter, rng *rand.Rand) {
+	switch {
+	case o.requests == 0:
+	case f.requests == 0: // f's first and last are NaN
+		f.first, f.last = o.first, o.last
+	default:
+		f.first, f.last = min(f.first, o.first), max(f.last, o.last)
+	}
+	f.requests += o.requests
+	f.reused += o.reused
+	for b := range f.binN {
+		f.binN[b] += o.binN[b]
+		f.binHits[b] += o.binHits[b]
+	}
+	for k := range f.byFill.n {
+		f.byFill.n[k] += o.byFill.n[k]
+		f.byFill.hits[k] += o.byFill.hits[k]
+	}
+	f.reuses.merge(o.reuses, rng)
+	f.dist.merge(o.dist, rng)
+	mergeOptional(f.binReuses[:], o.binReuses[:], rng)
+	mergeOptional(f.promptReuses[:], o.promptReuses[:], rng)
+	mergeOptional(f.distByDepth[:], o.distByDepth[:], rng)
+	mergeOptional(f.excessByDepth[:], o.excessByDepth[:], rng)
+	for id, g := range o.groups {
+		if h := f.groups[id]; h != nil {
+			h.first, h.last, h.n = min(h.first, g.first), max(h.last, g.last), h.n+g.n
+		} else {
+			f.groups[id] = g
+		}
+	}
+	f.forgot = f.forgot || o.forgot
+}
+
+// mergeOptional merges reservoirs made on first use (nil until then) pairwise.
+func mergeOptional[T any](into, from []*reservoir[T], rng *rand.Rand) {
+	for i, o := range from {
+		switch {
+		case o == nil:
+		case into[i] == nil:
+			into[i] = o
+		default:
+			into[i].merge(o, rng)
+		}
+	}
+}
+
 func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 	if f.requests == 0 {
 		return nil, nil
@@ -422,9 +489,15 @@ func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 	if span := f.last - f.first; span > 0 {
 		m.NewGroupsPerS = float64(len(f.groups)) / span
 	}
+	// Groups in the order of their first block's id: the sample and the
+	// sums below must not follow the map's order, or two fits of the same
+	// rows (one, or merged shards) would differ in the last digits.
+	ids := slices.Collect(maps.Keys(f.groups))
+	slices.Sort(ids)
 	life := newReservoir[float64](maxPairs, 9)
 	sizes := make([]float64, 0, len(f.groups))
-	for _, g := range f.groups {
+	for _, id := range ids {
+		g := f.groups[id]
 		sizes = append(sizes, float64(g.n))
 		if g.n > 1 {
 			life.add(g.last - g.first)
@@ -439,7 +512,7 @@ func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 		m.ZipfAlpha, m.ZipfAlphaCI95 = alpha, ci
 		m.ZipfS = 1 / (alpha - 1)
 	}
-	if f.stack.forgot {
+	if f.forgot || f.stack != nil && f.stack.forgot {
 		m.WindowNote = fmt.Sprintf("the fit remembers at most %d blocks; reuse of older blocks counted as new", maxTrackedBlocks)
 	}
 	return m, nil

@@ -114,3 +114,47 @@ func (h histogram) sortedCounts() ([]float64, []int64) {
 	}
 	return vals, counts
 }
+
+// merge folds o into r, so that r holds a uniform sample of at most its
+// capacity of the values both have seen: how many come from each side is
+// hypergeometric in their seen counts (a draw of capacity values, without
+// replacement, from everything both saw), and each side gives that many of
+// its own, chosen uniformly and kept in their order. When both together
+// saw no more than the capacity, r keeps its values and then o's, as one
+// reservoir fed both streams in turn would. Both must share a capacity.
+func (r *reservoir[T]) merge(o *reservoir[T], rng *rand.Rand) {
+	total := r.seen + o.seen
+	if total <= r.capacity {
+		r.items = append(r.items, o.items...)
+		r.seen = total
+		return
+	}
+	fromR, leftR, leftO := 0, r.seen, o.seen
+	for range r.capacity {
+		if rng.IntN(leftR+leftO) < leftR {
+			fromR++
+			leftR--
+		} else {
+			leftO--
+		}
+	}
+	items := make([]T, 0, r.capacity)
+	items = append(items, pickInOrder(r.items, fromR, rng)...)
+	r.items = append(items, pickInOrder(o.items, r.capacity-fromR, rng)...)
+	r.seen = total
+}
+
+// pickInOrder returns k of items chosen uniformly without replacement, in
+// the order items holds them.
+func pickInOrder[T any](items []T, k int, rng *rand.Rand) []T {
+	if k >= len(items) {
+		return items
+	}
+	idx := rng.Perm(len(items))[:k]
+	slices.Sort(idx)
+	out := make([]T, k)
+	for i, j := range idx {
+		out[i] = items[j]
+	}
+	return out
+}

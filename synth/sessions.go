@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"math/rand/v2"
 )
 
 // SessionModel describes multi-turn sessions: how many turns, how long the
@@ -87,11 +88,28 @@ func (f *sessionFitter) add(id string, t float64, in, out int64, thinkMs *float6
 	s.lastTS, s.lastIn, s.last = t, in, out
 }
 
-func (f *sessionFitter) fit() *SessionModel {
+// closeAll closes every open session: the end of the rows.
+func (f *sessionFitter) closeAll() {
 	for k, s := range f.open {
 		f.close(s)
 		delete(f.open, k)
 	}
+}
+
+// merge adds o's closed sessions to f's. A session with turns on both
+// sides of the boundary between their slices counts once in each, and the
+// turn after the boundary gives no think time or new-token sample: no
+// slice sees both turns.
+func (f *sessionFitter) merge(o *sessionFitter, rng *rand.Rand) {
+	f.sessions += o.sessions
+	f.multi += o.multi
+	f.turns.merge(o.turns)
+	f.think.merge(o.think, rng)
+	f.newTokens.merge(o.newTokens, rng)
+}
+
+func (f *sessionFitter) fit() *SessionModel {
+	f.closeAll()
 	if f.multi == 0 {
 		return nil
 	}

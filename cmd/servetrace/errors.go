@@ -9,6 +9,7 @@ import (
 
 	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/synth"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -31,6 +32,10 @@ func withFlagHints(app *cli.App, err error) string {
 		msg += " (--out)"
 	case errors.Is(err, trace.ErrShardsNotMerged):
 		msg += "; join them with 'servetrace convert --merge-shards --out DIR'"
+	case errors.Is(err, synth.ErrShardsIncomplete):
+		msg += " (give 'fit --merge' the file of every shard 0 to N-1 once, each from 'servetrace fit BUCKET --shard I/N --out FILE')"
+	case errors.Is(err, synth.ErrPartialsMismatch):
+		msg += " (the files given to 'fit --merge')"
 	case errors.Is(err, datasets.ErrBatchInput):
 		msg += " (--batch-input)"
 	case errors.Is(err, datasets.ErrUnknownFormat), errors.Is(err, datasets.ErrNothingConverted):
