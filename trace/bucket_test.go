@@ -248,7 +248,7 @@ func assertNoTempFiles(t *testing.T, dir string) {
 	})
 }
 
-// TestScanOpensPartsAsTheMergeReachesThem: a bucket of 30 parts written in
+// TestScanOpensPartsAsTheMergeReachesThem: a bucket of 12 parts written in
 // time order is read with at most two parts open, one whose parts overlap
 // in time still merges in ts order, and a manifest whose min_ts_us is
 // later than the part's first row is refused by name.
@@ -256,7 +256,7 @@ func TestScanOpensPartsAsTheMergeReachesThem(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	write := func(order []int) string {
 		dir := filepath.Join(t.TempDir(), "b")
-		w, err := NewBucketWriter(dir, WriterOptions{PartRows: 100, MaxBufferedRows: 100})
+		w, err := NewBucketWriter(dir, WriterOptions{PartRows: 40, MaxBufferedRows: 40})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,23 +285,23 @@ func TestScanOpensPartsAsTheMergeReachesThem(t *testing.T) {
 		})
 		return ids, maxOpen, err
 	}
-	inOrder := make([]int, 3000)
+	inOrder := make([]int, 480)
 	for i := range inOrder {
 		inOrder[i] = i
 	}
 	dir := write(inOrder)
-	if m, _ := ReadManifest(dir); len(m.Parts) != 30 {
-		t.Fatalf("%d parts, want 30 of 100 rows", len(m.Parts))
+	if m, _ := ReadManifest(dir); len(m.Parts) != 12 {
+		t.Fatalf("%d parts, want 12 of 40 rows", len(m.Parts))
 	}
 	ids, maxOpen, err := scan(dir)
 	if err != nil || !slices.Equal(ids, inOrder) || maxOpen > 2 {
 		t.Errorf("in-order parts: %d rows in order %v, error %v, at most %d parts open (want ≤ 2)", len(ids), slices.IsSorted(ids), err, maxOpen)
 	}
 	// Interleaved: every part spans the whole time range.
-	mixed := make([]int, 0, 3000)
-	for k := range 30 {
-		for j := range 100 {
-			mixed = append(mixed, j*30+k)
+	mixed := make([]int, 0, 480)
+	for k := range 12 {
+		for j := range 40 {
+			mixed = append(mixed, j*12+k)
 		}
 	}
 	ids, maxOpen, err = scan(write(mixed))

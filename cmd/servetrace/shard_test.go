@@ -67,12 +67,15 @@ func TestConvertShardsAndMerge(t *testing.T) {
 	}
 }
 
-// TestFitShardsAndMerge fits the bundled Azure sample whole and as three
+// TestLongFitShardsAndMerge fits the bundled Azure sample whole and as three
 // shards (partial files merged by 'fit --merge'): without sessions or
 // prefixes every law merges exactly, so the two models are the same but
 // for the time they were made. A merge missing a shard, and flags that do
 // not go together, are refused naming what to do.
-func TestFitShardsAndMerge(t *testing.T) {
+func TestLongFitShardsAndMerge(t *testing.T) {
+	if raceEnabled {
+		t.Skip("five fits through the CLI: run without -race by make test-timing")
+	}
 	dir := t.TempDir()
 	bucket := filepath.Join(dir, "trace")
 	if code, _, errOut := runCLI(t, "convert", "azure-code-2023", "--out", bucket); code != 0 {
