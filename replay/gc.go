@@ -38,8 +38,9 @@ func TuneGC() (restore func()) {
 const heapHeadroom = 128 << 20
 
 // boundHeap, under TuneGC and unless the user set GOMEMLIMIT, collects once
-// before the schedule starts (the workload's loading garbage would
-// otherwise be collected mid-run) and sets a soft memory limit of
+// before the schedule starts, with the stream's look-ahead full (the
+// workload check's garbage would otherwise be collected mid-run), and sets
+// a soft memory limit of
 // (1 + GCPercent/100) times what is then live, plus heapHeadroom. At
 // GOGC 400 the collector counts what is allocated while it marks as live,
 // so its heap goal drifts up run after run while the live heap stays flat;
