@@ -101,26 +101,21 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 		}
 		return
 	}
-	// Capped: the scheduler hands due requests to the admitter through an
-	// unbounded queue, so it never blocks on the cap.
-	queue := newFIFO[*planned]()
+	// Capped: the scheduler hands due requests to the admitter through a
+	// queue as large as the look-ahead. A queued request still holds its
+	// look-ahead, so the queue never fills and the scheduler never blocks
+	// on the cap.
+	queue := make(chan *planned, s.units)
 	admitterDone := make(chan struct{})
 	go func() {
 		defer close(admitterDone)
-		for {
-			p, ok := queue.pop()
-			if !ok {
-				return
-			}
+		for p := range queue {
 			if !acquire() {
 				col.notSent(r, s, p)
-				for {
-					q, ok := queue.pop()
-					if !ok {
-						return
-					}
+				for q := range queue {
 					col.notSent(r, s, q)
 				}
+				return
 			}
 			launch(p, p.scheduledNs, nil)
 		}
@@ -130,56 +125,10 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			col.notSent(r, s, p)
 			break
 		}
-		queue.push(p)
+		queue <- p
 	}
-	queue.close()
+	close(queue)
 	<-admitterDone
-}
-
-// fifo is an unbounded queue between one pusher and one popper.
-type fifo[T any] struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	items  []T
-	closed bool
-}
-
-func newFIFO[T any]() *fifo[T] {
-	f := &fifo[T]{}
-	f.cond = sync.NewCond(&f.mu)
-	return f
-}
-
-func (f *fifo[T]) push(v T) {
-	f.mu.Lock()
-	f.items = append(f.items, v)
-	f.mu.Unlock()
-	f.cond.Signal()
-}
-
-func (f *fifo[T]) close() {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.cond.Signal()
-}
-
-// pop waits for the next item; ok is false once the queue is closed and
-// empty.
-func (f *fifo[T]) pop() (v T, ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for len(f.items) == 0 && !f.closed {
-		f.cond.Wait()
-	}
-	if len(f.items) == 0 {
-		return v, false
-	}
-	v = f.items[0]
-	var zero T
-	f.items[0] = zero
-	f.items = f.items[1:]
-	return v, true
 }
 
 // Prefetch bounds: bodies are built up to prefetchAhead before their send
@@ -210,17 +159,22 @@ const (
 	prefetchTaken
 )
 
-// startPrefetch starts building the bodies of the requests from in; until
-// clockStarted is closed it builds only those due in the first
-// prefetchAhead that the stream has read once it settled (ended, or full),
-// then closes warm and waits for the clock. It stops with ctx.
-func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, settled func() bool, clockStarted <-chan struct{}) *prefetcher {
+// startPrefetch starts building the bodies of the requests from in.
+// Before the clock starts it waits until the stream has read all it may
+// (full), builds those of them due in the first prefetchAhead, then closes
+// warm and waits for clockStarted. It stops with ctx.
+func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, clockStarted <-chan struct{}) *prefetcher {
 	p := &prefetcher{slots: make(chan struct{}, prefetchMax), warm: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		var warmOnce sync.Once
 		warmed := func() { warmOnce.Do(func() { close(p.warm) }) }
 		defer warmed()
+		select {
+		case <-full:
+		case <-ctx.Done():
+			return
+		}
 		started := false
 		waitClock := func() bool {
 			warmed()
@@ -235,23 +189,17 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, settled 
 		for {
 			var q *planned
 			ok := true
-			if !started {
-				// Before the clock, only what the stream has read: it may
-				// wait for sends to free its look-ahead.
+			if started {
+				q, ok = <-in
+			} else {
 				select {
 				case q, ok = <-in:
-				default:
-					if !settled() {
-						time.Sleep(50 * time.Microsecond) // the stream is reading
-						continue
-					}
+				default: // all the stream has read is taken
 					if !waitClock() {
 						return
 					}
 					continue
 				}
-			} else {
-				q, ok = <-in
 			}
 			if !ok {
 				return

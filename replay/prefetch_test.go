@@ -71,7 +71,7 @@ func TestPrefetchTakeOnce(t *testing.T) {
 	close(in)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := r.startPrefetch(ctx, in, func() bool { return true }, started)
+	p := r.startPrefetch(ctx, in, started, started)
 	var wg sync.WaitGroup
 	got := make([]*outgoing, len(plan))
 	for i := range plan {
@@ -100,7 +100,7 @@ func TestPrefetchTakeOnce(t *testing.T) {
 	later := make(chan *planned, 1)
 	later <- &planned{req: plan[0].req, scheduledNs: int64(time.Hour)}
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	q := r.startPrefetch(ctx2, later, func() bool { return true }, started)
+	q := r.startPrefetch(ctx2, later, started, started)
 	cancel2()
 	select {
 	case <-q.done:

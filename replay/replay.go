@@ -184,7 +184,7 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	var pre *prefetcher
 	clockStarted := make(chan struct{})
 	if openLoop {
-		pre = r.startPrefetch(ctx, s.toBuild, s.settled, clockStarted)
+		pre = r.startPrefetch(ctx, s.toBuild, s.full, clockStarted)
 		select {
 		case <-pre.warm:
 		case <-ctx.Done():

@@ -48,23 +48,30 @@ type planner struct {
 
 func newPlanner(o *Options) *planner { return &planner{o: o} }
 
-// next returns the plan entry for q, the workload's next request. keep is
-// false when q is not scheduled here (before the window, or another
-// shard's); stop is true when the schedule is complete and nothing after q
-// can join it.
-func (pl *planner) next(q *trace.Request) (p *planned, keep, stop bool, err error) {
+// slot is where the schedule puts a request: its send offset and whether
+// it is warmup.
+type slot struct {
+	scheduledNs int64
+	warmup      bool
+}
+
+// next returns q's slot in the schedule, q being the workload's next
+// request. keep is false when q is not scheduled here (before the window,
+// or another shard's); stop is true when the schedule is complete and
+// nothing after q can join it.
+func (pl *planner) next(q *trace.Request) (at slot, keep, stop bool, err error) {
 	o := pl.o
 	if !pl.started {
 		if err := pl.start(q.TS); err != nil {
-			return nil, false, true, err
+			return slot{}, false, true, err
 		}
 	}
 	pl.lastTS = q.TS
 	if q.TS >= pl.hi {
-		return nil, false, true, nil
+		return slot{}, false, true, nil
 	}
 	if q.TS < pl.leadFrom {
-		return nil, false, false, nil
+		return slot{}, false, false, nil
 	}
 	var offset int64
 	if pl.planned == 0 {
@@ -77,10 +84,10 @@ func (pl *planner) next(q *trace.Request) (p *planned, keep, stop bool, err erro
 	}
 	// Closed loop ignores offsets; its duration is enforced at run time.
 	if o.Duration > 0 && o.Concurrency == 0 && offset >= int64(o.Duration) {
-		return nil, false, true, nil
+		return slot{}, false, true, nil
 	}
 	if o.MaxRequests > 0 && pl.planned >= o.MaxRequests {
-		return nil, false, true, nil
+		return slot{}, false, true, nil
 	}
 	warm := q.TS < pl.lo || // lead-in before the window
 		(o.WarmupRequests > 0 && pl.planned < o.WarmupRequests) ||
@@ -89,10 +96,9 @@ func (pl *planner) next(q *trace.Request) (p *planned, keep, stop bool, err erro
 	// The full schedule is built identically on every shard; each keeps
 	// its part, at the full schedule's times.
 	if o.ShardCount > 1 && shardOf(q, o.ShardCount) != o.Shard {
-		return nil, false, false, nil
+		return slot{}, false, false, nil
 	}
-	req := *q // the reader's row is valid only during its call
-	return &planned{req: &req, scheduledNs: offset, warmup: warm}, true, false, nil
+	return slot{scheduledNs: offset, warmup: warm}, true, false, nil
 }
 
 // start reads the window options against the workload's first request.
@@ -169,15 +175,6 @@ func (a *arrivalClock) next() int64 {
 	}
 	a.first = false
 	return satNs(a.t * 1e9)
-}
-
-// arrivals fills offsets with the first len(offsets) arrivals of the
-// process newArrivalClock describes.
-func arrivals(offsets []int64, rate float64, kind Arrival, shape float64, seed uint64) {
-	a := newArrivalClock(rate, kind, shape, seed)
-	for i := range offsets {
-		offsets[i] = a.next()
-	}
 }
 
 // parseInstant reads an RFC 3339 time or a duration offset from the

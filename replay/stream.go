@@ -18,22 +18,6 @@ import (
 // request is valid only during the call (trace.Bucket.Scan's contract).
 type source func(ctx context.Context, fn func(*trace.Request) error) error
 
-// sliceSource reads requests held in memory (tests, and callers that have
-// them already).
-func sliceSource(reqs []trace.Request) source {
-	return func(ctx context.Context, fn func(*trace.Request) error) error {
-		for i := range reqs {
-			if i&1023 == 0 && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if err := fn(&reqs[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-}
-
 // The look-ahead of the streamed schedule: what it has read but not yet
 // handed to a sender is at most lookAheadUnits, a request counting one unit
 // plus one per lookAheadBlocksPerUnit prefix blocks, so that neither many
@@ -73,7 +57,10 @@ type workloadCheck struct {
 // is refused at the start, not found mid-run.
 func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, error) {
 	pl := newPlanner(o)
-	c := workloadCheck{adapters: map[string]int{}}
+	c := workloadCheck{}
+	if len(o.Adapters) > 0 {
+		c.adapters = map[string]int{}
+	}
 	complete := false
 	var rows int64
 	start := time.Now()
@@ -81,7 +68,7 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 		if rows++; rows%1_000_000 == 0 && o.Progress != nil {
 			fmt.Fprintf(o.Progress, "\rreplay: checking the workload: %d rows read, %.0fs   ", rows, time.Since(start).Seconds())
 		}
-		if a := q.Adapter; a != "" {
+		if a := q.Adapter; a != "" && c.adapters != nil {
 			if _, ok := c.adapters[a]; ok || len(c.adapters) < maxAdapterNames {
 				c.adapters[a]++
 			}
@@ -153,16 +140,15 @@ type stream struct {
 	chains map[string]*chain
 	byAge  []ageEntry // every chain once, in the order entered, for forgetting
 
-	// blocked is set while the stream waits for its look-ahead to free;
-	// full is closed the first time it does, or when the stream ends.
-	blocked  atomic.Bool
+	// full is closed the first time the stream waits for its look-ahead
+	// to free, or when it ends: before the clock starts nothing is sent,
+	// so from then on it has read all it may.
 	full     chan struct{}
 	fullOnce sync.Once
 	planned  atomic.Int64 // requests planned so far
 	lastNs   atomic.Int64 // the last planned request's scheduled time
 	err      error        // set before items is closed
 	done     chan struct{}
-	position int64 // the scheduled time of the last request read
 }
 
 // chain is one session in open loop: its conversation, and its turns
@@ -204,7 +190,7 @@ func (s *stream) run(ctx context.Context) {
 		}
 	}()
 	err := s.src(ctx, func(q *trace.Request) error {
-		p, keep, stop, err := s.pl.next(q)
+		at, keep, stop, err := s.pl.next(q)
 		switch {
 		case err != nil:
 			return err
@@ -213,7 +199,8 @@ func (s *stream) run(ctx context.Context) {
 		case !keep:
 			return nil
 		}
-		return s.place(p)
+		req := *q // the reader's row is valid only during its call
+		return s.place(&planned{req: &req, scheduledNs: at.scheduledNs, warmup: at.warmup})
 	})
 	if errors.Is(err, errStopScan) {
 		err = nil
@@ -234,18 +221,14 @@ func (s *stream) place(p *planned) error {
 	}
 	p.cost = min(s.units, 1+int64(len(p.req.PrefixBlocks))/lookAheadBlocksPerUnit)
 	if !s.budget.TryAcquire(p.cost) {
-		s.blocked.Store(true)
 		s.markFull()
-		err := s.budget.Acquire(s.stopCtx, p.cost)
-		s.blocked.Store(false)
-		if err != nil {
+		if s.budget.Acquire(s.stopCtx, p.cost) != nil {
 			return s.dropOrStop(p)
 		}
 	}
 	s.hold(p.cost)
 	s.planned.Add(1)
 	s.lastNs.Store(p.scheduledNs)
-	s.position = p.scheduledNs
 	if s.chained && p.req.SessionID != "" {
 		if c := s.chains[p.req.SessionID]; c != nil {
 			s.follow(c, p)
@@ -260,11 +243,9 @@ func (s *stream) place(p *planned) error {
 	select {
 	case s.items <- p:
 	default:
-		s.blocked.Store(true)
 		s.markFull()
 		select {
 		case s.items <- p:
-			s.blocked.Store(false)
 		case <-s.stopped:
 			s.unplace(p)
 			return s.dropOrStop(p)
@@ -314,14 +295,15 @@ type ageEntry struct {
 // waiting, and no turn read, for sessionIdleNs of schedule; one that has is
 // looked at again sessionIdleNs later.
 func (s *stream) forgetIdle() {
-	for len(s.byAge) > 0 && s.position-s.byAge[0].at >= sessionIdleNs {
+	position := s.lastNs.Load() // the last request read
+	for len(s.byAge) > 0 && position-s.byAge[0].at >= sessionIdleNs {
 		c := s.byAge[0].c
 		s.byAge = s.byAge[1:]
 		c.mu.Lock()
-		keep := c.busy || len(c.waiting) > 0 || s.position-c.readNs < sessionIdleNs
+		keep := c.busy || len(c.waiting) > 0 || position-c.readNs < sessionIdleNs
 		c.mu.Unlock()
 		if keep {
-			s.byAge = append(s.byAge, ageEntry{c, s.position})
+			s.byAge = append(s.byAge, ageEntry{c, position})
 			continue
 		}
 		delete(s.chains, c.id)
@@ -403,10 +385,7 @@ func (s *stream) remaining() []*planned {
 
 func (s *stream) waitingTurns(out []*planned) []*planned {
 	for _, c := range s.chains {
-		c.mu.Lock()
-		out = append(out, c.waiting...)
-		c.waiting = nil
-		c.mu.Unlock()
+		out = append(out, c.drain()...)
 	}
 	return out
 }
@@ -433,17 +412,6 @@ func (c *chain) drain() []*planned {
 	out := c.waiting
 	c.waiting = nil
 	return out
-}
-
-// settled reports whether the stream has read all it may for now: it
-// ended, or waits for its look-ahead to free.
-func (s *stream) settled() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return s.blocked.Load()
-	}
 }
 
 // markFull closes full, once.

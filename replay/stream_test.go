@@ -14,6 +14,30 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
+// sliceSource reads requests held in memory (tests).
+func sliceSource(reqs []trace.Request) source {
+	return func(ctx context.Context, fn func(*trace.Request) error) error {
+		for i := range reqs {
+			if i&1023 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := fn(&reqs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// arrivals fills offsets with the first len(offsets) arrivals of the
+// process newArrivalClock describes.
+func arrivals(offsets []int64, rate float64, kind Arrival, shape float64, seed uint64) {
+	a := newArrivalClock(rate, kind, shape, seed)
+	for i := range offsets {
+		offsets[i] = a.next()
+	}
+}
+
 // collectPlan streams reqs through the planner (closed to sessions) and
 // returns the whole schedule, or the stream's error.
 func collectPlan(reqs []trace.Request, o *Options) ([]*planned, error) {
