@@ -172,10 +172,15 @@ type reuseCounter struct {
 }
 
 func (c *reuseCounter) add(id int64) {
+	c.total++
+	c.sight(id)
+}
+
+// sight counts a first sight of id (in a slice): a repeat if id was seen.
+func (c *reuseCounter) sight(id int64) {
 	if c.seen == nil {
 		c.seen = map[int64]bool{}
 	}
-	c.total++
 	if c.seen[id] {
 		c.reused++
 	} else if len(c.seen) < maxSeenImages {
@@ -187,19 +192,12 @@ func (c *reuseCounter) add(id int64) {
 // of an id c had seen is a repeat, so below maxSeenImages distinct ids the
 // merge counts exactly what one counter over both slices would.
 func (c *reuseCounter) merge(o *reuseCounter) {
-	if c.seen == nil {
-		c.seen = map[int64]bool{}
-	}
 	c.total += o.total
 	c.reused += o.reused
 	ids := slices.Collect(maps.Keys(o.seen))
 	slices.Sort(ids)
 	for _, id := range ids {
-		if c.seen[id] {
-			c.reused++
-		} else if len(c.seen) < maxSeenImages {
-			c.seen[id] = true
-		}
+		c.sight(id)
 	}
 }
 
@@ -214,9 +212,12 @@ func (c *reuseCounter) share() float64 {
 // popularity counts uses per distinct key, keeping at most MaxZipfN keys.
 type popularity map[string]int64
 
-func (p popularity) add(key string) {
+func (p popularity) add(key string) { p.addN(key, 1) }
+
+// addN counts n uses of key, unless MaxZipfN other keys are kept.
+func (p popularity) addN(key string, n int64) {
 	if _, known := p[key]; known || len(p) < MaxZipfN {
-		p[key]++
+		p[key] += n
 	}
 }
 
@@ -225,9 +226,7 @@ func (p popularity) merge(o popularity) {
 	keys := slices.Collect(maps.Keys(o))
 	slices.Sort(keys)
 	for _, k := range keys {
-		if _, known := p[k]; known || len(p) < MaxZipfN {
-			p[k] += o[k]
-		}
+		p.addN(k, o[k])
 	}
 }
 

@@ -1,11 +1,8 @@
 package synth
 
 import (
-	"bufio"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -118,12 +115,7 @@ func FitPartial(ctx context.Context, dir string, opts FitOptions, shard, shards 
 // manifestDigest is the SHA-256 of the bucket's manifest file: what names
 // a trace across machines.
 func manifestDigest(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, trace.ManifestName))
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return trace.HashFile(filepath.Join(dir, trace.ManifestName))
 }
 
 // WritePartial writes p to path (gzip, two JSON lines), whole or not at
@@ -177,7 +169,7 @@ func withPartial(path string, limit int64, fn func(*json.Decoder) error) error {
 		return fmt.Errorf("fit partial: %w", err)
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(bufio.NewReader(f))
+	gz, err := gzip.NewReader(f) // buffers f itself
 	if err != nil {
 		return fmt.Errorf("fit partial %s: not a fit partial (a gzip stream): %w", path, err)
 	}
@@ -261,9 +253,6 @@ func FitMerged(ctx context.Context, paths []string, opts FitOptions) (*Model, er
 		}
 		merged.state.merge(p.state, rng)
 	}
-	merged.Shard, merged.Shards = 0, 1
-	merged.FromUs, merged.ToUs = merged.SpanFromUs, merged.SpanToUs
-	merged.Rows, merged.FirstTurns = merged.state.rows, merged.state.firstTurns
 	return finish(ctx, merged, opts)
 }
 
@@ -564,7 +553,7 @@ type groupsJSON struct {
 func (f *prefixFitter) MarshalJSON() ([]byte, error) {
 	w := prefixJSON{BlockSize: f.blockSize, Requests: f.requests, Reused: f.reused, BinN: f.binN, BinHits: f.binHits,
 		FillN: f.byFill.n, FillHits: f.byFill.hits, Reuses: f.reuses, BinReuses: f.binReuses, PromptReuses: f.promptReuses,
-		Dist: f.dist, DistByDepth: f.distByDepth, ExcessByDepth: f.excessByDepth, Forgot: f.forgot || f.stack != nil && f.stack.forgot}
+		Dist: f.dist, DistByDepth: f.distByDepth, ExcessByDepth: f.excessByDepth, Forgot: f.forgot}
 	if f.requests > 0 {
 		w.First, w.Last = f.first, f.last
 	}

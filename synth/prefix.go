@@ -430,6 +430,7 @@ func mergeOptional[T any](into, from []*reservoir[T], rng *rand.Rand) {
 }
 
 func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
+	f.endSlice() // the rows are in: forgot holds the stack's flag
 	if f.requests == 0 {
 		return nil, nil
 	}
@@ -512,7 +513,7 @@ func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 		m.ZipfAlpha, m.ZipfAlphaCI95 = alpha, ci
 		m.ZipfS = 1 / (alpha - 1)
 	}
-	if f.forgot || f.stack != nil && f.stack.forgot {
+	if f.forgot {
 		m.WindowNote = fmt.Sprintf("the fit remembers at most %d blocks; reuse of older blocks counted as new", maxTrackedBlocks)
 	}
 	return m, nil

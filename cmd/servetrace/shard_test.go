@@ -125,8 +125,8 @@ func TestLongFitShardsAndMerge(t *testing.T) {
 	}
 }
 
-// readModelJSON decodes a model file as plain JSON, without the fields that
-// name when and from where it was fitted.
+// readModelJSON decodes a model file as plain JSON, without the time it was
+// fitted (created_at).
 func readModelJSON(t *testing.T, path string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
