@@ -445,19 +445,14 @@ type timedValue struct {
 	v  float64
 }
 
-// extracted holds the per-request metric values and tallies of a set of
-// result rows.
-type extracted struct {
+// tally is what every row adds to, whether the rows are held or streamed:
+// counts, the measured span, token totals, SLO hits and stalls.
+type tally struct {
 	counts Counts
-	timed  map[string][]timedValue // one per request, in time order
-	pooled map[string][]float64    // per event (ITL)
-	// itlGroups are the requests' runs of pooled ITL values, in the
-	// order the rows came (compute sorts them by send time).
-	itlGroups []requestGroup
-	first     int64 // first send, -1 if none
-	last      int64 // last completion
-	outTok    int64
-	totTok    int64
+	first  int64 // first send, -1 if none
+	last   int64 // last completion
+	outTok int64
+	totTok int64
 	// Sums of squared per-request tokens, for throughput intervals.
 	outTokSq, totTokSq float64
 	met                int // requests meeting the SLO
@@ -466,8 +461,155 @@ type extracted struct {
 	stalls         int
 	longestStallNs int64
 	streamedTokens int64
-	prompts        []int64 // prompt tokens sent, per successful request
-	outputs        []int64 // output tokens observed, per successful request
+}
+
+func newTally() tally { return tally{counts: Counts{Outcomes: map[string]int{}}, first: -1, last: -1} }
+
+// metricID names a per-request metric (metricNames) without a map lookup
+// per value.
+type metricID int
+
+const (
+	mLateness metricID = iota
+	mQueueWait
+	mE2E
+	mE2EFromScheduled
+	mTTFT
+	mTTFA
+	mTTFTFromScheduled
+	mITLPerRequest
+	mTPOT
+	numMetrics
+)
+
+// metricNames are the report's names of the per-request metrics.
+var metricNames = [numMetrics]string{"lateness_ms", "queue_wait_ms", "e2e_ms", "e2e_from_scheduled_ms", "ttft_ms", "ttfa_ms", "ttft_from_scheduled_ms", "itl_per_request_ms", "tpot_ms"}
+
+// rowSink receives one row's values: per-request metrics in ms at the
+// request's send time, the token times (ns from send) of a streamed ok
+// request with at least two events, and an ok request's prompt and output
+// tokens.
+type rowSink interface {
+	value(m metricID, at int64, v float64)
+	tokenTimes(at int64, times []int64)
+	tokens(prompt, output int64)
+}
+
+// addRow tallies row i of c and hands its metric values to sink, by the
+// definitions of docs/architecture.md: one place, so the held and the
+// streamed analyses cannot disagree. answers says whether time to first
+// answer is reported; stallNs is the stall threshold.
+func (t *tally) addRow(c *resultColumns, i int, opts Options, answers bool, stallNs int64, sink rowSink) {
+	cnt := &t.counts
+	cnt.Total++
+	if c.warmup[i] {
+		cnt.Warmup++
+		return
+	}
+	cnt.Counted++
+	cnt.Outcomes[c.outcome[i]]++
+	sent, done := c.sent[i], c.done[i]
+	if sent != null {
+		sink.value(mLateness, sent, nsToMs(sent-c.admitted[i]))
+		sink.value(mQueueWait, sent, nsToMs(c.admitted[i]-c.scheduled[i]))
+	}
+	if c.outcome[i] != trace.OutcomeOK || sent == null || done == null {
+		return
+	}
+	if t.first < 0 || sent < t.first {
+		t.first = sent
+	}
+	t.last = max(t.last, done)
+	out := c.observedOut[i]
+	t.outTok += out
+	prompt := c.promptSent[i]
+	if c.usagePrompt[i] != null {
+		prompt = c.usagePrompt[i]
+	}
+	t.totTok += prompt + out
+	t.outTokSq += float64(out) * float64(out)
+	t.totTokSq += float64(prompt+out) * float64(prompt+out)
+	sink.tokens(c.promptSent[i], out)
+	sink.value(mE2E, sent, nsToMs(done-sent))
+	sink.value(mE2EFromScheduled, sent, nsToMs(done-c.scheduled[i]))
+	ttftAt := c.firstToken[i]
+	if opts.TTFTMode == TTFTFirstChunk {
+		ttftAt = c.firstChunk[i]
+	}
+	if ttftAt == null {
+		if !c.stream[i] {
+			cnt.NotStreamed++
+		}
+		if opts.SLO.meets(0, 0, nsToMs(done-sent), false, false) {
+			t.met++
+		}
+		return
+	}
+	sink.value(mTTFT, sent, nsToMs(ttftAt-sent))
+	if fa := c.firstAnswer[i]; answers && fa != null {
+		sink.value(mTTFA, sent, nsToMs(fa-sent))
+	}
+	sink.value(mTTFTFromScheduled, sent, nsToMs(ttftAt-c.scheduled[i]))
+	times := c.tokenTimesOf(i)
+	if len(times) > 1 {
+		sink.value(mITLPerRequest, sent, nsToMs(times[len(times)-1]-times[0])/float64(len(times)-1))
+		sink.tokenTimes(sent, times)
+	}
+	for j := 1; j < len(times); j++ {
+		gap := times[j] - times[j-1]
+		if gap > stallNs {
+			t.stalls++
+		}
+		t.longestStallNs = max(t.longestStallNs, gap)
+	}
+	t.streamedTokens += out
+	tpot, hasTPOT := 0.0, false
+	if ft := c.firstToken[i]; ft != null && out > 1 {
+		tpot, hasTPOT = nsToMs(done-ft)/float64(out-1), true
+		sink.value(mTPOT, sent, tpot)
+	}
+	if opts.SLO.meets(nsToMs(ttftAt-sent), tpot, nsToMs(done-sent), true, hasTPOT) {
+		t.met++
+	}
+}
+
+// stallThreshold is opts.Stall in ns, DefaultStall when unset.
+func stallThreshold(opts Options) int64 {
+	if opts.Stall <= 0 {
+		return int64(DefaultStall)
+	}
+	return int64(opts.Stall)
+}
+
+// extracted holds the per-request metric values and tallies of a set of
+// result rows held in memory.
+type extracted struct {
+	tally
+	timed  map[string][]timedValue // one per request, in time order
+	pooled map[string][]float64    // per event (ITL)
+	// itlGroups are the requests' runs of pooled ITL values, in the
+	// order the rows came (compute sorts them by send time).
+	itlGroups []requestGroup
+	itl       []float64
+	prompts   []int64 // prompt tokens sent, per successful request
+	outputs   []int64 // output tokens observed, per successful request
+}
+
+func (x *extracted) value(m metricID, at int64, v float64) {
+	name := metricNames[m]
+	x.timed[name] = append(x.timed[name], timedValue{at, v})
+}
+
+func (x *extracted) tokenTimes(at int64, times []int64) {
+	x.itlGroups = append(x.itlGroups, requestGroup{at: at, start: len(x.itl), n: len(times) - 1})
+	for j := 1; j < len(times); j++ {
+		x.itl = append(x.itl, nsToMs(times[j]-times[j-1]))
+	}
+}
+
+func (x *extracted) tokens(prompt, output int64) {
+	x.prompts = append(x.prompts, prompt)
+	x.outputs = append(x.outputs, output)
 }
 
 // values returns a metric's per-request values in time order.
@@ -485,17 +627,11 @@ func extract(c *resultColumns, opts Options) *extracted { return extractRows(c, 
 
 // extractRows is extract over the rows idx (nil: every row).
 func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
-	x := &extracted{counts: Counts{Outcomes: map[string]int{}}, timed: map[string][]timedValue{}, pooled: map[string][]float64{}, first: -1, last: -1}
-	cnt := &x.counts
-	perRequest := func(name string, at int64, v float64) { x.timed[name] = append(x.timed[name], timedValue{at, v}) }
-	var itl []float64
+	x := &extracted{tally: newTally(), timed: map[string][]timedValue{}, pooled: map[string][]float64{}}
 	if idx == nil {
-		itl = make([]float64, 0, max(0, len(c.tokenTimes)-c.n))
+		x.itl = make([]float64, 0, max(0, len(c.tokenTimes)-c.n))
 	}
-	stallNs := int64(opts.Stall)
-	if stallNs <= 0 {
-		stallNs = int64(DefaultStall)
-	}
+	stallNs := stallThreshold(opts)
 	n := c.n
 	if idx != nil {
 		n = len(idx)
@@ -506,83 +642,10 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 		if idx != nil {
 			i = int(idx[k])
 		}
-		cnt.Total++
-		if c.warmup[i] {
-			cnt.Warmup++
-			continue
-		}
-		cnt.Counted++
-		cnt.Outcomes[c.outcome[i]]++
-		sent, done := c.sent[i], c.done[i]
-		if sent != null {
-			perRequest("lateness_ms", sent, nsToMs(sent-c.admitted[i]))
-			perRequest("queue_wait_ms", sent, nsToMs(c.admitted[i]-c.scheduled[i]))
-		}
-		if c.outcome[i] != trace.OutcomeOK || sent == null || done == null {
-			continue
-		}
-		if x.first < 0 || sent < x.first {
-			x.first = sent
-		}
-		x.last = max(x.last, done)
-		out := c.observedOut[i]
-		x.outTok += out
-		prompt := c.promptSent[i]
-		if c.usagePrompt[i] != null {
-			prompt = c.usagePrompt[i]
-		}
-		x.totTok += prompt + out
-		x.outTokSq += float64(out) * float64(out)
-		x.totTokSq += float64(prompt+out) * float64(prompt+out)
-		x.prompts = append(x.prompts, c.promptSent[i])
-		x.outputs = append(x.outputs, out)
-		perRequest("e2e_ms", sent, nsToMs(done-sent))
-		perRequest("e2e_from_scheduled_ms", sent, nsToMs(done-c.scheduled[i]))
-		ttftAt := c.firstToken[i]
-		if opts.TTFTMode == TTFTFirstChunk {
-			ttftAt = c.firstChunk[i]
-		}
-		if ttftAt == null {
-			if !c.stream[i] {
-				cnt.NotStreamed++
-			}
-			if opts.SLO.meets(0, 0, nsToMs(done-sent), false, false) {
-				x.met++
-			}
-			continue
-		}
-		perRequest("ttft_ms", sent, nsToMs(ttftAt-sent))
-		if fa := c.firstAnswer[i]; answers && fa != null {
-			perRequest("ttfa_ms", sent, nsToMs(fa-sent))
-		}
-		perRequest("ttft_from_scheduled_ms", sent, nsToMs(ttftAt-c.scheduled[i]))
-		times := c.tokenTimesOf(i)
-		if len(times) > 1 {
-			perRequest("itl_per_request_ms", sent, nsToMs(times[len(times)-1]-times[0])/float64(len(times)-1))
-		}
-		if len(times) > 1 {
-			x.itlGroups = append(x.itlGroups, requestGroup{at: sent, start: len(itl), n: len(times) - 1})
-		}
-		for j := 1; j < len(times); j++ {
-			gap := times[j] - times[j-1]
-			itl = append(itl, nsToMs(gap))
-			if gap > stallNs {
-				x.stalls++
-			}
-			x.longestStallNs = max(x.longestStallNs, gap)
-		}
-		x.streamedTokens += out
-		tpot, hasTPOT := 0.0, false
-		if ft := c.firstToken[i]; ft != null && out > 1 {
-			tpot, hasTPOT = nsToMs(done-ft)/float64(out-1), true
-			perRequest("tpot_ms", sent, tpot)
-		}
-		if opts.SLO.meets(nsToMs(ttftAt-sent), tpot, nsToMs(done-sent), true, hasTPOT) {
-			x.met++
-		}
+		x.addRow(c, i, opts, answers, stallNs, x)
 	}
-	if len(itl) > 0 {
-		x.pooled["itl_ms"] = itl
+	if len(x.itl) > 0 {
+		x.pooled["itl_ms"] = x.itl
 	}
 	for _, tv := range x.timed {
 		slices.SortStableFunc(tv, func(a, b timedValue) int { return cmp.Compare(a.at, b.at) })

@@ -64,10 +64,10 @@ func promptDeficit(res *trace.Result) (deficit int64, checked bool) {
 // promptTruncation summarises the deficits, nil when there are none.
 func (c *collector) promptTruncation() *trace.PromptTruncation {
 	d := &c.deficits
-	if d.n == 0 {
+	if d.N() == 0 {
 		return nil
 	}
-	return &trace.PromptTruncation{Requests: d.n, Checked: c.promptChecked, MaxDeficitTokens: d.max, P50DeficitTokens: d.kth((d.n + 1) / 2),
+	return &trace.PromptTruncation{Requests: d.N(), Checked: c.promptChecked, MaxDeficitTokens: d.Max(), P50DeficitTokens: d.Kth((d.N() + 1) / 2),
 		ToleranceTokens: truncationSlackTokens, TolerancePct: truncationSlackPct}
 }
 
@@ -109,15 +109,15 @@ func (c *collector) add(res trace.Result, r *Runner) {
 	r.stats.done.Add(1)
 	if res.SentNs != nil {
 		late := *res.SentNs - res.AdmittedNs
-		c.lateness.add(late)
+		c.lateness.Add(late)
 		if res.WroteNs != nil {
 			wire := *res.WroteNs - res.AdmittedNs
-			c.toWire.add(wire)
+			c.toWire.Add(wire)
 			if res.ConnReused {
 				late = wire
 			}
 		}
-		c.saturation.add(late)
+		c.saturation.Add(late)
 		if c.first < 0 || *res.SentNs < c.first {
 			c.first = *res.SentNs
 		}
@@ -126,7 +126,7 @@ func (c *collector) add(res trace.Result, r *Runner) {
 	if d, checked := promptDeficit(&res); checked {
 		c.promptChecked++
 		if d > 0 {
-			c.deficits.add(d)
+			c.deficits.Add(d)
 		}
 	}
 	c.countFeatures(&res)
@@ -233,14 +233,14 @@ func (r *Runner) execute(ctx context.Context, s *stream, pre *prefetcher, w *tra
 	info.PromptTruncation = col.promptTruncation()
 	info.Features = col.features
 	info.Lateness = summarizeLateness(&col.lateness)
-	if col.toWire.n > 0 {
+	if col.toWire.N() > 0 {
 		info.LatenessToWire = new(summarizeLateness(&col.toWire))
 	}
 	if n, last := info.Scheduled, s.lastNs.Load(); n > 1 && last > 0 && !closedLoop {
 		info.OfferedRate = float64(n-1) / (float64(last) / 1e9)
 	}
-	if col.lateness.n > 1 && col.last > col.first {
-		info.AchievedRate = float64(col.lateness.n-1) / (float64(col.last-col.first) / 1e9)
+	if col.lateness.N() > 1 && col.last > col.first {
+		info.AchievedRate = float64(col.lateness.N()-1) / (float64(col.last-col.first) / 1e9)
 	}
 	info.ClientSaturated = saturatedBy(&col.saturation, int64(info.MaxLatenessMs*1e6))
 	info.Complete = !interrupted && col.err == nil && flushErr == nil

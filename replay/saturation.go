@@ -9,14 +9,14 @@ import "gonum.org/v1/gonum/stat/distuv"
 // otherwise call the whole run client-saturated; with many, the bound is
 // a little below the p99.
 func saturatedBy(lateness *durationHist, limitNs int64) bool {
-	if lateness.n == 0 {
+	if lateness.N() == 0 {
 		return false
 	}
-	k := p99LowerRank(int(lateness.n))
+	k := p99LowerRank(int(lateness.N()))
 	if k == 0 {
 		return false // too few requests to bound the p99 from below
 	}
-	return lateness.kth(int64(k)) > limitNs
+	return lateness.Kth(int64(k)) > limitNs
 }
 
 // p99LowerRank is the rank k (1-based) of the order statistic X_(k) with

@@ -17,9 +17,9 @@ func TestSaturationNeedsMoreThanOneHiccup(t *testing.T) {
 		var h durationHist
 		for i := range n {
 			if i < late {
-				h.add(8 * ms)
+				h.Add(8 * ms)
 			} else {
-				h.add(ms / 10)
+				h.Add(ms / 10)
 			}
 		}
 		return &h
