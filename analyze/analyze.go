@@ -418,25 +418,34 @@ func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*l
 		l.infos = append(l.infos, ri)
 		l.dirs = append(l.dirs, dir)
 		ids[ri.RunID] = true
-		l.runs = append(l.runs, RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, ShardCount: ri.ShardCount, Complete: ri.Complete, Reason: ri.Reason,
-			ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target,
-			Client: ri.Client, PromptTruncation: ri.PromptTruncation})
-		if c := ri.Client; c.CPUUtilization > 0.8 || c.SchedLatencyP99Ms > 2 {
-			l.notes = append(l.notes, fmt.Sprintf("run %s: the client was busy (CPU %.0f%% of %d cores, Go scheduler latency p99 %.1f ms): token timestamps, and so ITL, may include client delay",
-				dir, 100*c.CPUUtilization, ri.GOMAXPROCS, c.SchedLatencyP99Ms))
-		}
-		if !ri.Complete {
-			l.notes = append(l.notes, fmt.Sprintf("run %s is partial (%s): its figures cover only what was recorded", dir, ri.Reason))
-		}
-		if ri.ClientSaturated {
-			l.notes = append(l.notes, fmt.Sprintf("run %s: the client was saturated (lateness p99 %.1f ms > %.1f ms): latencies may reflect the load generator, not the server; lower the rate or use more client cores",
-				dir, ri.Lateness.P99Ms, ri.MaxLatenessMs))
-		}
+		sum, notes := runSummaryOf(dir, ri)
+		l.runs, l.notes = append(l.runs, sum), append(l.notes, notes...)
 	}
 	if len(ids) > 1 {
 		l.notes = append(l.notes, fmt.Sprintf("%d different run ids: pooled above as repeats of one configuration; the repeats section gives the interval with runs as the unit", len(ids)))
 	}
 	return l, nil
+}
+
+// runSummaryOf is what run.json says about the run in dir, and the notes a
+// reader must see about it: a busy or saturated client, a partial run.
+func runSummaryOf(dir string, ri *trace.RunInfo) (RunSummary, []string) {
+	sum := RunSummary{Dir: dir, RunID: ri.RunID, Shard: ri.Shard, ShardCount: ri.ShardCount, Complete: ri.Complete, Reason: ri.Reason,
+		ClientSaturated: ri.ClientSaturated, Lateness: ri.Lateness, OfferedRate: ri.OfferedRate, AchievedRate: ri.AchievedRate, Target: ri.Target,
+		Client: ri.Client, PromptTruncation: ri.PromptTruncation}
+	var notes []string
+	if c := ri.Client; c.CPUUtilization > 0.8 || c.SchedLatencyP99Ms > 2 {
+		notes = append(notes, fmt.Sprintf("run %s: the client was busy (CPU %.0f%% of %d cores, Go scheduler latency p99 %.1f ms): token timestamps, and so ITL, may include client delay",
+			dir, 100*c.CPUUtilization, ri.GOMAXPROCS, c.SchedLatencyP99Ms))
+	}
+	if !ri.Complete {
+		notes = append(notes, fmt.Sprintf("run %s is partial (%s): its figures cover only what was recorded", dir, ri.Reason))
+	}
+	if ri.ClientSaturated {
+		notes = append(notes, fmt.Sprintf("run %s: the client was saturated (lateness p99 %.1f ms > %.1f ms): latencies may reflect the load generator, not the server; lower the rate or use more client cores",
+			dir, ri.Lateness.P99Ms, ri.MaxLatenessMs))
+	}
+	return sum, notes
 }
 
 // timedValue is one request's value of a metric, at its send time.
@@ -656,11 +665,7 @@ func extractRows(c *resultColumns, opts Options, idx []int32) *extracted {
 // compute fills the report's counts, metrics and throughput from rows.
 func compute(rep *Report, cols *resultColumns, opts Options) {
 	x := extract(cols, opts)
-	c, first, last, outTokens, totalTokens, met := x.counts, x.first, x.last, x.outTok, x.totTok, x.met
-	if c.Counted > 0 {
-		c.SuccessRate = float64(c.Outcomes[trace.OutcomeOK]) / float64(c.Counted)
-	}
-	rep.Requests = c
+	rep.setCounts(&x.tally)
 	for name := range x.timed {
 		if name == "queue_wait_ms" && !slices.ContainsFunc(x.timed[name], func(t timedValue) bool { return t.v != 0 }) {
 			continue // no concurrency cap held anything back
@@ -690,6 +695,24 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 			}
 		}
 	}
+	rep.metricNotes(opts)
+	rep.Smoothness = smoothnessOf(&x.tally, itlCV(x.pooled["itl_ms"]), opts)
+	rep.setRates(&x.tally, opts)
+}
+
+// setCounts records the tallied request counts and success rate.
+func (rep *Report) setCounts(t *tally) {
+	c := t.counts
+	if c.Counted > 0 {
+		c.SuccessRate = float64(c.Outcomes[trace.OutcomeOK]) / float64(c.Counted)
+	}
+	rep.Requests = c
+}
+
+// metricNotes adds the notes on TTFT's and E2E's precision: the highest
+// percentile's bootstrap half-width against the target, and percentiles
+// the sample cannot bound.
+func (rep *Report) metricNotes(opts Options) {
 	for _, name := range slices.Sorted(maps.Keys(rep.Metrics)) {
 		d := rep.Metrics[name]
 		if name == "ttft_ms" || name == "e2e_ms" {
@@ -710,7 +733,12 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 			rep.Notes = append(rep.Notes, unboundedNotes(name, d)...)
 		}
 	}
-	rep.Smoothness = smoothness(x, opts)
+}
+
+// setRates notes unstreamed successes and sets throughput and, with an
+// SLO, goodput from the tallies.
+func (rep *Report) setRates(t *tally, opts Options) {
+	c, first, last, outTokens, totalTokens, met := rep.Requests, t.first, t.last, t.outTok, t.totTok, t.met
 	if c.NotStreamed > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d successful requests were not streamed: they have E2E but no TTFT, ITL or TPOT", c.NotStreamed))
 	}
@@ -722,8 +750,8 @@ func compute(rep *Report, cols *resultColumns, opts Options) {
 			return [2]float64{max(0, sum-h) / span, (sum + h) / span}
 		}
 		rep.Throughput = Throughput{DurationS: span, RequestsPerS: float64(ok) / span, RequestsPerSCI: poissonRateCI(ok, span),
-			OutputTokensPerS: float64(outTokens) / span, OutputTokensPerSCI: rate(float64(outTokens), x.outTokSq),
-			TotalTokensPerS: float64(totalTokens) / span, TotalTokensPerSCI: rate(float64(totalTokens), x.totTokSq),
+			OutputTokensPerS: float64(outTokens) / span, OutputTokensPerSCI: rate(float64(outTokens), t.outTokSq),
+			TotalTokensPerS: float64(totalTokens) / span, TotalTokensPerSCI: rate(float64(totalTokens), t.totTokSq),
 			InputTokens: float64(totalTokens - outTokens), OutputTokens: float64(outTokens)}
 	}
 	if !opts.SLO.Empty() {

@@ -222,18 +222,27 @@ func BootstrapQuantile(timeOrdered []float64, p, conf float64, o BootstrapOption
 // woodruff maps p ± z·se through the sorted sample; an end beyond the
 // sample is unbounded (−Inf or +Inf, and loOK or hiOK false).
 func (s *sample) woodruff(p, se, conf float64) (lo, hi float64, loOK, hiOK bool) {
-	return woodruffAt(s.sorted, p, se, zFor(conf))
+	return woodruffAt(sortedQuantile(s.sorted), p, se, zFor(conf))
 }
 
-// woodruffAt maps p ± crit·se through sorted; an end beyond the sample is
-// unbounded (−Inf or +Inf, and loOK or hiOK false).
-func woodruffAt(sorted []float64, p, se, crit float64) (lo, hi float64, loOK, hiOK bool) {
+// quantileFunc is a sample's p-quantile (type 7), from the sorted sample
+// or from a histogram of it.
+type quantileFunc func(p float64) float64
+
+// sortedQuantile is the quantile function of a sorted sample.
+func sortedQuantile(sorted []float64) quantileFunc {
+	return func(p float64) float64 { return Percentile(sorted, p) }
+}
+
+// woodruffAt maps p ± crit·se through the quantile function; an end beyond
+// the sample is unbounded (−Inf or +Inf, and loOK or hiOK false).
+func woodruffAt(quantile quantileFunc, p, se, crit float64) (lo, hi float64, loOK, hiOK bool) {
 	lo, hi = math.Inf(-1), math.Inf(1)
 	if pl := p - crit*se; pl >= 0 {
-		lo, loOK = Percentile(sorted, pl), true
+		lo, loOK = quantile(pl), true
 	}
 	if ph := p + crit*se; ph <= 1 {
-		hi, hiOK = Percentile(sorted, ph), true
+		hi, hiOK = quantile(ph), true
 	}
 	return lo, hi, loOK, hiOK
 }

@@ -121,9 +121,13 @@ func readResultColumns(ctx context.Context, runDir string, cols *resultColumns) 
 // values analysis uses: counts within 0..trace.MaxTokens, times in order
 // from sent, token times from zero and never decreasing, a known outcome.
 // A fault names its row, counted from 1 within the part.
-func (c *resultColumns) validate(first int) error {
+func (c *resultColumns) validate(first int) error { return c.validateFrom(first, 0) }
+
+// validateFrom is validate for rows that follow base rows of their part
+// not held here: a fault names row i−first+1+base.
+func (c *resultColumns) validateFrom(first, base int) error {
 	fail := func(i int, field string, v int64, why string) error {
-		return fmt.Errorf("row %d: %w", i-first+1, &trace.FieldError{Field: field, Value: fmt.Sprint(v), Reason: why})
+		return fmt.Errorf("row %d: %w", i-first+1+base, &trace.FieldError{Field: field, Value: fmt.Sprint(v), Reason: why})
 	}
 	for i := first; i < c.n; i++ {
 		for _, f := range []struct {
@@ -154,14 +158,26 @@ func (c *resultColumns) validate(first int) error {
 			prev = t
 		}
 		if !slices.Contains(trace.Outcomes, c.outcome[i]) {
-			return fmt.Errorf("row %d: %w", i-first+1, &trace.FieldError{Field: "outcome", Value: fmt.Sprintf("%q", c.outcome[i]), Reason: "is not one of the outcome classes (ok, http_error, ...)"})
+			return fmt.Errorf("row %d: %w", i-first+1+base, &trace.FieldError{Field: "outcome", Value: fmt.Sprintf("%q", c.outcome[i]), Reason: "is not one of the outcome classes (ok, http_error, ...)"})
 		}
 	}
 	return nil
 }
 
 // readPart appends one Parquet part's rows.
-func (c *resultColumns) readPart(path string) (err error) {
+func (c *resultColumns) readPart(path string) error {
+	return forEachBatch(path, c.wantsColumn, c.appendBatch)
+}
+
+// wantsColumn reports whether top-level column top is one c reads.
+func (c *resultColumns) wantsColumn(top string) bool {
+	return slices.Contains(analysisColumns, top) || c.wantIDs && top == "request_id"
+}
+
+// forEachBatch reads the top-level columns want accepts of one Parquet
+// part with arrow-go record batches, handing each batch to fn; only those
+// columns are decoded.
+func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordBatch) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil { // a corrupt file must not take the process down
 			err = fmt.Errorf("corrupt Parquet data: %v", r)
@@ -182,7 +198,7 @@ func (c *resultColumns) readPart(path string) (err error) {
 	var leaves []int
 	for i := range schema.NumColumns() {
 		top, _, _ := strings.Cut(schema.Column(i).Path(), ".")
-		if slices.Contains(analysisColumns, top) || c.wantIDs && top == "request_id" {
+		if want(top) {
 			leaves = append(leaves, i)
 		}
 	}
@@ -192,7 +208,7 @@ func (c *resultColumns) readPart(path string) (err error) {
 	}
 	defer rr.Release()
 	for rr.Next() {
-		if err := c.appendBatch(rr.RecordBatch()); err != nil {
+		if err := fn(rr.RecordBatch()); err != nil {
 			return err
 		}
 	}
@@ -497,4 +513,22 @@ func columnsOf(rows []trace.Result) *resultColumns {
 	}
 	c.n = len(rows)
 	return c
+}
+
+// reset empties c, keeping its slices' capacity, so a streamed analysis
+// reads batch after batch into the same memory.
+func (c *resultColumns) reset() {
+	c.n = 0
+	c.warmup, c.stream = c.warmup[:0], c.stream[:0]
+	for _, s := range []*[]string{&c.outcome, &c.tenant, &c.model, &c.adapter, &c.phase, &c.finishReason, &c.requestID, &c.features} {
+		*s = (*s)[:0]
+	}
+	for _, s := range []*[]int64{&c.scheduled, &c.admitted, &c.sent, &c.firstChunk, &c.firstToken, &c.done, &c.usagePrompt, &c.observedOut,
+		&c.promptSent, &c.tokenOffsets, &c.tokenTimes, &c.turn, &c.status, &c.inputTokens, &c.requestedOutput, &c.maxTokens,
+		&c.featureOffsets, &c.prefixOffsets, &c.prefixBlocks, &c.firstAnswer, &c.reasoning} {
+		*s = (*s)[:0]
+	}
+	for k := range c.contract {
+		c.contract[k].offs, c.contract[k].vals = c.contract[k].offs[:0], c.contract[k].vals[:0]
+	}
 }

@@ -23,6 +23,12 @@ type FeatureUse struct {
 // order of how many carried it.
 func featureUses(c *resultColumns) []FeatureUse {
 	by := map[string]*FeatureUse{}
+	addFeatureUses(by, c)
+	return sortedFeatureUses(by)
+}
+
+// addFeatureUses adds the counted rows of c to by, keyed by feature.
+func addFeatureUses(by map[string]*FeatureUse, c *resultColumns) {
 	get := func(f string) *FeatureUse {
 		if by[f] == nil {
 			by[f] = &FeatureUse{Feature: f}
@@ -47,6 +53,10 @@ func featureUses(c *resultColumns) []FeatureUse {
 			get(f).Refused++
 		}
 	}
+}
+
+// sortedFeatureUses lists by's uses, the most carried first.
+func sortedFeatureUses(by map[string]*FeatureUse) []FeatureUse {
 	out := make([]FeatureUse, 0, len(by))
 	for _, u := range by {
 		out = append(out, *u)

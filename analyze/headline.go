@@ -133,7 +133,7 @@ func (s *sample) batchMeans(ps []float64, k int, conf float64) []batchInterval {
 			}
 			means[b] = float64(below) / float64(hi-lo)
 		}
-		out[j] = woodruffFromShares(s.sorted, p, f, means, t)
+		out[j] = woodruffFromShares(sortedQuantile(s.sorted), n, p, f, means, t)
 	}
 	return out
 }
@@ -197,14 +197,15 @@ func pooledBatchMeans(sorted, values []float64, groups []requestGroup, ps []floa
 				shares[b] = float64(below) / float64(all)
 			}
 		}
-		out = append(out, woodruffFromShares(sorted, p, f, shares, t))
+		out = append(out, woodruffFromShares(sortedQuantile(sorted), n, p, f, shares, t))
 	}
 	return k, out, true
 }
 
-// woodruffFromShares maps p ± t·se through sorted, se being the standard
-// error of the mean of the batch shares; f is F̂ at the estimate.
-func woodruffFromShares(sorted []float64, p, f float64, shares []float64, t float64) batchInterval {
+// woodruffFromShares maps p ± t·se through the quantile function of n
+// values, se being the standard error of the mean of the batch shares; f
+// is F̂ at the estimate.
+func woodruffFromShares(quantile quantileFunc, n int, p, f float64, shares []float64, t float64) batchInterval {
 	k := float64(len(shares))
 	var m, ss float64
 	for _, v := range shares {
@@ -215,12 +216,11 @@ func woodruffFromShares(sorted []float64, p, f float64, shares []float64, t floa
 		ss += (v - m) * (v - m)
 	}
 	se := math.Sqrt(ss / (k - 1) / k)
-	n := len(sorted)
 	bi := batchInterval{se: se, effectiveN: float64(n)}
 	if se > 0 {
 		bi.effectiveN = f * (1 - f) / (se * se)
 	}
-	bi.lo, bi.hi, bi.loOK, bi.hiOK = woodruffAt(sorted, p, se, t)
+	bi.lo, bi.hi, bi.loOK, bi.hiOK = woodruffAt(quantile, p, se, t)
 	if !bi.hiOK || !bi.loOK {
 		// se shrinks as 1/√n: the side is bounded once t·se fits
 		// within the distance to 0 or 1.

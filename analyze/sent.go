@@ -122,30 +122,33 @@ type Smoothness struct {
 	LongestStallMs    float64 `json:"longest_gap_ms"`
 }
 
-func smoothness(x *extracted, opts Options) Smoothness {
-	stall := opts.Stall
-	if stall <= 0 {
-		stall = DefaultStall
-	}
-	sm := Smoothness{StallMs: ms(stall), Stalls: x.stalls, LongestStallMs: nsToMs(x.longestStallNs)}
-	if itl := x.pooled["itl_ms"]; len(itl) > 1 {
-		var sum float64
-		for _, v := range itl {
-			sum += v
-		}
-		mean := sum / float64(len(itl))
-		var ss float64
-		for _, v := range itl {
-			ss += (v - mean) * (v - mean)
-		}
-		if mean > 0 {
-			sm.ITLCV = math.Sqrt(ss/float64(len(itl)-1)) / mean
-		}
-	}
-	if x.streamedTokens > 0 {
-		sm.StallsPer1kTokens = 1000 * float64(x.stalls) / float64(x.streamedTokens)
+func smoothnessOf(t *tally, cv float64, opts Options) Smoothness {
+	sm := Smoothness{StallMs: nsToMs(stallThreshold(opts)), Stalls: t.stalls, LongestStallMs: nsToMs(t.longestStallNs), ITLCV: cv}
+	if t.streamedTokens > 0 {
+		sm.StallsPer1kTokens = 1000 * float64(t.stalls) / float64(t.streamedTokens)
 	}
 	return sm
+}
+
+// itlCV is the pooled gaps' coefficient of variation (sample standard
+// deviation over the mean), 0 for fewer than two gaps or a zero mean.
+func itlCV(itl []float64) float64 {
+	if len(itl) < 2 {
+		return 0
+	}
+	var sum float64
+	for _, v := range itl {
+		sum += v
+	}
+	mean := sum / float64(len(itl))
+	var ss float64
+	for _, v := range itl {
+		ss += (v - mean) * (v - mean)
+	}
+	if mean <= 0 {
+		return 0
+	}
+	return math.Sqrt(ss/float64(len(itl)-1)) / mean
 }
 
 // Dimensions are the --by breakdowns.

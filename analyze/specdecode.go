@@ -36,6 +36,33 @@ type SpecDecode struct {
 // specDecodeOf measures speculative decoding from the engine scrapes that
 // carry vLLM's counters, or nil when none do (or none rose).
 func specDecodeOf(scrapes []scrape, c *resultColumns) *SpecDecode {
+	sd := specCounters(scrapes)
+	if sd == nil {
+		return nil
+	}
+	var tokens, events int64
+	var ratios []float64
+	for i := range c.n {
+		n := int64(len(c.tokenTimesOf(i)))
+		if c.warmup[i] || c.outcome[i] != trace.OutcomeOK || n == 0 {
+			continue
+		}
+		tokens += c.observedOut[i]
+		events += n
+		ratios = append(ratios, float64(c.observedOut[i])/float64(n))
+	}
+	if events > 0 {
+		slices.Sort(ratios)
+		sd.TokensPerEvent = float64(tokens) / float64(events)
+		sd.TokensPerEventP50, sd.TokensPerEventP90 = Percentile(ratios, 0.5), Percentile(ratios, 0.9)
+	}
+	return sd
+}
+
+// specCounters is speculative decoding as the engine's counters rose over
+// the run, or nil when no scrape carries them (or none rose); the stream's
+// tokens per event are the caller's to fill.
+func specCounters(scrapes []scrape) *SpecDecode {
 	bySource := map[string][2]*scrape{} // first and last
 	for i := range scrapes {
 		s := &scrapes[i]
@@ -60,22 +87,6 @@ func specDecodeOf(scrapes []scrape, c *resultColumns) *SpecDecode {
 	}
 	sd.AcceptanceRate = sd.Accepted / sd.DraftTokens
 	sd.MeanAcceptedLength = 1 + sd.Accepted/sd.Drafts
-	var tokens, events int64
-	var ratios []float64
-	for i := range c.n {
-		n := int64(len(c.tokenTimesOf(i)))
-		if c.warmup[i] || c.outcome[i] != trace.OutcomeOK || n == 0 {
-			continue
-		}
-		tokens += c.observedOut[i]
-		events += n
-		ratios = append(ratios, float64(c.observedOut[i])/float64(n))
-	}
-	if events > 0 {
-		slices.Sort(ratios)
-		sd.TokensPerEvent = float64(tokens) / float64(events)
-		sd.TokensPerEventP50, sd.TokensPerEventP90 = Percentile(ratios, 0.5), Percentile(ratios, 0.9)
-	}
 	return sd
 }
 

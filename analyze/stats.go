@@ -227,24 +227,30 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 	chooseHeadline(&d, method)
 	for k, i := range order {
 		lo, hi, loOK, hiOK := smp.woodruff(ps[k], se[k], 0.95)
-		q := &d.Quantiles[i]
-		if loOK {
-			q.BootLo = new(lo)
-		}
-		if !hiOK {
-			continue // the upper end is beyond the sample: no stability figure
-		}
-		q.BootHi = new(hi)
-		if q.Value > 0 {
-			rel := (hi - q.Value) / q.Value // one-sided when the lower end is unbounded
-			if loOK {
-				rel = (hi - lo) / 2 / q.Value
-			}
-			q.RelHalfWidth = new(rel)
-			if precision > 0 {
-				q.NeededN = new(int(math.Ceil(float64(d.N) * (rel / precision) * (rel / precision))))
-			}
-		}
+		setBootstrap(&d.Quantiles[i], lo, hi, loOK, hiOK, d.N, precision)
 	}
 	return d
+}
+
+// setBootstrap records a bootstrap interval on q, and the stability
+// figures that follow from it for n samples and a target relative
+// half-width precision.
+func setBootstrap(q *Quantile, lo, hi float64, loOK, hiOK bool, n int, precision float64) {
+	if loOK {
+		q.BootLo = new(lo)
+	}
+	if !hiOK {
+		return // the upper end is beyond the sample: no stability figure
+	}
+	q.BootHi = new(hi)
+	if q.Value > 0 {
+		rel := (hi - q.Value) / q.Value // one-sided when the lower end is unbounded
+		if loOK {
+			rel = (hi - lo) / 2 / q.Value
+		}
+		q.RelHalfWidth = new(rel)
+		if precision > 0 {
+			q.NeededN = new(int(math.Ceil(float64(n) * (rel / precision) * (rel / precision))))
+		}
+	}
 }
