@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-client bench-vegeta bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-analyze bench-client bench-vegeta bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -91,6 +91,13 @@ bench-convert:
 ## 10M-request workload in child processes, and their ratio (the schedule streams)
 bench-replay-memory:
 	$(GO) test ./replay -run '^$$' -bench '^BenchmarkReplayPeakRSS$$' -benchtime 1x -timeout 60m
+
+## bench-analyze: analyze a 100M-row run (ANALYZE_ROWS) streamed, and 1M rows held
+## and streamed, in child processes: seconds and peak RSS. The run is written once
+## (about 12 GB, 6 minutes) into ANALYZE_DIR and kept for the next time.
+bench-analyze:
+	ANALYZE_ROWS=$(or $(ANALYZE_ROWS),100000000) ANALYZE_DIR=$(or $(ANALYZE_DIR),$(or $(TMPDIR),/tmp)/servetrace-bench-analyze) \
+		$(GO) test ./analyze -run '^$$' -bench '^BenchmarkAnalyzeLongRun$$' -benchtime 1x -timeout 90m
 
 ## bench-client: highest open-loop rate with lateness p99 < 2 ms, client on core 0, simulator on core 1
 bench-client:

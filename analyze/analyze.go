@@ -79,6 +79,10 @@ type Options struct {
 	// Curves adds quantile curves with bands and the ITL histogram, for
 	// plots, and a time series (about 40 windows) when Window is unset.
 	Curves bool
+	// InMemoryRows is the most result rows analyzed held in memory
+	// (default DefaultInMemoryRows); runs of more are streamed, in fixed
+	// memory, without breakdowns, time series, curves or repeats.
+	InMemoryRows int
 }
 
 // DefaultStall is the token gap counted as a stall when none is given.
@@ -166,6 +170,9 @@ type Report struct {
 	Curves map[string]Curve `json:"curves,omitempty"`
 	// ITLHistogram bins the pooled inter-token gaps (Options.Curves).
 	ITLHistogram *Histogram `json:"itl_histogram,omitempty"`
+	// Streamed is set when the rows were too many to hold and were
+	// streamed: how exact the figures are.
+	Streamed *Streamed `json:"streamed,omitempty"`
 	// Given are peer tools' summary-only results, their own figures as
 	// given: no per-request data, so no interval.
 	Given []GivenRun `json:"given,omitempty"`
@@ -264,6 +271,20 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		if !slices.Contains(Dimensions, d) {
 			return nil, opterr.New("By", d, "use one or more of %s", strings.Join(Dimensions, ", "))
 		}
+	}
+	if opts.InMemoryRows < 0 {
+		return nil, opterr.New("InMemoryRows", opts.InMemoryRows, "must be positive (0: %d)", DefaultInMemoryRows)
+	}
+	limit := cmp.Or(opts.InMemoryRows, DefaultInMemoryRows)
+	rows, err := resultRows(runDirs)
+	if err != nil {
+		return nil, err
+	}
+	if rows > int64(limit) {
+		if err := streamable(runDirs, rows, limit, opts); err != nil {
+			return nil, err
+		}
+		return analyzeStreamed(ctx, runDirs, rows, limit, opts)
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
 	l, err := loadColumnsContext(ctx, runDirs, opts.VsLogged != "")

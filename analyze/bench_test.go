@@ -21,26 +21,7 @@ func writeSyntheticRun(tb testing.TB, dir string, n int) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
-		sched := int64(i) * 1e6
-		sent := sched + 100e3
-		first := sent + int64(200e6*math.Exp(0.5*rng.NormFloat64()))
-		times := make([]int64, 16)
-		t := first - sent
-		for k := range times {
-			times[k] = t
-			t += int64(20e6 * (0.5 + rng.ExpFloat64()*0.5))
-		}
-		done := sent + times[15] + 1e5
-		r := trace.Result{Identity: trace.Identity{RequestID: "r" + strconv.Itoa(i), Tenant: "t" + strconv.Itoa(i%3), Turn: int32(i % 4), Model: "m"},
-			ScheduledNs: sched, AdmittedNs: sched, SentNs: &sent,
-			FirstChunkNs: &first, FirstTokenNs: &first, DoneNs: &done, TokenTimesNs: times, ObservedOutputTokens: 16, PromptTokensSent: 512,
-			HTTPStatus: 200, Outcome: trace.OutcomeOK, RunID: "bench", ObservedFinishReason: "length",
-			Shape: trace.Shape{Stream: true, InputTokens: 512, OutputTokens: 16, MaxTokens: 16}}
-		if i%5 == 0 {
-			r.Features = []string{"tools", "json"}
-			r.PrefixBlocks = []int64{int64(i % 7), int64(i)}
-		}
-		w.Write(r)
+		w.Write(syntheticResult(i, rng))
 	}
 	if err := w.Flush(); err != nil {
 		tb.Fatal(err)
@@ -49,6 +30,30 @@ func writeSyntheticRun(tb testing.TB, dir string, n int) {
 	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), ri); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// syntheticResult is request i of a synthetic run, sent every millisecond.
+func syntheticResult(i int, rng *rand.Rand) trace.Result {
+	sched := int64(i) * 1e6
+	sent := sched + 100e3
+	first := sent + int64(200e6*math.Exp(0.5*rng.NormFloat64()))
+	times := make([]int64, 16)
+	t := first - sent
+	for k := range times {
+		times[k] = t
+		t += int64(20e6 * (0.5 + rng.ExpFloat64()*0.5))
+	}
+	done := sent + times[15] + 1e5
+	r := trace.Result{Identity: trace.Identity{RequestID: "r" + strconv.Itoa(i), Tenant: "t" + strconv.Itoa(i%3), Turn: int32(i % 4), Model: "m"},
+		ScheduledNs: sched, AdmittedNs: sched, SentNs: &sent,
+		FirstChunkNs: &first, FirstTokenNs: &first, DoneNs: &done, TokenTimesNs: times, ObservedOutputTokens: 16, PromptTokensSent: 512,
+		HTTPStatus: 200, Outcome: trace.OutcomeOK, RunID: "bench", ObservedFinishReason: "length",
+		Shape: trace.Shape{Stream: true, InputTokens: 512, OutputTokens: 16, MaxTokens: 16}}
+	if i%5 == 0 {
+		r.Features = []string{"tools", "json"}
+		r.PrefixBlocks = []int64{int64(i % 7), int64(i)}
+	}
+	return r
 }
 
 // BenchmarkFullReport1M measures a full report on

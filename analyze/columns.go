@@ -41,8 +41,10 @@ type resultColumns struct {
 	turn                          []int64
 	status                        []int64 // HTTP status
 	// requestID is read only when wantIDs is set (--vs-logged).
-	requestID                    []string
-	wantIDs                      bool
+	requestID []string
+	wantIDs   bool
+	// lean leaves out groupColumns: they stay empty.
+	lean                         bool
 	inputTokens, requestedOutput []int64 // intended prompt tokens; output tokens the workload asked for
 	maxTokens                    []int64
 	featureOffsets               []int64
@@ -171,8 +173,15 @@ func (c *resultColumns) readPart(path string) error {
 
 // wantsColumn reports whether top-level column top is one c reads.
 func (c *resultColumns) wantsColumn(top string) bool {
+	if c.lean && slices.Contains(groupColumns, top) {
+		return false
+	}
 	return slices.Contains(analysisColumns, top) || c.wantIDs && top == "request_id"
 }
+
+// groupColumns are read only to group rows (breakdowns, repeats): a lean
+// read, the streamed analysis's, leaves them out.
+var groupColumns = []string{"tenant", "model", "adapter", "phase", "turn", "http_status"}
 
 // forEachBatch reads the top-level columns want accepts of one Parquet
 // part with arrow-go record batches, handing each batch to fn; only those
@@ -279,6 +288,9 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		name string
 		dst  *[]string
 	}{{"outcome", &c.outcome}, {"tenant", &c.tenant}, {"model", &c.model}, {"adapter", &c.adapter}, {"phase", &c.phase}, {"observed_finish_reason", &c.finishReason}} {
+		if c.lean && slices.Contains(groupColumns, spec.name) {
+			continue
+		}
 		a, err := col(spec.name)
 		if err != nil {
 			return err
@@ -296,27 +308,24 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 			return fmt.Errorf("column request_id: %w", err)
 		}
 	}
-	a, err := col("turn")
-	if err != nil {
-		return err
-	}
-	turns, ok := a.(*array.Int32)
-	if !ok {
-		return fmt.Errorf("column turn is %s, want int32", a.DataType())
-	}
-	for _, v := range turns.Int32Values() {
-		c.turn = append(c.turn, int64(v))
-	}
-	a, err = col("http_status")
-	if err != nil {
-		return err
-	}
-	statuses, ok := a.(*array.Int32)
-	if !ok {
-		return fmt.Errorf("column http_status is %s, want int32", a.DataType())
-	}
-	for _, v := range statuses.Int32Values() {
-		c.status = append(c.status, int64(v))
+	for _, spec := range []struct {
+		name string
+		dst  *[]int64
+	}{{"turn", &c.turn}, {"http_status", &c.status}} {
+		if c.lean && slices.Contains(groupColumns, spec.name) {
+			continue
+		}
+		a, err := col(spec.name)
+		if err != nil {
+			return err
+		}
+		ints, ok := a.(*array.Int32)
+		if !ok {
+			return fmt.Errorf("column %s is %s, want int32", spec.name, a.DataType())
+		}
+		for _, v := range ints.Int32Values() {
+			*spec.dst = append(*spec.dst, int64(v))
+		}
 	}
 	for _, spec := range []struct {
 		name string
@@ -337,7 +346,7 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		}
 		appendList(spec.offs, list, n, func(from, to int) { *spec.vals = append(*spec.vals, values.Int64Values()[from:to]...) }, int64(len(*spec.vals)))
 	}
-	a, err = col("features")
+	a, err := col("features")
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/procstat"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -39,12 +40,7 @@ func convertChild(spec string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	status, _ := os.ReadFile("/proc/self/status")
-	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			fmt.Println("hwm_kb", strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		}
-	}
+	fmt.Println("hwm_kb", procstat.PeakRSS()>>10)
 }
 
 // writeAzureCSV writes n Azure-format rows, 20 per second from a start.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/procstat"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -36,12 +37,7 @@ func runReplayChild(spec string) {
 		os.Exit(1)
 	}
 	fmt.Printf("sent %d lateness_p99_ms %.3f\n", info.Outcomes[trace.OutcomeOK], info.Lateness.P99Ms)
-	b, _ := os.ReadFile("/proc/self/status")
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			fmt.Println("hwm_kb", strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		}
-	}
+	fmt.Println("hwm_kb", procstat.PeakRSS()>>10)
 }
 
 // writeLongWorkload writes n requests 100 µs apart: 20 to 500 prompt

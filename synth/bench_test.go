@@ -4,10 +4,10 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/procstat"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -38,31 +38,12 @@ func BenchmarkFit(b *testing.B) {
 	b.ResetTimer()
 	var peak int64
 	for b.Loop() {
-		resetPeakRSS()
+		procstat.ResetPeakRSS()
 		if _, err := Fit(ctx, dir, FitOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		peak = max(peak, peakRSS())
+		peak = max(peak, procstat.PeakRSS())
 	}
 	b.ReportMetric(float64(man.Rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
-}
-
-// resetPeakRSS resets the kernel's high-water mark of resident memory for
-// this process (Linux; a no-op elsewhere).
-func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSS returns VmHWM in bytes (0 where /proc is missing).
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

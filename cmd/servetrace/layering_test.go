@@ -14,9 +14,9 @@ import (
 // library imports a sibling on its own level.
 func TestLayering(t *testing.T) {
 	const module = "github.com/servetrace/servetrace/"
-	internal := []string{"internal/rank", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media"}
+	internal := []string{"internal/rank", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media", "internal/loghist", "internal/procstat"}
 	allowed := map[string][]string{
-		"internal/rank": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil,
+		"internal/rank": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil, "internal/loghist": nil, "internal/procstat": nil,
 		"tokenize":        nil,
 		"trace/anon":      nil,
 		"trace/arrowread": nil, // no code; its test imports trace
