@@ -61,10 +61,12 @@ test-timing:
 	@scripts/test-timing.sh $(GO) ./replay/... ./sweep
 	@$(LONG)
 
-## soak: a 10-minute steady replay; RSS and goroutines must stay flat (not part of make test)
+## soak: a 10-minute steady replay at 1,000 req/s (SOAK_RATE); RSS and goroutines must
+## stay flat and RSS within 300 MB (not part of make test)
 SOAK ?= 10m
+SOAK_RATE ?= 1000
 soak:
-	SERVETRACE_SOAK=$(SOAK) $(GO) test ./replay -run '^TestSoak$$' -count=1 -timeout 30m -v
+	SERVETRACE_SOAK=$(SOAK) SERVETRACE_SOAK_RATE=$(SOAK_RATE) $(GO) test ./replay -run '^TestSoak$$' -count=1 -timeout 30m -v
 
 demo: build
 	./$(BIN) demo --out demo-out

@@ -3,7 +3,6 @@ package replay
 import (
 	"math"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
@@ -37,11 +36,18 @@ func TuneGC() (restore func()) {
 // heapHeadroom is what boundHeap allows above GCPercent's goal.
 const heapHeadroom = 128 << 20
 
+// heapCeiling caps boundHeap's limit while the live heap is under a third
+// of it, so that a steady replay's RSS (the heap, stacks and the runtime's
+// own memory) stays within 300 MB however long it runs; a larger live
+// state keeps GCPercent's goal plus heapHeadroom.
+const heapCeiling = 224 << 20
+
 // boundHeap, under TuneGC and unless the user set GOMEMLIMIT, collects once
 // before the schedule starts, with the stream's look-ahead full (the
-// workload check's garbage would otherwise be collected mid-run), and sets
-// a soft memory limit of
-// (1 + GCPercent/100) times what is then live, plus heapHeadroom. At
+// workload check's garbage would otherwise be collected mid-run) and gives
+// the freed memory back to the system, and sets a soft memory limit of
+// (1 + GCPercent/100) times what is then live, plus heapHeadroom, at most
+// heapCeiling for a live heap under a third of it. At
 // GOGC 400 the collector counts what is allocated while it marks as live,
 // so its heap goal drifts up run after run while the live heap stays flat;
 // the limit holds RSS where the first cycles put it (docs/measurements.md,
@@ -51,11 +57,14 @@ func boundHeap() {
 	if !tunedGC.Load() || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	runtime.GC()
+	debug.FreeOSMemory()
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
 	live := int64(sample[0].Value.Uint64())
 	limit := live*(1+GCPercent/100) + heapHeadroom
+	if 3*live <= heapCeiling {
+		limit = min(limit, heapCeiling)
+	}
 	heapBound.Store(limit)
 	debug.SetMemoryLimit(limit)
 }
