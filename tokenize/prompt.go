@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 )
 
@@ -131,11 +132,21 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 // stream keyed by (key, stream).
 func (b *PromptBuilder) appendWords(sb *strings.Builder, n int, key, stream uint64) {
 	rng := rand.New(rand.NewPCG(key, stream))
-	for range n {
+	for i := range n {
+		if i > 0 && i%yieldWords == 0 {
+			runtime.Gosched()
+		}
 		sb.WriteByte(' ')
 		sb.WriteString(b.words[rng.IntN(len(b.words))])
 	}
 }
+
+// yieldWords is how many words a build writes between yields of its
+// processor: a 128k-token prompt takes milliseconds to build, and a
+// goroutine queued behind the build on the same processor (a replay's
+// send) would otherwise wait for all of it; this many words take about a
+// quarter of a millisecond.
+const yieldWords = 8192
 
 // SeedFor derives a seed for Build from a request id.
 func SeedFor(requestID string) uint64 {

@@ -3,8 +3,10 @@ package tokenize
 import (
 	"errors"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestKnownCounts(t *testing.T) {
@@ -122,5 +124,43 @@ func TestPromptRefusesImpossibleCounts(t *testing.T) {
 	}
 	if s, err := b.Prompt(3, []int64{1}, 1); err != nil || tok.Count(s) != 3 {
 		t.Errorf("Prompt(3) = %q, %v", s, err)
+	}
+}
+
+// TestTimingPromptBuildYields: on one processor, a goroutine made runnable
+// just before a 128k-token build runs within its first half, not after it:
+// the build yields every yieldWords words (a replay's send queued behind a
+// long prompt's build would otherwise wait for all of it). Without the
+// yields it runs after the build, the build being shorter than the
+// runtime's 10 ms preemption; under -race the build is long enough to be
+// preempted anyway, so the check skips.
+func TestTimingPromptBuildYields(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under -race the runtime preempts the slowed build whether or not it yields")
+	}
+	tok, err := Get(CL100K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewPromptBuilder(tok, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	b.Build(1000, nil, 1) // warm
+	start := make(chan struct{})
+	ran := make(chan time.Time, 1)
+	go func() {
+		<-start
+		ran <- time.Now()
+	}()
+	runtime.Gosched() // the goroutine now waits on start
+	t0 := time.Now()
+	close(start)
+	b.Build(128<<10, nil, 2)
+	t1 := time.Now()
+	at := <-ran
+	if at.After(t0.Add(t1.Sub(t0) / 2)) {
+		t.Errorf("a goroutine made runnable before a %v build ran %v after it began", t1.Sub(t0), at.Sub(t0))
 	}
 }
