@@ -206,15 +206,7 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 	}
 	smp := newSample(timeOrdered)
 	d := summarizeSorted(smp.sorted, percentiles)
-	order := make([]int, len(percentiles))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(percentiles[a], percentiles[b]) })
-	ps := make([]float64, len(order))
-	for k, i := range order {
-		ps[k] = percentiles[i] / 100
-	}
+	order, ps := ascending(percentiles)
 	se, block := smp.cdfStandardErrors(ps, o)
 	d.Block = block
 	dep := smp.dependenceOf()
@@ -230,6 +222,21 @@ func SummarizeBootstrap(timeOrdered []float64, percentiles []float64, o Bootstra
 		setBootstrap(&d.Quantiles[i], lo, hi, loOK, hiOK, d.N, precision)
 	}
 	return d
+}
+
+// ascending orders percentiles (in percent) for the bootstrap, whose
+// thresholds must ascend: ps[k] is percentiles[order[k]] as a fraction.
+func ascending(percentiles []float64) (order []int, ps []float64) {
+	order = make([]int, len(percentiles))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(percentiles[a], percentiles[b]) })
+	ps = make([]float64, len(order))
+	for k, i := range order {
+		ps[k] = percentiles[i] / 100
+	}
+	return order, ps
 }
 
 // setBootstrap records a bootstrap interval on q, and the stability

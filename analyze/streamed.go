@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -193,7 +194,8 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 			len(ids), rows, rows, float64(rows)*heldRowBytes/1e9)
 	}
 	// The live heap is small and fixed while the decoder allocates a
-	// batch's buffers anew each time: collect less often while this runs.
+	// batch's buffers anew each time: collect less often while this runs
+	// (a process-wide setting, restored when it returns).
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	grid := newSendGrid()
 	for _, r := range runs {
@@ -238,7 +240,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 						return err
 					}
 					if err := chunk.validateFrom(0, base); err != nil {
-						return fmt.Errorf("run %s: %s %w", r.dir, p.Path, err)
+						return rowFault{fmt.Errorf("run %s: %s %w", r.dir, p.Path, err)}
 					}
 					base += chunk.n
 					select {
@@ -248,6 +250,9 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 						return gctx.Err()
 					}
 				})
+				if rf := (rowFault{}); errors.As(err, &rf) {
+					return rf.err // names its run, part and row already
+				}
 				if err != nil {
 					return fmt.Errorf("read %s: %w", path, err)
 				}
@@ -289,6 +294,13 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	}
 	return rep, nil
 }
+
+// rowFault is a row that failed validation, its error naming the run, the
+// part and the row, as the held analysis names them.
+type rowFault struct{ err error }
+
+func (f rowFault) Error() string { return f.err.Error() }
+func (f rowFault) Unwrap() error { return f.err }
 
 // sendGrid counts send times (ns) in sendGridBins bins of a width that
 // doubles whenever a time falls beyond the last: equal-count batch edges
@@ -519,16 +531,14 @@ func (m *streamMetric) distribution(percentiles []float64, o BootstrapOptions, p
 	for i, tv := range items {
 		vals[i] = tv.v
 	}
-	ps := make([]float64, len(percentiles))
-	for i, pc := range percentiles {
-		ps[i] = pc / 100
-	}
+	// The quantiles keep the order asked for; the bootstrap's ascend.
+	order, ps := ascending(percentiles)
 	se, block := newSample(vals).cdfStandardErrors(ps, o)
 	d.Block = block
 	scale := math.Sqrt(float64(len(vals)) / float64(m.n))
 	quant := histQuantile(h)
-	for i, p := range ps {
-		lo, hi, loOK, hiOK := woodruffAt(quant, p, se[i]*scale, zFor(0.95))
+	for k, i := range order {
+		lo, hi, loOK, hiOK := woodruffAt(quant, ps[k], se[k]*scale, zFor(0.95))
 		setBootstrap(&d.Quantiles[i], lo, hi, loOK, hiOK, d.N, precision)
 	}
 	return d
@@ -660,8 +670,8 @@ func (a *streamAcc) addChunk(c *resultColumns) {
 	a.chunks++
 	for i := range c.n {
 		a.addRow(c, i, a.opts, true, a.stallNs, a)
+		a.reasoned = a.reasoned || reasonedFirst(c, i) // as anyReasoned, warmup included
 		if !c.warmup[i] {
-			a.reasoned = a.reasoned || reasonedFirst(c, i)
 			a.sent.add(c, i)
 			a.reason.add(c, i)
 			a.events.add(c, i)

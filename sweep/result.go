@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,8 +210,9 @@ func (s *sweeper) recovery(done []Step, config string, levels []LevelStat) (*Rec
 		}
 	}
 	series := func(dirs []string) (*analyze.Series, error) {
+		// The time series needs the rows held, however many the steps hold.
 		rep, err := analyze.Analyze(dirs, analyze.Options{Window: time.Second, TTFTMode: s.o.TTFTMode,
-			Percentiles: []float64{50, 99}, Bootstrap: analyze.BootstrapOptions{Resamples: 200}})
+			Percentiles: []float64{50, 99}, Bootstrap: analyze.BootstrapOptions{Resamples: 200}, InMemoryRows: math.MaxInt})
 		if err != nil {
 			return nil, err
 		}
