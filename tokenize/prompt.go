@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -43,6 +45,7 @@ type PromptBuilder struct {
 	tok       Counter
 	blockSize int
 	words     []string // each " "+word is one token
+	spaced    []string // " "+word, for each of words
 }
 
 // NewPromptBuilder returns a builder for tok with prefix blocks of blockSize
@@ -66,7 +69,10 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 	if len(words) < 64 {
 		return nil, fmt.Errorf("tokenize: only %d single-token words under %s; cannot synthesize prompts of exact length", len(words), tok.Name())
 	}
-	b := &PromptBuilder{tok: tok, blockSize: blockSize, words: words}
+	b := &PromptBuilder{tok: tok, blockSize: blockSize, words: words, spaced: make([]string, len(words))}
+	for i, w := range words {
+		b.spaced[i] = " " + w
+	}
 	if n := tok.Count(b.build(300, nil, 1)); n != 300 {
 		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style tokenizer", n, tok.Name())
 	}
@@ -130,15 +136,42 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 
 // appendWords writes n space-prefixed single-token words drawn from a PCG
 // stream keyed by (key, stream).
+// The words are those math/rand/v2's Rand.IntN draws over the stream, as
+// they always were, drawn without its interface call per word.
 func (b *PromptBuilder) appendWords(sb *strings.Builder, n int, key, stream uint64) {
-	rng := rand.New(rand.NewPCG(key, stream))
+	src := rand.NewPCG(key, stream)
+	var slow *rand.Rand
+	if strconv.IntSize == 32 { // IntN draws differently on 32-bit platforms
+		slow = rand.New(src)
+	}
+	m := uint64(len(b.spaced))
 	for i := range n {
 		if i > 0 && i%yieldWords == 0 {
 			runtime.Gosched()
 		}
-		sb.WriteByte(' ')
-		sb.WriteString(b.words[rng.IntN(len(b.words))])
+		if slow != nil {
+			sb.WriteString(b.spaced[slow.IntN(int(m))])
+			continue
+		}
+		sb.WriteString(b.spaced[intN(src, m)])
 	}
+}
+
+// intN is math/rand/v2's Rand.IntN(m) over src on a 64-bit platform
+// (Lemire's multiply-and-reject, a mask for a power of two), the same
+// values from the same stream.
+func intN(src *rand.PCG, m uint64) uint64 {
+	if m&(m-1) == 0 {
+		return src.Uint64() & (m - 1)
+	}
+	hi, lo := bits.Mul64(src.Uint64(), m)
+	if lo < m {
+		thresh := -m % m
+		for lo < thresh {
+			hi, lo = bits.Mul64(src.Uint64(), m)
+		}
+	}
+	return hi
 }
 
 // yieldWords is how many words a build writes between yields of its

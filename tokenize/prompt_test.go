@@ -3,6 +3,7 @@ package tokenize
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -162,5 +163,62 @@ func TestTimingPromptBuildYields(t *testing.T) {
 	at := <-ran
 	if at.After(t0.Add(t1.Sub(t0) / 2)) {
 		t.Errorf("a goroutine made runnable before a %v build ran %v after it began", t1.Sub(t0), at.Sub(t0))
+	}
+}
+
+// TestPromptTextUnchanged: words drawn without math/rand/v2's Rand are
+// the words Rand.IntN draws over the same stream, for several seeds and
+// block mixes, so every prompt is byte for byte what it was.
+func TestPromptTextUnchanged(t *testing.T) {
+	tok, err := Get(CL100K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewPromptBuilder(tok, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reference := func(n int, key, stream uint64) string {
+		rng := rand.New(rand.NewPCG(key, stream))
+		var sb strings.Builder
+		for range n {
+			sb.WriteString(" " + b.words[rng.IntN(len(b.words))])
+		}
+		return sb.String()
+	}
+	for _, tc := range []struct {
+		tokens int
+		blocks []int64
+		seed   uint64
+	}{{1, nil, 1}, {300, nil, 7}, {20000, nil, 99}, {40, []int64{5, 6}, 3}, {70, []int64{-1, 1 << 40}, 11}} {
+		want := ""
+		written := 0
+		for _, blk := range tc.blocks {
+			n := min(16, tc.tokens-written)
+			want += reference(n, uint64(blk), 0x9e3779b97f4a7c15)
+			written += n
+		}
+		want += reference(tc.tokens-written, tc.seed, 0xc2b2ae3d27d4eb4f)
+		if got := b.Build(tc.tokens, tc.blocks, tc.seed); got != want {
+			t.Errorf("%d tokens, blocks %v, seed %d: the text changed", tc.tokens, tc.blocks, tc.seed)
+		}
+	}
+}
+
+// BenchmarkBuild128k builds a 128k-token prompt: a long-context replay's
+// cost per request on the client.
+func BenchmarkBuild128k(b *testing.B) {
+	tok, err := Get(CL100K)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pb, err := NewPromptBuilder(tok, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seed := uint64(0)
+	for b.Loop() {
+		seed++
+		pb.Build(128<<10, nil, seed)
 	}
 }
