@@ -139,14 +139,7 @@ func TestTimingPromptBuildYields(t *testing.T) {
 	if raceEnabled {
 		t.Skip("under -race the runtime preempts the slowed build whether or not it yields")
 	}
-	tok, err := Get(CL100K)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewPromptBuilder(tok, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := cl100kBuilder(t, 64)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	b.Build(1000, nil, 1) // warm
 	start := make(chan struct{})
@@ -170,14 +163,7 @@ func TestTimingPromptBuildYields(t *testing.T) {
 // the words Rand.IntN draws over the same stream, for several seeds and
 // block mixes, so every prompt is byte for byte what it was.
 func TestPromptTextUnchanged(t *testing.T) {
-	tok, err := Get(CL100K)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewPromptBuilder(tok, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := cl100kBuilder(t, 16)
 	reference := func(n int, key, stream uint64) string {
 		rng := rand.New(rand.NewPCG(key, stream))
 		var sb strings.Builder
@@ -208,17 +194,25 @@ func TestPromptTextUnchanged(t *testing.T) {
 // BenchmarkBuild128k builds a 128k-token prompt: a long-context replay's
 // cost per request on the client.
 func BenchmarkBuild128k(b *testing.B) {
-	tok, err := Get(CL100K)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pb, err := NewPromptBuilder(tok, 64)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pb := cl100kBuilder(b, 64)
 	seed := uint64(0)
 	for b.Loop() {
 		seed++
 		pb.Build(128<<10, nil, seed)
 	}
+}
+
+// cl100kBuilder is a PromptBuilder over cl100k_base with blocks of
+// blockSize tokens.
+func cl100kBuilder(tb testing.TB, blockSize int) *PromptBuilder {
+	tb.Helper()
+	tok, err := Get(CL100K)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := NewPromptBuilder(tok, blockSize)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
