@@ -81,7 +81,7 @@ type Options struct {
 	Curves bool
 	// InMemoryRows is the most result rows analyzed held in memory
 	// (default DefaultInMemoryRows); runs of more are streamed, in fixed
-	// memory, without breakdowns, time series, curves or repeats.
+	// memory, without time series, curves or repeats.
 	InMemoryRows int
 }
 

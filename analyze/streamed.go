@@ -144,8 +144,6 @@ func footerRows(path string) (n int64, err error) {
 func streamable(runDirs []string, rows int64, limit int, opts Options) error {
 	var needs string
 	switch {
-	case len(opts.By) > 0:
-		needs = "breakdowns"
 	case opts.Window > 0:
 		needs = "a time series"
 	case opts.Curves:
@@ -214,13 +212,14 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	// them up: three chunks circulate, so memory stays fixed.
 	g, gctx := errgroup.WithContext(ctx)
 	full, free := make(chan *resultColumns, 1), make(chan *resultColumns, 3)
+	lean := len(opts.By) == 0 // breakdowns group by the columns a lean read leaves out
 	for range cap(free) {
-		free <- &resultColumns{lean: true}
+		free <- &resultColumns{lean: lean}
 	}
 	var read int64
 	g.Go(func() error {
 		defer close(full)
-		wants := (&resultColumns{lean: true}).wantsColumn
+		wants := (&resultColumns{lean: lean}).wantsColumn
 		for _, r := range runs {
 			for _, p := range r.parts {
 				if err := gctx.Err(); err != nil {
@@ -382,11 +381,9 @@ func batchOf(edges []int64, t int64) int {
 // (values in ns), moments, a uniform sample for the bootstrap, and the
 // within-batch lag-1 rank autocorrelation sums.
 type streamMetric struct {
-	batches  []loghist.Hist
-	n        int64
-	mean, m2 float64 // Welford, ms
-	max      float64
-	sample   reservoir
+	batches []loghist.Hist
+	moments
+	sample reservoir
 	// c0 and c1 sum the squared and the lag-1 products of centred ranks;
 	// ranked counts the values that took part.
 	c0, c1 float64
@@ -394,17 +391,46 @@ type streamMetric struct {
 }
 
 func newStreamMetric(k int) *streamMetric {
-	return &streamMetric{batches: make([]loghist.Hist, k), max: math.Inf(-1)}
+	return &streamMetric{batches: make([]loghist.Hist, k)}
+}
+
+// moments are a metric's count, mean, sum of squared deviations (Welford)
+// and maximum, in ms.
+type moments struct {
+	n             int64
+	mean, m2, max float64
+}
+
+func (m *moments) add(x float64) {
+	m.n++
+	if m.n == 1 || x > m.max {
+		m.max = x
+	}
+	d := x - m.mean
+	m.mean += d / float64(m.n)
+	m.m2 += d * (x - m.mean)
+}
+
+// merge adds o's values to m (Chan et al.'s pairwise update).
+func (m *moments) merge(o moments) {
+	switch {
+	case o.n == 0:
+		return
+	case m.n == 0:
+		*m = o
+		return
+	}
+	n := m.n + o.n
+	d := o.mean - m.mean
+	m.mean += d * float64(o.n) / float64(n)
+	m.m2 += o.m2 + d*d*float64(m.n)*float64(o.n)/float64(n)
+	m.max, m.n = max(m.max, o.max), n
 }
 
 // addNs counts v (ns) in batch b; ms is v in ms for the moments.
 func (m *streamMetric) addNs(v int64, b int, ms float64) {
 	m.batches[b].Add(v)
-	m.n++
-	d := ms - m.mean
-	m.mean += d / float64(m.n)
-	m.m2 += d * (ms - m.mean)
-	m.max = max(m.max, ms)
+	m.add(ms)
 }
 
 // reservoir keeps a uniform sample of bootstrapSample of the values
@@ -547,6 +573,13 @@ func (m *streamMetric) distribution(percentiles []float64, o BootstrapOptions, p
 // summary is the metric's count, moments and percentiles with their
 // order-statistic intervals, the ranks exact and the values read from h.
 func (m *streamMetric) summary(h *loghist.Hist, percentiles []float64) Distribution {
+	return histSummary(h, m.moments, percentiles)
+}
+
+// histSummary is Summarize of the values counted in h (ns) with moments m
+// (ms): the percentiles read from h, their order-statistic intervals at
+// exact ranks.
+func histSummary(h *loghist.Hist, m moments, percentiles []float64) Distribution {
 	d := Distribution{N: int(m.n)}
 	if m.n == 0 {
 		return d
@@ -621,6 +654,10 @@ type streamAcc struct {
 	// chunks counts them, ranking says the current one does.
 	rankEvery, chunks int
 	ranking           bool
+	// groups are the breakdowns (Options.By); row holds the current row's
+	// values for them.
+	groups []*groupsAcc
+	row    rowValues
 	// Scratch for the dependence sums of one record batch.
 	chunkVals [numMetrics][]timedValue
 	order     []int32
@@ -633,6 +670,9 @@ func newStreamAcc(opts Options, edges []int64, rows int64) *streamAcc {
 		rankEvery: max(1, int(rows/rankedRows)), lastAt: -1}
 	for m := range a.metrics {
 		a.metrics[m] = newStreamMetric(len(edges) + 1)
+	}
+	for _, dim := range opts.By {
+		a.groups = append(a.groups, &groupsAcc{dim: dim, byKey: map[string]*groupAcc{}})
 	}
 	return a
 }
@@ -652,9 +692,15 @@ func (a *streamAcc) value(m metricID, at int64, v float64) {
 	if a.ranking {
 		a.chunkVals[m] = append(a.chunkVals[m], timedValue{at, v})
 	}
+	if a.groups != nil {
+		a.row.capture(m, v)
+	}
 }
 
 func (a *streamAcc) tokenTimes(at int64, times []int64) {
+	if a.groups != nil {
+		a.row.times = times
+	}
 	b := a.batch(at)
 	for j := 1; j < len(times); j++ {
 		gap := times[j] - times[j-1]
@@ -669,7 +715,11 @@ func (a *streamAcc) addChunk(c *resultColumns) {
 	a.ranking = a.chunks%a.rankEvery == 0
 	a.chunks++
 	for i := range c.n {
+		a.row = rowValues{}
 		a.addRow(c, i, a.opts, true, a.stallNs, a)
+		for _, g := range a.groups {
+			g.add(c, i, &a.row)
+		}
 		a.reasoned = a.reasoned || reasonedFirst(c, i) // as anyReasoned, warmup included
 		if !c.warmup[i] {
 			a.sent.add(c, i)
@@ -717,6 +767,15 @@ func (a *streamAcc) report(rep *Report) {
 	}
 	rep.Smoothness = smoothnessOf(&a.tally, cv, opts)
 	rep.setRates(&a.tally, opts)
+	if len(a.groups) > 0 {
+		rep.Breakdowns = map[string][]Group{}
+		for _, g := range a.groups {
+			rep.Breakdowns[g.dim] = g.groups(opts, rep.Throughput.DurationS)
+			if g.overflow.rows > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("breakdown by %s: %d rows of values first seen after the %d kept apart are pooled into (other)", g.dim, g.overflow.rows, streamGroupCap))
+			}
+		}
+	}
 	rep.Sent = a.sent.summary()
 	rep.Features = sortedFeatureUses(a.features)
 	rep.Reasoning = a.reason.summary()

@@ -94,15 +94,7 @@ func TestStreamedAnalysisMatchesHeld(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	writeMixedRun(t, dir, 21030, 2000, 0.9)
 	opts := Options{Bootstrap: BootstrapOptions{Resamples: 400, Seed: 3}, SLO: SLO{TTFT: 200 * 1e6}}
-	held, err := Analyze([]string{dir}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.InMemoryRows = 1000
-	got, err := Analyze([]string{dir}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held, got := heldAndStreamed(t, dir, opts)
 	rel := loghist.RelErr
 	if held.Streamed != nil || got.Streamed == nil || got.Streamed.Rows != 21030 {
 		t.Fatalf("streamed: held %+v, streamed %+v", held.Streamed, got.Streamed)
@@ -224,12 +216,12 @@ func TestStreamedBootstrapScalesItsSample(t *testing.T) {
 	}
 }
 
-// TestStreamedRefusesWhatNeedsRows: breakdowns, series, curves and the
-// comparison with the log need every row; the error names the limit.
+// TestStreamedRefusesWhatNeedsRows: series, curves and the comparison with
+// the log need every row; the error names the limit.
 func TestStreamedRefusesWhatNeedsRows(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	writeMixedRun(t, dir, 300, 100, 0)
-	for _, o := range []Options{{By: []string{"tenant"}}, {Window: 1e9}, {Curves: true}, {VsLogged: VsLoggedAuto}} {
+	for _, o := range []Options{{Window: 1e9}, {Curves: true}, {VsLogged: VsLoggedAuto}} {
 		o.InMemoryRows = 100
 		_, err := Analyze([]string{dir}, o)
 		oe, ok := opterr.As(err)
@@ -343,15 +335,7 @@ func TestStreamedKeepsThePercentilesOrder(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	writeMixedRun(t, dir, 6030, 1000, 0)
 	opts := Options{Bootstrap: BootstrapOptions{Resamples: 300, Seed: 4}, Percentiles: []float64{99, 50, 90}}
-	held, err := Analyze([]string{dir}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.InMemoryRows = 1
-	got, err := Analyze([]string{dir}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held, got := heldAndStreamed(t, dir, opts)
 	for i, hq := range held.Metrics["e2e_ms"].Quantiles {
 		gq := got.Metrics["e2e_ms"].Quantiles[i]
 		same := func(g, h *float64) bool {
@@ -392,4 +376,74 @@ func TestStreamedNamesTheFaultyRow(t *testing.T) {
 			t.Errorf("in-memory limit %d: error %v, want one naming part-00001.parquet row 151", limit, err)
 		}
 	}
+}
+
+// TestStreamedBreakdownsMatchHeld: per group, the counts and rates equal
+// the held breakdown's and every percentile and interval end is within
+// loghist.RelErr; past the cap, later values are pooled into "(other)"
+// and the groups still add up to the run.
+func TestStreamedBreakdownsMatchHeld(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	writeMixedRun(t, dir, 9030, 1000, 0.5)
+	opts := Options{By: []string{"input_bucket", "feature", "model"}, Bootstrap: BootstrapOptions{Resamples: 100}}
+	held, got := heldAndStreamed(t, dir, opts)
+	for _, dim := range opts.By {
+		h, g := held.Breakdowns[dim], got.Breakdowns[dim]
+		if len(h) == 0 || len(h) != len(g) {
+			t.Fatalf("%s: held %d groups, streamed %d", dim, len(h), len(g))
+		}
+		for i := range h {
+			hg, gg := h[i], g[i]
+			if hg.Value != gg.Value || hg.Counted != gg.Counted || hg.OK != gg.OK || hg.SuccessRate != gg.SuccessRate ||
+				!near(gg.RequestsPerS, hg.RequestsPerS, 1e-12) || !near(gg.OutputTokensPerS, hg.OutputTokensPerS, 1e-12) || len(hg.Metrics) != len(gg.Metrics) {
+				t.Errorf("%s group %d: held %+v, streamed %+v", dim, i, hg, gg)
+				continue
+			}
+			for name, hd := range hg.Metrics {
+				gd := gg.Metrics[name]
+				if gd.N != hd.N || !near(gd.Mean, hd.Mean, 1e-9) || !near(gd.Max, hd.Max, 1e-12) {
+					t.Errorf("%s %s %s: held n %d mean %g max %g, streamed %d %g %g", dim, hg.Value, name, hd.N, hd.Mean, hd.Max, gd.N, gd.Mean, gd.Max)
+				}
+				for k, hq := range hd.Quantiles {
+					gq := gd.Quantiles[k]
+					for _, e := range [][2]*float64{{&hq.Value, &gq.Value}, {hq.CILo, gq.CILo}, {hq.CIHi, gq.CIHi}} {
+						if (e[0] == nil) != (e[1] == nil) || e[0] != nil && !near(*e[1], *e[0], loghist.RelErr) {
+							t.Errorf("%s %s %s p%g: held %v, streamed %v", dim, hg.Value, name, hq.P, deref(e[0]), deref(e[1]))
+						}
+					}
+				}
+			}
+		}
+	}
+	defer func(n int) { streamGroupCap = n }(streamGroupCap)
+	streamGroupCap = 1
+	opts.InMemoryRows = 1
+	capped, err := Analyze([]string{dir}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := capped.Breakdowns["input_bucket"]
+	counted := 0
+	for _, g := range gs {
+		counted += g.Counted
+	}
+	if len(gs) != 2 || gs[1].Value != "(other)" || counted != capped.Requests.Counted {
+		t.Errorf("capped at 1: groups %+v, counted %d of %d", gs, counted, capped.Requests.Counted)
+	}
+}
+
+// heldAndStreamed analyzes the run in dir held and, with an in-memory
+// limit of one row, streamed.
+func heldAndStreamed(t *testing.T, dir string, opts Options) (held, streamed *Report) {
+	t.Helper()
+	held, err := Analyze([]string{dir}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.InMemoryRows = 1
+	streamed, err = Analyze([]string{dir}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held, streamed
 }

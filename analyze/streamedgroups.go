@@ -1,0 +1,144 @@
+package analyze
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/servetrace/servetrace/internal/loghist"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// streamGroupCap is how many values of a dimension a streamed breakdown
+// keeps apart: each costs a histogram per metric, and a dimension such as
+// tenant can have millions of values. Values first seen after the cap are
+// pooled into "(other)" with the smallest groups.
+var streamGroupCap = 256
+
+// groupMetricNames are the metrics a breakdown reports, as breakdown does.
+var groupMetricNames = [4]string{"ttft_ms", "tpot_ms", "e2e_ms", "itl_ms"}
+
+// groupAcc accumulates one group of a streamed breakdown.
+type groupAcc struct {
+	rows, counted, ok int
+	outTok            int64
+	hists             [4]loghist.Hist // ns, by groupMetricNames
+	moments           [4]moments      // ms
+}
+
+func (g *groupAcc) merge(o *groupAcc) {
+	g.rows, g.counted, g.ok, g.outTok = g.rows+o.rows, g.counted+o.counted, g.ok+o.ok, g.outTok+o.outTok
+	for k := range g.hists {
+		g.hists[k].Merge(&o.hists[k])
+		g.moments[k].merge(o.moments[k])
+	}
+}
+
+// rowValues are the breakdown metrics of the row addRow last handed the
+// sink: what a group adds.
+type rowValues struct {
+	ms    [3]float64 // ttft, tpot, e2e
+	has   [3]bool
+	times []int64 // token times, two or more
+}
+
+// capture keeps the value of metric m for the row's groups.
+func (r *rowValues) capture(m metricID, v float64) {
+	switch m {
+	case mTTFT:
+		r.ms[0], r.has[0] = v, true
+	case mTPOT:
+		r.ms[1], r.has[1] = v, true
+	case mE2E:
+		r.ms[2], r.has[2] = v, true
+	}
+}
+
+// groupsAcc is one dimension's streamed breakdown.
+type groupsAcc struct {
+	dim      string
+	byKey    map[string]*groupAcc
+	overflow groupAcc // values first seen past streamGroupCap
+}
+
+// add adds row i of c, whose metrics are row, to each of its groups.
+func (g *groupsAcc) add(c *resultColumns, i int, row *rowValues) {
+	for _, k := range groupKeys(c, g.dim, i) {
+		acc := g.byKey[k]
+		if acc == nil {
+			if len(g.byKey) < streamGroupCap {
+				acc = &groupAcc{}
+				g.byKey[k] = acc
+			} else {
+				acc = &g.overflow
+			}
+		}
+		acc.rows++
+		if c.warmup[i] {
+			continue
+		}
+		acc.counted++
+		if c.outcome[i] == trace.OutcomeOK {
+			acc.ok++
+			if c.sent[i] != null && c.done[i] != null {
+				acc.outTok += c.observedOut[i]
+			}
+		}
+		for m, has := range row.has {
+			if has {
+				acc.hists[m].Add(int64(math.Round(row.ms[m] * 1e6)))
+				acc.moments[m].add(row.ms[m])
+			}
+		}
+		for j := 1; j < len(row.times); j++ {
+			gap := row.times[j] - row.times[j-1]
+			acc.hists[3].Add(gap)
+			acc.moments[3].add(nsToMs(gap))
+		}
+	}
+}
+
+// groups is the breakdown, ordered and pooled as breakdown orders and
+// pools held rows: the groups past maxGroups, and any past the cap, are
+// "(other)".
+func (g *groupsAcc) groups(opts Options, spanS float64) []Group {
+	keys := slices.Collect(maps.Keys(g.byKey))
+	slices.SortFunc(keys, func(a, b string) int {
+		if g.dim == "turn" || g.dim == "input_bucket" {
+			return cmp.Compare(numericPrefix(a), numericPrefix(b))
+		}
+		return cmp.Or(cmp.Compare(g.byKey[b].rows, g.byKey[a].rows), cmp.Compare(a, b))
+	})
+	accs := make([]*groupAcc, len(keys))
+	for i, k := range keys {
+		accs[i] = g.byKey[k]
+	}
+	if len(keys) > maxGroups || g.overflow.rows > 0 {
+		keep := min(len(keys), maxGroups-1)
+		other := &groupAcc{}
+		for _, a := range accs[keep:] {
+			other.merge(a)
+		}
+		other.merge(&g.overflow)
+		keys, accs = append(keys[:keep], "(other)"), append(accs[:keep], other)
+	}
+	out := make([]Group, 0, len(keys))
+	for i, k := range keys {
+		a := accs[i]
+		grp := Group{Value: k, Counted: a.counted, OK: a.ok, Metrics: map[string]Distribution{}}
+		if a.counted > 0 {
+			grp.SuccessRate = float64(a.ok) / float64(a.counted)
+		}
+		if spanS > 0 {
+			grp.RequestsPerS, grp.OutputTokensPerS = float64(a.ok)/spanS, float64(a.outTok)/spanS
+		}
+		for m, name := range groupMetricNames {
+			if a.moments[m].n > 0 {
+				grp.Metrics[name] = histSummary(&a.hists[m], a.moments[m], opts.Percentiles)
+			}
+		}
+		out = append(out, grp)
+	}
+	return out
+}
