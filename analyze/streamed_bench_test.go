@@ -38,7 +38,7 @@ func runAnalyzeChild(spec string) {
 		os.Exit(1)
 	}
 	fmt.Printf("seconds %.2f rows %d streamed %v ttft_p99_ms %.3f\n", time.Since(start).Seconds(), rep.Requests.Total, rep.Streamed != nil, rep.Metrics["ttft_ms"].Quantiles[3].Value)
-	fmt.Println("hwm_kb", procstat.PeakRSS()>>10)
+	procstat.ReportPeak(os.Stdout)
 }
 
 // writeBenchRun writes a synthetic run of n rows in parts of 10,000 rows,
@@ -135,20 +135,14 @@ func BenchmarkAnalyzeLongRun(b *testing.B) {
 		if err != nil {
 			b.Fatalf("%s: %v\n%s", dir, err, out)
 		}
-		var secs, hwm float64
-		for line := range strings.Lines(string(out)) {
-			f := strings.Fields(line)
-			switch {
-			case len(f) >= 2 && f[0] == "seconds":
-				secs, _ = strconv.ParseFloat(f[1], 64)
-			case len(f) == 2 && f[0] == "hwm_kb":
-				hwm, _ = strconv.ParseFloat(f[1], 64)
-			}
+		var secs float64
+		var rows int64
+		var streamed bool
+		if _, err := fmt.Sscanf(string(out), "seconds %g rows %d streamed %t", &secs, &rows, &streamed); err != nil {
+			b.Fatalf("%s: child output %q: %v", dir, out, err)
 		}
-		mode := "held"
-		if c.limit == 1 || c.rows > DefaultInMemoryRows {
-			mode = "streamed"
-		}
+		hwm := float64(procstat.PeakFromOutput(out))
+		mode := map[bool]string{false: "held", true: "streamed"}[streamed]
 		b.Logf("%d rows %s: %.1f s (%.0f rows/s), peak RSS %.0f MB; %s", c.rows, mode, secs, float64(c.rows)/secs, hwm/1024, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
 		name := fmt.Sprintf("%dM-%s", c.rows/1_000_000, mode)
 		b.ReportMetric(secs, name+"-s")

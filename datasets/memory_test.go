@@ -40,7 +40,7 @@ func convertChild(spec string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Println("hwm_kb", procstat.PeakRSS()>>10)
+	procstat.ReportPeak(os.Stdout)
 }
 
 // writeAzureCSV writes n Azure-format rows, 20 per second from a start.
@@ -138,12 +138,7 @@ func BenchmarkConvertPeakRSS(b *testing.B) {
 		if err != nil {
 			b.Fatalf("child: %v\n%s", err, out)
 		}
-		var kb int64
-		for line := range strings.Lines(string(out)) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "hwm_kb "); ok {
-				kb, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
+		kb := procstat.PeakFromOutput(out)
 		if kb == 0 {
 			b.Fatalf("no peak memory reported:\n%s", out)
 		}

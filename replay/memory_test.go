@@ -37,7 +37,7 @@ func runReplayChild(spec string) {
 		os.Exit(1)
 	}
 	fmt.Printf("sent %d lateness_p99_ms %.3f\n", info.Outcomes[trace.OutcomeOK], info.Lateness.P99Ms)
-	fmt.Println("hwm_kb", procstat.PeakRSS()>>10)
+	procstat.ReportPeak(os.Stdout)
 }
 
 // writeLongWorkload writes n requests 100 µs apart: 20 to 500 prompt
@@ -96,12 +96,7 @@ func BenchmarkReplayPeakRSS(b *testing.B) {
 		if err != nil {
 			b.Fatalf("child: %v\n%s", err, out)
 		}
-		var kb int64
-		for line := range strings.Lines(string(out)) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "hwm_kb "); ok {
-				kb, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
+		kb := procstat.PeakFromOutput(out)
 		if kb == 0 {
 			b.Fatalf("no peak memory reported:\n%s", out)
 		}

@@ -75,14 +75,7 @@ func contractFixture(t *testing.T, n int) string {
 			if rng.Float64() < 0.3 {
 				w, h = 0, 0 // by URL
 			}
-			id := int64(rng.Uint64() >> 1)
-			if len(images) > 0 && rng.Float64() < 0.3 {
-				id = images[rng.IntN(len(images))]
-			} else {
-				images = append(images, id)
-			}
-			r.ImageCount++
-			r.ImageWidthsPx, r.ImageHeightsPx, r.ImageIDs = append(r.ImageWidthsPx, w), append(r.ImageHeightsPx, h), append(r.ImageIDs, id)
+			addImage(&r, rng, &images, w, h)
 		}
 		if count > 0 {
 			r.Features = append(r.Features, trace.FeatureImage)
@@ -154,4 +147,17 @@ func TestLongContractFitAndRegenerate(t *testing.T) {
 			t.Fatalf("a generated row's images (%d) disagree with its features %v", r.ImageCount, r.Features)
 		}
 	}
+}
+
+// addImage adds one w×h image to r: a new id, or 30% of the time (once
+// there are some) one of images again, a reused image.
+func addImage(r *trace.Request, rng *rand.Rand, images *[]int64, w, h int32) {
+	id := int64(rng.Uint64() >> 1)
+	if len(*images) > 0 && rng.Float64() < 0.3 {
+		id = (*images)[rng.IntN(len(*images))]
+	} else {
+		*images = append(*images, id)
+	}
+	r.ImageCount++
+	r.ImageWidthsPx, r.ImageHeightsPx, r.ImageIDs = append(r.ImageWidthsPx, w), append(r.ImageHeightsPx, h), append(r.ImageIDs, id)
 }

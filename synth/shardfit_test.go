@@ -93,14 +93,7 @@ func shardFixture(t *testing.T) (string, []trace.Request) {
 		}
 		if rng.Float64() < 0.1 {
 			for range 1 + rng.IntN(3) {
-				id := int64(rng.Uint64() >> 1)
-				if len(images) > 0 && rng.Float64() < 0.3 {
-					id = images[rng.IntN(len(images))]
-				} else {
-					images = append(images, id)
-				}
-				r.ImageCount++
-				r.ImageWidthsPx, r.ImageHeightsPx, r.ImageIDs = append(r.ImageWidthsPx, 512), append(r.ImageHeightsPx, 384), append(r.ImageIDs, id)
+				addImage(&r, rng, &images, 512, 384)
 			}
 			r.Features = append(r.Features, trace.FeatureImage)
 		}

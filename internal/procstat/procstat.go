@@ -4,6 +4,8 @@
 package procstat
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -28,3 +30,22 @@ func PeakRSS() int64 {
 // ResetPeakRSS resets the peak PeakRSS reports to the current resident
 // size (Linux; a no-op elsewhere).
 func ResetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakPrefix starts the line ReportPeak writes.
+const peakPrefix = "hwm_kb"
+
+// ReportPeak writes the process's peak RSS in kB as the line
+// "hwm_kb N", for the parent process to read with PeakFromOutput.
+func ReportPeak(w io.Writer) { fmt.Fprintln(w, peakPrefix, PeakRSS()>>10) }
+
+// PeakFromOutput returns the peak RSS in kB that a child process reported
+// with ReportPeak in its output, 0 where it reported none.
+func PeakFromOutput(out []byte) int64 {
+	var kb int64
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), peakPrefix+" "); ok {
+			kb, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return kb
+}
