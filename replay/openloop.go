@@ -224,10 +224,9 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, cl
 			}
 			// This goroutine's timer fires at a send time (a body is built
 			// prefetchAhead before its own), on the processor where that
-			// send's goroutine was just queued: yield to it before a build
-			// that can take milliseconds (a 128k-token prompt), or it waits
-			// the whole build (docs/measurements.md, "Long prompts").
-			runtime.Gosched()
+			// send's goroutine was just queued: a long prompt's build yields
+			// to it first and then every few thousand words
+			// (tokenize.yieldWords; docs/measurements.md, "Long prompts").
 			q.built.Store(r.build(q.req, nil))
 			q.state.Store(prefetchReady)
 		}

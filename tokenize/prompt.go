@@ -120,41 +120,61 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 	if tokens <= 0 {
 		return ""
 	}
+	if tokens >= yieldWords {
+		runtime.Gosched() // appendWords yields through the build; let the queue go first too
+	}
 	var sb strings.Builder
 	sb.Grow(tokens * 7)
 	written := 0
 	for i := 0; written < tokens && i < len(blocks); i++ {
 		n := min(b.blockSize, tokens-written)
-		b.appendWords(&sb, n, uint64(blocks[i]), 0x9e3779b97f4a7c15)
+		b.appendWords(&sb, written, n, uint64(blocks[i]), 0x9e3779b97f4a7c15)
 		written += n
 	}
 	if written < tokens {
-		b.appendWords(&sb, tokens-written, seed, 0xc2b2ae3d27d4eb4f)
+		b.appendWords(&sb, written, tokens-written, seed, 0xc2b2ae3d27d4eb4f)
 	}
 	return sb.String()
 }
 
 // appendWords writes n space-prefixed single-token words drawn from a PCG
-// stream keyed by (key, stream).
-// The words are those math/rand/v2's Rand.IntN draws over the stream, as
-// they always were, drawn without its interface call per word.
-func (b *PromptBuilder) appendWords(sb *strings.Builder, n int, key, stream uint64) {
-	src := rand.NewPCG(key, stream)
-	var slow *rand.Rand
-	if strconv.IntSize == 32 { // IntN draws differently on 32-bit platforms
-		slow = rand.New(src)
-	}
-	m := uint64(len(b.spaced))
-	for i := range n {
+// stream keyed by (key, stream), the prompt holding written words before
+// them. It yields the processor at every yieldWords-th word of the
+// prompt, blocks and all: a goroutine queued behind a long build (a
+// replay's send) then waits a fraction of a millisecond, not the whole
+// build.
+func (b *PromptBuilder) appendWords(sb *strings.Builder, written, n int, key, stream uint64) {
+	ws := b.wordStream(key, stream)
+	for i := written; i < written+n; i++ {
 		if i > 0 && i%yieldWords == 0 {
 			runtime.Gosched()
 		}
-		if slow != nil {
-			sb.WriteString(b.spaced[slow.IntN(int(m))])
-			continue
-		}
-		sb.WriteString(b.spaced[intN(src, m)])
+		sb.WriteString(ws.next())
 	}
+}
+
+// wordStream draws space-prefixed words: the words math/rand/v2's
+// Rand.IntN draws over a PCG stream, as they always were, drawn on a
+// 64-bit platform without Rand's interface call per word.
+type wordStream struct {
+	spaced []string
+	src    *rand.PCG
+	slow   *rand.Rand // on 32-bit platforms, where IntN draws differently
+}
+
+func (b *PromptBuilder) wordStream(key, stream uint64) wordStream {
+	ws := wordStream{spaced: b.spaced, src: rand.NewPCG(key, stream)}
+	if strconv.IntSize == 32 {
+		ws.slow = rand.New(ws.src)
+	}
+	return ws
+}
+
+func (ws wordStream) next() string {
+	if ws.slow != nil {
+		return ws.spaced[ws.slow.IntN(len(ws.spaced))]
+	}
+	return ws.spaced[intN(ws.src, uint64(len(ws.spaced)))]
 }
 
 // intN is math/rand/v2's Rand.IntN(m) over src on a 64-bit platform
@@ -193,10 +213,10 @@ func SeedFor(requestID string) uint64 {
 // MaxPromptTokens gets MaxPromptTokens words.
 func (b *PromptBuilder) Words(count int, seed uint64) []string {
 	count = max(0, min(count, MaxPromptTokens))
-	rng := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
+	ws := b.wordStream(seed, 0x5851f42d4c957f2d)
 	out := make([]string, count)
 	for i := range out {
-		out[i] = " " + b.words[rng.IntN(len(b.words))]
+		out[i] = ws.next()
 	}
 	return out
 }

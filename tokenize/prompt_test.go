@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func TestKnownCounts(t *testing.T) {
@@ -128,34 +128,47 @@ func TestPromptRefusesImpossibleCounts(t *testing.T) {
 	}
 }
 
-// TestTimingPromptBuildYields: on one processor, a goroutine made runnable
-// just before a 128k-token build runs within its first half, not after it:
-// the build yields every yieldWords words (a replay's send queued behind a
-// long prompt's build would otherwise wait for all of it). Without the
-// yields it runs after the build, the build being shorter than the
-// runtime's 10 ms preemption; under -race the build is long enough to be
-// preempted anyway, so the check skips.
+// TestTimingPromptBuildYields: on one processor, a goroutine that yields
+// in a loop gets a turn at every yieldWords-th word of a 128k-token build,
+// whether the prompt is drawn from its seed or from 512-token prefix
+// blocks (a replay's send queued behind a long build would otherwise wait
+// for all of it). Without the yields it gets a turn or two: the build is
+// shorter than the runtime's 10 ms preemption. Under -race the slowed
+// build is preempted anyway, so the check skips.
 func TestTimingPromptBuildYields(t *testing.T) {
 	if raceEnabled {
 		t.Skip("under -race the runtime preempts the slowed build whether or not it yields")
 	}
-	b := cl100kBuilder(t, 64)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	b.Build(1000, nil, 1) // warm
-	start := make(chan struct{})
-	ran := make(chan time.Time, 1)
-	go func() {
-		<-start
-		ran <- time.Now()
-	}()
-	runtime.Gosched() // the goroutine now waits on start
-	t0 := time.Now()
-	close(start)
-	b.Build(128<<10, nil, 2)
-	t1 := time.Now()
-	at := <-ran
-	if at.After(t0.Add(t1.Sub(t0) / 2)) {
-		t.Errorf("a goroutine made runnable before a %v build ran %v after it began", t1.Sub(t0), at.Sub(t0))
+	const tokens = 128 << 10
+	blocks := make([]int64, tokens/512)
+	for i := range blocks {
+		blocks[i] = int64(i)
+	}
+	for _, tc := range []struct {
+		name   string
+		b      *PromptBuilder
+		blocks []int64
+	}{{"from the seed", cl100kBuilder(t, 64), nil}, {"from prefix blocks", cl100kBuilder(t, 512), blocks}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.b.Build(1000, nil, 1) // warm
+			var done atomic.Bool
+			turns := make(chan int)
+			go func() {
+				n := 0
+				for !done.Load() {
+					n++
+					runtime.Gosched()
+				}
+				turns <- n
+			}()
+			runtime.Gosched() // the spinner starts and hands back
+			tc.b.Build(tokens, tc.blocks, 2)
+			done.Store(true)
+			if n, want := <-turns, tokens/yieldWords-1; n < want {
+				t.Errorf("a yielding goroutine got %d turns during the build, want at least %d", n, want)
+			}
+		})
 	}
 }
 
