@@ -216,15 +216,25 @@ func orNone(s string) string {
 var inputBucketEdges = []int64{256, 1024, 4096, 16384, 65536}
 
 func inputBucket(tokens int64) string {
+	for i, e := range inputBucketEdges {
+		if tokens < e {
+			return inputBucketLabels[i]
+		}
+	}
+	return inputBucketLabels[len(inputBucketEdges)]
+}
+
+// inputBucketLabels name the input_bucket groups, one past the last edge:
+// "0-255", ..., "65536+".
+var inputBucketLabels = func() []string {
+	var out []string
 	lo := int64(0)
 	for _, e := range inputBucketEdges {
-		if tokens < e {
-			return fmt.Sprintf("%d-%d", lo, e-1)
-		}
+		out = append(out, fmt.Sprintf("%d-%d", lo, e-1))
 		lo = e
 	}
-	return fmt.Sprintf("%d+", lo)
-}
+	return append(out, fmt.Sprintf("%d+", lo))
+}()
 
 // breakdown summarizes every metric per value of dim. Percentiles carry
 // order-statistic intervals (no bootstrap: groups are many and small).

@@ -212,7 +212,9 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	// them up: three chunks circulate, so memory stays fixed.
 	g, gctx := errgroup.WithContext(ctx)
 	full, free := make(chan *resultColumns, 1), make(chan *resultColumns, 3)
-	lean := len(opts.By) == 0 // breakdowns group by the columns a lean read leaves out
+	// Breakdowns by tenant, model, adapter, phase or turn need the
+	// columns a lean read leaves out.
+	lean := !slices.ContainsFunc(opts.By, func(d string) bool { return slices.Contains(groupColumns, d) })
 	for range cap(free) {
 		free <- &resultColumns{lean: lean}
 	}
@@ -686,14 +688,14 @@ func (a *streamAcc) batch(at int64) int {
 }
 
 func (a *streamAcc) value(m metricID, at int64, v float64) {
-	sm := a.metrics[m]
-	sm.addNs(int64(math.Round(v*1e6)), a.batch(at), v)
+	sm, ns := a.metrics[m], int64(math.Round(v*1e6))
+	sm.addNs(ns, a.batch(at), v)
 	sm.sample.offer(timedValue{at, v}, a.rng)
 	if a.ranking {
 		a.chunkVals[m] = append(a.chunkVals[m], timedValue{at, v})
 	}
 	if a.groups != nil {
-		a.row.capture(m, v)
+		a.row.capture(m, ns, v)
 	}
 }
 

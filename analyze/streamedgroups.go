@@ -3,7 +3,6 @@ package analyze
 import (
 	"cmp"
 	"maps"
-	"math"
 	"slices"
 
 	"github.com/servetrace/servetrace/internal/loghist"
@@ -39,19 +38,24 @@ func (g *groupAcc) merge(o *groupAcc) {
 // sink: what a group adds.
 type rowValues struct {
 	ms    [3]float64 // ttft, tpot, e2e
+	ns    [3]int64   // the same, in ns
 	has   [3]bool
 	times []int64 // token times, two or more
 }
 
-// capture keeps the value of metric m for the row's groups.
-func (r *rowValues) capture(m metricID, v float64) {
+// capture keeps the value of metric m (ns and ms) for the row's groups.
+func (r *rowValues) capture(m metricID, ns int64, ms float64) {
+	k := -1
 	switch m {
 	case mTTFT:
-		r.ms[0], r.has[0] = v, true
+		k = 0
 	case mTPOT:
-		r.ms[1], r.has[1] = v, true
+		k = 1
 	case mE2E:
-		r.ms[2], r.has[2] = v, true
+		k = 2
+	}
+	if k >= 0 {
+		r.ns[k], r.ms[k], r.has[k] = ns, ms, true
 	}
 }
 
@@ -64,38 +68,47 @@ type groupsAcc struct {
 
 // add adds row i of c, whose metrics are row, to each of its groups.
 func (g *groupsAcc) add(c *resultColumns, i int, row *rowValues) {
+	if g.dim != "feature" { // one group: no slice of keys per row
+		g.addTo(groupKey(c, g.dim, i), c, i, row)
+		return
+	}
 	for _, k := range groupKeys(c, g.dim, i) {
-		acc := g.byKey[k]
-		if acc == nil {
-			if len(g.byKey) < streamGroupCap {
-				acc = &groupAcc{}
-				g.byKey[k] = acc
-			} else {
-				acc = &g.overflow
-			}
+		g.addTo(k, c, i, row)
+	}
+}
+
+// addTo adds row i of c to the group of key k.
+func (g *groupsAcc) addTo(k string, c *resultColumns, i int, row *rowValues) {
+	acc := g.byKey[k]
+	if acc == nil {
+		if len(g.byKey) < streamGroupCap {
+			acc = &groupAcc{}
+			g.byKey[k] = acc
+		} else {
+			acc = &g.overflow
 		}
-		acc.rows++
-		if c.warmup[i] {
-			continue
+	}
+	acc.rows++
+	if c.warmup[i] {
+		return
+	}
+	acc.counted++
+	if c.outcome[i] == trace.OutcomeOK {
+		acc.ok++
+		if c.sent[i] != null && c.done[i] != null {
+			acc.outTok += c.observedOut[i]
 		}
-		acc.counted++
-		if c.outcome[i] == trace.OutcomeOK {
-			acc.ok++
-			if c.sent[i] != null && c.done[i] != null {
-				acc.outTok += c.observedOut[i]
-			}
+	}
+	for m, has := range row.has {
+		if has {
+			acc.hists[m].Add(row.ns[m])
+			acc.moments[m].add(row.ms[m])
 		}
-		for m, has := range row.has {
-			if has {
-				acc.hists[m].Add(int64(math.Round(row.ms[m] * 1e6)))
-				acc.moments[m].add(row.ms[m])
-			}
-		}
-		for j := 1; j < len(row.times); j++ {
-			gap := row.times[j] - row.times[j-1]
-			acc.hists[3].Add(gap)
-			acc.moments[3].add(nsToMs(gap))
-		}
+	}
+	for j := 1; j < len(row.times); j++ {
+		gap := row.times[j] - row.times[j-1]
+		acc.hists[3].Add(gap)
+		acc.moments[3].add(nsToMs(gap))
 	}
 }
 

@@ -39,7 +39,10 @@ const heapHeadroom = 128 << 20
 // heapCeiling caps boundHeap's limit while the live heap is under a third
 // of it, so that a steady replay's RSS (the heap, stacks and the runtime's
 // own memory) stays within 300 MB however long it runs; a larger live
-// state keeps GCPercent's goal plus heapHeadroom.
+// state keeps GCPercent's goal plus heapHeadroom. The limit jumps there
+// (224 MiB to about 500 MiB at a 75 MiB live heap) on purpose: a live
+// state that large is no steady replay's, and squeezing it would only
+// make the collector run.
 const heapCeiling = 224 << 20
 
 // boundHeap, under TuneGC and unless the user set GOMEMLIMIT, collects once
