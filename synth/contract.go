@@ -194,9 +194,7 @@ func (c *reuseCounter) sight(id int64) {
 func (c *reuseCounter) merge(o *reuseCounter) {
 	c.total += o.total
 	c.reused += o.reused
-	ids := slices.Collect(maps.Keys(o.seen))
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(o.seen)) {
 		c.sight(id)
 	}
 }
@@ -223,9 +221,7 @@ func (p popularity) addN(key string, n int64) {
 
 // merge adds o's counts to p's, keys in order where MaxZipfN cuts.
 func (p popularity) merge(o popularity) {
-	keys := slices.Collect(maps.Keys(o))
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(o)) {
 		p.addN(k, o[k])
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -106,11 +107,14 @@ type Partial struct {
 // span) and returns its statistics. Only the part of the bucket from the
 // slice's first part to its end is read.
 func FitPartial(ctx context.Context, dir string, opts FitOptions, shard, shards int) (*Partial, error) {
-	if shards < 1 || shards > MaxFitShards || shard < 0 || shard >= shards {
+	if !validShard(shard, shards) {
 		return nil, opterr.New("Shard", fmt.Sprintf("%d/%d", shard, shards), "want i/N with 0 ≤ i < N ≤ %d", MaxFitShards)
 	}
 	return accumulate(ctx, dir, opts, shard, shards)
 }
+
+// validShard reports whether shard i of n is one a fit can be split into.
+func validShard(i, n int) bool { return n >= 1 && n <= MaxFitShards && i >= 0 && i < n }
 
 // manifestDigest is the SHA-256 of the bucket's manifest file: what names
 // a trace across machines.
@@ -196,7 +200,7 @@ func decodeHeader(path string, dec *json.Decoder, h *PartialHeader) error {
 	if h.Version != PartialVersion {
 		return refuse(ErrPartialsMismatch, "fit partial %s: format version %d, this servetrace reads version %d: fit that shard again with this servetrace", path, h.Version, PartialVersion)
 	}
-	if h.Shards < 1 || h.Shards > MaxFitShards || h.Shard < 0 || h.Shard >= h.Shards || h.BlockSize <= 0 ||
+	if !validShard(h.Shard, h.Shards) || h.BlockSize <= 0 ||
 		!(h.Span[0] >= 0 && h.Span[1] <= 1 && h.Span[0] < h.Span[1]) || h.SpanFromUs >= h.SpanToUs {
 		return fmt.Errorf("fit partial %s: shard %d of %d, span %v, block size %d: out of range; fit the shard again", path, h.Shard, h.Shards, h.Span, h.BlockSize)
 	}
@@ -557,12 +561,7 @@ func (f *prefixFitter) MarshalJSON() ([]byte, error) {
 	if f.requests > 0 {
 		w.First, w.Last = f.first, f.last
 	}
-	ids := make([]int64, 0, len(f.groups))
-	for id := range f.groups {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(f.groups)) {
 		g := f.groups[id]
 		w.Groups.IDs, w.Groups.First, w.Groups.Last, w.Groups.N = append(w.Groups.IDs, id), append(w.Groups.First, g.first), append(w.Groups.Last, g.last), append(w.Groups.N, g.n)
 	}
@@ -648,10 +647,7 @@ type catJSON struct {
 
 func (c *catCounter) MarshalJSON() ([]byte, error) {
 	w := catJSON{Total: c.total, ByHour: c.byHour}
-	for h := range c.hours {
-		w.Hours = append(w.Hours, h)
-	}
-	slices.Sort(w.Hours)
+	w.Hours = slices.Sorted(maps.Keys(c.hours))
 	return json.Marshal(w)
 }
 
@@ -731,10 +727,7 @@ func (f *contractFitter) MarshalJSON() ([]byte, error) {
 	w := contractJSON{ImageCount: f.imageCount, ImageSize: f.imageSize, AudioCount: f.audioCount, AudioMs: f.audioMs, Tools: f.tools,
 		Schema: f.schema, Sampling: f.sampling, ImagesTotal: f.images.total, ImagesReused: f.images.reused,
 		Schemas: f.schemas, Adapters: f.adapters, Any: f.any}
-	for id := range f.images.seen {
-		w.ImageIDs = append(w.ImageIDs, id)
-	}
-	slices.Sort(w.ImageIDs)
+	w.ImageIDs = slices.Sorted(maps.Keys(f.images.seen))
 	return json.Marshal(w)
 }
 

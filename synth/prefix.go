@@ -493,8 +493,7 @@ func (f *prefixFitter) fit(ctx context.Context) (*PrefixModel, error) {
 	// Groups in the order of their first block's id: the sample and the
 	// sums below must not follow the map's order, or two fits of the same
 	// rows (one, or merged shards) would differ in the last digits.
-	ids := slices.Collect(maps.Keys(f.groups))
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(f.groups))
 	life := newReservoir[float64](maxPairs, 9)
 	sizes := make([]float64, 0, len(f.groups))
 	for _, id := range ids {
