@@ -78,7 +78,7 @@ bench:
 ## bench-fit: fit a 10-million-row generated trace (latent layer included); rows/s and peak RSS
 FIT_ROWS ?= 10000000
 bench-fit:
-	SERVETRACE_FIT_ROWS=$(FIT_ROWS) $(GO) test ./synth -run '^$$' -bench '^BenchmarkFit$$' -benchtime 1x -benchmem -timeout 30m
+	SERVETRACE_FIT_ROWS=$(FIT_ROWS) $(GO) test ./synth -run '^$$' -bench '^BenchmarkFit$$/' -benchtime 1x -benchmem -timeout 30m
 
 ## bench-convert-memory: peak RSS of converting 500k and 5M rows in child processes, and their ratio
 bench-convert-memory:

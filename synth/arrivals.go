@@ -135,22 +135,6 @@ func makeLaw(dist string, shape, scale float64) renewalLaw {
 	}
 }
 
-// renewalNLL is the negative log-likelihood of gaps under law; gaps below
-// their resolution are interval-censored: the observed gap g only says the
-// true one lies in [max(0, g−res), g+res].
-func renewalNLL(law renewalLaw, obs []gapObs, censored bool) float64 {
-	nll := 0.0
-	for _, o := range obs {
-		if censored && o.gap < 2*o.res {
-			p := law.CDF(o.gap+o.res) - law.CDF(max(0, o.gap-o.res))
-			nll -= math.Log(max(p, 1e-300))
-			continue
-		}
-		nll -= law.LogProb(max(o.gap, 1e-12))
-	}
-	return nll
-}
-
 // fitRenewal fits exponential, Gamma and Weibull laws to the gaps by maximum
 // likelihood and keeps the lowest AIC.
 func fitRenewal(ctx context.Context, obs []gapObs, censored bool) (Renewal, error) {
@@ -173,6 +157,7 @@ func fitRenewal(ctx context.Context, obs []gapObs, censored bool) (Renewal, erro
 		shapeSE      float64 // of log shape
 	}
 	var results []result
+	lik := newGapLikelihood(obs, censored)
 	for _, dist := range []string{"exponential", "gamma", "weibull"} {
 		nll := func(p []float64) float64 {
 			shape := 1.0
@@ -183,7 +168,7 @@ func fitRenewal(ctx context.Context, obs []gapObs, censored bool) (Renewal, erro
 			if shape < minRenewalShape || shape > maxRenewalShape || math.IsInf(scale, 0) || scale == 0 {
 				return math.Inf(1)
 			}
-			return renewalNLL(makeLaw(dist, shape, scale), obs, censored)
+			return lik.nll(dist, shape, scale)
 		}
 		init := []float64{math.Log(mean)}
 		if dist != "exponential" {
