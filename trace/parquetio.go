@@ -111,15 +111,23 @@ var openParts atomic.Int64
 
 // partFile is an open Parquet file read row group by row group into T.
 type partFile[T any] struct {
-	path    string
-	f       *os.File
-	pf      *parquet.File
-	group   int
-	reader  *parquet.GenericReader[T]
+	path   string
+	f      *os.File
+	pf     *parquet.File
+	group  int
+	reader *parquet.GenericReader[T]
+	// columns reads a request part column by column where its schema
+	// allows (newRequestDecoder); nil for other records and layouts.
+	columns *requestDecoder
+	inGroup bool
 	buf     []T
 	pos, n  int
 	numRows int64
 }
+
+// decodeByColumns turns the column decoder of request parts on; the scan
+// benchmark turns it off to measure parquet-go's generic reader beside it.
+var decodeByColumns = true
 
 // openPartFile opens path for reading rows of type T. parquet-go panics on
 // some malformed files; that panic is turned into an error naming the file.
@@ -151,7 +159,11 @@ func openPartFile[T any](path string) (p *partFile[T], err error) {
 		}
 	}
 	openParts.Add(1)
-	return &partFile[T]{path: path, f: f, pf: pf, group: -1, buf: make([]T, 512), numRows: pf.NumRows()}, nil
+	p = &partFile[T]{path: path, f: f, pf: pf, group: -1, buf: make([]T, 512), numRows: pf.NumRows()}
+	if _, ok := any(p.buf).([]Request); ok && decodeByColumns {
+		p.columns = newRequestDecoder(pf.Schema())
+	}
+	return p, nil
 }
 
 // requiredColumns lists the columns a part of record type T must have: a
@@ -184,6 +196,9 @@ func (p *partFile[T]) next() (row *T, err error) {
 			row, err = nil, fmt.Errorf("read part %s: corrupt data (%v)", p.path, r)
 		}
 	}()
+	if p.columns != nil {
+		return p.nextByColumns()
+	}
 	for p.pos >= p.n {
 		if p.reader != nil {
 			// Zero the buffer so no row handed out earlier shares a slice
@@ -212,9 +227,43 @@ func (p *partFile[T]) next() (row *T, err error) {
 	return row, nil
 }
 
+// nextByColumns is next for a part the column decoder reads; the caller
+// recovers its panics.
+func (p *partFile[T]) nextByColumns() (*T, error) {
+	for p.pos >= p.n {
+		if p.inGroup {
+			// The decoder sets every slice and pointer afresh, so a row
+			// handed out earlier shares nothing with the next batch.
+			clear(p.buf)
+			n, err := p.columns.read(any(p.buf).([]Request))
+			if n > 0 {
+				p.pos, p.n = 0, n
+				break
+			}
+			if err != nil && err != io.EOF {
+				return nil, fmt.Errorf("read part %s row group %d: %w", p.path, p.group, err)
+			}
+			p.inGroup = false
+		}
+		p.group++
+		groups := p.pf.RowGroups()
+		if p.group >= len(groups) {
+			return nil, io.EOF
+		}
+		p.columns.reset(groups[p.group])
+		p.inGroup = true
+	}
+	row := &p.buf[p.pos]
+	p.pos++
+	return row, nil
+}
+
 func (p *partFile[T]) close() error {
 	if p.reader != nil {
 		p.reader.Close()
+	}
+	if p.columns != nil {
+		p.columns.close()
 	}
 	openParts.Add(-1)
 	return p.f.Close()

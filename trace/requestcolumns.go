@@ -1,0 +1,295 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// requestColumn decodes one leaf column of the request record into a
+// Request: set takes a value of a row (present or null), add one element
+// of a list column. The table of them is the column-direct reader's copy of
+// the record's schema; TestRequestColumnsCoverTheSchema holds it to the
+// struct tags.
+type requestColumn struct {
+	path   string
+	kind   parquet.Kind
+	list   bool // a list of elements: parquet's three-level LIST
+	nullOK bool // an optional (pointer) column
+	set    func(r *Request, v *parquet.Value, c *decodedColumn)
+	// empty sets a list column's empty list: non-nil and of capacity 0, as
+	// parquet-go's generic reader gives it.
+	empty func(r *Request)
+}
+
+// The helpers build a requestColumn for one Go field type; value reads
+// the field's Go value out of a parquet value of the column.
+
+func scalarCol[V any](path string, kind parquet.Kind, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *V) requestColumn {
+	return requestColumn{path: path, kind: kind, set: func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = value(v, c) }}
+}
+
+func optCol[V any](path string, kind parquet.Kind, value func(*parquet.Value, *decodedColumn) V, f func(*Request) **V) requestColumn {
+	return requestColumn{path: path, kind: kind, nullOK: true, set: func(r *Request, v *parquet.Value, c *decodedColumn) {
+		x := value(v, c)
+		*f(r) = &x
+	}}
+}
+
+func listCol[V any](path string, kind parquet.Kind, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *[]V) requestColumn {
+	return requestColumn{path: path + ".list.element", kind: kind, list: true,
+		set:   func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = append(*f(r), value(v, c)) },
+		empty: func(r *Request) { *f(r) = []V{} }}
+}
+
+func int64Of(v *parquet.Value, _ *decodedColumn) int64     { return v.Int64() }
+func int32Of(v *parquet.Value, _ *decodedColumn) int32     { return v.Int32() }
+func float64Of(v *parquet.Value, _ *decodedColumn) float64 { return v.Double() }
+func boolOf(v *parquet.Value, _ *decodedColumn) bool       { return v.Boolean() }
+
+// stringOf copies the value's bytes; internedOf shares one string among
+// equal values, for columns of few distinct values (dict columns), so a row
+// costs no allocation.
+func stringOf(v *parquet.Value, _ *decodedColumn) string   { return string(v.ByteArray()) }
+func internedOf(v *parquet.Value, c *decodedColumn) string { return c.intern(v.ByteArray()) }
+
+// requestColumns is every leaf column of Request, by its Parquet path.
+var requestColumns = []requestColumn{
+	scalarCol("request_id", parquet.ByteArray, stringOf, func(r *Request) *string { return &r.RequestID }),
+	scalarCol("session_id", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.SessionID }),
+	scalarCol("turn", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.Turn }),
+	scalarCol("tenant", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Tenant }),
+	scalarCol("model", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Model }),
+	scalarCol("adapter", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Adapter }),
+	scalarCol("ts", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.TS }),
+	scalarCol("input_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.InputTokens }),
+	scalarCol("output_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.OutputTokens }),
+	scalarCol("max_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.MaxTokens }),
+	scalarCol("api", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.API }),
+	scalarCol("stream", parquet.Boolean, boolOf, func(r *Request) *bool { return &r.Stream }),
+	scalarCol("n", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.N }),
+	listCol("features", parquet.ByteArray, internedOf, func(r *Request) *[]string { return &r.Features }),
+	listCol("prefix_blocks", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.PrefixBlocks }),
+	optCol("temperature", parquet.Double, float64Of, func(r *Request) **float64 { return &r.Temperature }),
+	optCol("top_p", parquet.Double, float64Of, func(r *Request) **float64 { return &r.TopP }),
+	scalarCol("image_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.ImageCount }),
+	listCol("image_widths_px", parquet.Int32, int32Of, func(r *Request) *[]int32 { return &r.ImageWidthsPx }),
+	listCol("image_heights_px", parquet.Int32, int32Of, func(r *Request) *[]int32 { return &r.ImageHeightsPx }),
+	listCol("image_ids", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.ImageIDs }),
+	scalarCol("audio_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.AudioCount }),
+	listCol("audio_ms", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.AudioMs }),
+	listCol("audio_ids", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.AudioIDs }),
+	scalarCol("tool_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.ToolCount }),
+	scalarCol("tool_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.ToolTokens }),
+	scalarCol("tool_choice", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.ToolChoice }),
+	scalarCol("output_format", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.OutputFormat }),
+	scalarCol("schema_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.SchemaTokens }),
+	scalarCol("schema_id", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.SchemaID }),
+	scalarCol("logprobs", parquet.Boolean, boolOf, func(r *Request) *bool { return &r.Logprobs }),
+	scalarCol("stop_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.StopCount }),
+	scalarCol("reasoning_effort", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.ReasoningEffort }),
+	optCol("top_logprobs", parquet.Int32, int32Of, func(r *Request) **int32 { return &r.TopLogprobs }),
+	optCol("seed", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.Seed }),
+	optCol("top_k", parquet.Int32, int32Of, func(r *Request) **int32 { return &r.TopK }),
+	optCol("presence_penalty", parquet.Double, float64Of, func(r *Request) **float64 { return &r.PresencePenalty }),
+	optCol("frequency_penalty", parquet.Double, float64Of, func(r *Request) **float64 { return &r.FrequencyPenalty }),
+	optCol("image_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.ImageTokens }),
+	optCol("audio_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.AudioTokens }),
+	optCol("finish_reason", parquet.ByteArray, internedOf, func(r *Request) **string { return &r.FinishReason }),
+	optCol("status", parquet.Int32, int32Of, func(r *Request) **int32 { return &r.Status }),
+	optCol("cancelled", parquet.Boolean, boolOf, func(r *Request) **bool { return &r.Cancelled }),
+	optCol("cached_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.CachedTokens }),
+	optCol("ttft_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.TTFTMs }),
+	optCol("e2e_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.E2EMs }),
+	optCol("cancel_after_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.CancelAfterMs }),
+	optCol("cancel_after_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.CancelAfterTokens }),
+	optCol("read_delay_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.ReadDelayMs }),
+	optCol("think_time_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.ThinkTimeMs }),
+	scalarCol("phase", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Phase }),
+}
+
+// maxInterned bounds a decoder's intern table; past it the table starts
+// over, so a column of many distinct values (session ids) costs memory no
+// longer than a batch or two.
+const maxInterned = 1 << 14
+
+// requestDecoder reads the rows of a request part column by column: each
+// column chunk's pages are read as values and set straight into the rows,
+// with no row-shaped intermediate and no reflection, which is most of what
+// parquet-go's generic reader spends on a request row. It is used only where
+// every column of the file is one of requestColumns with the same type and
+// levels (newRequestDecoder says so); other files take the generic reader.
+type requestDecoder struct {
+	cols []decodedColumn
+}
+
+// decodedColumn is one column's reader within the current row group: the
+// values read from its pages and not yet set.
+type decodedColumn struct {
+	spec   *requestColumn
+	index  int // the leaf's column index in the file
+	maxDef int
+	pages  parquet.Pages
+	values parquet.ValueReader
+	buf    []parquet.Value
+	pos, n int
+	// last and interned make a string column's repeated values one string
+	// each: most rows repeat the row above (a model, an API), and the rest
+	// mostly come from a few values.
+	last     string
+	interned map[string]string
+}
+
+// newRequestDecoder returns a decoder for the file's schema, or nil where
+// the file holds a column the table does not know or knows with another
+// type or nesting (a file written by another tool, or an older layout).
+func newRequestDecoder(schema *parquet.Schema) *requestDecoder {
+	byPath := make(map[string]*requestColumn, len(requestColumns))
+	for i := range requestColumns {
+		byPath[requestColumns[i].path] = &requestColumns[i]
+	}
+	d := &requestDecoder{}
+	for _, path := range schema.Columns() {
+		spec := byPath[strings.Join(path, ".")]
+		leaf, ok := schema.Lookup(path...)
+		if spec == nil || !ok || leaf.Node.Type().Kind() != spec.kind {
+			return nil
+		}
+		wantRep, wantDef := 0, 0
+		switch {
+		case spec.list:
+			wantRep, wantDef = 1, 1
+		case spec.nullOK:
+			wantDef = 1
+		}
+		if leaf.MaxRepetitionLevel != wantRep || leaf.MaxDefinitionLevel != wantDef {
+			return nil
+		}
+		d.cols = append(d.cols, decodedColumn{spec: spec, index: leaf.ColumnIndex, maxDef: wantDef, buf: make([]parquet.Value, 1024)})
+	}
+	return d
+}
+
+// intern returns b as a string, the same string for equal bytes while the
+// table lasts.
+func (c *decodedColumn) intern(b []byte) string {
+	if string(b) == c.last {
+		return c.last
+	}
+	if c.interned == nil {
+		c.interned = make(map[string]string)
+	}
+	s, ok := c.interned[string(b)]
+	if !ok {
+		if len(c.interned) >= maxInterned {
+			clear(c.interned)
+		}
+		s = string(b)
+		c.interned[s] = s
+	}
+	c.last = s
+	return s
+}
+
+// reset starts reading rg.
+func (d *requestDecoder) reset(rg parquet.RowGroup) {
+	d.close()
+	chunks := rg.ColumnChunks()
+	for i := range d.cols {
+		c := &d.cols[i]
+		c.pages, c.values, c.pos, c.n = chunks[c.index].Pages(), nil, 0, 0
+	}
+}
+
+// close releases the current row group's page readers.
+func (d *requestDecoder) close() {
+	for i := range d.cols {
+		if d.cols[i].pages != nil {
+			d.cols[i].pages.Close()
+			d.cols[i].pages = nil
+		}
+	}
+}
+
+// read decodes the next rows of the row group into rows, which must be
+// zero, and returns how many; io.EOF once the row group is done. Every
+// column must give the same number of rows, or the file is corrupt.
+func (d *requestDecoder) read(rows []Request) (int, error) {
+	n := -1
+	for i := range d.cols {
+		c := &d.cols[i]
+		got, err := c.read(rows)
+		if err != nil {
+			return 0, fmt.Errorf("column %s: %w", c.spec.path, err)
+		}
+		if n >= 0 && got != n {
+			return 0, fmt.Errorf("column %s holds %d rows where column %s holds %d: corrupt data", c.spec.path, got, d.cols[0].spec.path, n)
+		}
+		n = got
+	}
+	if n <= 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// fill reads the column's next values into its buffer, reading pages as
+// needed; it leaves the buffer empty at the end of the column chunk.
+func (c *decodedColumn) fill() error {
+	c.pos, c.n = 0, 0
+	for c.n == 0 {
+		if c.values == nil {
+			page, err := c.pages.ReadPage()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			c.values = page.Values()
+		}
+		n, err := c.values.ReadValues(c.buf)
+		c.n = n
+		if errors.Is(err, io.EOF) {
+			c.values = nil
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// read sets the column's values of up to len(rows) rows and returns how
+// many rows it reached. A row starts at a value of repetition level 0; a
+// value whose definition level is below the column's maximum is a null or
+// an empty list, which leaves the field zero (an empty list, for lists).
+func (c *decodedColumn) read(rows []Request) (int, error) {
+	row := -1
+	for {
+		if c.pos >= c.n {
+			if err := c.fill(); err != nil || c.n == 0 {
+				return row + 1, err
+			}
+		}
+		for ; c.pos < c.n; c.pos++ {
+			v := &c.buf[c.pos]
+			if v.RepetitionLevel() == 0 {
+				if row+1 == len(rows) {
+					return len(rows), nil
+				}
+				row++
+			} else if row < 0 {
+				return 0, errors.New("a list continues a row before this batch: corrupt data")
+			}
+			switch {
+			case v.DefinitionLevel() == c.maxDef && !v.IsNull():
+				c.spec.set(&rows[row], v, c)
+			case c.spec.empty != nil:
+				c.spec.empty(&rows[row])
+			}
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package trace
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// randomFill sets every field of v (a struct, through embedded structs) to a
+// random value: strings from a small alphabet (so dict columns repeat),
+// numbers, pointers nil a third of the time, slices nil, empty or up to
+// maxList long. It walks the struct by reflection, so a column added to
+// Request is exercised without this test changing.
+func randomFill(v reflect.Value, rng *rand.Rand, maxList int) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			randomFill(v.Field(i), rng, maxList)
+		}
+	case reflect.Pointer:
+		if rng.IntN(3) == 0 {
+			return
+		}
+		p := reflect.New(v.Type().Elem())
+		randomFill(p.Elem(), rng, maxList)
+		v.Set(p)
+	case reflect.Slice:
+		switch rng.IntN(4) {
+		case 0:
+			return
+		case 1:
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), 1+rng.IntN(maxList), maxList)
+		for i := range s.Len() {
+			randomFill(s.Index(i), rng, maxList)
+		}
+		v.Set(s)
+	case reflect.String:
+		v.SetString(strings.Repeat(string(rune('a'+rng.IntN(5))), 1+rng.IntN(3)))
+	case reflect.Bool:
+		v.SetBool(rng.IntN(2) == 0)
+	case reflect.Int32, reflect.Int64:
+		v.SetInt(rng.Int64N(1<<40) - 1<<39)
+		if v.Kind() == reflect.Int32 {
+			v.SetInt(int64(rng.Int32()))
+		}
+	case reflect.Float64:
+		v.SetFloat(rng.NormFloat64() * 1e3)
+	default:
+		panic("randomFill: no case for " + v.Kind().String())
+	}
+}
+
+// readPartWith reads every row of the part at path, by columns or with
+// parquet-go's generic reader.
+func readPartWith(t *testing.T, path string, byColumns bool) []Request {
+	t.Helper()
+	p, err := openPartFile[Request](path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	if byColumns != (p.columns != nil) {
+		if byColumns {
+			t.Fatal("the column decoder refused a part servetrace wrote")
+		}
+		p.columns = nil
+	}
+	var rows []Request
+	for {
+		r, err := p.next()
+		if err == io.EOF {
+			return rows
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, *r)
+	}
+}
+
+// TestRequestColumnsMatchGenericReader writes random requests, every column
+// exercised with nulls, empty and long lists, over several row groups and
+// pages, and reads them back by columns and with parquet-go's generic
+// reader: the rows must be equal.
+func TestRequestColumnsMatchGenericReader(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	in := make([]Request, 5000)
+	for i := range in {
+		randomFill(reflect.ValueOf(&in[i]).Elem(), rng, 700)
+	}
+	path := filepath.Join(t.TempDir(), "part.parquet")
+	if err := writePartFile(path, in, 1500); err != nil {
+		t.Fatal(err)
+	}
+	byColumns := readPartWith(t, path, true)
+	generic := readPartWith(t, path, false)
+	if len(byColumns) != len(in) || len(generic) != len(in) {
+		t.Fatalf("read %d rows by columns and %d generically of %d written", len(byColumns), len(generic), len(in))
+	}
+	for i := range in {
+		if d := firstDifference(reflect.ValueOf(byColumns[i]), reflect.ValueOf(generic[i]), "Request"); d != "" {
+			t.Fatalf("row %d: %s", i, d)
+		}
+	}
+}
+
+// firstDifference names the first field where a and b differ, with both
+// values (a slice's length and first elements), or returns "".
+func firstDifference(a, b reflect.Value, path string) string {
+	switch {
+	case a.Kind() == reflect.Struct:
+		for i := range a.NumField() {
+			if d := firstDifference(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name); d != "" {
+				return d
+			}
+		}
+		return ""
+	case reflect.DeepEqual(a.Interface(), b.Interface()):
+		return ""
+	case a.Kind() == reflect.Slice:
+		return fmt.Sprintf("%s: by columns %d elements (nil %v), generic %d (nil %v)", path, a.Len(), a.IsNil(), b.Len(), b.IsNil())
+	case a.Kind() == reflect.Pointer && !a.IsNil() && !b.IsNil():
+		return fmt.Sprintf("%s: by columns %v, generic %v", path, a.Elem(), b.Elem())
+	}
+	return fmt.Sprintf("%s: by columns %v, generic %v", path, a, b)
+}
+
+// TestRequestColumnsCoverTheSchema holds the column table to the record's
+// struct tags: every leaf column, with its type and nesting, and nothing else.
+func TestRequestColumnsCoverTheSchema(t *testing.T) {
+	schema := parquet.SchemaOf(Request{})
+	d := newRequestDecoder(schema)
+	if d == nil {
+		t.Fatal("the column decoder refuses the request record's own schema: requestColumns is out of step with the struct tags")
+	}
+	if len(d.cols) != len(schema.Columns()) || len(requestColumns) != len(schema.Columns()) {
+		t.Fatalf("%d columns decoded, %d in the table, %d in the schema", len(d.cols), len(requestColumns), len(schema.Columns()))
+	}
+}
+
+// TestRequestColumnsRefuseOtherLayouts: a file with a column the table does
+// not know, or knows with another type, falls back to the generic reader.
+func TestRequestColumnsRefuseOtherLayouts(t *testing.T) {
+	type extra struct {
+		TS    int64  `parquet:"ts"`
+		Other string `parquet:"other"`
+	}
+	type narrowTS struct {
+		TS int32 `parquet:"ts"`
+	}
+	type optionalTurn struct {
+		Turn *int32 `parquet:"turn,optional"`
+	}
+	for name, schema := range map[string]*parquet.Schema{
+		"unknown column": parquet.SchemaOf(extra{}),
+		"ts as int32":    parquet.SchemaOf(narrowTS{}),
+		"turn optional":  parquet.SchemaOf(optionalTurn{}),
+	} {
+		if newRequestDecoder(schema) != nil {
+			t.Errorf("%s: the column decoder took a schema it does not know", name)
+		}
+	}
+}
