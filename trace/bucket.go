@@ -502,7 +502,7 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 	h := make(cursorHeap, 0, len(b.Manifest.Parts))
 	defer func() {
 		for _, c := range h {
-			c.part.close()
+			c.close()
 		}
 	}()
 	pending := make([]int, len(b.Manifest.Parts))
@@ -548,7 +548,7 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 		}
 		if err := c.advance(); err == io.EOF {
 			heap.Pop(&h)
-			c.part.close()
+			c.close()
 		} else if err != nil {
 			return err
 		} else {
@@ -569,16 +569,16 @@ func (b *Bucket) openCursor(i int) (*cursor, error) {
 		pf.close()
 		return nil, fmt.Errorf("trace %s: part %s holds %d rows, its manifest says %d: the part was replaced or the manifest edited; convert the source again", b.Dir, p.Path, pf.numRows, p.Rows)
 	}
-	c := &cursor{part: pf, order: i, path: p.Path, dir: b.Dir}
+	c := startCursor(pf, i, b.Dir, p.Path)
 	if err := c.advance(); err == io.EOF {
-		pf.close()
+		c.close()
 		return nil, nil
 	} else if err != nil {
-		pf.close()
+		c.close()
 		return nil, err
 	}
 	if c.row.TS < p.MinTS {
-		pf.close()
+		c.close()
 		return nil, fmt.Errorf("trace %s: part %s row 1: ts %s is before the part's min_ts_us in the manifest (%s): the manifest was edited or the part replaced; convert the source again", b.Dir, p.Path,
 			time.UnixMicro(c.row.TS).UTC().Format(time.RFC3339Nano), time.UnixMicro(p.MinTS).UTC().Format(time.RFC3339Nano))
 	}
@@ -597,51 +597,4 @@ func ReadAll(ctx context.Context, dir string) ([]Request, *Manifest, error) {
 		return nil
 	})
 	return rows, b.Manifest, err
-}
-
-type cursor struct {
-	part  *partFile[Request]
-	row   *Request
-	order int
-	// For errors and checks: the bucket, the part's manifest path, rows
-	// read so far and the last row's time.
-	dir, path string
-	n         int64
-	lastTS    int64
-}
-
-// advance reads the part's next row and checks it.
-func (c *cursor) advance() error {
-	r, err := c.part.next()
-	if err != nil {
-		return err
-	}
-	c.n++
-	if err := r.Validate(); err != nil {
-		return fmt.Errorf("trace %s: part %s row %d: %w", c.dir, c.path, c.n, err)
-	}
-	if c.n > 1 && r.TS < c.lastTS {
-		return fmt.Errorf("trace %s: part %s row %d: ts %s is before the row above it (%s): a part must be sorted by ts; convert or generate it again", c.dir, c.path, c.n,
-			time.UnixMicro(r.TS).UTC().Format(time.RFC3339Nano), time.UnixMicro(c.lastTS).UTC().Format(time.RFC3339Nano))
-	}
-	c.row, c.lastTS = r, r.TS
-	return nil
-}
-
-type cursorHeap []*cursor
-
-func (h cursorHeap) Len() int { return len(h) }
-func (h cursorHeap) Less(i, j int) bool {
-	if h[i].row.TS != h[j].row.TS {
-		return h[i].row.TS < h[j].row.TS
-	}
-	return h[i].order < h[j].order
-}
-func (h cursorHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *cursorHeap) Push(x any)   { *h = append(*h, x.(*cursor)) }
-func (h *cursorHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
 }

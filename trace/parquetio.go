@@ -119,7 +119,7 @@ type partFile[T any] struct {
 	// columns reads a request part column by column where its schema
 	// allows (newRequestDecoder); nil for other records and layouts.
 	columns *requestDecoder
-	inGroup bool
+	inGroup bool // a row group is being read
 	buf     []T
 	pos, n  int
 	numRows int64
@@ -189,82 +189,76 @@ func recordKind[T any]() string {
 	return "record"
 }
 
-// next returns the next row, or io.EOF after the last.
-func (p *partFile[T]) next() (row *T, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			row, err = nil, fmt.Errorf("read part %s: corrupt data (%v)", p.path, r)
-		}
-	}()
-	if p.columns != nil {
-		return p.nextByColumns()
-	}
+// next returns the next row, or io.EOF after the last. The row is valid
+// until the next call.
+func (p *partFile[T]) next() (*T, error) {
 	for p.pos >= p.n {
-		if p.reader != nil {
-			// Zero the buffer so no row handed out earlier shares a slice
-			// backing array that this read would overwrite.
-			clear(p.buf)
-			n, err := p.reader.Read(p.buf)
-			if n > 0 {
-				p.pos, p.n = 0, n
-				break
-			}
-			if err != nil && err != io.EOF {
-				return nil, fmt.Errorf("read part %s: %w", p.path, err)
-			}
-			p.reader.Close()
-			p.reader = nil
+		n, err := p.read(p.buf)
+		if err != nil {
+			return nil, err
 		}
-		p.group++
-		groups := p.pf.RowGroups()
-		if p.group >= len(groups) {
-			return nil, io.EOF
-		}
-		p.reader = parquet.NewGenericRowGroupReader[T](groups[p.group])
-	}
-	row = &p.buf[p.pos]
-	p.pos++
-	return row, nil
-}
-
-// nextByColumns is next for a part the column decoder reads; the caller
-// recovers its panics.
-func (p *partFile[T]) nextByColumns() (*T, error) {
-	for p.pos >= p.n {
-		if p.inGroup {
-			// The decoder sets every slice and pointer afresh, so a row
-			// handed out earlier shares nothing with the next batch.
-			clear(p.buf)
-			n, err := p.columns.read(any(p.buf).([]Request))
-			if n > 0 {
-				p.pos, p.n = 0, n
-				break
-			}
-			if err != nil && err != io.EOF {
-				return nil, fmt.Errorf("read part %s row group %d: %w", p.path, p.group, err)
-			}
-			p.inGroup = false
-		}
-		p.group++
-		groups := p.pf.RowGroups()
-		if p.group >= len(groups) {
-			return nil, io.EOF
-		}
-		p.columns.reset(groups[p.group])
-		p.inGroup = true
+		p.pos, p.n = 0, n
 	}
 	row := &p.buf[p.pos]
 	p.pos++
 	return row, nil
 }
 
-func (p *partFile[T]) close() error {
+// read fills dst (cleared first) with the part's next rows and returns how
+// many, at least one, or io.EOF after the last row. Every slice and pointer
+// of a row is set afresh, so no row read earlier shares memory with dst's
+// new rows. parquet-go panics on some corrupt pages; that panic is turned
+// into an error naming the file.
+func (p *partFile[T]) read(dst []T) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = 0, fmt.Errorf("read part %s: corrupt data (%v)", p.path, r)
+		}
+	}()
+	for {
+		if p.inGroup {
+			clear(dst)
+			if p.columns != nil {
+				n, err = p.columns.read(any(dst).([]Request))
+			} else {
+				n, err = p.reader.Read(dst)
+			}
+			if n > 0 {
+				return n, nil // an io.EOF with rows comes back with the next call
+			}
+			if err != nil && err != io.EOF {
+				return 0, fmt.Errorf("read part %s row group %d: %w", p.path, p.group, err)
+			}
+			p.endGroup()
+		}
+		p.group++
+		groups := p.pf.RowGroups()
+		if p.group >= len(groups) {
+			return 0, io.EOF
+		}
+		if p.columns != nil {
+			p.columns.reset(groups[p.group])
+		} else {
+			p.reader = parquet.NewGenericRowGroupReader[T](groups[p.group])
+		}
+		p.inGroup = true
+	}
+}
+
+// endGroup releases the current row group's readers.
+func (p *partFile[T]) endGroup() {
 	if p.reader != nil {
 		p.reader.Close()
+		p.reader = nil
 	}
 	if p.columns != nil {
 		p.columns.close()
 	}
+	p.inGroup = false
+}
+
+func (p *partFile[T]) close() error {
+	p.endGroup()
 	openParts.Add(-1)
 	return p.f.Close()
 }

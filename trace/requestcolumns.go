@@ -1,9 +1,11 @@
 package trace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -23,6 +25,9 @@ type requestColumn struct {
 	// empty sets a list column's empty list: non-nil and of capacity 0, as
 	// parquet-go's generic reader gives it.
 	empty func(r *Request)
+	// distinct marks a column whose values rarely repeat (request ids):
+	// its pages are not checked for one repeated value.
+	distinct bool
 }
 
 // The helpers build a requestColumn for one Go field type; value reads
@@ -45,6 +50,11 @@ func listCol[V any](path string, kind parquet.Kind, value func(*parquet.Value, *
 		empty: func(r *Request) { *f(r) = []V{} }}
 }
 
+func distinctCol(c requestColumn) requestColumn {
+	c.distinct = true
+	return c
+}
+
 func int64Of(v *parquet.Value, _ *decodedColumn) int64     { return v.Int64() }
 func int32Of(v *parquet.Value, _ *decodedColumn) int32     { return v.Int32() }
 func float64Of(v *parquet.Value, _ *decodedColumn) float64 { return v.Double() }
@@ -58,7 +68,7 @@ func internedOf(v *parquet.Value, c *decodedColumn) string { return c.intern(v.B
 
 // requestColumns is every leaf column of Request, by its Parquet path.
 var requestColumns = []requestColumn{
-	scalarCol("request_id", parquet.ByteArray, stringOf, func(r *Request) *string { return &r.RequestID }),
+	distinctCol(scalarCol("request_id", parquet.ByteArray, stringOf, func(r *Request) *string { return &r.RequestID })),
 	scalarCol("session_id", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.SessionID }),
 	scalarCol("turn", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.Turn }),
 	scalarCol("tenant", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Tenant }),
@@ -141,6 +151,12 @@ type decodedColumn struct {
 	// mostly come from a few values.
 	last     string
 	interned map[string]string
+	// same counts the rows left of a page whose rows all hold one value,
+	// set without decoding each: sameValue where present, else a null or
+	// an empty list (most of a trace's columns are one value a page).
+	same      int64
+	sameValue parquet.Value
+	present   bool
 }
 
 // newRequestDecoder returns a decoder for the file's schema, or nil where
@@ -200,7 +216,7 @@ func (d *requestDecoder) reset(rg parquet.RowGroup) {
 	chunks := rg.ColumnChunks()
 	for i := range d.cols {
 		c := &d.cols[i]
-		c.pages, c.values, c.pos, c.n = chunks[c.index].Pages(), nil, 0, 0
+		c.pages, c.values, c.pos, c.n, c.same = chunks[c.index].Pages(), nil, 0, 0, 0
 	}
 }
 
@@ -237,7 +253,8 @@ func (d *requestDecoder) read(rows []Request) (int, error) {
 }
 
 // fill reads the column's next values into its buffer, reading pages as
-// needed; it leaves the buffer empty at the end of the column chunk.
+// needed; it leaves the buffer empty at the end of the column chunk. A page
+// of one repeated value is not decoded: fill sets same instead.
 func (c *decodedColumn) fill() error {
 	c.pos, c.n = 0, 0
 	for c.n == 0 {
@@ -248,6 +265,9 @@ func (c *decodedColumn) fill() error {
 			}
 			if err != nil {
 				return err
+			}
+			if c.uniform(page) {
+				return nil
 			}
 			c.values = page.Values()
 		}
@@ -262,6 +282,48 @@ func (c *decodedColumn) fill() error {
 	return nil
 }
 
+// uniform reports whether every row of page holds one value: one level
+// entry a row, and either every entry null (a null, or an empty list), or
+// none null, not a list, and the page's least value equal to its greatest.
+// It sets same, sameValue and present for read.
+func (c *decodedColumn) uniform(page parquet.Page) bool {
+	rows := page.NumRows()
+	if rows == 0 || page.NumValues() != rows {
+		return false
+	}
+	switch nulls := page.NumNulls(); {
+	case nulls == rows:
+		c.same, c.present = rows, false
+		return true
+	case nulls != 0 || c.spec.list || c.spec.distinct:
+		return false
+	}
+	lo, hi, ok := page.Bounds()
+	if !ok || !sameValue(lo, hi) {
+		return false
+	}
+	c.same, c.sameValue, c.present = rows, lo, true
+	return true
+}
+
+// sameValue reports whether a and b, of one column, are the same value:
+// floats by their bits, so -0 and 0 (and NaNs) stay apart.
+func sameValue(a, b parquet.Value) bool {
+	switch a.Kind() {
+	case parquet.Double:
+		return math.Float64bits(a.Double()) == math.Float64bits(b.Double())
+	case parquet.ByteArray:
+		return bytes.Equal(a.ByteArray(), b.ByteArray())
+	case parquet.Int64:
+		return a.Int64() == b.Int64()
+	case parquet.Int32:
+		return a.Int32() == b.Int32()
+	case parquet.Boolean:
+		return a.Boolean() == b.Boolean()
+	}
+	return false
+}
+
 // read sets the column's values of up to len(rows) rows and returns how
 // many rows it reached. A row starts at a value of repetition level 0; a
 // value whose definition level is below the column's maximum is a null or
@@ -269,10 +331,31 @@ func (c *decodedColumn) fill() error {
 func (c *decodedColumn) read(rows []Request) (int, error) {
 	row := -1
 	for {
+		if c.same > 0 {
+			k := min(c.same, int64(len(rows)-(row+1)))
+			if k == 0 {
+				return len(rows), nil
+			}
+			for i := row + 1; i <= row+int(k); i++ {
+				switch {
+				case c.present:
+					c.spec.set(&rows[i], &c.sameValue, c)
+				case c.spec.empty != nil:
+					c.spec.empty(&rows[i])
+				}
+			}
+			row += int(k)
+			c.same -= k
+			continue
+		}
 		if c.pos >= c.n {
-			if err := c.fill(); err != nil || c.n == 0 {
+			if err := c.fill(); err != nil {
 				return row + 1, err
 			}
+			if c.n == 0 && c.same == 0 {
+				return row + 1, nil
+			}
+			continue
 		}
 		for ; c.pos < c.n; c.pos++ {
 			v := &c.buf[c.pos]
