@@ -1,7 +1,7 @@
 // Package rank computes rank and order statistics shared by the fitter and
 // the analysis: average ranks with ties, Spearman's rank correlation, the
-// type-7 percentile of sorted data and the two-sample Kolmogorov–Smirnov
-// distance.
+// type-7 percentile of sorted data (and of unsorted data, by selection) and
+// the two-sample Kolmogorov–Smirnov distance.
 package rank
 
 import (
