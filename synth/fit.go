@@ -69,10 +69,12 @@ type fitState struct {
 	// classes are the (model, api) pairs in the order first seen.
 	classes  []*classState
 	classIdx map[[2]string]int
-	prefix   *prefixFitter
-	sessions *sessionFitter
-	mix      *mixCounter
-	contract *contractFitter
+	// lastClass is the class of the row above, which most rows share.
+	lastClass *classState
+	prefix    *prefixFitter
+	sessions  *sessionFitter
+	mix       *mixCounter
+	contract  *contractFitter
 }
 
 // classState is one (model, api) pair's lengths.
@@ -109,8 +111,12 @@ func (s *fitState) add(r *trace.Request) {
 // class returns the length fitter of a (model, api) pair, the last tracked
 // one's when maxTrackedClasses pairs are tracked already.
 func (s *fitState) class(model, api string) *lengthFitter {
+	if c := s.lastClass; c != nil && c.model == model && c.api == api {
+		return c.lengths
+	}
 	key := [2]string{model, api}
 	if i, ok := s.classIdx[key]; ok {
+		s.lastClass = s.classes[i]
 		return s.classes[i].lengths
 	}
 	if len(s.classes) >= maxTrackedClasses {
@@ -349,9 +355,8 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 	}
 	mean, sd := stat.MeanStdDev(gaps, nil)
 	a.InterArrivalCV = sd / mean // mean > 0: the times are sorted and not all equal
-	slices.Sort(gaps)
-	for _, p := range gapProbs {
-		target = append(target, max(rank.Percentile(gaps, p), res/2, 1e-6))
+	for _, q := range rank.Percentiles(gaps, gapProbs) {
+		target = append(target, max(q, res/2, 1e-6))
 	}
 	gaps = nil
 	base := func(t float64) float64 { return rateAt(start + t) }
@@ -391,6 +396,37 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 		renewal Renewal
 		latent  Latent
 		curve   []float64
+	}
+	// The gap chains (the third variant, below) are fitted on a goroutine
+	// of their own while the renewal variants are.
+	fitChains := len(windows) >= 2 && len(ts) >= 1000 && simArrivals >= minSimArrivals
+	type chainFit struct {
+		chains []*GapChain
+		err    error
+	}
+	chainsDone := make(chan chainFit, 1)
+	if fitChains {
+		go func() {
+			gaps := make([]float64, 0, len(ts)-1)
+			rng := rand.New(rand.NewPCG(uint64(len(ts)), 0xc4a1))
+			for i := 1; i < len(ts); i++ {
+				lam := rateAt((ts[i] + ts[i-1]) / 2)
+				g := (ts[i] - ts[i-1]) * lam
+				if res > 0 { // dequantise: spread over the interval it stands for
+					g = max(g+(rng.Float64()-0.5)*res*lam, 0)
+				}
+				gaps = append(gaps, g)
+			}
+			chains, err := fitGapChains(ctx, gaps, 1)
+			chainsDone <- chainFit{chains, err}
+		}()
+		// Every return below waits for the goroutine, so none outlives
+		// the fit.
+		defer func() {
+			if chainsDone != nil {
+				<-chainsDone
+			}
+		}()
 	}
 	var best *variant
 	for _, local := range []bool{false, true} {
@@ -447,19 +483,10 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 	// A third variant: gaps in intensity-rescaled time as a Markov chain
 	// over gap classes, the number of classes and order chosen by how well
 	// the process alone reproduces the trace; then its latent layer.
-	if len(windows) >= 2 && len(ts) >= 1000 && simArrivals >= minSimArrivals {
-		gaps := make([]float64, 0, len(ts)-1)
-		rng := rand.New(rand.NewPCG(uint64(len(ts)), 0xc4a1))
-		for i := 1; i < len(ts); i++ {
-			lam := rateAt((ts[i] + ts[i-1]) / 2)
-			g := (ts[i] - ts[i-1]) * lam
-			if res > 0 { // dequantise: spread over the interval it stands for
-				g = max(g+(rng.Float64()-0.5)*res*lam, 0)
-			}
-			gaps = append(gaps, g)
-		}
-		chains, err := fitGapChains(ctx, gaps, 1)
-		gaps = nil
+	if fitChains {
+		got := <-chainsDone
+		chainsDone = nil
+		chains, err := got.chains, got.err
 		if err == nil {
 			none := Latent{Kind: "none"}
 			var chosen *variant

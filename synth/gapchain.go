@@ -44,6 +44,52 @@ const gapChainQuantiles = 33
 // common likelihood to compare).
 var gapChainCandidates = [][2]int{{4, 1}, {6, 1}, {8, 1}, {4, 2}, {6, 2}, {4, 3}, {6, 3}}
 
+// gapClassing is the gaps sorted into the classes between edges: each gap's
+// class, each class's share and its gapChainQuantiles quantiles (from a
+// reservoir of 50,000 of its gaps).
+type gapClassing struct {
+	edges     []float64
+	classes   []uint8
+	quantiles [][]float64
+	shares    []float64
+}
+
+// classify sorts gaps into the classes between edges.
+func classify(gaps, edges []float64, seed uint64) *gapClassing {
+	k := len(edges) + 1
+	cl := &gapClassing{edges: edges, classes: make([]uint8, len(gaps)), shares: make([]float64, k)}
+	if k < 2 {
+		return cl
+	}
+	byClass := make([]*reservoir[float64], k)
+	for j := range byClass {
+		byClass[j] = newReservoir[float64](50_000, seed+uint64(j))
+	}
+	classCount := make([]float64, k)
+	for i, v := range gaps {
+		c, _ := slices.BinarySearch(edges, v)
+		if c < k-1 && v >= edges[c] {
+			c++
+		}
+		cl.classes[i] = uint8(c)
+		classCount[c]++
+		byClass[c].add(v)
+	}
+	for j, r := range byClass {
+		cl.shares[j] = classCount[j] / float64(len(gaps))
+		b := r.items
+		slices.Sort(b)
+		q := make([]float64, gapChainQuantiles)
+		for i := range q {
+			if len(b) > 0 {
+				q[i] = b[min(len(b)-1, i*(len(b)-1)/(gapChainQuantiles-1))]
+			}
+		}
+		cl.quantiles = append(cl.quantiles, q)
+	}
+	return cl
+}
+
 // fitGapChains fits a gap chain to gaps in arrival order (rescaled time,
 // mean about 1) by counting transitions, once for each candidate number of
 // classes and order. The caller dequantises gaps observed at a coarse
@@ -59,56 +105,41 @@ func fitGapChains(ctx context.Context, gaps []float64, seed uint64) ([]*GapChain
 		sample = append(sample, gaps[i])
 	}
 	slices.Sort(sample)
-	classes := make([]uint8, len(gaps))
+	// Candidates of one class count share the edges, the classes and the
+	// class quantiles (the reservoirs are seeded by class alone); only the
+	// transitions depend on the order. Each count is classified once.
+	byCount := map[int]*gapClassing{}
 	var out []*GapChain
 	for _, cand := range gapChainCandidates {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		k, order := cand[0], cand[1]
-		c := &GapChain{Order: order, Edges: logKMeansEdges(sample, k)}
-		k = len(c.Edges) + 1
+		order := cand[1]
+		cl := byCount[cand[0]]
+		if cl == nil {
+			cl = classify(gaps, logKMeansEdges(sample, cand[0]), seed)
+			byCount[cand[0]] = cl
+		}
+		k := len(cl.edges) + 1
 		if k < 2 {
 			continue
 		}
-		byClass := make([]*reservoir[float64], k)
-		for j := range byClass {
-			byClass[j] = newReservoir[float64](50_000, seed+uint64(j))
+		c := &GapChain{Order: order, Edges: slices.Clone(cl.edges)}
+		for _, q := range cl.quantiles {
+			c.Quantiles = append(c.Quantiles, slices.Clone(q))
 		}
-		classCount := make([]float64, k)
-		for i, v := range gaps {
-			cl, _ := slices.BinarySearch(c.Edges, v)
-			if cl < k-1 && v >= c.Edges[cl] {
-				cl++
-			}
-			classes[i] = uint8(cl)
-			classCount[cl]++
-			byClass[cl].add(v)
-		}
-		shares := make([]float64, k)
-		for j, r := range byClass {
-			shares[j] = classCount[j] / float64(len(gaps))
-			b := r.items
-			slices.Sort(b)
-			q := make([]float64, gapChainQuantiles)
-			for i := range q {
-				if len(b) > 0 {
-					q[i] = b[min(len(b)-1, i*(len(b)-1)/(gapChainQuantiles-1))]
-				}
-			}
-			c.Quantiles = append(c.Quantiles, q)
-		}
+		classes, shares := cl.classes, slices.Clone(cl.shares)
 		states := int(math.Pow(float64(k), float64(order)))
 		counts := make([][]float64, states)
 		state := 0
-		for i, cl := range classes {
+		for i, class := range classes {
 			if i >= order {
 				if counts[state] == nil {
 					counts[state] = make([]float64, k)
 				}
-				counts[state][cl]++
+				counts[state][class]++
 			}
-			state = (state*k + int(cl)) % states
+			state = (state*k + int(class)) % states
 		}
 		// Each seen row gets one pseudo-observation spread by the class
 		// shares, so no transition the data did not show is impossible.

@@ -29,40 +29,69 @@ const maxCategories = 32
 
 // catCounter counts values overall and by hour.
 type catCounter struct {
-	total  map[string]int64
-	byHour [24]map[string]int64
+	counts map[string]*valueCounts
 	hours  map[int64]bool // distinct clock hours seen: 48 make two days
+	// last, lastCounts and lastHour let a row that repeats the row above
+	// (most do: one model, one API) skip the maps.
+	last       string
+	lastCounts *valueCounts
+	lastHour   int64
+}
+
+// valueCounts is one value's count, overall and by hour of the day.
+type valueCounts struct {
+	total  int64
+	byHour [24]int64
 }
 
 func newCatCounter() *catCounter {
-	c := &catCounter{total: map[string]int64{}, hours: map[int64]bool{}}
-	for h := range c.byHour {
-		c.byHour[h] = map[string]int64{}
-	}
-	return c
+	return &catCounter{counts: map[string]*valueCounts{}, hours: map[int64]bool{}, lastHour: math.MinInt64}
 }
 
-// add counts v at hour of day hour, in the clock hour hourIndex (hours
-// since the epoch).
+// countsOf returns v's counts, made on first sight.
+func (c *catCounter) countsOf(v string) *valueCounts {
+	if c.lastCounts != nil && v == c.last {
+		return c.lastCounts
+	}
+	p := c.counts[v]
+	if p == nil {
+		p = &valueCounts{}
+		c.counts[v] = p
+	}
+	c.last, c.lastCounts = v, p
+	return p
+}
+
 func (c *catCounter) add(v string, hour int, hourIndex int64) {
-	c.total[v]++
-	c.byHour[hour][v]++
-	c.hours[hourIndex] = true
+	p := c.countsOf(v)
+	p.total++
+	p.byHour[hour]++
+	if hourIndex != c.lastHour {
+		c.hours[hourIndex] = true
+		c.lastHour = hourIndex
+	}
 }
 
 // merge adds o's counts to c's.
 func (c *catCounter) merge(o *catCounter) {
-	for v, n := range o.total {
-		c.total[v] += n
-	}
-	for h := range c.byHour {
-		for v, n := range o.byHour[h] {
-			c.byHour[h][v] += n
+	for v, n := range o.counts {
+		p := c.countsOf(v)
+		p.total += n.total
+		for h, k := range n.byHour {
+			p.byHour[h] += k
 		}
 	}
 	for h := range o.hours {
 		c.hours[h] = true
 	}
+}
+
+// hourCount is how often v was counted at hour h of the day.
+func (c *catCounter) hourCount(h int, v string) int64 {
+	if p := c.counts[v]; p != nil {
+		return p.byHour[h]
+	}
+	return 0
 }
 
 // categorical builds the distribution; per-hour shares are kept when the
@@ -75,9 +104,9 @@ func (c *catCounter) categorical() Categorical {
 	}
 	var vals []vc
 	var n int64
-	for v, k := range c.total {
-		vals = append(vals, vc{v, k})
-		n += k
+	for v, k := range c.counts {
+		vals = append(vals, vc{v, k.total})
+		n += k.total
 	}
 	if n == 0 {
 		return Categorical{}
@@ -98,9 +127,9 @@ func (c *catCounter) categorical() Categorical {
 	// Chi-square test of independence of value and hour.
 	chi, df := 0.0, 0
 	hourN := make([]float64, 24)
-	for h := range 24 {
-		for _, k := range c.byHour[h] {
-			hourN[h] += float64(k)
+	for _, k := range c.counts {
+		for h, n := range k.byHour {
+			hourN[h] += float64(n)
 		}
 	}
 	for h := range 24 {
@@ -111,7 +140,7 @@ func (c *catCounter) categorical() Categorical {
 		for i, v := range cat.Values {
 			exp := hourN[h] * cat.Shares[i]
 			if exp > 0 {
-				d := float64(c.byHour[h][v]) - exp
+				d := float64(c.hourCount(h, v)) - exp
 				chi += d * d / exp
 			}
 		}
@@ -125,7 +154,7 @@ func (c *catCounter) categorical() Categorical {
 		shares := make([]float64, len(cat.Values))
 		for i, v := range cat.Values {
 			if hourN[h] > 0 {
-				shares[i] = float64(c.byHour[h][v]) / hourN[h]
+				shares[i] = float64(c.hourCount(h, v)) / hourN[h]
 			} else {
 				shares[i] = cat.Shares[i]
 			}
@@ -173,10 +202,30 @@ type Mix struct {
 
 type mixCounter struct {
 	model, adapter, tenant, api, stream, temperature, topP, features *catCounter
+	temperatureKey, topPKey                                          floatKeyer
+}
+
+// floatKeyer is floatKey that formats a value only when it differs from
+// the one before: most rows repeat the row above's sampling.
+type floatKeyer struct {
+	last uint64 // the bits, so -0 and 0 stay apart
+	key  string
+	ok   bool
+}
+
+func (k *floatKeyer) of(p *float64) string {
+	if p == nil {
+		return ""
+	}
+	if bits := math.Float64bits(*p); !k.ok || bits != k.last {
+		k.last, k.key, k.ok = bits, floatKey(p), true
+	}
+	return k.key
 }
 
 func newMixCounter() *mixCounter {
-	return &mixCounter{newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter(), newCatCounter()}
+	return &mixCounter{model: newCatCounter(), adapter: newCatCounter(), tenant: newCatCounter(), api: newCatCounter(),
+		stream: newCatCounter(), temperature: newCatCounter(), topP: newCatCounter(), features: newCatCounter()}
 }
 
 func floatKey(p *float64) string {
@@ -196,8 +245,8 @@ func (m *mixCounter) add(model, adapter, tenant, api string, stream bool, temp, 
 	m.tenant.add(tenant, hour, hourIndex)
 	m.api.add(api, hour, hourIndex)
 	m.stream.add(strconv.FormatBool(stream), hour, hourIndex)
-	m.temperature.add(floatKey(temp), hour, hourIndex)
-	m.topP.add(floatKey(topP), hour, hourIndex)
+	m.temperature.add(m.temperatureKey.of(temp), hour, hourIndex)
+	m.topP.add(m.topPKey.of(topP), hour, hourIndex)
 	key := ""
 	switch len(features) {
 	case 0:

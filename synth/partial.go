@@ -646,7 +646,24 @@ type catJSON struct {
 }
 
 func (c *catCounter) MarshalJSON() ([]byte, error) {
-	w := catJSON{Total: c.total, ByHour: c.byHour}
+	w := catJSON{Total: make(map[string]int64, len(c.counts))}
+	for v, n := range c.counts {
+		w.Total[v] = n.total
+		for h, k := range n.byHour {
+			if k == 0 {
+				continue
+			}
+			if w.ByHour[h] == nil {
+				w.ByHour[h] = map[string]int64{}
+			}
+			w.ByHour[h][v] = k
+		}
+	}
+	for h := range w.ByHour {
+		if w.ByHour[h] == nil {
+			w.ByHour[h] = map[string]int64{}
+		}
+	}
 	w.Hours = slices.Sorted(maps.Keys(c.hours))
 	return json.Marshal(w)
 }
@@ -661,14 +678,17 @@ func (c *catCounter) UnmarshalJSON(b []byte) error {
 		if n < 0 {
 			return fmt.Errorf("value %q counted %d times", v, n)
 		}
-		c.total[v] = n
+		c.countsOf(v).total = n
 	}
 	for h, m := range w.ByHour {
 		for v, n := range m {
 			if n < 0 {
 				return fmt.Errorf("value %q counted %d times at hour %d", v, n, h)
 			}
-			c.byHour[h][v] = n
+			if _, ok := w.Total[v]; !ok {
+				return fmt.Errorf("value %q counted at hour %d but not in the total", v, h)
+			}
+			c.countsOf(v).byHour[h] = n
 		}
 	}
 	for _, h := range w.Hours {
@@ -700,7 +720,7 @@ func (m *mixCounter) UnmarshalJSON(b []byte) error {
 	if slices.Contains([]*catCounter{w.Model, w.Adapter, w.Tenant, w.API, w.Stream, w.Temperature, w.TopP, w.Features}, nil) {
 		return errors.New("mix: an attribute's counts are missing")
 	}
-	*m = mixCounter{w.Model, w.Adapter, w.Tenant, w.API, w.Stream, w.Temperature, w.TopP, w.Features}
+	*m = mixCounter{model: w.Model, adapter: w.Adapter, tenant: w.Tenant, api: w.API, stream: w.Stream, temperature: w.Temperature, topP: w.TopP, features: w.Features}
 	return nil
 }
 
