@@ -368,11 +368,10 @@ func simulateDispersion(ctx context.Context, base func(float64) float64, r *Rene
 		for i := 1; i < len(ts); i++ {
 			gs = append(gs, ts[i]-ts[i-1])
 		}
-		slices.Sort(gs)
-		for j, p := range gapProbs {
-			q := span // no gap seen: every gap is longer than the span
-			if len(gs) > 0 {
-				q = rank.Percentile(gs, p)
+		qs := rank.Percentiles(gs, gapProbs)
+		for j, q := range qs {
+			if len(gs) == 0 {
+				q = span // no gap seen: every gap is longer than the span
 			}
 			sum[len(windows)+j] += math.Log(max(q, 1e-6))
 		}

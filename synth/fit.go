@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/servetrace/servetrace/internal/rank"
@@ -300,6 +301,15 @@ const (
 
 // fitArrivals fits the three arrival layers to arrival times ts (absolute
 // seconds; sorted here if they are not) observed over [start, end).
+// arrivalVariant is one way of modelling the gaps, with its latent layer
+// and the dispersion curve and gap quantiles it reproduces.
+type arrivalVariant struct {
+	name    string
+	renewal Renewal
+	latent  Latent
+	curve   []float64
+}
+
 func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noLatent bool) (ArrivalModel, error) {
 	if !slices.IsSorted(ts) {
 		slices.Sort(ts)
@@ -391,50 +401,12 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 	// dispersion curve and gap quantiles better is kept.
 	localW := min(max(30/in.MeanRatePerS, 5), 300)
 	simulate := len(windows) >= 2 && simArrivals >= minSimArrivals && !noLatent
-	type variant struct {
-		name    string
-		renewal Renewal
-		latent  Latent
-		curve   []float64
-	}
-	// The gap chains (the third variant, below) are fitted on a goroutine
-	// of their own while the renewal variants are.
-	fitChains := len(windows) >= 2 && len(ts) >= 1000 && simArrivals >= minSimArrivals
-	type chainFit struct {
-		chains []*GapChain
-		err    error
-	}
-	chainsDone := make(chan chainFit, 1)
-	if fitChains {
-		go func() {
-			gaps := make([]float64, 0, len(ts)-1)
-			rng := rand.New(rand.NewPCG(uint64(len(ts)), 0xc4a1))
-			for i := 1; i < len(ts); i++ {
-				lam := rateAt((ts[i] + ts[i-1]) / 2)
-				g := (ts[i] - ts[i-1]) * lam
-				if res > 0 { // dequantise: spread over the interval it stands for
-					g = max(g+(rng.Float64()-0.5)*res*lam, 0)
-				}
-				gaps = append(gaps, g)
-			}
-			chains, err := fitGapChains(ctx, gaps, 1)
-			chainsDone <- chainFit{chains, err}
-		}()
-		// Every return below waits for the goroutine, so none outlives
-		// the fit.
-		defer func() {
-			if chainsDone != nil {
-				<-chainsDone
-			}
-		}()
-	}
-	var best *variant
-	for _, local := range []bool{false, true} {
+	renewalVariant := func(local bool) (*arrivalVariant, error) {
 		sample := newReservoir[gapObs](maxRenewalGaps, 3)
 		lo, hi := 0, 0
 		for i := 1; i < len(ts); i++ {
 			if i&0xffff == 0 && ctx.Err() != nil {
-				return a, ctx.Err()
+				return nil, ctx.Err()
 			}
 			mid := (ts[i] + ts[i-1]) / 2
 			lam := rateAt(mid)
@@ -451,9 +423,9 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 		}
 		ren, err := fitRenewal(ctx, sample.items, res > 0)
 		if err != nil {
-			return a, err
+			return nil, err
 		}
-		v := &variant{name: "intensity-rescaled", renewal: ren}
+		v := &arrivalVariant{name: "intensity-rescaled", renewal: ren}
 		if local {
 			v.name = fmt.Sprintf("local-rate-rescaled (%.3g s window)", localW)
 		}
@@ -470,47 +442,74 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 			v.latent, v.curve = fitLatent(ctx, base, &v.renewal, simSpan, windows, target, simArrivals)
 		}
 		if err := ctx.Err(); err != nil {
-			return a, err
+			return nil, err
 		}
 		v.latent.Loss = curveLoss(v.curve, target)
-		if best == nil || v.latent.Loss < best.latent.Loss {
-			best = v
-		}
-		if !simulate {
-			break
-		}
+		return v, nil
 	}
 	// A third variant: gaps in intensity-rescaled time as a Markov chain
 	// over gap classes, the number of classes and order chosen by how well
-	// the process alone reproduces the trace; then its latent layer.
-	if fitChains {
-		got := <-chainsDone
-		chainsDone = nil
-		chains, err := got.chains, got.err
-		if err == nil {
-			none := Latent{Kind: "none"}
-			var chosen *variant
-			for _, c := range chains {
-				v := &variant{name: fmt.Sprintf("intensity-rescaled, as a Markov chain over %d gap classes of order %d", len(c.Quantiles), c.Order), renewal: best.renewal, latent: none}
-				v.renewal.Chain = c
-				v.curve = simulateDispersion(ctx, base, &v.renewal, &none, simSpan, windows, 4, 1)
-				v.latent.Loss = curveLoss(v.curve, target)
-				if chosen == nil || v.latent.Loss < chosen.latent.Loss {
-					chosen = v
-				}
+	// the process alone reproduces the trace; then its latent layer. A
+	// chain alone draws the gaps, so its simulation needs no renewal law;
+	// the chosen variant carries the best renewal law for reference.
+	chainVariant := func() (*arrivalVariant, error) {
+		gaps := make([]float64, 0, len(ts)-1)
+		rng := rand.New(rand.NewPCG(uint64(len(ts)), 0xc4a1))
+		for i := 1; i < len(ts); i++ {
+			lam := rateAt((ts[i] + ts[i-1]) / 2)
+			g := (ts[i] - ts[i-1]) * lam
+			if res > 0 { // dequantise: spread over the interval it stands for
+				g = max(g+(rng.Float64()-0.5)*res*lam, 0)
 			}
-			if !noLatent {
-				chosen.latent, chosen.curve = fitLatent(ctx, base, &chosen.renewal, simSpan, windows, target, simArrivals)
-				chosen.latent.Loss = curveLoss(chosen.curve, target)
-			} else {
-				chosen.latent.Note = "not fitted (the latent layer was skipped)"
-			}
-			if chosen.latent.Loss < best.latent.Loss {
-				best = chosen
+			gaps = append(gaps, g)
+		}
+		chains, err := fitGapChains(ctx, gaps, 1)
+		if err != nil {
+			return nil, nil // no chain: the renewal variants stand
+		}
+		none := Latent{Kind: "none"}
+		var chosen *arrivalVariant
+		for _, c := range chains {
+			v := &arrivalVariant{name: fmt.Sprintf("intensity-rescaled, as a Markov chain over %d gap classes of order %d", len(c.Quantiles), c.Order), latent: none}
+			v.renewal.Chain = c
+			v.curve = simulateDispersion(ctx, base, &v.renewal, &none, simSpan, windows, 4, 1)
+			v.latent.Loss = curveLoss(v.curve, target)
+			if chosen == nil || v.latent.Loss < chosen.latent.Loss {
+				chosen = v
 			}
 		}
-		if err := ctx.Err(); err != nil {
-			return a, err
+		if !noLatent {
+			chosen.latent, chosen.curve = fitLatent(ctx, base, &chosen.renewal, simSpan, windows, target, simArrivals)
+			chosen.latent.Loss = curveLoss(chosen.curve, target)
+		} else {
+			chosen.latent.Note = "not fitted (the latent layer was skipped)"
+		}
+		return chosen, ctx.Err()
+	}
+	// The variants are independent: each is fitted on a goroutine of its
+	// own, and the best is chosen in the order intensity, local, chain.
+	var variants [3]*arrivalVariant
+	var g errgroup.Group
+	g.Go(func() (err error) { variants[0], err = renewalVariant(false); return err })
+	if simulate {
+		g.Go(func() (err error) { variants[1], err = renewalVariant(true); return err })
+	}
+	if len(windows) >= 2 && len(ts) >= 1000 && simArrivals >= minSimArrivals {
+		g.Go(func() (err error) { variants[2], err = chainVariant(); return err })
+	}
+	if err := g.Wait(); err != nil {
+		return a, err
+	}
+	best := variants[0]
+	if v := variants[1]; v != nil && v.latent.Loss < best.latent.Loss {
+		best = v
+	}
+	if v := variants[2]; v != nil {
+		chain := v.renewal.Chain
+		v.renewal = best.renewal
+		v.renewal.Chain = chain
+		if v.latent.Loss < best.latent.Loss {
+			best = v
 		}
 	}
 	a.Renewal, a.Latent, a.RenewalGaps = best.renewal, best.latent, best.name
