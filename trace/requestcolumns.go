@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -284,8 +283,10 @@ func (c *decodedColumn) fill() error {
 
 // uniform reports whether every row of page holds one value: one level
 // entry a row, and either every entry null (a null, or an empty list), or
-// none null, not a list, and the page's least value equal to its greatest.
-// It sets same, sameValue and present for read.
+// none null, not a list, not floating point, and the page's least value
+// equal to its greatest. Floats are left out because a page's bounds skip
+// NaNs and do not tell -0 from 0. It sets same, sameValue and present for
+// read.
 func (c *decodedColumn) uniform(page parquet.Page) bool {
 	rows := page.NumRows()
 	if rows == 0 || page.NumValues() != rows {
@@ -295,7 +296,7 @@ func (c *decodedColumn) uniform(page parquet.Page) bool {
 	case nulls == rows:
 		c.same, c.present = rows, false
 		return true
-	case nulls != 0 || c.spec.list || c.spec.distinct:
+	case nulls != 0 || c.spec.list || c.spec.distinct || c.spec.kind == parquet.Double:
 		return false
 	}
 	lo, hi, ok := page.Bounds()
@@ -306,12 +307,10 @@ func (c *decodedColumn) uniform(page parquet.Page) bool {
 	return true
 }
 
-// sameValue reports whether a and b, of one column, are the same value:
-// floats by their bits, so -0 and 0 (and NaNs) stay apart.
+// sameValue reports whether a and b, of one column of integers, booleans
+// or strings, are the same value.
 func sameValue(a, b parquet.Value) bool {
 	switch a.Kind() {
-	case parquet.Double:
-		return math.Float64bits(a.Double()) == math.Float64bits(b.Double())
 	case parquet.ByteArray:
 		return bytes.Equal(a.ByteArray(), b.ByteArray())
 	case parquet.Int64:

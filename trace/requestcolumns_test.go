@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -156,6 +157,27 @@ func firstDifference(a, b reflect.Value, path string) string {
 		return fmt.Sprintf("%s: by columns %v, generic %v", path, a.Elem(), b.Elem())
 	}
 	return fmt.Sprintf("%s: by columns %v, generic %v", path, a, b)
+}
+
+// TestRequestColumnsKeepOddFloats: a page of one float but for a NaN or a
+// -0 (which a page's bounds do not show) reads back value for value.
+func TestRequestColumnsKeepOddFloats(t *testing.T) {
+	in := make([]Request, 600)
+	for i := range in {
+		in[i] = Request{Identity: Identity{RequestID: strconv.Itoa(i)}, Temperature: Ptr(0.0), TopP: Ptr(0.5)}
+	}
+	in[7].Temperature = Ptr(math.Copysign(0, -1))
+	in[9].TopP = Ptr(math.NaN())
+	path := filepath.Join(t.TempDir(), "part.parquet")
+	if err := writePartFile(path, in, 1000); err != nil {
+		t.Fatal(err)
+	}
+	got := readPartWith(t, path, true)
+	for i, r := range got {
+		if math.Float64bits(*r.Temperature) != math.Float64bits(*in[i].Temperature) || math.Float64bits(*r.TopP) != math.Float64bits(*in[i].TopP) {
+			t.Fatalf("row %d: temperature %v top_p %v, wrote %v and %v", i, *r.Temperature, *r.TopP, *in[i].Temperature, *in[i].TopP)
+		}
+	}
 }
 
 // TestRequestColumnsCoverTheSchema holds the column table to the record's
