@@ -401,7 +401,7 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 	// dispersion curve and gap quantiles better is kept.
 	localW := min(max(30/in.MeanRatePerS, 5), 300)
 	simulate := len(windows) >= 2 && simArrivals >= minSimArrivals && !noLatent
-	renewalVariant := func(local bool) (*arrivalVariant, error) {
+	renewalVariant := func(ctx context.Context, local bool) (*arrivalVariant, error) {
 		sample := newReservoir[gapObs](maxRenewalGaps, 3)
 		lo, hi := 0, 0
 		for i := 1; i < len(ts); i++ {
@@ -452,7 +452,7 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 	// the process alone reproduces the trace; then its latent layer. A
 	// chain alone draws the gaps, so its simulation needs no renewal law;
 	// the chosen variant carries the best renewal law for reference.
-	chainVariant := func() (*arrivalVariant, error) {
+	chainVariant := func(ctx context.Context) (*arrivalVariant, error) {
 		gaps := make([]float64, 0, len(ts)-1)
 		rng := rand.New(rand.NewPCG(uint64(len(ts)), 0xc4a1))
 		for i := 1; i < len(ts); i++ {
@@ -465,7 +465,7 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 		}
 		chains, err := fitGapChains(ctx, gaps, 1)
 		if err != nil {
-			return nil, nil // no chain: the renewal variants stand
+			return nil, ctx.Err() // no chain: the renewal variants stand
 		}
 		none := Latent{Kind: "none"}
 		var chosen *arrivalVariant
@@ -487,15 +487,16 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 		return chosen, ctx.Err()
 	}
 	// The variants are independent: each is fitted on a goroutine of its
-	// own, and the best is chosen in the order intensity, local, chain.
+	// own (the first to fail stops the others), and the best is chosen in
+	// the order intensity, local, chain.
 	var variants [3]*arrivalVariant
-	var g errgroup.Group
-	g.Go(func() (err error) { variants[0], err = renewalVariant(false); return err })
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { variants[0], err = renewalVariant(gctx, false); return err })
 	if simulate {
-		g.Go(func() (err error) { variants[1], err = renewalVariant(true); return err })
+		g.Go(func() (err error) { variants[1], err = renewalVariant(gctx, true); return err })
 	}
 	if len(windows) >= 2 && len(ts) >= 1000 && simArrivals >= minSimArrivals {
-		g.Go(func() (err error) { variants[2], err = chainVariant(); return err })
+		g.Go(func() (err error) { variants[2], err = chainVariant(gctx); return err })
 	}
 	if err := g.Wait(); err != nil {
 		return a, err

@@ -8,8 +8,9 @@ import (
 // cursorBatchRows and cursorLookahead size a cursor's read-ahead: batches
 // of rows decoded and checked ahead of the merge, so decoding one part runs
 // on its own goroutine beside whatever the scan's caller does with the rows.
-// A part holds about cursorLookahead+2 batches (under 2 MB), which
-// matters where many parts overlap in time and are open together.
+// A part holds about cursorLookahead+2 batches and its decoder's buffers
+// (about 2 MB in all), which matters where many parts overlap in time and
+// are open together.
 const (
 	cursorBatchRows = 512
 	cursorLookahead = 2

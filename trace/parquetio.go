@@ -159,7 +159,7 @@ func openPartFile[T any](path string) (p *partFile[T], err error) {
 		}
 	}
 	openParts.Add(1)
-	p = &partFile[T]{path: path, f: f, pf: pf, group: -1, buf: make([]T, 512), numRows: pf.NumRows()}
+	p = &partFile[T]{path: path, f: f, pf: pf, group: -1, numRows: pf.NumRows()}
 	if _, ok := any(p.buf).([]Request); ok && decodeByColumns {
 		p.columns = newRequestDecoder(pf.Schema())
 	}
@@ -192,6 +192,9 @@ func recordKind[T any]() string {
 // next returns the next row, or io.EOF after the last. The row is valid
 // until the next call.
 func (p *partFile[T]) next() (*T, error) {
+	if p.buf == nil {
+		p.buf = make([]T, 512) // made here: a cursor reads into its own batches
+	}
 	for p.pos >= p.n {
 		n, err := p.read(p.buf)
 		if err != nil {

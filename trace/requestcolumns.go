@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -158,10 +159,16 @@ type decodedColumn struct {
 	present   bool
 }
 
-// newRequestDecoder returns a decoder for the file's schema, or nil where
-// the file holds a column the table does not know or knows with another
-// type or nesting (a file written by another tool, or an older layout).
+// newRequestDecoder returns a decoder for the file's schema, or nil unless
+// the file holds exactly the table's columns, each with the record's
+// physical and logical type and nesting: a file written by another tool, or
+// an older layout (a missing list reads as an empty one, a timestamp in
+// milliseconds is converted, by the generic reader) takes the generic
+// reader.
 func newRequestDecoder(schema *parquet.Schema) *requestDecoder {
+	if len(schema.Columns()) != len(requestColumns) {
+		return nil
+	}
 	byPath := make(map[string]*requestColumn, len(requestColumns))
 	for i := range requestColumns {
 		byPath[requestColumns[i].path] = &requestColumns[i]
@@ -170,22 +177,24 @@ func newRequestDecoder(schema *parquet.Schema) *requestDecoder {
 	for _, path := range schema.Columns() {
 		spec := byPath[strings.Join(path, ".")]
 		leaf, ok := schema.Lookup(path...)
-		if spec == nil || !ok || leaf.Node.Type().Kind() != spec.kind {
+		want, known := requestSchema.Lookup(path...)
+		if spec == nil || !ok || !known || !sameLeafType(leaf.Node.Type(), want.Node.Type()) ||
+			leaf.MaxRepetitionLevel != want.MaxRepetitionLevel || leaf.MaxDefinitionLevel != want.MaxDefinitionLevel {
 			return nil
 		}
-		wantRep, wantDef := 0, 0
-		switch {
-		case spec.list:
-			wantRep, wantDef = 1, 1
-		case spec.nullOK:
-			wantDef = 1
-		}
-		if leaf.MaxRepetitionLevel != wantRep || leaf.MaxDefinitionLevel != wantDef {
-			return nil
-		}
-		d.cols = append(d.cols, decodedColumn{spec: spec, index: leaf.ColumnIndex, maxDef: wantDef, buf: make([]parquet.Value, 1024)})
+		d.cols = append(d.cols, decodedColumn{spec: spec, index: leaf.ColumnIndex, maxDef: want.MaxDefinitionLevel, buf: make([]parquet.Value, 512)})
 	}
 	return d
+}
+
+// requestSchema is the request record's own schema, which a part's columns
+// are held to.
+var requestSchema = parquet.SchemaOf(Request{})
+
+// sameLeafType reports whether a and b store and mean values alike: one
+// physical kind and one logical type (a timestamp's unit, a string).
+func sameLeafType(a, b parquet.Type) bool {
+	return a.Kind() == b.Kind() && reflect.DeepEqual(a.LogicalType(), b.LogicalType())
 }
 
 // intern returns b as a string, the same string for equal bytes while the

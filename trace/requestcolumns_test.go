@@ -191,6 +191,19 @@ func TestRequestColumnsCoverTheSchema(t *testing.T) {
 	if len(d.cols) != len(schema.Columns()) || len(requestColumns) != len(schema.Columns()) {
 		t.Fatalf("%d columns decoded, %d in the table, %d in the schema", len(d.cols), len(requestColumns), len(schema.Columns()))
 	}
+	for _, c := range requestColumns {
+		leaf, ok := schema.Lookup(strings.Split(c.path, ".")...)
+		switch {
+		case !ok:
+			t.Errorf("%s: not a column of the record", c.path)
+		case leaf.Node.Type().Kind() != c.kind:
+			t.Errorf("%s: the table says %v, the record %v", c.path, c.kind, leaf.Node.Type().Kind())
+		case c.list != (leaf.MaxRepetitionLevel == 1):
+			t.Errorf("%s: the table says list %v, the record's repetition level is %d", c.path, c.list, leaf.MaxRepetitionLevel)
+		case c.nullOK != (!c.list && leaf.MaxDefinitionLevel == 1):
+			t.Errorf("%s: the table says optional %v, the record's definition level is %d", c.path, c.nullOK, leaf.MaxDefinitionLevel)
+		}
+	}
 }
 
 // TestRequestColumnsRefuseOtherLayouts: a file with a column the table does
@@ -206,10 +219,25 @@ func TestRequestColumnsRefuseOtherLayouts(t *testing.T) {
 	type optionalTurn struct {
 		Turn *int32 `parquet:"turn,optional"`
 	}
+	// The record without its media and calls columns (schema 1's lists):
+	// the generic reader gives their lists as empty, not nil.
+	type withoutMedia struct {
+		Identity
+		TS int64 `parquet:"ts,timestamp(microsecond),delta"`
+		Shape
+	}
+	// Every column, but ts in milliseconds: the generic reader converts.
+	millisecondTS := parquet.Group{}
+	for _, f := range requestSchema.Fields() {
+		millisecondTS[f.Name()] = f
+	}
+	millisecondTS["ts"] = parquet.Timestamp(parquet.Millisecond)
 	for name, schema := range map[string]*parquet.Schema{
 		"unknown column": parquet.SchemaOf(extra{}),
 		"ts as int32":    parquet.SchemaOf(narrowTS{}),
 		"turn optional":  parquet.SchemaOf(optionalTurn{}),
+		"missing lists":  parquet.SchemaOf(withoutMedia{}),
+		"ts in ms":       parquet.NewSchema("request", millisecondTS),
 	} {
 		if newRequestDecoder(schema) != nil {
 			t.Errorf("%s: the column decoder took a schema it does not know", name)

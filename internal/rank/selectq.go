@@ -9,7 +9,8 @@ import (
 // Percentiles returns Percentile(sorted values, p) for each p of ps (in
 // ascending order), without sorting values: it reorders them in place by
 // selection, O(n) for each p instead of a sort's O(n log n), and the
-// results are the very values a sort would give. Values must hold no NaN.
+// results equal what a sort gives (bit for bit but for the sign of a zero,
+// which a sort does not order either). Values must hold no NaN.
 func Percentiles(values []float64, ps []float64) []float64 {
 	out := make([]float64, len(ps))
 	n := len(values)
