@@ -236,6 +236,31 @@ var inputBucketLabels = func() []string {
 	return append(out, fmt.Sprintf("%d+", lo))
 }()
 
+// orderGroupKeys sorts a breakdown's keys: turn and input_bucket in their
+// natural order, other dimensions by size (rows), largest first, then by
+// name.
+func orderGroupKeys(keys []string, dim string, size func(string) int) {
+	slices.SortFunc(keys, func(a, b string) int {
+		if dim == "turn" || dim == "input_bucket" {
+			return cmp.Compare(numericPrefix(a), numericPrefix(b))
+		}
+		return cmp.Or(cmp.Compare(size(b), size(a)), cmp.Compare(a, b))
+	})
+}
+
+// newGroup is key k's group with its counts, and its rates over the run's
+// span (spanS, 0 when unknown); the caller adds the metrics.
+func newGroup(k string, counted, ok int, outTok int64, spanS float64) Group {
+	g := Group{Value: k, Counted: counted, OK: ok, Metrics: map[string]Distribution{}}
+	if counted > 0 {
+		g.SuccessRate = float64(ok) / float64(counted)
+	}
+	if spanS > 0 {
+		g.RequestsPerS, g.OutputTokensPerS = float64(ok)/spanS, float64(outTok)/spanS
+	}
+	return g
+}
+
 // breakdown summarizes every metric per value of dim. Percentiles carry
 // order-statistic intervals (no bootstrap: groups are many and small).
 func breakdown(c *resultColumns, dim string, opts Options, spanS float64) []Group {
@@ -246,12 +271,7 @@ func breakdown(c *resultColumns, dim string, opts Options, spanS float64) []Grou
 		}
 	}
 	keys := slices.Collect(maps.Keys(rows))
-	slices.SortFunc(keys, func(a, b string) int {
-		if dim == "turn" || dim == "input_bucket" { // natural order
-			return cmp.Compare(numericPrefix(a), numericPrefix(b))
-		}
-		return cmp.Or(cmp.Compare(len(rows[b]), len(rows[a])), cmp.Compare(a, b))
-	})
+	orderGroupKeys(keys, dim, func(k string) int { return len(rows[k]) })
 	if len(keys) > maxGroups {
 		var other []int32
 		for _, k := range keys[maxGroups-1:] {
@@ -263,13 +283,7 @@ func breakdown(c *resultColumns, dim string, opts Options, spanS float64) []Grou
 	var out []Group
 	for _, k := range keys {
 		x := extractRows(c, opts, rows[k])
-		g := Group{Value: k, Counted: x.counts.Counted, OK: x.counts.Outcomes[trace.OutcomeOK], Metrics: map[string]Distribution{}}
-		if g.Counted > 0 {
-			g.SuccessRate = float64(g.OK) / float64(g.Counted)
-		}
-		if spanS > 0 {
-			g.RequestsPerS, g.OutputTokensPerS = float64(g.OK)/spanS, float64(x.outTok)/spanS
-		}
+		g := newGroup(k, x.counts.Counted, x.counts.Outcomes[trace.OutcomeOK], x.outTok, spanS)
 		for _, name := range []string{"ttft_ms", "tpot_ms", "e2e_ms"} {
 			if v := x.values(name); len(v) > 0 {
 				g.Metrics[name] = Summarize(v, opts.Percentiles)

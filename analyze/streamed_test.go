@@ -196,17 +196,9 @@ func TestStreamedBootstrapScalesItsSample(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	writeMixedRun(t, dir, 40020, 10000, 0)
 	opts := Options{Bootstrap: BootstrapOptions{Resamples: 2000, Seed: 5}, Percentiles: []float64{50, 90}}
-	held, err := Analyze([]string{dir}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer func(n int) { bootstrapSample = n }(bootstrapSample)
-	bootstrapSample = 5000
-	opts.InMemoryRows = 1
-	got, err := Analyze([]string{dir}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bootstrapSample = 5000 // the streamed analysis's sample; the held one resamples every value
+	held, got := heldAndStreamed(t, dir, opts)
 	for i, hq := range held.Metrics["ttft_ms"].Quantiles {
 		gq := got.Metrics["ttft_ms"].Quantiles[i]
 		hw, gw := *hq.BootHi-*hq.BootLo, *gq.BootHi-*gq.BootLo

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 
@@ -117,12 +116,7 @@ func (g *groupsAcc) addTo(k string, c *resultColumns, i int, row *rowValues) {
 // "(other)".
 func (g *groupsAcc) groups(opts Options, spanS float64) []Group {
 	keys := slices.Collect(maps.Keys(g.byKey))
-	slices.SortFunc(keys, func(a, b string) int {
-		if g.dim == "turn" || g.dim == "input_bucket" {
-			return cmp.Compare(numericPrefix(a), numericPrefix(b))
-		}
-		return cmp.Or(cmp.Compare(g.byKey[b].rows, g.byKey[a].rows), cmp.Compare(a, b))
-	})
+	orderGroupKeys(keys, g.dim, func(k string) int { return g.byKey[k].rows })
 	accs := make([]*groupAcc, len(keys))
 	for i, k := range keys {
 		accs[i] = g.byKey[k]
@@ -139,13 +133,7 @@ func (g *groupsAcc) groups(opts Options, spanS float64) []Group {
 	out := make([]Group, 0, len(keys))
 	for i, k := range keys {
 		a := accs[i]
-		grp := Group{Value: k, Counted: a.counted, OK: a.ok, Metrics: map[string]Distribution{}}
-		if a.counted > 0 {
-			grp.SuccessRate = float64(a.ok) / float64(a.counted)
-		}
-		if spanS > 0 {
-			grp.RequestsPerS, grp.OutputTokensPerS = float64(a.ok)/spanS, float64(a.outTok)/spanS
-		}
+		grp := newGroup(k, a.counted, a.ok, a.outTok, spanS)
 		for m, name := range groupMetricNames {
 			if a.moments[m].n > 0 {
 				grp.Metrics[name] = histSummary(&a.hists[m], a.moments[m], opts.Percentiles)

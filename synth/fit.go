@@ -299,8 +299,6 @@ const (
 	minSimArrivals = 200
 )
 
-// fitArrivals fits the three arrival layers to arrival times ts (absolute
-// seconds; sorted here if they are not) observed over [start, end).
 // arrivalVariant is one way of modelling the gaps, with its latent layer
 // and the dispersion curve and gap quantiles it reproduces.
 type arrivalVariant struct {
@@ -310,6 +308,8 @@ type arrivalVariant struct {
 	curve   []float64
 }
 
+// fitArrivals fits the three arrival layers to arrival times ts (absolute
+// seconds; sorted here if they are not) observed over [start, end).
 func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noLatent bool) (ArrivalModel, error) {
 	if !slices.IsSorted(ts) {
 		slices.Sort(ts)
@@ -409,7 +409,7 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 				return nil, ctx.Err()
 			}
 			mid := (ts[i] + ts[i-1]) / 2
-			lam := rateAt(mid)
+			var lam float64
 			if local {
 				for lo < len(ts) && ts[lo] < mid-localW/2 {
 					lo++
@@ -418,6 +418,8 @@ func fitArrivals(ctx context.Context, ts []float64, start, end, res float64, noL
 					hi++
 				}
 				lam = max(float64(hi-lo), 1) / localW
+			} else {
+				lam = rateAt(mid)
 			}
 			sample.add(gapObs{gap: (ts[i] - ts[i-1]) * lam, res: max(res, 1e-6) * lam})
 		}

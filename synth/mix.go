@@ -62,6 +62,8 @@ func (c *catCounter) countsOf(v string) *valueCounts {
 	return p
 }
 
+// add counts v at hour of day hour, in the clock hour hourIndex (hours
+// since the epoch).
 func (c *catCounter) add(v string, hour int, hourIndex int64) {
 	p := c.countsOf(v)
 	p.total++

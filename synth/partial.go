@@ -647,21 +647,15 @@ type catJSON struct {
 
 func (c *catCounter) MarshalJSON() ([]byte, error) {
 	w := catJSON{Total: make(map[string]int64, len(c.counts))}
+	for h := range w.ByHour {
+		w.ByHour[h] = map[string]int64{}
+	}
 	for v, n := range c.counts {
 		w.Total[v] = n.total
 		for h, k := range n.byHour {
-			if k == 0 {
-				continue
+			if k != 0 {
+				w.ByHour[h][v] = k
 			}
-			if w.ByHour[h] == nil {
-				w.ByHour[h] = map[string]int64{}
-			}
-			w.ByHour[h][v] = k
-		}
-	}
-	for h := range w.ByHour {
-		if w.ByHour[h] == nil {
-			w.ByHour[h] = map[string]int64{}
 		}
 	}
 	w.Hours = slices.Sorted(maps.Keys(c.hours))

@@ -160,7 +160,7 @@ func openPartFile[T any](path string) (p *partFile[T], err error) {
 	}
 	openParts.Add(1)
 	p = &partFile[T]{path: path, f: f, pf: pf, group: -1, numRows: pf.NumRows()}
-	if _, ok := any(p.buf).([]Request); ok && decodeByColumns {
+	if _, ok := any(*new(T)).(Request); ok && decodeByColumns {
 		p.columns = newRequestDecoder(pf.Schema())
 	}
 	return p, nil

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,16 +11,13 @@ import (
 )
 
 // requestColumn decodes one leaf column of the request record into a
-// Request: set takes a value of a row (present or null), add one element
-// of a list column. The table of them is the column-direct reader's copy of
-// the record's schema; TestRequestColumnsCoverTheSchema holds it to the
-// struct tags.
+// Request: set takes a present value of a row, or one element of a list.
+// The column's type and nesting are the record schema's (requestSchema);
+// the Go field each helper below takes keeps the table in step with them,
+// and TestRequestColumnsCoverTheSchema holds its paths to the struct tags.
 type requestColumn struct {
-	path   string
-	kind   parquet.Kind
-	list   bool // a list of elements: parquet's three-level LIST
-	nullOK bool // an optional (pointer) column
-	set    func(r *Request, v *parquet.Value, c *decodedColumn)
+	path string
+	set  func(r *Request, v *parquet.Value, c *decodedColumn)
 	// empty sets a list column's empty list: non-nil and of capacity 0, as
 	// parquet-go's generic reader gives it.
 	empty func(r *Request)
@@ -33,19 +29,19 @@ type requestColumn struct {
 // The helpers build a requestColumn for one Go field type; value reads
 // the field's Go value out of a parquet value of the column.
 
-func scalarCol[V any](path string, kind parquet.Kind, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *V) requestColumn {
-	return requestColumn{path: path, kind: kind, set: func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = value(v, c) }}
+func scalarCol[V any](path string, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *V) requestColumn {
+	return requestColumn{path: path, set: func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = value(v, c) }}
 }
 
-func optCol[V any](path string, kind parquet.Kind, value func(*parquet.Value, *decodedColumn) V, f func(*Request) **V) requestColumn {
-	return requestColumn{path: path, kind: kind, nullOK: true, set: func(r *Request, v *parquet.Value, c *decodedColumn) {
+func optCol[V any](path string, value func(*parquet.Value, *decodedColumn) V, f func(*Request) **V) requestColumn {
+	return requestColumn{path: path, set: func(r *Request, v *parquet.Value, c *decodedColumn) {
 		x := value(v, c)
 		*f(r) = &x
 	}}
 }
 
-func listCol[V any](path string, kind parquet.Kind, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *[]V) requestColumn {
-	return requestColumn{path: path + ".list.element", kind: kind, list: true,
+func listCol[V any](path string, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *[]V) requestColumn {
+	return requestColumn{path: path + ".list.element",
 		set:   func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = append(*f(r), value(v, c)) },
 		empty: func(r *Request) { *f(r) = []V{} }}
 }
@@ -68,57 +64,57 @@ func internedOf(v *parquet.Value, c *decodedColumn) string { return c.intern(v.B
 
 // requestColumns is every leaf column of Request, by its Parquet path.
 var requestColumns = []requestColumn{
-	distinctCol(scalarCol("request_id", parquet.ByteArray, stringOf, func(r *Request) *string { return &r.RequestID })),
-	scalarCol("session_id", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.SessionID }),
-	scalarCol("turn", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.Turn }),
-	scalarCol("tenant", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Tenant }),
-	scalarCol("model", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Model }),
-	scalarCol("adapter", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Adapter }),
-	scalarCol("ts", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.TS }),
-	scalarCol("input_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.InputTokens }),
-	scalarCol("output_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.OutputTokens }),
-	scalarCol("max_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.MaxTokens }),
-	scalarCol("api", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.API }),
-	scalarCol("stream", parquet.Boolean, boolOf, func(r *Request) *bool { return &r.Stream }),
-	scalarCol("n", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.N }),
-	listCol("features", parquet.ByteArray, internedOf, func(r *Request) *[]string { return &r.Features }),
-	listCol("prefix_blocks", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.PrefixBlocks }),
-	optCol("temperature", parquet.Double, float64Of, func(r *Request) **float64 { return &r.Temperature }),
-	optCol("top_p", parquet.Double, float64Of, func(r *Request) **float64 { return &r.TopP }),
-	scalarCol("image_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.ImageCount }),
-	listCol("image_widths_px", parquet.Int32, int32Of, func(r *Request) *[]int32 { return &r.ImageWidthsPx }),
-	listCol("image_heights_px", parquet.Int32, int32Of, func(r *Request) *[]int32 { return &r.ImageHeightsPx }),
-	listCol("image_ids", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.ImageIDs }),
-	scalarCol("audio_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.AudioCount }),
-	listCol("audio_ms", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.AudioMs }),
-	listCol("audio_ids", parquet.Int64, int64Of, func(r *Request) *[]int64 { return &r.AudioIDs }),
-	scalarCol("tool_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.ToolCount }),
-	scalarCol("tool_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.ToolTokens }),
-	scalarCol("tool_choice", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.ToolChoice }),
-	scalarCol("output_format", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.OutputFormat }),
-	scalarCol("schema_tokens", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.SchemaTokens }),
-	scalarCol("schema_id", parquet.Int64, int64Of, func(r *Request) *int64 { return &r.SchemaID }),
-	scalarCol("logprobs", parquet.Boolean, boolOf, func(r *Request) *bool { return &r.Logprobs }),
-	scalarCol("stop_count", parquet.Int32, int32Of, func(r *Request) *int32 { return &r.StopCount }),
-	scalarCol("reasoning_effort", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.ReasoningEffort }),
-	optCol("top_logprobs", parquet.Int32, int32Of, func(r *Request) **int32 { return &r.TopLogprobs }),
-	optCol("seed", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.Seed }),
-	optCol("top_k", parquet.Int32, int32Of, func(r *Request) **int32 { return &r.TopK }),
-	optCol("presence_penalty", parquet.Double, float64Of, func(r *Request) **float64 { return &r.PresencePenalty }),
-	optCol("frequency_penalty", parquet.Double, float64Of, func(r *Request) **float64 { return &r.FrequencyPenalty }),
-	optCol("image_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.ImageTokens }),
-	optCol("audio_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.AudioTokens }),
-	optCol("finish_reason", parquet.ByteArray, internedOf, func(r *Request) **string { return &r.FinishReason }),
-	optCol("status", parquet.Int32, int32Of, func(r *Request) **int32 { return &r.Status }),
-	optCol("cancelled", parquet.Boolean, boolOf, func(r *Request) **bool { return &r.Cancelled }),
-	optCol("cached_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.CachedTokens }),
-	optCol("ttft_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.TTFTMs }),
-	optCol("e2e_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.E2EMs }),
-	optCol("cancel_after_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.CancelAfterMs }),
-	optCol("cancel_after_tokens", parquet.Int64, int64Of, func(r *Request) **int64 { return &r.CancelAfterTokens }),
-	optCol("read_delay_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.ReadDelayMs }),
-	optCol("think_time_ms", parquet.Double, float64Of, func(r *Request) **float64 { return &r.ThinkTimeMs }),
-	scalarCol("phase", parquet.ByteArray, internedOf, func(r *Request) *string { return &r.Phase }),
+	distinctCol(scalarCol("request_id", stringOf, func(r *Request) *string { return &r.RequestID })),
+	scalarCol("session_id", internedOf, func(r *Request) *string { return &r.SessionID }),
+	scalarCol("turn", int32Of, func(r *Request) *int32 { return &r.Turn }),
+	scalarCol("tenant", internedOf, func(r *Request) *string { return &r.Tenant }),
+	scalarCol("model", internedOf, func(r *Request) *string { return &r.Model }),
+	scalarCol("adapter", internedOf, func(r *Request) *string { return &r.Adapter }),
+	scalarCol("ts", int64Of, func(r *Request) *int64 { return &r.TS }),
+	scalarCol("input_tokens", int64Of, func(r *Request) *int64 { return &r.InputTokens }),
+	scalarCol("output_tokens", int64Of, func(r *Request) *int64 { return &r.OutputTokens }),
+	scalarCol("max_tokens", int64Of, func(r *Request) *int64 { return &r.MaxTokens }),
+	scalarCol("api", internedOf, func(r *Request) *string { return &r.API }),
+	scalarCol("stream", boolOf, func(r *Request) *bool { return &r.Stream }),
+	scalarCol("n", int32Of, func(r *Request) *int32 { return &r.N }),
+	listCol("features", internedOf, func(r *Request) *[]string { return &r.Features }),
+	listCol("prefix_blocks", int64Of, func(r *Request) *[]int64 { return &r.PrefixBlocks }),
+	optCol("temperature", float64Of, func(r *Request) **float64 { return &r.Temperature }),
+	optCol("top_p", float64Of, func(r *Request) **float64 { return &r.TopP }),
+	scalarCol("image_count", int32Of, func(r *Request) *int32 { return &r.ImageCount }),
+	listCol("image_widths_px", int32Of, func(r *Request) *[]int32 { return &r.ImageWidthsPx }),
+	listCol("image_heights_px", int32Of, func(r *Request) *[]int32 { return &r.ImageHeightsPx }),
+	listCol("image_ids", int64Of, func(r *Request) *[]int64 { return &r.ImageIDs }),
+	scalarCol("audio_count", int32Of, func(r *Request) *int32 { return &r.AudioCount }),
+	listCol("audio_ms", int64Of, func(r *Request) *[]int64 { return &r.AudioMs }),
+	listCol("audio_ids", int64Of, func(r *Request) *[]int64 { return &r.AudioIDs }),
+	scalarCol("tool_count", int32Of, func(r *Request) *int32 { return &r.ToolCount }),
+	scalarCol("tool_tokens", int64Of, func(r *Request) *int64 { return &r.ToolTokens }),
+	scalarCol("tool_choice", internedOf, func(r *Request) *string { return &r.ToolChoice }),
+	scalarCol("output_format", internedOf, func(r *Request) *string { return &r.OutputFormat }),
+	scalarCol("schema_tokens", int64Of, func(r *Request) *int64 { return &r.SchemaTokens }),
+	scalarCol("schema_id", int64Of, func(r *Request) *int64 { return &r.SchemaID }),
+	scalarCol("logprobs", boolOf, func(r *Request) *bool { return &r.Logprobs }),
+	scalarCol("stop_count", int32Of, func(r *Request) *int32 { return &r.StopCount }),
+	scalarCol("reasoning_effort", internedOf, func(r *Request) *string { return &r.ReasoningEffort }),
+	optCol("top_logprobs", int32Of, func(r *Request) **int32 { return &r.TopLogprobs }),
+	optCol("seed", int64Of, func(r *Request) **int64 { return &r.Seed }),
+	optCol("top_k", int32Of, func(r *Request) **int32 { return &r.TopK }),
+	optCol("presence_penalty", float64Of, func(r *Request) **float64 { return &r.PresencePenalty }),
+	optCol("frequency_penalty", float64Of, func(r *Request) **float64 { return &r.FrequencyPenalty }),
+	optCol("image_tokens", int64Of, func(r *Request) **int64 { return &r.ImageTokens }),
+	optCol("audio_tokens", int64Of, func(r *Request) **int64 { return &r.AudioTokens }),
+	optCol("finish_reason", internedOf, func(r *Request) **string { return &r.FinishReason }),
+	optCol("status", int32Of, func(r *Request) **int32 { return &r.Status }),
+	optCol("cancelled", boolOf, func(r *Request) **bool { return &r.Cancelled }),
+	optCol("cached_tokens", int64Of, func(r *Request) **int64 { return &r.CachedTokens }),
+	optCol("ttft_ms", float64Of, func(r *Request) **float64 { return &r.TTFTMs }),
+	optCol("e2e_ms", float64Of, func(r *Request) **float64 { return &r.E2EMs }),
+	optCol("cancel_after_ms", float64Of, func(r *Request) **float64 { return &r.CancelAfterMs }),
+	optCol("cancel_after_tokens", int64Of, func(r *Request) **int64 { return &r.CancelAfterTokens }),
+	optCol("read_delay_ms", float64Of, func(r *Request) **float64 { return &r.ReadDelayMs }),
+	optCol("think_time_ms", float64Of, func(r *Request) **float64 { return &r.ThinkTimeMs }),
+	scalarCol("phase", internedOf, func(r *Request) *string { return &r.Phase }),
 }
 
 // maxInterned bounds a decoder's intern table; past it the table starts
@@ -142,6 +138,8 @@ type decodedColumn struct {
 	spec   *requestColumn
 	index  int // the leaf's column index in the file
 	maxDef int
+	list   bool // a list's elements (repetition level 1)
+	float  bool
 	pages  parquet.Pages
 	values parquet.ValueReader
 	buf    []parquet.Value
@@ -182,7 +180,8 @@ func newRequestDecoder(schema *parquet.Schema) *requestDecoder {
 			leaf.MaxRepetitionLevel != want.MaxRepetitionLevel || leaf.MaxDefinitionLevel != want.MaxDefinitionLevel {
 			return nil
 		}
-		d.cols = append(d.cols, decodedColumn{spec: spec, index: leaf.ColumnIndex, maxDef: want.MaxDefinitionLevel, buf: make([]parquet.Value, 512)})
+		d.cols = append(d.cols, decodedColumn{spec: spec, index: leaf.ColumnIndex, maxDef: want.MaxDefinitionLevel,
+			list: want.MaxRepetitionLevel > 0, float: want.Node.Type().Kind() == parquet.Double, buf: make([]parquet.Value, 512)})
 	}
 	return d
 }
@@ -305,31 +304,15 @@ func (c *decodedColumn) uniform(page parquet.Page) bool {
 	case nulls == rows:
 		c.same, c.present = rows, false
 		return true
-	case nulls != 0 || c.spec.list || c.spec.distinct || c.spec.kind == parquet.Double:
+	case nulls != 0 || c.list || c.spec.distinct || c.float:
 		return false
 	}
 	lo, hi, ok := page.Bounds()
-	if !ok || !sameValue(lo, hi) {
+	if !ok || !parquet.Equal(lo, hi) {
 		return false
 	}
 	c.same, c.sameValue, c.present = rows, lo, true
 	return true
-}
-
-// sameValue reports whether a and b, of one column of integers, booleans
-// or strings, are the same value.
-func sameValue(a, b parquet.Value) bool {
-	switch a.Kind() {
-	case parquet.ByteArray:
-		return bytes.Equal(a.ByteArray(), b.ByteArray())
-	case parquet.Int64:
-		return a.Int64() == b.Int64()
-	case parquet.Int32:
-		return a.Int32() == b.Int32()
-	case parquet.Boolean:
-		return a.Boolean() == b.Boolean()
-	}
-	return false
 }
 
 // read sets the column's values of up to len(rows) rows and returns how
