@@ -62,10 +62,10 @@ func waitingSeries(t *testing.T, run string, files []string) (ts, vals []float64
 }
 
 // TestTimingOverloadAndRecovery measures the simulator's capacity closed
-// loop, then drives it open loop at 1.5x capacity for 30 s: the waiting
+// loop, then drives it open loop at 1.5x capacity for 20 s: the waiting
 // queue and TTFT must rise in every 5 s window while output throughput stays
-// within 5% of capacity. At 0.7x, the queue must be empty again within 2 s
-// of any burst.
+// within 5% of capacity. At 0.7x for 12 s, the queue must be empty again
+// within 2 s of any burst.
 func TestTimingOverloadAndRecovery(t *testing.T) {
 	skipUnderRace(t)
 	o := sim.DefaultOptions()
@@ -73,6 +73,7 @@ func TestTimingOverloadAndRecovery(t *testing.T) {
 	o.Engine.MaxNumSeqs = 16
 	target := startSim(t, o)
 	const in, out = 100, 40
+	const overload, window, underload = 20 * time.Second, 5 * time.Second, 12 * time.Second
 
 	// Capacity: closed loop with twice the running limit keeps the engine full.
 	run := filepath.Join(t.TempDir(), "capacity")
@@ -86,21 +87,21 @@ func TestTimingOverloadAndRecovery(t *testing.T) {
 	capRPS := capTok / out
 	t.Logf("capacity: %.0f output tokens/s (%.1f requests/s)", capTok, capRPS)
 
-	// 1.5x for 30 s.
+	// 1.5x for 20 s.
 	run = filepath.Join(t.TempDir(), "overload")
 	opts = DefaultOptions()
-	opts.Target, opts.Rate, opts.Seed, opts.Duration, opts.IgnoreEOS = target, 1.5*capRPS, 3, 30*time.Second, true
+	opts.Target, opts.Rate, opts.Seed, opts.Duration, opts.IgnoreEOS = target, 1.5*capRPS, 3, overload, true
 	opts.Metrics, opts.MetricsInterval = []MetricsEndpoint{{Role: RoleEngine, URL: target + "/metrics"}}, 500*time.Millisecond
 	opts.Timeout = 5 * time.Minute
-	info, err := Run(context.Background(), fixedWorkload(t, int(1.5*capRPS*31), in, out), run, opts)
+	info, err := Run(context.Background(), fixedWorkload(t, int(1.5*capRPS*(overload.Seconds()+1)), in, out), run, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows, _ = trace.ReadResults(run)
 	ts, waiting := waitingSeries(t, run, info.Metrics)
 	var prevWait, prevTTFT float64 = -1, -1
-	for w := 0; w < 6; w++ {
-		lo, hi := float64(w)*5, float64(w+1)*5
+	for w := 0; w < int(overload/window); w++ {
+		lo, hi := float64(w)*window.Seconds(), float64(w+1)*window.Seconds()
 		// The queue at the end of the window (last scrape inside it).
 		wait := -1.0
 		for i := range ts {
@@ -120,7 +121,7 @@ func TestTimingOverloadAndRecovery(t *testing.T) {
 		prevWait, prevTTFT = wait, ttft
 	}
 
-	// Let the backlog drain, then 0.7x for 20 s with frequent scrapes.
+	// Let the backlog drain, then 0.7x for 12 s with frequent scrapes.
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if scrapeGauge(t, target, "vllm:num_requests_waiting") == 0 && scrapeGauge(t, target, "vllm:num_requests_running") == 0 {
 			break
@@ -128,9 +129,9 @@ func TestTimingOverloadAndRecovery(t *testing.T) {
 	}
 	run = filepath.Join(t.TempDir(), "underload")
 	opts = DefaultOptions()
-	opts.Target, opts.Rate, opts.Seed, opts.Duration, opts.IgnoreEOS = target, 0.7*capRPS, 5, 20*time.Second, true
+	opts.Target, opts.Rate, opts.Seed, opts.Duration, opts.IgnoreEOS = target, 0.7*capRPS, 5, underload, true
 	opts.Metrics, opts.MetricsInterval = []MetricsEndpoint{{Role: RoleEngine, URL: target + "/metrics"}}, 100*time.Millisecond
-	info, err = Run(context.Background(), fixedWorkload(t, int(0.7*capRPS*21), in, out), run, opts)
+	info, err = Run(context.Background(), fixedWorkload(t, int(0.7*capRPS*(underload.Seconds()+1)), in, out), run, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

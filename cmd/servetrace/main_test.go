@@ -68,7 +68,7 @@ var modelCacheDir string
 // and fitting it through the CLI the first time. The fit skips the
 // latent-rate layer: its simulations take a minute under -race, and these
 // tests are about the pipeline, not the arrival model
-// (TestPipelineThroughTheCLI and the synth package fit it).
+// (TestLongPipelineThroughTheCLI and the synth package fit it).
 func fittedModel(t *testing.T, dataset string) string {
 	t.Helper()
 	fittedModels.Lock()
@@ -232,7 +232,15 @@ func TestConvertSamplesRowCountsAndPrefixBlocks(t *testing.T) {
 	}
 }
 
-func TestPipelineThroughTheCLI(t *testing.T) {
+// TestLongPipelineThroughTheCLI runs convert, fit, generate, replay and
+// analyze on the Mooncake sample. Its prompts average 15k tokens, which the
+// simulator tokenizes: under -race that alone takes 20 s, so it runs
+// without -race in make test-timing; replay's races are checked by the
+// replay package's own tests.
+func TestLongPipelineThroughTheCLI(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("a long check: runs without -race in make test-timing")
+	}
 	dir := t.TempDir()
 	o := sim.DefaultOptions()
 	o.Engine.Cost, o.FailRate, o.Seed = sim.CostModel{IterBase: time.Millisecond}, 0.1, 5
@@ -353,7 +361,7 @@ func TestInterruptedReplayExitsNonZeroAndStaysAnalyzable(t *testing.T) {
 func TestSecretsNeverReachTheRunDir(t *testing.T) {
 	dir := t.TempDir()
 	target := startFastSim(t, nil)
-	wl := workloadViaCLI(t, dir, "mooncake-synthetic", "5s")
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "5s")
 	const key, secret = "sk-test-KEY-8f3a", "hdr-SECRET-19c2"
 	t.Setenv("MY_KEY", key)
 	code, _, errOut := runCLI(t, "replay", wl, "--target", target, "--speed", "50",

@@ -111,7 +111,9 @@ func encodedNeedles(name, secret string) map[string]string {
 // unless --allow-remote.
 func TestSecurityAudit(t *testing.T) {
 	dir := t.TempDir()
-	wl := workloadViaCLI(t, dir, "mooncake-synthetic", "5s")
+	// 30 s of the Azure code sample, the 20 prompts and more checked below,
+	// replayed 200 times faster: what is checked does not depend on timing.
+	wl := workloadViaCLI(t, dir, "azure-code-2023", "30s")
 	const key, headerSecret = "sk-audit-KEY-7d1e90b4", "hdr-AUDIT-3c5f77"
 	keyFile := filepath.Join(dir, "key")
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
@@ -123,7 +125,7 @@ func TestSecurityAudit(t *testing.T) {
 		hs := httptest.NewServer(srv)
 		defer hs.Close()
 		run := filepath.Join(dir, "run")
-		code, out, errOut := runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "50", "--api-key-file", keyFile,
+		code, out, errOut := runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "200", "--api-key-file", keyFile,
 			"--header", "X-Tenant-Token="+headerSecret, "--out", run)
 		if code != 0 {
 			t.Fatalf("replay: exit %d\n%s", code, errOut)
@@ -235,7 +237,7 @@ func TestSecurityAudit(t *testing.T) {
 		defer hs.Close()
 		for _, follow := range []bool{false, true} {
 			run := filepath.Join(dir, fmt.Sprintf("redirect-follow-%v", follow))
-			args := []string{"replay", wl, "--target", hs.URL, "--speed", "50", "--api-key-file", keyFile, "--header", "X-Tenant-Token=" + headerSecret, "--out", run}
+			args := []string{"replay", wl, "--target", hs.URL, "--speed", "200", "--api-key-file", keyFile, "--header", "X-Tenant-Token=" + headerSecret, "--out", run}
 			if follow {
 				args = append(args, "--follow-redirects") // another origin is still not followed
 			}
@@ -276,7 +278,7 @@ func TestSecurityAudit(t *testing.T) {
 		needles["the basic credential"] = base64.StdEncoding.EncodeToString([]byte("audit:" + pass))
 		run := filepath.Join(dir, "url-secrets")
 		code, out, errOut := runCLI(t, "replay", wl, "--target", target, "--metrics-url="+metrics, "--metrics-interval", "200ms",
-			"--speed", "50", "--api-key-file", keyFile, "--out", run)
+			"--speed", "200", "--api-key-file", keyFile, "--out", run)
 		if code != 0 {
 			t.Fatalf("replay: exit %d\n%s", code, errOut)
 		}
@@ -301,14 +303,14 @@ func TestSecurityAudit(t *testing.T) {
 	t.Run("https is verified unless --insecure", func(t *testing.T) {
 		hs := httptest.NewTLSServer(&hostileServer{})
 		defer hs.Close()
-		code, _, errOut := runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "50", "--out", filepath.Join(dir, "tls-refused"))
+		code, _, errOut := runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "200", "--out", filepath.Join(dir, "tls-refused"))
 		if code == 0 || !strings.Contains(errOut, "certificate") {
 			t.Errorf("untrusted certificate: exit %d, %q; want a failure naming the certificate", code, errOut)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "tls-refused", trace.RunInfoName)); err == nil {
 			t.Errorf("a refused endpoint left a run dir behind")
 		}
-		code, _, errOut = runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "50", "--insecure", "--out", filepath.Join(dir, "tls-insecure"))
+		code, _, errOut = runCLI(t, "replay", wl, "--target", hs.URL, "--speed", "200", "--insecure", "--out", filepath.Join(dir, "tls-insecure"))
 		if code != 0 {
 			t.Errorf("--insecure: exit %d, %s", code, errOut)
 		}
