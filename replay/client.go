@@ -472,6 +472,7 @@ const maxTokenEvents = maxUsageTokens
 // readStream consumes an SSE response.
 func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result, b behaviour) {
 	sse := newSSEReader(ctx, body, r.clock, b.readDelay)
+	defer sse.release()
 	var ev chunk.Event
 	sent := *res.SentNs
 	var events int64

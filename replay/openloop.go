@@ -269,14 +269,16 @@ func (r *Runner) waitUntilCoarse(ctx context.Context, ns int64) bool {
 }
 
 // Waiting stages of waitUntil: Go timers round up to about a millisecond
-// on Linux, so a timer takes the wait to coarseWait before the due time,
-// precise sleeps (nanosleep) of at most sleepSlice each to spinWait before
-// it, and yielding in a loop the rest. At a thousand requests a second every wait is under a
-// millisecond: yielding through all of it kept a core busy and starved the
-// requests' own goroutines on a small machine.
+// on Linux, so a timer takes the wait to coarseWait before the due time, a
+// precise sleep (nanosleep) to spinWait before it, and yielding in a loop
+// the rest, which absorbs the sleep's usual wake-up delay. Each wake-up
+// costs the client CPU, so the precise sleep is one sleep where other
+// processors can run the requests meanwhile; with a single processor a
+// sleeping thread would hold up every request, so it sleeps in slices of
+// sleepSlice, yielding between them.
 const (
 	coarseWait = int64(time.Millisecond)
-	spinWait   = int64(100 * time.Microsecond)
+	spinWait   = int64(50 * time.Microsecond)
 	sleepSlice = int64(100 * time.Microsecond)
 )
 
@@ -301,10 +303,13 @@ func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
 			}
 		case left > spinWait:
 			// A sleeping thread holds its processor: the requests just
-			// launched wait in its run queue. Yield to them first, and
-			// sleep in slices, yielding between them.
+			// launched wait in its run queue. Yield to them first.
 			runtime.Gosched()
-			sleepPrecise(time.Duration(min(left-spinWait, sleepSlice)))
+			d := left - spinWait
+			if runtime.GOMAXPROCS(0) == 1 {
+				d = min(d, sleepSlice)
+			}
+			sleepPrecise(time.Duration(d))
 		default:
 			runtime.Gosched()
 		}
