@@ -28,7 +28,7 @@ case_() {
   ./bin/servetrace convert "$out/$name.csv" --out "$out/$name-wl" >/dev/null
   ./bin/arrivallog serve -addr "127.0.0.1:$port" -chunks "$chunks" -log "$out/$name-arrivals.csv" 2>>"$out/arrivallog.err" &
   local server=$!
-  trap "kill $server 2>/dev/null" EXIT # a failed replay must not leave the server on its port
+  trap "kill $server 2>/dev/null || true" EXIT # a failed replay must not leave the server on its port
   for _ in $(seq 50); do curl -sf "$url/v1/models" >/dev/null 2>&1 && break; sleep 0.1; done
   /usr/bin/time -f "%U %S" -o "$out/$name.time" ./bin/servetrace replay "$out/$name-wl" --target "$url" --rate "$rate" --arrival constant \
     --api chat --stream true --max-requests "$n" --out "$out/$name-run" > "$out/$name.out" 2>&1
