@@ -282,6 +282,9 @@ const (
 	sleepSlice = int64(100 * time.Microsecond)
 )
 
+// preciseSleep is sleepPrecise; tests count its calls.
+var preciseSleep = sleepPrecise
+
 // waitUntil blocks until the run clock reaches ns, or ctx ends (checked
 // at least every coarseWait).
 func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
@@ -309,7 +312,7 @@ func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
 			if runtime.GOMAXPROCS(0) == 1 {
 				d = min(d, sleepSlice)
 			}
-			sleepPrecise(time.Duration(d))
+			preciseSleep(time.Duration(d))
 		default:
 			runtime.Gosched()
 		}
