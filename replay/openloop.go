@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -271,11 +272,13 @@ func (r *Runner) waitUntilCoarse(ctx context.Context, ns int64) bool {
 // Waiting stages of waitUntil: Go timers round up to about a millisecond
 // on Linux, so a timer takes the wait to coarseWait before the due time, a
 // precise sleep (nanosleep) to spinWait before it, and yielding in a loop
-// the rest, which absorbs the sleep's usual wake-up delay. Each wake-up
-// costs the client CPU, so the precise sleep is one sleep where other
-// processors can run the requests meanwhile; with a single processor a
-// sleeping thread would hold up every request, so it sleeps in slices of
-// sleepSlice, yielding between them.
+// the rest, which absorbs a wake-up up to spinWait late (about the median
+// delay on a virtual machine; docs/measurements.md). Each wake-up costs the
+// client CPU, so the precise sleep is one sleep where other processors can
+// run the requests meanwhile. With a single processor a sleeping thread
+// would hold up every request, and with the default timer slack one sleep
+// would wake past the spin, so then it sleeps in slices of sleepSlice,
+// yielding between them.
 const (
 	coarseWait = int64(time.Millisecond)
 	spinWait   = int64(50 * time.Microsecond)
@@ -285,9 +288,13 @@ const (
 // preciseSleep is sleepPrecise; tests count its calls.
 var preciseSleep = sleepPrecise
 
+// slackRefused is set when the kernel refuses sleepPrecise's timer slack.
+var slackRefused atomic.Bool
+
 // waitUntil blocks until the run clock reaches ns, or ctx ends (checked
 // at least every coarseWait).
 func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
+	oneSleep := runtime.GOMAXPROCS(0) > 1 && !slackRefused.Load()
 	for {
 		if ctx.Err() != nil {
 			return false
@@ -307,9 +314,14 @@ func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
 		case left > spinWait:
 			// A sleeping thread holds its processor: the requests just
 			// launched wait in its run queue. Yield to them first.
+			// The yield can take a while: measure again after it.
 			runtime.Gosched()
+			left = max(0, min(ns, maxScheduleNs)) - r.clock()
+			if left <= spinWait {
+				continue
+			}
 			d := left - spinWait
-			if runtime.GOMAXPROCS(0) == 1 {
+			if !oneSleep {
 				d = min(d, sleepSlice)
 			}
 			preciseSleep(time.Duration(d))

@@ -2,26 +2,33 @@ package replay
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // timerSlack is how late Linux may wake a sleeping thread so as to batch
-// wake-ups: 50 µs by default, a twentieth of a request's interval at 1,000
-// requests a second.
+// wake-ups. Its default, 50 µs, is the whole spin that follows waitUntil's
+// one sleep (spinWait), so sleepPrecise sets 1 µs on its thread. The slack
+// stays on that thread, and threads it starts inherit it: their other timed
+// waits wake a little more precisely, and nothing else changes.
 const timerSlack = time.Microsecond
 
 // sleepPrecise blocks the calling thread in nanosleep for d: Linux's high
-// resolution timers wake it within about the thread's timer slack (50 µs
-// by default), where a Go timer waits for the next millisecond tick of the
-// netpoller. The runtime hands the goroutine's processor to others while
-// it sleeps only when they have work queued behind it (the sysmon thread
-// retakes it), so callers sleep in short slices.
+// resolution timers wake it within about the thread's timer slack, where a
+// Go timer waits for the next millisecond tick of the netpoller. The
+// runtime hands the goroutine's processor to others while it sleeps only
+// when they have work queued behind it (the sysmon thread retakes it). If
+// the kernel refuses the slack, it says so in slackRefused and sleeps with
+// the default.
 func sleepPrecise(d time.Duration) bool {
-	// The slack is the thread's own and the goroutine may have moved to
-	// another thread since its last sleep, so it is set before each.
-	unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(timerSlack), 0, 0, 0)
+	// The slack is the thread's own: set it and sleep on one thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(timerSlack), 0, 0, 0) != nil {
+		slackRefused.Store(true)
+	}
 	ts := unix.NsecToTimespec(int64(d))
 	for {
 		var left unix.Timespec

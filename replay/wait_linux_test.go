@@ -11,40 +11,43 @@ import (
 )
 
 // TestWaitSleepsOncePerWaitWithProcessorsToSpare: with two processors a
-// wait under a millisecond starts with one precise sleep to spinWait
-// before the due time (each wake-up costs CPU); with one processor every
-// sleep is a slice of at most sleepSlice, so that the requests are not
-// held up behind a sleeping thread.
+// wait under a millisecond is one precise sleep to spinWait before the due
+// time (each wake-up costs CPU); with one processor every sleep is a slice
+// of at most sleepSlice, so that the requests are not held up behind a
+// sleeping thread.
 func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 	var asked []time.Duration
 	orig := preciseSleep
 	preciseSleep = func(d time.Duration) bool { asked = append(asked, d); return orig(d) }
 	defer func() { preciseSleep = orig }()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	const wait = 900 * time.Microsecond
-	for _, procs := range []int{2, 1} {
-		prev := runtime.GOMAXPROCS(procs)
+	wait900 := func(procs int) {
+		runtime.GOMAXPROCS(procs)
 		start := time.Now()
 		r := &Runner{start: start, clock: monotonicClock(start)}
 		asked = asked[:0]
 		r.waitUntil(context.Background(), r.clock()+int64(wait))
-		late := time.Since(start) - wait
-		runtime.GOMAXPROCS(prev)
-		if late < 0 {
+		if late := time.Since(start) - wait; late < 0 {
 			t.Errorf("GOMAXPROCS %d: woke %v early", procs, -late)
 		}
-		if len(asked) == 0 {
-			t.Errorf("GOMAXPROCS %d: no precise sleep in a %v wait", procs, wait)
-			continue
+	}
+	// Slices would ask for sleepSlice at most; the one sleep asks for
+	// about 850 µs, less only if the test stalled that long before it
+	// (a loaded machine can stall a thread for a millisecond): three tries.
+	for try := 1; ; try++ {
+		wait900(2)
+		if len(asked) == 1 && asked[0] > time.Duration(sleepSlice) {
+			break
 		}
-		// Slices would ask for sleepSlice at most; the one sleep asks for
-		// about 850 µs, less only if the test was stalled that long
-		// between setting the due time and sleeping.
-		switch {
-		case procs > 1 && asked[0] <= time.Duration(sleepSlice):
-			t.Errorf("GOMAXPROCS %d: first sleep %v of a %v wait, want one sleep longer than a %v slice", procs, asked[0], wait, time.Duration(sleepSlice))
-		case procs == 1 && slices.Max(asked) > time.Duration(sleepSlice):
-			t.Errorf("GOMAXPROCS 1: sleeps %v, want slices of at most %v", asked, time.Duration(sleepSlice))
+		if try == 3 {
+			t.Errorf("GOMAXPROCS 2: sleeps %v in a %v wait, want one longer than a %v slice", asked, wait, time.Duration(sleepSlice))
+			break
 		}
+	}
+	wait900(1)
+	if len(asked) > 0 && slices.Max(asked) > time.Duration(sleepSlice) {
+		t.Errorf("GOMAXPROCS 1: sleeps %v, want slices of at most %v", asked, time.Duration(sleepSlice))
 	}
 }
 
