@@ -274,11 +274,13 @@ func (r *Runner) waitUntilCoarse(ctx context.Context, ns int64) bool {
 // precise sleep (nanosleep) to spinWait before it, and yielding in a loop
 // the rest, which absorbs a wake-up up to spinWait late (about the median
 // delay on a virtual machine; docs/measurements.md). Each wake-up costs the
-// client CPU, so the precise sleep is one sleep where other processors can
-// run the requests meanwhile. With a single processor a sleeping thread
-// would hold up every request, and with the default timer slack one sleep
-// would wake past the spin, so then it sleeps in slices of sleepSlice,
-// yielding between them.
+// client CPU, so the precise sleep is one long sleep where that leaves a
+// processor to run the requests meanwhile (a sleeping thread holds its
+// own): at most GOMAXPROCS−1 threads sleep long at once. The other waits,
+// for example session turns while the scheduler sleeps, or every wait with
+// a single processor, sleep in slices of sleepSlice, yielding between
+// them; so do all waits when the kernel refuses the timer slack, since one
+// sleep would then wake past the spin.
 const (
 	coarseWait = int64(time.Millisecond)
 	spinWait   = int64(50 * time.Microsecond)
@@ -291,10 +293,14 @@ var preciseSleep = sleepPrecise
 // slackRefused is set when the kernel refuses sleepPrecise's timer slack.
 var slackRefused atomic.Bool
 
+// longSleepers counts the threads in a long precise sleep now, across
+// runners: processors are the process's.
+var longSleepers atomic.Int32
+
 // waitUntil blocks until the run clock reaches ns, or ctx ends (checked
 // at least every coarseWait).
 func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
-	oneSleep := runtime.GOMAXPROCS(0) > 1 && !slackRefused.Load()
+	procs := int32(runtime.GOMAXPROCS(0))
 	for {
 		if ctx.Err() != nil {
 			return false
@@ -313,18 +319,25 @@ func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
 			}
 		case left > spinWait:
 			// A sleeping thread holds its processor: the requests just
-			// launched wait in its run queue. Yield to them first.
-			// The yield can take a while: measure again after it.
+			// launched wait in its run queue. Yield to them first, and
+			// measure again after, since the yield can take a while.
 			runtime.Gosched()
 			left = max(0, min(ns, maxScheduleNs)) - r.clock()
 			if left <= spinWait {
 				continue
 			}
-			d := left - spinWait
-			if !oneSleep {
-				d = min(d, sleepSlice)
+			d := time.Duration(left - spinWait)
+			if !slackRefused.Load() {
+				long := longSleepers.Add(1) < procs
+				if long {
+					preciseSleep(d)
+				}
+				longSleepers.Add(-1)
+				if long {
+					continue
+				}
 			}
-			preciseSleep(time.Duration(d))
+			preciseSleep(min(d, time.Duration(sleepSlice)))
 		default:
 			runtime.Gosched()
 		}

@@ -12,9 +12,9 @@ import (
 
 // TestWaitSleepsOncePerWaitWithProcessorsToSpare: with two processors a
 // wait under a millisecond is one precise sleep to spinWait before the due
-// time (each wake-up costs CPU); with one processor every sleep is a slice
-// of at most sleepSlice, so that the requests are not held up behind a
-// sleeping thread.
+// time (each wake-up costs CPU); with one processor, or with another thread
+// already in a long sleep, every sleep is a slice of at most sleepSlice,
+// so that the requests are not held up behind sleeping threads.
 func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 	var asked []time.Duration
 	orig := preciseSleep
@@ -48,6 +48,17 @@ func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 	wait900(1)
 	if len(asked) > 0 && slices.Max(asked) > time.Duration(sleepSlice) {
 		t.Errorf("GOMAXPROCS 1: sleeps %v, want slices of at most %v", asked, time.Duration(sleepSlice))
+	}
+	// Another thread in a long sleep already: with two processors a
+	// second would leave none for the requests.
+	longSleepers.Add(1)
+	wait900(2)
+	longSleepers.Add(-1)
+	if len(asked) > 0 && slices.Max(asked) > time.Duration(sleepSlice) {
+		t.Errorf("GOMAXPROCS 2, one thread asleep long: sleeps %v, want slices of at most %v", asked, time.Duration(sleepSlice))
+	}
+	if n := longSleepers.Load(); n != 0 {
+		t.Errorf("%d long sleepers counted after the waits", n)
 	}
 }
 
