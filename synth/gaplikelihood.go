@@ -6,16 +6,19 @@ import "math"
 // evaluation needs: the exact gaps' count, sum and sum of logs (sufficient
 // for the Gamma law, so an evaluation costs O(1)), their logs (the Weibull's
 // Σ (x/λ)^k costs one exp per gap, not a Pow and two Logs), and the
-// interval-censored gaps, which still take two CDFs each. It equals
-// renewalNLL up to rounding; the optimiser evaluates it hundreds of times.
+// interval-censored gaps, which still take two CDFs each. It equals the
+// law's own log densities and CDFs summed gap by gap, up to rounding
+// (TestGapLikelihoodMatchesLaws); the optimiser evaluates it hundreds of
+// times.
 type gapLikelihood struct {
 	n, sum, sumLog float64
 	logs           []float64
 	censored       []gapObs
 }
 
-// newGapLikelihood splits obs as renewalNLL does: with censored set, a gap
-// below twice its resolution is censored; every other gap is exact, at least
+// newGapLikelihood splits obs: with censored set, a gap below twice its
+// resolution is interval-censored (the observed gap g only says the true
+// one lies in [max(0, g−res), g+res]); every other gap is exact, at least
 // 1e-12.
 func newGapLikelihood(obs []gapObs, censored bool) *gapLikelihood {
 	g := &gapLikelihood{logs: make([]float64, 0, len(obs))}
