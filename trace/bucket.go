@@ -77,10 +77,13 @@ type BucketWriter struct {
 	opts  WriterOptions
 	tag   string
 	seq   int
-	buf   map[string]*partBuf // partition path -> rows
+	buf   map[string]*requestBuffer // partition path -> rows
 	nbuf  int
-	// pw writes every part with one reusable Parquet writer.
-	pw *partWriter[Request]
+	// spare holds emptied buffers for the next partitions.
+	spare []*requestBuffer
+	row   Request
+	// pw writes every part, column by column, reusing its buffers.
+	pw *requestPartWriter
 	// lastHour and lastDir cache the partition path of the last row's hour.
 	lastHour int64
 	lastDir  string
@@ -130,7 +133,7 @@ func NewBucketWriter(dir string, opts WriterOptions) (*BucketWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &BucketWriter{dir: dir, final: final, opts: opts, tag: writerTag(opts.Deterministic), buf: map[string]*partBuf{},
+	w := &BucketWriter{dir: dir, final: final, opts: opts, tag: writerTag(opts.Deterministic), buf: map[string]*requestBuffer{},
 		manifestName: manifestName, rejectsName: rejectsName, lock: lock}
 	if err := w.checkExisting(); err != nil {
 		lock.release()
@@ -224,52 +227,7 @@ func (w *BucketWriter) partitionOf(ts int64) string {
 	return w.lastDir
 }
 
-// partBuf holds a partition's buffered rows in fixed-size chunks, so that
-// growing it never copies what it holds (rows are some 300 bytes each).
-// It notes whether the rows came in time order (a sorted log, a
-// generated workload): those are written chunk by chunk, neither joined
-// nor sorted.
-type partBuf struct {
-	chunks   [][]Request
-	n        int
-	unsorted bool
-	lastTS   int64
-}
-
-const partChunkRows = 4096
-
-func (b *partBuf) add(r *Request) {
-	if len(b.chunks) == 0 || len(b.chunks[len(b.chunks)-1]) == partChunkRows {
-		b.chunks = append(b.chunks, make([]Request, 0, partChunkRows))
-	}
-	if b.n > 0 && r.TS < b.lastTS {
-		b.unsorted = true
-	}
-	b.lastTS = r.TS
-	last := &b.chunks[len(b.chunks)-1]
-	*last = append(*last, *r)
-	b.n++
-}
-
-// sorted returns the buffered rows in ts order (ties in arrival order), as
-// chunks: the chunks themselves when they came in order, else one sorted
-// copy.
-func (b *partBuf) sorted() [][]Request {
-	if b == nil || b.n == 0 {
-		return nil
-	}
-	if !b.unsorted {
-		return b.chunks
-	}
-	out := make([]Request, 0, b.n)
-	for _, c := range b.chunks {
-		out = append(out, c...)
-	}
-	slices.SortStableFunc(out, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
-	return [][]Request{out}
-}
-
-// Write adds one request. Its slices are kept, not copied.
+// Write adds one request. Its strings are kept; the rest is copied.
 func (w *BucketWriter) Write(r Request) error {
 	if w.closed {
 		return errors.New("trace: write to a closed bucket writer")
@@ -277,10 +235,14 @@ func (w *BucketWriter) Write(r Request) error {
 	p := w.partitionOf(r.TS)
 	pb := w.buf[p]
 	if pb == nil {
-		pb = &partBuf{}
+		var err error
+		if pb, err = w.newBuffer(); err != nil {
+			return err
+		}
 		w.buf[p] = pb
 	}
-	pb.add(&r)
+	w.row = r // r itself would escape to the heap through the buffer's interfaces
+	pb.add(&w.row)
 	w.nbuf++
 	if pb.n >= w.opts.PartRows {
 		return w.flushPartition(p)
@@ -329,28 +291,49 @@ func (w *BucketWriter) Rows() int64 {
 	return n
 }
 
+// newBuffer returns an empty partition buffer, a spare one if any.
+func (w *BucketWriter) newBuffer() (*requestBuffer, error) {
+	if n := len(w.spare); n > 0 {
+		b := w.spare[n-1]
+		w.spare = w.spare[:n-1]
+		return b, nil
+	}
+	l, err := requestLayoutOf()
+	if err != nil {
+		return nil, err
+	}
+	return newRequestBuffer(l), nil
+}
+
 func (w *BucketWriter) flushPartition(p string) error {
 	pb := w.buf[p]
-	chunks := pb.sorted()
 	delete(w.buf, p)
-	if len(chunks) == 0 {
+	if pb == nil || pb.n == 0 {
 		return nil
 	}
+	pb.sort()
 	w.nbuf -= pb.n
 	rel := filepath.Join(p, fmt.Sprintf("part-%s-%05d.parquet", w.tag, w.seq))
 	w.seq++
 	if w.pw == nil {
-		w.pw = &partWriter[Request]{rowGroupRows: w.opts.RowGroupRows}
+		pw, err := newRequestPartWriter(w.opts.RowGroupRows)
+		if err != nil {
+			return err
+		}
+		w.pw = pw
 	}
 	ctx := w.opts.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := w.pw.writeChunks(ctx, filepath.Join(w.stage, rel), chunks); err != nil {
+	if err := w.pw.writeBuffer(ctx, filepath.Join(w.stage, rel), pb); err != nil {
 		return err
 	}
-	last := chunks[len(chunks)-1]
-	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(pb.n), MinTS: chunks[0][0].TS, MaxTS: last[len(last)-1].TS})
+	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(pb.n), MinTS: pb.minTS, MaxTS: pb.maxTS})
+	pb.reset()
+	if len(w.spare) < 2 {
+		w.spare = append(w.spare, pb)
+	}
 	return nil
 }
 

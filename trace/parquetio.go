@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
 // DefaultRowGroupRows is the number of rows per Parquet row group.
@@ -39,70 +37,45 @@ func (pw *partWriter[T]) write(ctx context.Context, path string, rows []T) error
 }
 
 // writeChunks writes the rows of chunks, in order, as the part at path.
-func (pw *partWriter[T]) writeChunks(ctx context.Context, path string, chunks [][]T) (err error) {
+func (pw *partWriter[T]) writeChunks(ctx context.Context, path string, chunks [][]T) error {
 	if pw.rowGroupRows <= 0 {
 		pw.rowGroupRows = DefaultRowGroupRows
 	}
-	dir, base := filepath.Split(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create directory %s: %w", dir, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("create temporary part in %s: %w", dir, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			pw.w = nil // a writer that failed mid-file is not reused
+	err := writeFileAtomic(path, func(f *os.File) error {
+		if pw.w == nil {
+			pw.w = parquet.NewGenericWriter[T](f, parquetWriterOptions(pw.rowGroupRows)...)
+		} else {
+			pw.w.Reset(f)
 		}
-	}()
-	if pw.w == nil {
-		pw.w = parquet.NewGenericWriter[T](tmp,
-			parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
-			parquet.MaxRowsPerRowGroup(int64(pw.rowGroupRows)),
-			parquet.CreatedBy("servetrace", ToolVersion, ""),
-		)
-	} else {
-		pw.w.Reset(tmp)
-	}
-	w := pw.w
-	inGroup := 0
-	for _, rows := range chunks {
-		for len(rows) > 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			k := min(len(rows), pw.rowGroupRows-inGroup)
-			if _, err := w.Write(rows[:k]); err != nil {
-				return fmt.Errorf("write parquet rows to %s: %w", path, err)
-			}
-			rows, inGroup = rows[k:], inGroup+k
-			if inGroup == pw.rowGroupRows {
-				if err := w.Flush(); err != nil {
-					return fmt.Errorf("flush row group to %s: %w", path, err)
+		w := pw.w
+		inGroup := 0
+		for _, rows := range chunks {
+			for len(rows) > 0 {
+				if err := ctx.Err(); err != nil {
+					return err
 				}
-				inGroup = 0
+				k := min(len(rows), pw.rowGroupRows-inGroup)
+				if _, err := w.Write(rows[:k]); err != nil {
+					return fmt.Errorf("write parquet rows to %s: %w", path, err)
+				}
+				rows, inGroup = rows[k:], inGroup+k
+				if inGroup == pw.rowGroupRows {
+					if err := w.Flush(); err != nil {
+						return fmt.Errorf("flush row group to %s: %w", path, err)
+					}
+					inGroup = 0
+				}
 			}
 		}
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("finish parquet file %s: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		pw.w = nil // a writer that failed mid-file is not reused
 	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("finish parquet file %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Chmod(tmp.Name(), filePerm()); err != nil { // CreateTemp made it 0600
-		return fmt.Errorf("set the mode of %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename part into place as %s: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 // openParts counts the part files open for reading: Scan's bound on them

@@ -24,26 +24,31 @@ type requestColumn struct {
 	// distinct marks a column whose values rarely repeat (request ids):
 	// its pages are not checked for one repeated value.
 	distinct bool
+	// buffer makes the column's buffer for the encoder (requestgather.go).
+	buffer func() bufferedColumn
 }
 
-// The helpers build a requestColumn for one Go field type; value reads
-// the field's Go value out of a parquet value of the column.
+// The helpers build a requestColumn for one Go field type from the field's
+// accessor, which serves both directions; value reads the field's Go value
+// out of a parquet value of the column.
 
-func scalarCol[V any](path string, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *V) requestColumn {
-	return requestColumn{path: path, set: func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = value(v, c) }}
+func scalarCol[V comparable](path string, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *V) requestColumn {
+	return requestColumn{path: path, set: func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = value(v, c) },
+		buffer: func() bufferedColumn { return newScalarBuffer(f) }}
 }
 
 func optCol[V any](path string, value func(*parquet.Value, *decodedColumn) V, f func(*Request) **V) requestColumn {
 	return requestColumn{path: path, set: func(r *Request, v *parquet.Value, c *decodedColumn) {
 		x := value(v, c)
 		*f(r) = &x
-	}}
+	}, buffer: func() bufferedColumn { return newOptionalBuffer(f) }}
 }
 
 func listCol[V any](path string, value func(*parquet.Value, *decodedColumn) V, f func(*Request) *[]V) requestColumn {
 	return requestColumn{path: path + ".list.element",
-		set:   func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = append(*f(r), value(v, c)) },
-		empty: func(r *Request) { *f(r) = []V{} }}
+		set:    func(r *Request, v *parquet.Value, c *decodedColumn) { *f(r) = append(*f(r), value(v, c)) },
+		empty:  func(r *Request) { *f(r) = []V{} },
+		buffer: func() bufferedColumn { return newListBuffer(f) }}
 }
 
 func distinctCol(c requestColumn) requestColumn {

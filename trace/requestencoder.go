@@ -1,0 +1,634 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/encoding/delta"
+	"github.com/parquet-go/parquet-go/encoding/rle"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// Data pages end on a row once they hold pageRows rows or, for a list
+// column, pageEntries level entries: about parquet-go's page size, so a
+// reader holds as much of a part at a time as before.
+const (
+	pageRows    = 32 << 10
+	pageEntries = 64 << 10
+)
+
+// requestLayout is what the column encoder needs of the request record:
+// each leaf column in file order, and the footer's schema, column orders
+// and creator, taken from a file parquet-go's own writer made, so a part
+// from either writer has one schema.
+type requestLayout struct {
+	cols         []layoutColumn
+	schema       []format.SchemaElement
+	columnOrders []format.ColumnOrder
+	createdBy    string
+	version      int32
+}
+
+// layoutColumn is one leaf column: its place, type, levels and encoding.
+type layoutColumn struct {
+	spec           *requestColumn
+	path           []string
+	kind           parquet.Kind
+	maxDef, maxRep int
+	// dict: dictionary-encoded (RLE_DICTIONARY data pages after a PLAIN
+	// dictionary page); delta: DELTA_BINARY_PACKED; otherwise PLAIN.
+	dict, delta bool
+}
+
+// requestLayoutOf builds the layout once per process.
+var requestLayoutOf = sync.OnceValues(buildRequestLayout)
+
+// parquetWriterOptions are the options of every part servetrace writes.
+func parquetWriterOptions(rowGroupRows int) []parquet.WriterOption {
+	return []parquet.WriterOption{
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.MaxRowsPerRowGroup(int64(rowGroupRows)),
+		parquet.CreatedBy("servetrace", ToolVersion, ""),
+	}
+}
+
+func buildRequestLayout() (*requestLayout, error) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[Request](&buf, parquetWriterOptions(DefaultRowGroupRows)...)
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("request layout: %w", err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		return nil, fmt.Errorf("request layout: %w", err)
+	}
+	md := f.Metadata()
+	l := &requestLayout{schema: slices.Clone(md.Schema), columnOrders: slices.Clone(md.ColumnOrders),
+		createdBy: strings.Clone(md.CreatedBy), version: md.Version}
+	for i := range l.schema { // the names may point into buf
+		l.schema[i].Name = strings.Clone(l.schema[i].Name)
+	}
+	byPath := make(map[string]*requestColumn, len(requestColumns))
+	for i := range requestColumns {
+		byPath[requestColumns[i].path] = &requestColumns[i]
+	}
+	for _, path := range requestSchema.Columns() {
+		name := strings.Join(path, ".")
+		leaf, _ := requestSchema.Lookup(path...)
+		spec := byPath[name]
+		if spec == nil || spec.buffer == nil {
+			return nil, fmt.Errorf("request layout: column %s has no entry in requestColumns", name)
+		}
+		c := layoutColumn{spec: spec, path: path, kind: leaf.Node.Type().Kind(),
+			maxDef: leaf.MaxDefinitionLevel, maxRep: leaf.MaxRepetitionLevel}
+		if enc := leaf.Node.Encoding(); enc != nil {
+			switch enc.Encoding() {
+			case format.RLEDictionary:
+				c.dict = true
+			case format.DeltaBinaryPacked:
+				c.delta = true
+			case format.Plain:
+			default:
+				return nil, fmt.Errorf("request layout: column %s asks for %v, which the encoder does not write", name, enc)
+			}
+		}
+		switch {
+		case c.dict && (c.kind != parquet.ByteArray || c.maxRep > 0):
+			return nil, fmt.Errorf("request layout: column %s: dictionary encoding only for string columns outside lists", name)
+		case c.delta && c.kind != parquet.Int64 && c.kind != parquet.Int32:
+			return nil, fmt.Errorf("request layout: column %s: delta encoding only for integers", name)
+		case c.maxRep > 1 || c.maxDef > 1:
+			return nil, fmt.Errorf("request layout: column %s nests deeper than the encoder writes", name)
+		}
+		switch c.kind {
+		case parquet.Int64, parquet.Int32, parquet.Double, parquet.Boolean, parquet.ByteArray:
+		default:
+			return nil, fmt.Errorf("request layout: column %s is of type %v, which the encoder does not write", name, c.kind)
+		}
+		l.cols = append(l.cols, c)
+	}
+	if len(l.columnOrders) != len(l.cols) {
+		return nil, fmt.Errorf("request layout: %d column orders for %d columns", len(l.columnOrders), len(l.cols))
+	}
+	return l, nil
+}
+
+// requestPartWriter writes request parts from a requestBuffer column by
+// column: each leaf column's pages are taken from its buffer as a typed
+// slice, encoded as the record's struct tags ask, compressed with zstd and
+// written as version-2 data pages. parquet-go's generic writer spent most
+// of a conversion walking each row's ~50 mostly empty fields. Its buffers
+// are reused from part to part.
+type requestPartWriter struct {
+	rowGroupRows int
+	layout       *requestLayout
+	codec        zstd.Codec
+
+	out  *bufio.Writer
+	off  int64
+	cv   columnValues
+	dict map[string]int32
+	// words holds a dictionary column's entries in index order.
+	words           []string
+	idx             []int32
+	reps, defs, raw []byte
+	comp            []byte
+	hdrBuf          bytes.Buffer
+	enc             *thrift.Encoder
+}
+
+func newRequestPartWriter(rowGroupRows int) (*requestPartWriter, error) {
+	layout, err := requestLayoutOf()
+	if err != nil {
+		return nil, err
+	}
+	if rowGroupRows <= 0 {
+		rowGroupRows = DefaultRowGroupRows
+	}
+	pw := &requestPartWriter{rowGroupRows: rowGroupRows, layout: layout, codec: zstd.Codec{Level: zstd.SpeedFastest},
+		dict: map[string]int32{}}
+	pw.enc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&pw.hdrBuf))
+	return pw, nil
+}
+
+// writeBuffer writes the rows of buf, in order, as the part at path,
+// stopping with ctx's error between row groups once ctx ends.
+func (pw *requestPartWriter) writeBuffer(ctx context.Context, path string, buf *requestBuffer) error {
+	return writeFileAtomic(path, func(f *os.File) error {
+		if pw.out == nil {
+			pw.out = bufio.NewWriterSize(f, 1<<20)
+		} else {
+			pw.out.Reset(f)
+		}
+		defer pw.out.Reset(nil) // drop the file
+		if err := pw.writeFile(ctx, buf); err != nil {
+			return fmt.Errorf("write parquet rows to %s: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// writeFile writes the whole Parquet file to pw.out.
+func (pw *requestPartWriter) writeFile(ctx context.Context, buf *requestBuffer) error {
+	pw.off = 0
+	if err := pw.write([]byte("PAR1")); err != nil {
+		return err
+	}
+	md := format.FileMetaData{Version: pw.layout.version, Schema: pw.layout.schema,
+		CreatedBy: pw.layout.createdBy, ColumnOrders: pw.layout.columnOrders}
+	for lo := 0; lo < buf.n; lo += pw.rowGroupRows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rg, err := pw.writeRowGroup(buf, lo, min(lo+pw.rowGroupRows, buf.n), len(md.RowGroups))
+		if err != nil {
+			return err
+		}
+		md.NumRows += rg.NumRows
+		md.RowGroups = append(md.RowGroups, rg)
+	}
+	pw.hdrBuf.Reset()
+	if err := pw.enc.Encode(&md); err != nil {
+		return fmt.Errorf("encode the footer: %w", err)
+	}
+	footer := binary.LittleEndian.AppendUint32(pw.hdrBuf.Bytes(), uint32(pw.hdrBuf.Len()))
+	if err := pw.write(append(footer, "PAR1"...)); err != nil {
+		return err
+	}
+	return pw.out.Flush()
+}
+
+func (pw *requestPartWriter) write(b []byte) error {
+	n, err := pw.out.Write(b)
+	pw.off += int64(n)
+	return err
+}
+
+// writeRowGroup writes every column chunk of rows lo to hi of buf.
+func (pw *requestPartWriter) writeRowGroup(buf *requestBuffer, lo, hi, ordinal int) (format.RowGroup, error) {
+	rg := format.RowGroup{FileOffset: pw.off, Ordinal: int16(ordinal), NumRows: int64(hi - lo)}
+	for i := range pw.layout.cols {
+		cc, err := pw.writeColumn(&pw.layout.cols[i], buf.cols[i], lo, hi)
+		if err != nil {
+			return rg, fmt.Errorf("column %s: %w", pw.layout.cols[i].spec.path, err)
+		}
+		rg.Columns = append(rg.Columns, cc)
+		rg.TotalByteSize += cc.MetaData.TotalUncompressedSize
+		rg.TotalCompressedSize += cc.MetaData.TotalCompressedSize
+	}
+	return rg, nil
+}
+
+// columnChunk is the bookkeeping of one column chunk being written.
+type columnChunk struct {
+	meta  format.ColumnMetaData
+	stats columnStats
+	pages int32
+	// start is where the chunk's first page begins, dataStart its first
+	// data page (after the dictionary page, if any).
+	start, dataStart int64
+}
+
+// writeColumn writes the column chunk of col, buffered in bc, for rows lo
+// to hi.
+func (pw *requestPartWriter) writeColumn(col *layoutColumn, bc bufferedColumn, lo, hi int) (format.ColumnChunk, error) {
+	cc := columnChunk{start: pw.off, meta: format.ColumnMetaData{Type: format.Type(col.kind), PathInSchema: col.path, Codec: format.Zstd}}
+	var err error
+	if col.dict {
+		err = pw.writeDictColumn(col, bc, lo, hi, &cc)
+	} else {
+		err = pw.writePlainColumn(col, bc, lo, hi, &cc)
+	}
+	if err != nil {
+		return format.ColumnChunk{}, err
+	}
+	m := &cc.meta
+	if col.maxDef > 0 || col.maxRep > 0 {
+		m.Encoding = append(m.Encoding, format.RLE)
+	}
+	dataEnc := format.Plain
+	switch {
+	case col.dict:
+		m.Encoding = append(m.Encoding, format.Plain)
+		dataEnc = format.RLEDictionary
+	case col.delta:
+		dataEnc = format.DeltaBinaryPacked
+	}
+	m.Encoding = append(m.Encoding, dataEnc)
+	slices.Sort(m.Encoding)
+	m.Encoding = slices.Compact(m.Encoding)
+	m.EncodingStats = append(m.EncodingStats, format.PageEncodingStats{PageType: format.DataPageV2, Encoding: dataEnc, Count: cc.pages})
+	m.DataPageOffset = cc.dataStart
+	if col.dict {
+		m.EncodingStats = append([]format.PageEncodingStats{{PageType: format.DictionaryPage, Encoding: format.Plain, Count: 1}}, m.EncodingStats...)
+		m.DictionaryPageOffset = cc.start
+	}
+	m.Statistics = cc.stats.format(col)
+	return format.ColumnChunk{MetaData: cc.meta}, nil
+}
+
+// writePlainColumn writes a column without a dictionary, a page at a time.
+func (pw *requestPartWriter) writePlainColumn(col *layoutColumn, bc bufferedColumn, lo, hi int, cc *columnChunk) error {
+	maxEntries := pageRows
+	if col.maxRep > 0 {
+		maxEntries = pageEntries
+	}
+	for lo < hi {
+		pw.cv.reset()
+		rows := bc.page(lo, min(hi, lo+pageRows), &pw.cv, maxEntries)
+		lo += rows
+		cc.stats.add(col, &pw.cv)
+		raw, enc, err := pw.encodeValues(col, &pw.cv)
+		if err != nil {
+			return err
+		}
+		if err := pw.writeDataPage(col, cc, rows, pw.cv.entries, pw.cv.values(), pw.cv.defs, pw.cv.reps, raw, enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeDictColumn writes a string column as a dictionary of the row
+// group's distinct values, then pages of indices into it.
+func (pw *requestPartWriter) writeDictColumn(col *layoutColumn, bc bufferedColumn, lo, hi int, cc *columnChunk) error {
+	pw.cv.reset()
+	bc.page(lo, hi, &pw.cv, math.MaxInt)
+	clear(pw.dict)
+	pw.words, pw.idx = pw.words[:0], pw.idx[:0]
+	last, lastIdx := "", int32(-1)
+	for _, s := range pw.cv.strs {
+		if lastIdx < 0 || s != last {
+			i, ok := pw.dict[s]
+			if !ok {
+				i = int32(len(pw.words))
+				pw.dict[s] = i
+				pw.words = append(pw.words, s)
+			}
+			last, lastIdx = s, i
+		}
+		pw.idx = append(pw.idx, lastIdx)
+	}
+	pw.raw = pw.raw[:0]
+	for _, w := range pw.words {
+		pw.raw = binary.LittleEndian.AppendUint32(pw.raw, uint32(len(w)))
+		pw.raw = append(pw.raw, w...)
+	}
+	if err := pw.writeDictPage(cc, len(pw.words), pw.raw); err != nil {
+		return err
+	}
+	cc.stats.nulls += int64(pw.cv.entries - len(pw.cv.strs))
+	cc.stats.strings(pw.words)
+	clear(pw.words)
+	var dictEnc rle.DictionaryEncoding
+	rows, vals := len(pw.cv.strs), 0
+	if col.maxDef > 0 {
+		rows = len(pw.cv.defs)
+	}
+	for lo := 0; lo < rows; lo += pageRows {
+		hi := min(lo+pageRows, rows)
+		var defs []uint8
+		n := hi - lo
+		if col.maxDef > 0 {
+			defs = pw.cv.defs[lo:hi]
+			n = 0
+			for _, d := range defs {
+				n += int(d)
+			}
+		}
+		var err error
+		if pw.raw, err = dictEnc.EncodeInt32(pw.raw, pw.idx[vals:vals+n]); err != nil {
+			return err
+		}
+		if err := pw.writeDataPage(col, cc, hi-lo, hi-lo, n, defs, nil, pw.raw, format.RLEDictionary); err != nil {
+			return err
+		}
+		vals += n
+	}
+	return nil
+}
+
+// encodeValues encodes the present values of cv as col's data pages hold
+// them, into pw.raw.
+func (pw *requestPartWriter) encodeValues(col *layoutColumn, cv *columnValues) ([]byte, format.Encoding, error) {
+	b := pw.raw[:0]
+	switch col.kind {
+	case parquet.Int64:
+		if col.delta {
+			var enc delta.BinaryPackedEncoding
+			b, err := enc.EncodeInt64(b, cv.i64)
+			pw.raw = b
+			return b, format.DeltaBinaryPacked, err
+		}
+		for _, v := range cv.i64 {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+	case parquet.Int32:
+		if col.delta {
+			var enc delta.BinaryPackedEncoding
+			b, err := enc.EncodeInt32(b, cv.i32)
+			pw.raw = b
+			return b, format.DeltaBinaryPacked, err
+		}
+		for _, v := range cv.i32 {
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		}
+	case parquet.Double:
+		for _, v := range cv.f64 {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+	case parquet.Boolean:
+		b = slices.Grow(b, (len(cv.bools)+7)/8)[:(len(cv.bools)+7)/8]
+		clear(b)
+		for i, v := range cv.bools {
+			if v {
+				b[i/8] |= 1 << (i % 8)
+			}
+		}
+	case parquet.ByteArray:
+		for _, s := range cv.strs {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+			b = append(b, s...)
+		}
+	}
+	pw.raw = b
+	return b, format.Plain, nil
+}
+
+// writeDictPage writes a dictionary page of n PLAIN-encoded values.
+func (pw *requestPartWriter) writeDictPage(cc *columnChunk, n int, raw []byte) error {
+	var err error
+	if pw.comp, err = pw.codec.Encode(pw.comp, raw); err != nil {
+		return fmt.Errorf("compress: %w", err)
+	}
+	h := format.PageHeader{Type: format.DictionaryPage, UncompressedPageSize: int32(len(raw)), CompressedPageSize: int32(len(pw.comp)),
+		CRC:                  int32(crc32.ChecksumIEEE(pw.comp)),
+		DictionaryPageHeader: thrift.New(format.DictionaryPageHeader{NumValues: int32(n), Encoding: format.Plain})}
+	return pw.writePage(cc, &h, len(raw), nil, nil, pw.comp)
+}
+
+// writeDataPage writes a version-2 data page: levels as they are, the
+// values compressed.
+func (pw *requestPartWriter) writeDataPage(col *layoutColumn, cc *columnChunk, rows, entries, values int, defs, reps []uint8, raw []byte, enc format.Encoding) error {
+	var err error
+	pw.reps, pw.defs = pw.reps[:0], pw.defs[:0]
+	if col.maxRep > 0 {
+		e := rle.Encoding{BitWidth: bits.Len(uint(col.maxRep))}
+		if pw.reps, err = e.EncodeLevels(pw.reps, reps); err != nil {
+			return err
+		}
+	}
+	if col.maxDef > 0 {
+		e := rle.Encoding{BitWidth: bits.Len(uint(col.maxDef))}
+		if pw.defs, err = e.EncodeLevels(pw.defs, defs); err != nil {
+			return err
+		}
+	}
+	if pw.comp, err = pw.codec.Encode(pw.comp, raw); err != nil {
+		return fmt.Errorf("compress: %w", err)
+	}
+	crc := crc32.Update(crc32.Update(crc32.ChecksumIEEE(pw.reps), crc32.IEEETable, pw.defs), crc32.IEEETable, pw.comp)
+	levels := len(pw.reps) + len(pw.defs)
+	nulls := entries - values
+	h := format.PageHeader{Type: format.DataPageV2, UncompressedPageSize: int32(levels + len(raw)), CompressedPageSize: int32(levels + len(pw.comp)),
+		CRC: int32(crc),
+		DataPageHeaderV2: thrift.New(format.DataPageHeaderV2{NumValues: int32(entries), NumNulls: int32(nulls), NumRows: int32(rows),
+			Encoding: enc, DefinitionLevelsByteLength: int32(len(pw.defs)), RepetitionLevelsByteLength: int32(len(pw.reps)),
+			IsCompressed: thrift.New(true), Statistics: format.Statistics{NullCount: int64(nulls)}})}
+	cc.meta.NumValues += int64(entries)
+	if cc.pages == 0 {
+		cc.dataStart = pw.off
+	}
+	cc.pages++
+	return pw.writePage(cc, &h, levels+len(raw), pw.reps, pw.defs, pw.comp)
+}
+
+// writePage writes a page header and its sections, counting its sizes
+// into the chunk's.
+func (pw *requestPartWriter) writePage(cc *columnChunk, h *format.PageHeader, uncompressed int, sections ...[]byte) error {
+	pw.hdrBuf.Reset()
+	if err := pw.enc.Encode(h); err != nil {
+		return fmt.Errorf("encode a page header: %w", err)
+	}
+	start := pw.off
+	if err := pw.write(pw.hdrBuf.Bytes()); err != nil {
+		return err
+	}
+	hdr := pw.off - start
+	for _, s := range sections {
+		if err := pw.write(s); err != nil {
+			return err
+		}
+	}
+	cc.meta.TotalUncompressedSize += hdr + int64(uncompressed)
+	cc.meta.TotalCompressedSize += pw.off - start
+	return nil
+}
+
+// columnStats are a column chunk's statistics: its nulls (empty lists
+// count as nulls, as parquet-go counts them) and, outside lists, its least
+// and greatest value, NaNs left out.
+type columnStats struct {
+	nulls      int64
+	has        bool
+	minI, maxI int64
+	minF, maxF float64
+	minS, maxS string
+}
+
+// add counts the nulls of cv and, outside lists, takes in its values'
+// bounds.
+func (st *columnStats) add(col *layoutColumn, cv *columnValues) {
+	st.nulls += int64(cv.entries - cv.values())
+	if col.maxRep > 0 {
+		return
+	}
+	switch col.kind {
+	case parquet.Int64:
+		st.ints(boundsOf(cv.i64, func(int64) bool { return true }))
+	case parquet.Int32:
+		lo, hi, ok := boundsOf(cv.i32, func(int32) bool { return true })
+		st.ints(int64(lo), int64(hi), ok)
+	case parquet.Boolean:
+		lo, hi, ok := true, false, false
+		for _, v := range cv.bools {
+			lo, hi, ok = lo && v, hi || v, true
+		}
+		st.ints(int64(boolByte(lo)), int64(boolByte(hi)), ok)
+	case parquet.Double:
+		lo, hi, ok := boundsOf(cv.f64, func(v float64) bool { return !math.IsNaN(v) })
+		if ok && !st.has {
+			st.minF, st.maxF, st.has = lo, hi, true
+		} else if ok {
+			st.minF, st.maxF = math.Min(st.minF, lo), math.Max(st.maxF, hi)
+		}
+	case parquet.ByteArray:
+		st.strings(cv.strs)
+	}
+}
+
+func (st *columnStats) ints(lo, hi int64, ok bool) {
+	switch {
+	case !ok:
+	case !st.has:
+		st.minI, st.maxI, st.has = lo, hi, true
+	default:
+		st.minI, st.maxI = min(st.minI, lo), max(st.maxI, hi)
+	}
+}
+
+func (st *columnStats) strings(vals []string) {
+	lo, hi, ok := boundsOf(vals, func(string) bool { return true })
+	switch {
+	case !ok:
+	case !st.has:
+		st.minS, st.maxS, st.has = lo, hi, true
+	default:
+		st.minS, st.maxS = min(st.minS, lo), max(st.maxS, hi)
+	}
+}
+
+// boundsOf returns the least and greatest of the values keep accepts.
+func boundsOf[T cmp.Ordered](vals []T, keep func(T) bool) (lo, hi T, ok bool) {
+	for _, v := range vals {
+		switch {
+		case !keep(v):
+		case !ok:
+			lo, hi, ok = v, v, true
+		case v < lo:
+			lo = v
+		case v > hi:
+			hi = v
+		}
+	}
+	return lo, hi, ok
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// format returns the statistics as the column metadata holds them; a zero
+// bound is written as -0 for the least and +0 for the greatest, as the
+// format asks of floating-point columns.
+func (st *columnStats) format(col *layoutColumn) format.Statistics {
+	s := format.Statistics{NullCount: st.nulls}
+	if !st.has {
+		return s
+	}
+	switch col.kind {
+	case parquet.Int64:
+		s.MinValue, s.MaxValue = binary.LittleEndian.AppendUint64(nil, uint64(st.minI)), binary.LittleEndian.AppendUint64(nil, uint64(st.maxI))
+	case parquet.Int32:
+		s.MinValue, s.MaxValue = binary.LittleEndian.AppendUint32(nil, uint32(st.minI)), binary.LittleEndian.AppendUint32(nil, uint32(st.maxI))
+	case parquet.Boolean:
+		s.MinValue, s.MaxValue = []byte{byte(st.minI)}, []byte{byte(st.maxI)}
+	case parquet.Double:
+		lo, hi := st.minF, st.maxF
+		if lo == 0 {
+			lo = math.Copysign(0, -1)
+		}
+		if hi == 0 {
+			hi = 0
+		}
+		s.MinValue, s.MaxValue = binary.LittleEndian.AppendUint64(nil, math.Float64bits(lo)), binary.LittleEndian.AppendUint64(nil, math.Float64bits(hi))
+	case parquet.ByteArray:
+		s.MinValue, s.MaxValue = []byte(st.minS), []byte(st.maxS)
+	}
+	return s
+}
+
+// writeFileAtomic writes path through write, atomically: into a hidden
+// temporary file in the same directory, synced and renamed into place, so
+// a crash never leaves a file under the final name that looks whole but is
+// not.
+func writeFileAtomic(path string, write func(*os.File) error) (err error) {
+	dir, base := filepath.Split(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("create temporary part in %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Chmod(tmp.Name(), filePerm()); err != nil { // CreateTemp made it 0600
+		return fmt.Errorf("set the mode of %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename part into place as %s: %w", path, err)
+	}
+	return nil
+}

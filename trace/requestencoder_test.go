@@ -1,0 +1,230 @@
+package trace
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// writeEncoded writes rows as a part through the column encoder, pushed
+// into a request buffer the way a bucket writer does.
+func writeEncoded(t *testing.T, path string, rows []Request, rowGroupRows int) {
+	t.Helper()
+	l, err := requestLayoutOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newRequestBuffer(l)
+	for i := range rows {
+		b.add(&rows[i])
+	}
+	b.sort()
+	pw, err := newRequestPartWriter(rowGroupRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.writeBuffer(context.Background(), path, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// encoderCases are rows that exercise every column: random values with
+// nulls, empty and long lists (pages that end on the entry bound) and
+// runs of one row (pages of one value); and 70k small rows, whose row
+// groups hold more than one page of each column.
+func encoderCases() map[string][]Request {
+	rng := rand.New(rand.NewPCG(5, 6))
+	mixed := make([]Request, 5000)
+	for i := range mixed {
+		randomFill(reflect.ValueOf(&mixed[i]).Elem(), rng, 400)
+	}
+	var full Request
+	randomFill(reflect.ValueOf(&full).Elem(), rng, 3)
+	for i := range mixed {
+		id, ts := mixed[i].RequestID, mixed[i].TS
+		switch {
+		case i >= 300 && i < 2100:
+			mixed[i] = Request{}
+		case i >= 2600 && i < 3900:
+			mixed[i] = full
+		}
+		mixed[i].RequestID, mixed[i].TS = id, ts
+	}
+	many := make([]Request, 70_000)
+	for i := range many {
+		randomFill(reflect.ValueOf(&many[i]).Elem(), rng, 3)
+	}
+	return map[string][]Request{"mixed": mixed, "many": many}
+}
+
+// TestRequestEncoderReadsLikeParquetGo writes the same rows through the
+// column encoder and through parquet-go's generic writer, and reads each
+// part by columns and with parquet-go's generic reader: all four readings
+// must equal the rows sorted by arrival, ties in order, as parquet-go
+// gives them back.
+func TestRequestEncoderReadsLikeParquetGo(t *testing.T) {
+	for name, rows := range encoderCases() {
+		t.Run(name, func(t *testing.T) {
+			sorted := slices.Clone(rows)
+			slices.SortStableFunc(sorted, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+			dir := t.TempDir()
+			ref, enc := filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
+			if err := writePartFile(ref, sorted, 1500); err != nil {
+				t.Fatal(err)
+			}
+			writeEncoded(t, enc, rows, 1500)
+			want := readPartWith(t, ref, false)
+			for _, read := range []struct {
+				name      string
+				byColumns bool
+			}{{"by columns", true}, {"generically", false}} {
+				got := readPartWith(t, enc, read.byColumns)
+				if len(got) != len(want) {
+					t.Fatalf("%s: read %d rows, want %d", read.name, len(got), len(want))
+				}
+				for i := range want {
+					if d := firstDifference(reflect.ValueOf(got[i]), reflect.ValueOf(want[i]), "Request"); d != "" {
+						t.Fatalf("%s: row %d: %s (by columns = encoder's part, generic = parquet-go's)", read.name, i, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRequestEncoderStatisticsMatchParquetGo compares every column
+// chunk's null count and bounds with those parquet-go's own writer
+// computes for the same rows (list columns: the null count alone, which
+// is what the encoder writes for them).
+func TestRequestEncoderStatisticsMatchParquetGo(t *testing.T) {
+	rows := encoderCases()["mixed"]
+	slices.SortStableFunc(rows, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+	dir := t.TempDir()
+	ref, enc := filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
+	if err := writePartFile(ref, rows, 1500); err != nil {
+		t.Fatal(err)
+	}
+	writeEncoded(t, enc, rows, 1500)
+	a, b := footerOf(t, ref), footerOf(t, enc)
+	if len(a.RowGroups) != len(b.RowGroups) || a.NumRows != b.NumRows {
+		t.Fatalf("encoder: %d row groups, %d rows; parquet-go: %d, %d", len(b.RowGroups), b.NumRows, len(a.RowGroups), a.NumRows)
+	}
+	if !reflect.DeepEqual(a.Schema, b.Schema) {
+		t.Fatal("the encoder's schema differs from parquet-go's")
+	}
+	for g := range a.RowGroups {
+		for c := range a.RowGroups[g].Columns {
+			ma, mb := a.RowGroups[g].Columns[c].MetaData, b.RowGroups[g].Columns[c].MetaData
+			path := strings.Join(requestSchema.Columns()[c], ".")
+			if ma.NumValues != mb.NumValues || ma.Statistics.NullCount != mb.Statistics.NullCount {
+				t.Errorf("group %d %s: %d values, %d nulls; parquet-go %d, %d", g, path, mb.NumValues, mb.Statistics.NullCount, ma.NumValues, ma.Statistics.NullCount)
+			}
+			if strings.HasSuffix(path, ".list.element") {
+				continue
+			}
+			if !bytes.Equal(ma.Statistics.MinValue, mb.Statistics.MinValue) || !bytes.Equal(ma.Statistics.MaxValue, mb.Statistics.MaxValue) {
+				t.Errorf("group %d %s: bounds %x..%x; parquet-go %x..%x", g, path, mb.Statistics.MinValue, mb.Statistics.MaxValue, ma.Statistics.MinValue, ma.Statistics.MaxValue)
+			}
+		}
+	}
+}
+
+func footerOf(t *testing.T, path string) *format.FileMetaData {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pf.Metadata()
+}
+
+// TestRequestEncoderKeepsOddFloats: a -0 among zeros and a NaN among
+// halves read back bit for bit, and the bounds skip the NaN and give the
+// zero its sign as the format asks (-0 least, +0 greatest).
+func TestRequestEncoderKeepsOddFloats(t *testing.T) {
+	in := make([]Request, 600)
+	for i := range in {
+		in[i] = Request{Identity: Identity{RequestID: fmt.Sprint(i)}, Temperature: Ptr(0.0), TopP: Ptr(0.5)}
+	}
+	in[7].Temperature = Ptr(math.Copysign(0, -1))
+	in[9].TopP = Ptr(math.NaN())
+	path := filepath.Join(t.TempDir(), "part.parquet")
+	writeEncoded(t, path, in, 1000)
+	for _, byColumns := range []bool{true, false} {
+		got := readPartWith(t, path, byColumns)
+		for i, r := range got {
+			if math.Float64bits(*r.Temperature) != math.Float64bits(*in[i].Temperature) || math.Float64bits(*r.TopP) != math.Float64bits(*in[i].TopP) {
+				t.Fatalf("row %d (by columns %v): temperature %v top_p %v, wrote %v and %v", i, byColumns, *r.Temperature, *r.TopP, *in[i].Temperature, *in[i].TopP)
+			}
+		}
+	}
+	md := footerOf(t, path)
+	for c, path := range requestSchema.Columns() {
+		st := md.RowGroups[0].Columns[c].MetaData.Statistics
+		var lo, hi float64
+		switch path[0] {
+		case "temperature":
+			lo, hi = math.Copysign(0, -1), 0
+		case "top_p":
+			lo, hi = 0.5, 0.5
+		default:
+			continue
+		}
+		if !bytes.Equal(st.MinValue, le64(math.Float64bits(lo))) || !bytes.Equal(st.MaxValue, le64(math.Float64bits(hi))) {
+			t.Errorf("%s: bounds %x..%x, want %v..%v", path[0], st.MinValue, st.MaxValue, lo, hi)
+		}
+	}
+}
+
+func le64(v uint64) []byte {
+	b := make([]byte, 8)
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+	return b
+}
+
+// TestRequestBufferSortsStably: rows pushed out of order come out of the
+// buffer in arrival order, ties in the order they came, every column
+// moved with its row (lists of different lengths included).
+func TestRequestBufferSortsStably(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	in := make([]Request, 3000)
+	for i := range in {
+		randomFill(reflect.ValueOf(&in[i]).Elem(), rng, 5)
+		in[i].TS = int64(rng.IntN(50)) // many ties
+		in[i].RequestID = fmt.Sprint(i)
+	}
+	want := slices.Clone(in)
+	slices.SortStableFunc(want, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+	ref := filepath.Join(t.TempDir(), "ref.parquet")
+	if err := writePartFile(ref, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "part.parquet")
+	writeEncoded(t, path, in, 0)
+	got, exp := readPartWith(t, path, true), readPartWith(t, ref, true)
+	for i := range exp {
+		if d := firstDifference(reflect.ValueOf(got[i]), reflect.ValueOf(exp[i]), "Request"); d != "" {
+			t.Fatalf("row %d: %s", i, d)
+		}
+	}
+}
