@@ -46,6 +46,7 @@ type requestLayout struct {
 
 // layoutColumn is one leaf column: its place, type, levels and encoding.
 type layoutColumn struct {
+	index          int // in file order
 	spec           *requestColumn
 	path           []string
 	kind           parquet.Kind
@@ -94,7 +95,7 @@ func buildRequestLayout() (*requestLayout, error) {
 		if spec == nil || spec.buffer == nil {
 			return nil, fmt.Errorf("request layout: column %s has no entry in requestColumns", name)
 		}
-		c := layoutColumn{spec: spec, path: path, kind: leaf.Node.Type().Kind(),
+		c := layoutColumn{index: len(l.cols), spec: spec, path: path, kind: leaf.Node.Type().Kind(),
 			maxDef: leaf.MaxDefinitionLevel, maxRep: leaf.MaxRepetitionLevel}
 		if enc := leaf.Node.Encoding(); enc != nil {
 			switch enc.Encoding() {
@@ -150,6 +151,26 @@ type requestPartWriter struct {
 	comp            []byte
 	hdrBuf          bytes.Buffer
 	enc             *thrift.Encoder
+	// page is the last page written, header and sections, and
+	// pageUncompressed its size uncompressed.
+	page             []byte
+	pageUncompressed int64
+	// same keeps, by column, pages of a uniform column (one value in
+	// every row) to write again for each later page of as many rows in
+	// the same part, most pages of most columns: a full page, and the last
+	// shorter one.
+	same [][2]samePage
+	// zeros are a page's worth of zero levels and dictionary indices.
+	zeroLevels  []uint8
+	zeroIndices []int32
+}
+
+// samePage is a written data page of a uniform column.
+type samePage struct {
+	rows, entries int
+	stats         columnStats
+	uncompressed  int64
+	bytes         []byte
 }
 
 func newRequestPartWriter(rowGroupRows int) (*requestPartWriter, error) {
@@ -161,7 +182,8 @@ func newRequestPartWriter(rowGroupRows int) (*requestPartWriter, error) {
 		rowGroupRows = DefaultRowGroupRows
 	}
 	pw := &requestPartWriter{rowGroupRows: rowGroupRows, layout: layout, codec: zstd.Codec{Level: zstd.SpeedFastest},
-		dict: map[string]int32{}}
+		dict: map[string]int32{}, same: make([][2]samePage, len(layout.cols)),
+		zeroLevels: make([]uint8, pageRows), zeroIndices: make([]int32, pageRows)}
 	pw.enc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&pw.hdrBuf))
 	return pw, nil
 }
@@ -186,6 +208,9 @@ func (pw *requestPartWriter) writeBuffer(ctx context.Context, path string, buf *
 // writeFile writes the whole Parquet file to pw.out.
 func (pw *requestPartWriter) writeFile(ctx context.Context, buf *requestBuffer) error {
 	pw.off = 0
+	for i := range pw.same { // another part's uniform values differ
+		pw.same[i][0].rows, pw.same[i][1].rows = 0, 0
+	}
 	if err := pw.write([]byte("PAR1")); err != nil {
 		return err
 	}
@@ -288,11 +313,24 @@ func (pw *requestPartWriter) writePlainColumn(col *layoutColumn, bc bufferedColu
 	if col.maxRep > 0 {
 		maxEntries = pageEntries
 	}
+	uniform := bc.uniform()
 	for lo < hi {
+		if uniform {
+			ok, err := pw.writeSame(col, cc, min(hi-lo, pageRows))
+			if err != nil {
+				return err
+			}
+			if ok {
+				lo += min(hi-lo, pageRows)
+				continue
+			}
+		}
 		pw.cv.reset()
 		rows := bc.page(lo, min(hi, lo+pageRows), &pw.cv, maxEntries)
 		lo += rows
-		cc.stats.add(col, &pw.cv)
+		var stats columnStats
+		stats.add(col, &pw.cv)
+		cc.stats.merge(&stats)
 		raw, enc, err := pw.encodeValues(col, &pw.cv)
 		if err != nil {
 			return err
@@ -300,15 +338,56 @@ func (pw *requestPartWriter) writePlainColumn(col *layoutColumn, bc bufferedColu
 		if err := pw.writeDataPage(col, cc, rows, pw.cv.entries, pw.cv.values(), pw.cv.defs, pw.cv.reps, raw, enc); err != nil {
 			return err
 		}
+		if uniform {
+			pw.keepSame(col, rows, pw.cv.entries, stats)
+		}
 	}
 	return nil
+}
+
+// writeSame writes again the kept page of col if it has rows rows, and
+// reports whether it did.
+func (pw *requestPartWriter) writeSame(col *layoutColumn, cc *columnChunk, rows int) (bool, error) {
+	s := pw.samePage(col, rows)
+	if s.rows != rows {
+		return false, nil
+	}
+	if cc.pages == 0 {
+		cc.dataStart = pw.off
+	}
+	cc.pages++
+	cc.meta.NumValues += int64(s.entries)
+	cc.meta.TotalUncompressedSize += s.uncompressed
+	cc.meta.TotalCompressedSize += int64(len(s.bytes))
+	cc.stats.merge(&s.stats)
+	return true, pw.write(s.bytes)
+}
+
+// samePage is where col's kept page of rows rows is or would be.
+func (pw *requestPartWriter) samePage(col *layoutColumn, rows int) *samePage {
+	if rows == pageRows {
+		return &pw.same[col.index][0]
+	}
+	return &pw.same[col.index][1]
+}
+
+// keepSame keeps the page just written as col's page of rows rows.
+func (pw *requestPartWriter) keepSame(col *layoutColumn, rows, entries int, stats columnStats) {
+	s := pw.samePage(col, rows)
+	s.rows, s.entries, s.stats, s.uncompressed = rows, entries, stats, pw.pageUncompressed
+	s.bytes = append(s.bytes[:0], pw.page...)
 }
 
 // writeDictColumn writes a string column as a dictionary of the row
 // group's distinct values, then pages of indices into it.
 func (pw *requestPartWriter) writeDictColumn(col *layoutColumn, bc bufferedColumn, lo, hi int, cc *columnChunk) error {
 	pw.cv.reset()
-	bc.page(lo, hi, &pw.cv, math.MaxInt)
+	uniform := bc.uniform()
+	if uniform {
+		bc.page(lo, lo+1, &pw.cv, 1) // the one value, or a null
+	} else {
+		bc.page(lo, hi, &pw.cv, math.MaxInt)
+	}
 	clear(pw.dict)
 	pw.words, pw.idx = pw.words[:0], pw.idx[:0]
 	last, lastIdx := "", int32(-1)
@@ -332,9 +411,12 @@ func (pw *requestPartWriter) writeDictColumn(col *layoutColumn, bc bufferedColum
 	if err := pw.writeDictPage(cc, len(pw.words), pw.raw); err != nil {
 		return err
 	}
-	cc.stats.nulls += int64(pw.cv.entries - len(pw.cv.strs))
 	cc.stats.strings(pw.words)
 	clear(pw.words)
+	if uniform {
+		return pw.writeUniformDictPages(col, cc, hi-lo, len(pw.cv.strs) == 1)
+	}
+	cc.stats.nulls += int64(pw.cv.entries - len(pw.cv.strs))
 	var dictEnc rle.DictionaryEncoding
 	rows, vals := len(pw.cv.strs), 0
 	if col.maxDef > 0 {
@@ -359,6 +441,41 @@ func (pw *requestPartWriter) writeDictColumn(col *layoutColumn, bc bufferedColum
 			return err
 		}
 		vals += n
+	}
+	return nil
+}
+
+// writeUniformDictPages writes the data pages of rows rows of a
+// dictionary column of one value: every index 0 where present, else every
+// row null.
+func (pw *requestPartWriter) writeUniformDictPages(col *layoutColumn, cc *columnChunk, rows int, present bool) error {
+	var dictEnc rle.DictionaryEncoding
+	for rows > 0 {
+		n := min(rows, pageRows)
+		rows -= n
+		ok, err := pw.writeSame(col, cc, n)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		var defs []uint8
+		var idx []int32
+		if present {
+			idx = pw.zeroIndices[:n]
+		} else {
+			defs = pw.zeroLevels[:n]
+		}
+		if pw.raw, err = dictEnc.EncodeInt32(pw.raw, idx); err != nil {
+			return err
+		}
+		if err := pw.writeDataPage(col, cc, n, n, len(idx), defs, nil, pw.raw, format.RLEDictionary); err != nil {
+			return err
+		}
+		stats := columnStats{nulls: int64(n - len(idx))}
+		cc.stats.merge(&stats)
+		pw.keepSame(col, n, n, stats)
 	}
 	return nil
 }
@@ -465,19 +582,14 @@ func (pw *requestPartWriter) writePage(cc *columnChunk, h *format.PageHeader, un
 	if err := pw.enc.Encode(h); err != nil {
 		return fmt.Errorf("encode a page header: %w", err)
 	}
-	start := pw.off
-	if err := pw.write(pw.hdrBuf.Bytes()); err != nil {
-		return err
-	}
-	hdr := pw.off - start
+	pw.page = append(pw.page[:0], pw.hdrBuf.Bytes()...)
+	pw.pageUncompressed = int64(len(pw.page) + uncompressed)
 	for _, s := range sections {
-		if err := pw.write(s); err != nil {
-			return err
-		}
+		pw.page = append(pw.page, s...)
 	}
-	cc.meta.TotalUncompressedSize += hdr + int64(uncompressed)
-	cc.meta.TotalCompressedSize += pw.off - start
-	return nil
+	cc.meta.TotalUncompressedSize += pw.pageUncompressed
+	cc.meta.TotalCompressedSize += int64(len(pw.page))
+	return pw.write(pw.page)
 }
 
 // columnStats are a column chunk's statistics: its nulls (empty lists
@@ -520,6 +632,23 @@ func (st *columnStats) add(col *layoutColumn, cv *columnValues) {
 	case parquet.ByteArray:
 		st.strings(cv.strs)
 	}
+}
+
+// merge takes in o's nulls and bounds.
+func (st *columnStats) merge(o *columnStats) {
+	st.nulls += o.nulls
+	if !o.has {
+		return
+	}
+	if !st.has {
+		nulls := st.nulls
+		*st = *o
+		st.nulls = nulls
+		return
+	}
+	st.minI, st.maxI = min(st.minI, o.minI), max(st.maxI, o.maxI)
+	st.minF, st.maxF = math.Min(st.minF, o.minF), math.Max(st.maxF, o.maxF)
+	st.minS, st.maxS = min(st.minS, o.minS), max(st.maxS, o.maxS)
 }
 
 func (st *columnStats) ints(lo, hi int64, ok bool) {

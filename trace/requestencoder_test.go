@@ -40,11 +40,19 @@ func writeEncoded(t *testing.T, path string, rows []Request, rowGroupRows int) {
 	}
 }
 
-// encoderCases are rows that exercise every column: random values with
-// nulls, empty and long lists (pages that end on the entry bound) and
-// runs of one row (pages of one value); and 70k small rows, whose row
-// groups hold more than one page of each column.
-func encoderCases() map[string][]Request {
+// encoderCase is rows to write and the row-group size to write them in.
+type encoderCase struct {
+	rows         []Request
+	rowGroupRows int
+}
+
+// encoderCases exercise every column: random values with nulls, empty
+// and long lists (pages that end on the entry bound) and runs of one row
+// (pages of one value); 70k small rows, whose row groups hold more than
+// one page of each column; and 100k rows of a few varying columns, the
+// rest one value (a model, a null, an empty list) in every row, whose
+// alike pages the encoder writes once and copies.
+func encoderCases() map[string]encoderCase {
 	rng := rand.New(rand.NewPCG(5, 6))
 	mixed := make([]Request, 5000)
 	for i := range mixed {
@@ -66,7 +74,12 @@ func encoderCases() map[string][]Request {
 	for i := range many {
 		randomFill(reflect.ValueOf(&many[i]).Elem(), rng, 3)
 	}
-	return map[string][]Request{"mixed": mixed, "many": many}
+	sparse := make([]Request, 100_000)
+	for i := range sparse {
+		sparse[i] = Request{Identity: Identity{RequestID: fmt.Sprint(i), Model: "m"}, TS: int64(i / 3),
+			Shape: Shape{InputTokens: rng.Int64N(9000), OutputTokens: 1 + rng.Int64N(900), API: APIChat, N: 1, Stream: true}}
+	}
+	return map[string]encoderCase{"mixed": {mixed, 1500}, "many": {many, 1500}, "sparse": {sparse, 40_000}}
 }
 
 // TestRequestEncoderReadsLikeParquetGo writes the same rows through the
@@ -75,16 +88,17 @@ func encoderCases() map[string][]Request {
 // must equal the rows sorted by arrival, ties in order, as parquet-go
 // gives them back.
 func TestRequestEncoderReadsLikeParquetGo(t *testing.T) {
-	for name, rows := range encoderCases() {
+	for name, c := range encoderCases() {
 		t.Run(name, func(t *testing.T) {
+			rows := c.rows
 			sorted := slices.Clone(rows)
 			slices.SortStableFunc(sorted, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
 			dir := t.TempDir()
 			ref, enc := filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
-			if err := writePartFile(ref, sorted, 1500); err != nil {
+			if err := writePartFile(ref, sorted, c.rowGroupRows); err != nil {
 				t.Fatal(err)
 			}
-			writeEncoded(t, enc, rows, 1500)
+			writeEncoded(t, enc, rows, c.rowGroupRows)
 			want := readPartWith(t, ref, false)
 			for _, read := range []struct {
 				name      string
@@ -109,15 +123,24 @@ func TestRequestEncoderReadsLikeParquetGo(t *testing.T) {
 // computes for the same rows (list columns: the null count alone, which
 // is what the encoder writes for them).
 func TestRequestEncoderStatisticsMatchParquetGo(t *testing.T) {
-	rows := encoderCases()["mixed"]
-	slices.SortStableFunc(rows, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
-	dir := t.TempDir()
-	ref, enc := filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
-	if err := writePartFile(ref, rows, 1500); err != nil {
-		t.Fatal(err)
+	for name, c := range encoderCases() {
+		t.Run(name, func(t *testing.T) {
+			rows := slices.Clone(c.rows)
+			slices.SortStableFunc(rows, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+			dir := t.TempDir()
+			ref, enc := filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
+			if err := writePartFile(ref, rows, c.rowGroupRows); err != nil {
+				t.Fatal(err)
+			}
+			writeEncoded(t, enc, rows, c.rowGroupRows)
+			compareStatistics(t, footerOf(t, ref), footerOf(t, enc))
+		})
 	}
-	writeEncoded(t, enc, rows, 1500)
-	a, b := footerOf(t, ref), footerOf(t, enc)
+}
+
+// compareStatistics holds the encoder's footer b to parquet-go's a.
+func compareStatistics(t *testing.T, a, b *format.FileMetaData) {
+	t.Helper()
 	if len(a.RowGroups) != len(b.RowGroups) || a.NumRows != b.NumRows {
 		t.Fatalf("encoder: %d row groups, %d rows; parquet-go: %d, %d", len(b.RowGroups), b.NumRows, len(a.RowGroups), a.NumRows)
 	}
@@ -125,6 +148,9 @@ func TestRequestEncoderStatisticsMatchParquetGo(t *testing.T) {
 		t.Fatal("the encoder's schema differs from parquet-go's")
 	}
 	for g := range a.RowGroups {
+		if a.RowGroups[g].NumRows != b.RowGroups[g].NumRows {
+			t.Errorf("group %d: %d rows; parquet-go %d", g, b.RowGroups[g].NumRows, a.RowGroups[g].NumRows)
+		}
 		for c := range a.RowGroups[g].Columns {
 			ma, mb := a.RowGroups[g].Columns[c].MetaData, b.RowGroups[g].Columns[c].MetaData
 			path := strings.Join(requestSchema.Columns()[c], ".")
@@ -225,6 +251,41 @@ func TestRequestBufferSortsStably(t *testing.T) {
 	for i := range exp {
 		if d := firstDifference(reflect.ValueOf(got[i]), reflect.ValueOf(exp[i]), "Request"); d != "" {
 			t.Fatalf("row %d: %s", i, d)
+		}
+	}
+}
+
+// TestRequestPartWriterForgetsLastPartsPages: one writer writes two
+// parts whose uniform columns hold different values; the second part
+// reads back with its own values, not pages kept from the first.
+func TestRequestPartWriterForgetsLastPartsPages(t *testing.T) {
+	l, err := requestLayoutOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := newRequestPartWriter(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newRequestBuffer(l)
+	dir := t.TempDir()
+	for i, model := range []string{"a", "b"} {
+		b.reset()
+		for j := range 40_000 {
+			r := Request{Identity: Identity{RequestID: fmt.Sprint(j), Model: model}, TS: int64(j), Shape: Shape{N: int32(i + 1)}}
+			if i == 1 {
+				r.Temperature = Ptr(0.5) // a null column in the first part, not in the second
+			}
+			b.add(&r)
+		}
+		path := filepath.Join(dir, model+".parquet")
+		if err := pw.writeBuffer(context.Background(), path, b); err != nil {
+			t.Fatal(err)
+		}
+		for k, r := range readPartWith(t, path, true) {
+			if r.Model != model || r.N != int32(i+1) || (i == 1) != (r.Temperature != nil) {
+				t.Fatalf("part %s row %d: model %q, n %d, temperature %v", model, k, r.Model, r.N, r.Temperature)
+			}
 		}
 	}
 }

@@ -68,6 +68,9 @@ type bufferedColumn interface {
 	// list's row is taken whole, and the first always), and returns the
 	// rows taken.
 	page(lo, hi int, cv *columnValues, maxEntries int) int
+	// uniform reports whether every row holds one value (all null, all
+	// empty lists), so pages of as many rows are alike byte for byte.
+	uniform() bool
 	// reset empties the column for the next partition.
 	reset()
 }
@@ -129,6 +132,8 @@ func (b *scalarBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int
 	cv.entries += n
 	return n
 }
+
+func (b *scalarBuffer[V]) uniform() bool { return !b.spread }
 
 func (b *scalarBuffer[V]) reset() {
 	var zero V
@@ -203,6 +208,8 @@ func (b *optionalBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) i
 	cv.entries += n
 	return n
 }
+
+func (b *optionalBuffer[V]) uniform() bool { return !b.spread }
 
 func (b *optionalBuffer[V]) reset() {
 	b.spread = false
@@ -308,6 +315,8 @@ func (b *listBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int {
 	b.atRow = lo + n
 	return n
 }
+
+func (b *listBuffer[V]) uniform() bool { return !b.spread }
 
 func (b *listBuffer[V]) reset() {
 	b.spread, b.atRow, b.atVal = false, 0, 0
