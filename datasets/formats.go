@@ -358,12 +358,14 @@ func (r *resolution) micros() int64 {
 }
 
 // fastAzureTime parses the common shape "YYYY-MM-DD hh:mm:ss[.fraction]"
-// (no zone: UTC) without time.Parse; ok is false for anything else, which
-// then takes the general path. It accepts exactly what time.Parse with the
-// layouts below accepts for this shape (TestFastAzureTimeMatchesTimeParse).
-func fastAzureTime(s string) (time.Time, bool) {
+// (no zone: UTC) into microseconds since the epoch, a fraction of one
+// truncated as time.Time.UnixMicro does, without time.Parse or time.Date;
+// ok is false for anything else, which then takes the general path. It
+// accepts exactly what time.Parse with the layouts below accepts for this
+// shape (TestFastAzureTimeMatchesTimeParse).
+func fastAzureTime(s string) (int64, bool) {
 	if len(s) < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':' {
-		return time.Time{}, false
+		return 0, false
 	}
 	num := func(a, b int) (int, bool) {
 		v := 0
@@ -383,27 +385,58 @@ func fastAzureTime(s string) (time.Time, bool) {
 	mi, ok5 := num(14, 16)
 	sec, ok6 := num(17, 19)
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59 {
-		return time.Time{}, false
+		return 0, false
 	}
 	ns := 0
 	if len(s) > 19 {
 		if s[19] != '.' || len(s) == 20 || len(s) > 29 {
-			return time.Time{}, false
+			return 0, false
 		}
 		frac, ok := num(20, len(s))
 		if !ok {
-			return time.Time{}, false
+			return 0, false
 		}
 		for i := len(s) - 20; i < 9; i++ {
 			frac *= 10
 		}
 		ns = frac
 	}
-	t := time.Date(y, time.Month(mo), d, h, mi, sec, ns, time.UTC)
-	if t.Day() != d { // Feb 30 and friends: time.Parse rejects them
-		return time.Time{}, false
+	if d > daysIn(y, mo) { // Feb 30 and friends: time.Parse rejects them
+		return 0, false
 	}
-	return t, true
+	secs := daysFromCivil(y, mo, d)*86400 + int64(h*3600+mi*60+sec)
+	return secs*1_000_000 + int64(ns/1000), true
+}
+
+// daysIn returns the days of month mo of year y (proleptic Gregorian).
+func daysIn(y, mo int) int {
+	switch mo {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysFromCivil returns the days from 1970-01-01 to y-mo-d, the
+// proleptic Gregorian calendar's (Hinnant's days_from_civil), which is
+// what time.Date counts.
+func daysFromCivil(y, mo, d int) int64 {
+	if mo <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 {
+		era = (y - 399) / 400
+	}
+	yoe := y - era*400
+	doy := (153*((mo+9)%12)+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
 }
 
 // azureTimeLayouts are the timestamp shapes seen in the Azure 2023 and 2024
@@ -415,17 +448,17 @@ var azureTimeLayouts = []string{
 	"2006-01-02T15:04:05.999999999",
 }
 
-func parseAzureTime(s string) (time.Time, error) {
+func parseAzureTime(s string) (int64, error) {
 	s = strings.TrimSpace(s)
-	if t, ok := fastAzureTime(s); ok {
-		return t, nil
+	if us, ok := fastAzureTime(s); ok {
+		return us, nil
 	}
 	for _, layout := range azureTimeLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
+			return t.UnixMicro(), nil
 		}
 	}
-	return time.Time{}, errors.New("TIMESTAMP is not YYYY-MM-DD hh:mm:ss[.fraction][zone]")
+	return 0, errors.New("TIMESTAMP is not YYYY-MM-DD hh:mm:ss[.fraction][zone]")
 }
 
 func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
@@ -470,7 +503,7 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 		}
 		req := trace.Request{
 			Identity: trace.Identity{RequestID: string(strconv.AppendInt(idBuf[:idLen], line, 10)), Model: opts.Model},
-			TS:       ts.UnixMicro(),
+			TS:       ts,
 			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: opts.API, Stream: opts.Stream, N: 1},
 		}
 		if okImg {

@@ -81,7 +81,6 @@ type BucketWriter struct {
 	nbuf  int
 	// spare holds emptied buffers for the next partitions.
 	spare []*requestBuffer
-	row   Request
 	// pw writes every part, column by column, reusing its buffers.
 	pw *requestPartWriter
 	// lastHour and lastDir cache the partition path of the last row's hour.
@@ -241,8 +240,7 @@ func (w *BucketWriter) Write(r Request) error {
 		}
 		w.buf[p] = pb
 	}
-	w.row = r // r itself would escape to the heap through the buffer's interfaces
-	pb.add(&w.row)
+	pb.add(&r)
 	w.nbuf++
 	if pb.n >= w.opts.PartRows {
 		return w.flushPartition(p)
@@ -311,7 +309,6 @@ func (w *BucketWriter) flushPartition(p string) error {
 	if pb == nil || pb.n == 0 {
 		return nil
 	}
-	pb.sort()
 	w.nbuf -= pb.n
 	rel := filepath.Join(p, fmt.Sprintf("part-%s-%05d.parquet", w.tag, w.seq))
 	w.seq++

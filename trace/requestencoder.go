@@ -156,9 +156,9 @@ type requestPartWriter struct {
 	page             []byte
 	pageUncompressed int64
 	// same keeps, by column, pages of a uniform column (one value in
-	// every row) to write again for each later page of as many rows in
-	// the same part, most pages of most columns: a full page, and the last
-	// shorter one.
+	// every row) to write again for each later page of as many rows of the
+	// same value, in this part or the next, most pages of most columns: a
+	// full page, and the last shorter one.
 	same [][2]samePage
 	// zeros are a page's worth of zero levels and dictionary indices.
 	zeroLevels  []uint8
@@ -168,6 +168,7 @@ type requestPartWriter struct {
 // samePage is a written data page of a uniform column.
 type samePage struct {
 	rows, entries int
+	value         any // the column's one value (nil: all null, all empty)
 	stats         columnStats
 	uncompressed  int64
 	bytes         []byte
@@ -188,9 +189,10 @@ func newRequestPartWriter(rowGroupRows int) (*requestPartWriter, error) {
 	return pw, nil
 }
 
-// writeBuffer writes the rows of buf, in order, as the part at path,
-// stopping with ctx's error between row groups once ctx ends.
+// writeBuffer writes the rows of buf, in arrival order, as the part at
+// path, stopping with ctx's error between row groups once ctx ends.
 func (pw *requestPartWriter) writeBuffer(ctx context.Context, path string, buf *requestBuffer) error {
+	buf.settle()
 	return writeFileAtomic(path, func(f *os.File) error {
 		if pw.out == nil {
 			pw.out = bufio.NewWriterSize(f, 1<<20)
@@ -208,9 +210,6 @@ func (pw *requestPartWriter) writeBuffer(ctx context.Context, path string, buf *
 // writeFile writes the whole Parquet file to pw.out.
 func (pw *requestPartWriter) writeFile(ctx context.Context, buf *requestBuffer) error {
 	pw.off = 0
-	for i := range pw.same { // another part's uniform values differ
-		pw.same[i][0].rows, pw.same[i][1].rows = 0, 0
-	}
 	if err := pw.write([]byte("PAR1")); err != nil {
 		return err
 	}
@@ -313,10 +312,10 @@ func (pw *requestPartWriter) writePlainColumn(col *layoutColumn, bc bufferedColu
 	if col.maxRep > 0 {
 		maxEntries = pageEntries
 	}
-	uniform := bc.uniform()
+	value, uniform := bc.uniform()
 	for lo < hi {
 		if uniform {
-			ok, err := pw.writeSame(col, cc, min(hi-lo, pageRows))
+			ok, err := pw.writeSame(col, cc, min(hi-lo, pageRows), value)
 			if err != nil {
 				return err
 			}
@@ -339,17 +338,17 @@ func (pw *requestPartWriter) writePlainColumn(col *layoutColumn, bc bufferedColu
 			return err
 		}
 		if uniform {
-			pw.keepSame(col, rows, pw.cv.entries, stats)
+			pw.keepSame(col, rows, pw.cv.entries, stats, value)
 		}
 	}
 	return nil
 }
 
-// writeSame writes again the kept page of col if it has rows rows, and
-// reports whether it did.
-func (pw *requestPartWriter) writeSame(col *layoutColumn, cc *columnChunk, rows int) (bool, error) {
+// writeSame writes again the kept page of col if it has rows rows of
+// value, and reports whether it did.
+func (pw *requestPartWriter) writeSame(col *layoutColumn, cc *columnChunk, rows int, value any) (bool, error) {
 	s := pw.samePage(col, rows)
-	if s.rows != rows {
+	if s.rows != rows || s.value != value {
 		return false, nil
 	}
 	if cc.pages == 0 {
@@ -372,9 +371,9 @@ func (pw *requestPartWriter) samePage(col *layoutColumn, rows int) *samePage {
 }
 
 // keepSame keeps the page just written as col's page of rows rows.
-func (pw *requestPartWriter) keepSame(col *layoutColumn, rows, entries int, stats columnStats) {
+func (pw *requestPartWriter) keepSame(col *layoutColumn, rows, entries int, stats columnStats, value any) {
 	s := pw.samePage(col, rows)
-	s.rows, s.entries, s.stats, s.uncompressed = rows, entries, stats, pw.pageUncompressed
+	s.rows, s.entries, s.stats, s.uncompressed, s.value = rows, entries, stats, pw.pageUncompressed, value
 	s.bytes = append(s.bytes[:0], pw.page...)
 }
 
@@ -382,7 +381,7 @@ func (pw *requestPartWriter) keepSame(col *layoutColumn, rows, entries int, stat
 // group's distinct values, then pages of indices into it.
 func (pw *requestPartWriter) writeDictColumn(col *layoutColumn, bc bufferedColumn, lo, hi int, cc *columnChunk) error {
 	pw.cv.reset()
-	uniform := bc.uniform()
+	_, uniform := bc.uniform()
 	if uniform {
 		bc.page(lo, lo+1, &pw.cv, 1) // the one value, or a null
 	} else {
@@ -453,7 +452,7 @@ func (pw *requestPartWriter) writeUniformDictPages(col *layoutColumn, cc *column
 	for rows > 0 {
 		n := min(rows, pageRows)
 		rows -= n
-		ok, err := pw.writeSame(col, cc, n)
+		ok, err := pw.writeSame(col, cc, n, present) // the value is in the dictionary page
 		if err != nil {
 			return err
 		}
@@ -475,7 +474,7 @@ func (pw *requestPartWriter) writeUniformDictPages(col *layoutColumn, cc *column
 		}
 		stats := columnStats{nulls: int64(n - len(idx))}
 		cc.stats.merge(&stats)
-		pw.keepSame(col, n, n, stats)
+		pw.keepSame(col, n, n, stats, present)
 	}
 	return nil
 }

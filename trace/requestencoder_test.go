@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -30,7 +31,7 @@ func writeEncoded(t *testing.T, path string, rows []Request, rowGroupRows int) {
 	for i := range rows {
 		b.add(&rows[i])
 	}
-	b.sort()
+	b.settle()
 	pw, err := newRequestPartWriter(rowGroupRows)
 	if err != nil {
 		t.Fatal(err)
@@ -48,8 +49,8 @@ type encoderCase struct {
 
 // encoderCases exercise every column: random values with nulls, empty
 // and long lists (pages that end on the entry bound) and runs of one row
-// (pages of one value); 70k small rows, whose row groups hold more than
-// one page of each column; and 100k rows of a few varying columns, the
+// (pages of one value); 40k small rows in one row group of more than
+// one page of each column; and 90k rows of a few varying columns, the
 // rest one value (a model, a null, an empty list) in every row, whose
 // alike pages the encoder writes once and copies.
 func encoderCases() map[string]encoderCase {
@@ -70,25 +71,41 @@ func encoderCases() map[string]encoderCase {
 		}
 		mixed[i].RequestID, mixed[i].TS = id, ts
 	}
-	many := make([]Request, 70_000)
+	many := make([]Request, 40_000)
 	for i := range many {
 		randomFill(reflect.ValueOf(&many[i]).Elem(), rng, 3)
 	}
-	sparse := make([]Request, 100_000)
+	sparse := make([]Request, 90_000)
 	for i := range sparse {
 		sparse[i] = Request{Identity: Identity{RequestID: fmt.Sprint(i), Model: "m"}, TS: int64(i / 3),
 			Shape: Shape{InputTokens: rng.Int64N(9000), OutputTokens: 1 + rng.Int64N(900), API: APIChat, N: 1, Stream: true}}
 	}
-	return map[string]encoderCase{"mixed": {mixed, 1500}, "many": {many, 1500}, "sparse": {sparse, 40_000}}
+	return map[string]encoderCase{"mixed": {mixed, 1500}, "many": {many, 0}, "sparse": {sparse, 40_000}}
 }
 
 // TestRequestEncoderReadsLikeParquetGo writes the same rows through the
 // column encoder and through parquet-go's generic writer, and reads each
 // part by columns and with parquet-go's generic reader: all four readings
 // must equal the rows sorted by arrival, ties in order, as parquet-go
-// gives them back.
+// gives them back. The mixed case; TestLongRequestEncoderReadsLikeParquetGo
+// reads the larger ones.
 func TestRequestEncoderReadsLikeParquetGo(t *testing.T) {
-	for name, c := range encoderCases() {
+	testEncoderReads(t, "mixed")
+}
+
+// TestLongRequestEncoderReadsLikeParquetGo is the check above on the
+// cases of many rows, which -race slows to a minute.
+func TestLongRequestEncoderReadsLikeParquetGo(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a long check: make test-timing runs it without -race")
+	}
+	testEncoderReads(t, "many", "sparse")
+}
+
+func testEncoderReads(t *testing.T, names ...string) {
+	cases := encoderCases()
+	for _, name := range names {
+		c := cases[name]
 		t.Run(name, func(t *testing.T) {
 			rows := c.rows
 			sorted := slices.Clone(rows)
@@ -257,7 +274,8 @@ func TestRequestBufferSortsStably(t *testing.T) {
 
 // TestRequestPartWriterForgetsLastPartsPages: one writer writes two
 // parts whose uniform columns hold different values; the second part
-// reads back with its own values, not pages kept from the first.
+// reads back with its own values, not pages kept from the first (a kept
+// page is written again only for the same value).
 func TestRequestPartWriterForgetsLastPartsPages(t *testing.T) {
 	l, err := requestLayoutOf()
 	if err != nil {
@@ -278,6 +296,7 @@ func TestRequestPartWriterForgetsLastPartsPages(t *testing.T) {
 			}
 			b.add(&r)
 		}
+		b.settle()
 		path := filepath.Join(dir, model+".parquet")
 		if err := pw.writeBuffer(context.Background(), path, b); err != nil {
 			t.Fatal(err)
@@ -288,4 +307,19 @@ func TestRequestPartWriterForgetsLastPartsPages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFieldOffsetRefusesAForeignPointer: an accessor that gives anything
+// but a field of its request is refused at once, not read past.
+func TestFieldOffsetRefusesAForeignPointer(t *testing.T) {
+	if off := fieldOffset(func(r *Request) *int64 { return &r.TS }); off != unsafe.Offsetof(Request{}.TS) {
+		t.Errorf("offset of ts %d, want %d", off, unsafe.Offsetof(Request{}.TS))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("an accessor of a pointer outside the request was taken")
+		}
+	}()
+	outside := new(int64)
+	fieldOffset(func(*Request) *int64 { return outside })
 }

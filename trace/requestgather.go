@@ -3,6 +3,7 @@ package trace
 import (
 	"cmp"
 	"slices"
+	"unsafe"
 )
 
 // columnValues holds the level entries and values of one data page of a
@@ -55,12 +56,13 @@ func slotOf[V any](cv *columnValues) *[]V {
 // bufferedColumn holds one leaf column of a partition's buffered rows. A
 // column whose rows all hold one value so far (an empty list, a null, a
 // repeated model name: most of a trace's ~50 columns) keeps just that
-// value; it is spread into a slice at its first differing row. So a
+// value; it is spread into chunks at its first differing row. So a
 // buffered row costs the bytes of its varying columns, not the ~600 of a
 // Request, and the encoder reads each column as a slice.
 type bufferedColumn interface {
-	// push appends the column's value of r, the buffer's row number row.
-	push(r *Request, row int)
+	// push appends the column's values of rows, the first of them the
+	// buffer's row number first.
+	push(rows []Request, first int)
 	// permute reorders the rows: row i becomes what was row perm[i].
 	permute(perm []int32)
 	// page appends to cv the levels and values of rows lo, lo+1, ... up to
@@ -68,62 +70,141 @@ type bufferedColumn interface {
 	// list's row is taken whole, and the first always), and returns the
 	// rows taken.
 	page(lo, hi int, cv *columnValues, maxEntries int) int
-	// uniform reports whether every row holds one value (all null, all
-	// empty lists), so pages of as many rows are alike byte for byte.
-	uniform() bool
+	// uniform reports whether every row holds one value, and which (nil
+	// for all null or all empty lists): pages of as many rows of one
+	// value are alike byte for byte.
+	uniform() (value any, ok bool)
 	// reset empties the column for the next partition.
 	reset()
 }
 
+// chunkBits sets the length of a chunk of buffered values (4096).
+const chunkBits = 12
+
+// chunked is a growing sequence of values held in fixed-size chunks:
+// growing never copies or frees what it holds, and reset keeps the
+// chunks for the next partition.
+type chunked[V any] struct {
+	chunks [][]V
+	n      int
+}
+
+func (c *chunked[V]) add(v V) {
+	k := c.n >> chunkBits
+	if k == len(c.chunks) {
+		c.chunks = append(c.chunks, make([]V, 1<<chunkBits))
+	}
+	c.chunks[k][c.n&(1<<chunkBits-1)] = v
+	c.n++
+}
+
+func (c *chunked[V]) addAll(vs []V) {
+	for _, v := range vs {
+		c.add(v)
+	}
+}
+
+// addN adds n copies of v.
+func (c *chunked[V]) addN(v V, n int) {
+	for range n {
+		c.add(v)
+	}
+}
+
+func (c *chunked[V]) at(i int) V { return c.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+
+// appendTo appends values lo to hi to dst.
+func (c *chunked[V]) appendTo(dst []V, lo, hi int) []V {
+	for lo < hi {
+		k, off := lo>>chunkBits, lo&(1<<chunkBits-1)
+		end := min(off+hi-lo, 1<<chunkBits)
+		dst = append(dst, c.chunks[k][off:end]...)
+		lo += end - off
+	}
+	return dst
+}
+
+// permuted returns c's values in the order of perm, in the chunks of
+// into (reset first).
+func (c *chunked[V]) permuted(into *chunked[V], perm []int32) {
+	into.reset()
+	for _, p := range perm {
+		into.add(c.at(int(p)))
+	}
+}
+
+// reset empties c, zeroing what it held so that strings can be collected.
+func (c *chunked[V]) reset() {
+	for k := 0; k<<chunkBits < c.n; k++ {
+		clear(c.chunks[k])
+	}
+	c.n = 0
+}
+
+// fieldOffset returns the offset in a Request of the field get gives.
+// The buffers read a field of each of a block's rows by its offset: a
+// call of the accessor for each field of each row cost more than the rest
+// of buffering the row. It panics unless get gives a field of the Request
+// it is passed.
+func fieldOffset[V any](get func(*Request) *V) uintptr {
+	var r Request
+	base, p := uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(get(&r)))
+	if p < base || p+unsafe.Sizeof(*new(V)) > base+unsafe.Sizeof(r) {
+		panic("trace: a column accessor does not give a field of its request")
+	}
+	return p - base
+}
+
+// field returns the field at offset off of r.
+func field[V any](r *Request, off uintptr) *V { return (*V)(unsafe.Add(unsafe.Pointer(r), off)) }
+
 // scalarBuffer buffers a required column.
 type scalarBuffer[V comparable] struct {
-	get func(*Request) *V
+	off uintptr // of the field in a Request
 	// exact turns off the one-value form (floating point: -0 equals 0).
-	exact   bool
-	spread  bool // vals holds every row; else every row holds first
-	first   V
-	vals    []V
-	scratch []V
+	exact         bool
+	spread        bool // vals holds every row; else every row holds first
+	first         V
+	vals, scratch chunked[V]
 }
 
 func newScalarBuffer[V comparable](get func(*Request) *V) bufferedColumn {
 	_, float := any(*new(V)).(float64)
-	return &scalarBuffer[V]{get: get, exact: float}
+	return &scalarBuffer[V]{off: fieldOffset(get), exact: float}
 }
 
-func (b *scalarBuffer[V]) push(r *Request, row int) {
-	v := *b.get(r)
-	if !b.spread {
-		if row == 0 {
-			b.first = v
-			if !b.exact {
-				return
+func (b *scalarBuffer[V]) push(rows []Request, first int) {
+	for i := range rows {
+		v := *field[V](&rows[i], b.off)
+		if !b.spread {
+			if first+i == 0 {
+				b.first = v
+				if !b.exact {
+					continue
+				}
+			} else if v == b.first {
+				continue
 			}
-		} else if v == b.first {
-			return
+			b.spread = true
+			b.vals.reset()
+			b.vals.addN(b.first, first+i)
 		}
-		b.spread = true
-		b.vals = b.vals[:0]
-		for range row {
-			b.vals = append(b.vals, b.first)
-		}
+		b.vals.add(v)
 	}
-	b.vals = append(b.vals, v)
 }
 
 func (b *scalarBuffer[V]) permute(perm []int32) {
-	if !b.spread {
-		return
+	if b.spread {
+		b.vals.permuted(&b.scratch, perm)
+		b.vals, b.scratch = b.scratch, b.vals
 	}
-	b.scratch = permuted(b.scratch[:0], b.vals, perm)
-	b.vals, b.scratch = b.scratch, b.vals
 }
 
 func (b *scalarBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int {
 	n := min(hi-lo, max(maxEntries-cv.entries, 1))
 	slot := slotOf[V](cv)
 	if b.spread {
-		*slot = append(*slot, b.vals[lo:lo+n]...)
+		*slot = b.vals.appendTo(*slot, lo, lo+n)
 	} else {
 		for range n {
 			*slot = append(*slot, b.first)
@@ -133,60 +214,59 @@ func (b *scalarBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int
 	return n
 }
 
-func (b *scalarBuffer[V]) uniform() bool { return !b.spread }
+func (b *scalarBuffer[V]) uniform() (any, bool) { return b.first, !b.spread }
 
 func (b *scalarBuffer[V]) reset() {
 	var zero V
 	b.spread, b.first = false, zero
-	clear(b.vals)
-	b.vals = b.vals[:0]
+	b.vals.reset()
+	b.scratch.reset()
 }
 
 // optionalBuffer buffers a nullable column; its one-value form is all
 // null.
 type optionalBuffer[V any] struct {
-	get     func(*Request) **V
-	spread  bool
-	present []bool
-	vals    []V // one per row, zero where null
-	scratch struct {
-		present []bool
-		vals    []V
-	}
+	off               uintptr // of the field in a Request
+	spread            bool
+	present, present2 chunked[bool]
+	vals, vals2       chunked[V] // one per row, zero where null
 }
 
 func newOptionalBuffer[V any](get func(*Request) **V) bufferedColumn {
-	return &optionalBuffer[V]{get: get}
+	return &optionalBuffer[V]{off: fieldOffset(get)}
 }
 
-func (b *optionalBuffer[V]) push(r *Request, row int) {
-	p := *b.get(r)
+func (b *optionalBuffer[V]) push(rows []Request, first int) {
 	var zero V
-	if !b.spread {
+	for i := range rows {
+		p := *field[*V](&rows[i], b.off)
+		if !b.spread {
+			if p == nil {
+				continue
+			}
+			b.spread = true
+			b.present.reset()
+			b.vals.reset()
+			b.present.addN(false, first+i)
+			b.vals.addN(zero, first+i)
+		}
 		if p == nil {
-			return
+			b.present.add(false)
+			b.vals.add(zero)
+		} else {
+			b.present.add(true)
+			b.vals.add(*p)
 		}
-		b.spread = true
-		b.present, b.vals = b.present[:0], b.vals[:0]
-		for range row {
-			b.present, b.vals = append(b.present, false), append(b.vals, zero)
-		}
-	}
-	if p == nil {
-		b.present, b.vals = append(b.present, false), append(b.vals, zero)
-	} else {
-		b.present, b.vals = append(b.present, true), append(b.vals, *p)
 	}
 }
 
 func (b *optionalBuffer[V]) permute(perm []int32) {
-	if !b.spread {
-		return
+	if b.spread {
+		b.present.permuted(&b.present2, perm)
+		b.vals.permuted(&b.vals2, perm)
+		b.present, b.present2 = b.present2, b.present
+		b.vals, b.vals2 = b.vals2, b.vals
 	}
-	b.scratch.present = permuted(b.scratch.present[:0], b.present, perm)
-	b.scratch.vals = permuted(b.scratch.vals[:0], b.vals, perm)
-	b.present, b.scratch.present = b.scratch.present, b.present
-	b.vals, b.scratch.vals = b.scratch.vals, b.vals
 }
 
 func (b *optionalBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int {
@@ -198,8 +278,8 @@ func (b *optionalBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) i
 	} else {
 		slot := slotOf[V](cv)
 		for i := lo; i < lo+n; i++ {
-			if b.present[i] {
-				cv.defs, *slot = append(cv.defs, 1), append(*slot, b.vals[i])
+			if b.present.at(i) {
+				cv.defs, *slot = append(cv.defs, 1), append(*slot, b.vals.at(i))
 			} else {
 				cv.defs = append(cv.defs, 0)
 			}
@@ -209,12 +289,14 @@ func (b *optionalBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) i
 	return n
 }
 
-func (b *optionalBuffer[V]) uniform() bool { return !b.spread }
+func (b *optionalBuffer[V]) uniform() (any, bool) { return nil, !b.spread }
 
 func (b *optionalBuffer[V]) reset() {
 	b.spread = false
-	clear(b.vals)
-	b.present, b.vals = b.present[:0], b.vals[:0]
+	b.present.reset()
+	b.vals.reset()
+	b.present2.reset()
+	b.vals2.reset()
 }
 
 // listBuffer buffers a list column (a required LIST of required
@@ -222,54 +304,55 @@ func (b *optionalBuffer[V]) reset() {
 // entry has definition level 1 and repetition level 1 but for the first
 // of its row; an empty (or nil) list is one entry of levels 0.
 type listBuffer[V any] struct {
-	get    func(*Request) *[]V
-	spread bool
-	lens   []int32 // one per row
-	vals   []V     // the rows' elements, one after another
-	// at is the row and element where the last page ended, so that the
-	// next page of a row group starts without a scan.
+	off         uintptr // of the field in a Request
+	spread      bool
+	lens, lens2 chunked[int32] // one per row
+	vals, vals2 chunked[V]     // the rows' elements, one after another
+	// atRow and atVal are where the last page ended, so that the next
+	// page of a row group starts without a scan.
 	atRow, atVal int
-	scratch      struct {
-		lens []int32
-		vals []V
-	}
 }
 
 func newListBuffer[V any](get func(*Request) *[]V) bufferedColumn {
-	return &listBuffer[V]{get: get}
+	return &listBuffer[V]{off: fieldOffset(get)}
 }
 
-func (b *listBuffer[V]) push(r *Request, row int) {
-	l := *b.get(r)
-	if !b.spread {
-		if len(l) == 0 {
-			return
+func (b *listBuffer[V]) push(rows []Request, first int) {
+	for i := range rows {
+		l := *field[[]V](&rows[i], b.off)
+		if !b.spread {
+			if len(l) == 0 {
+				continue
+			}
+			b.spread = true
+			b.lens.reset()
+			b.vals.reset()
+			b.lens.addN(0, first+i)
 		}
-		b.spread = true
-		b.lens, b.vals = b.lens[:0], b.vals[:0]
-		for range row {
-			b.lens = append(b.lens, 0)
-		}
+		b.lens.add(int32(len(l)))
+		b.vals.addAll(l)
 	}
-	b.lens, b.vals = append(b.lens, int32(len(l))), append(b.vals, l...)
 }
 
 func (b *listBuffer[V]) permute(perm []int32) {
 	if !b.spread {
 		return
 	}
-	starts := make([]int, len(b.lens)+1)
-	for i, n := range b.lens {
-		starts[i+1] = starts[i] + int(n)
+	starts := make([]int, b.lens.n+1)
+	for i := range b.lens.n {
+		starts[i+1] = starts[i] + int(b.lens.at(i))
 	}
-	b.scratch.lens, b.scratch.vals = b.scratch.lens[:0], b.scratch.vals[:0]
+	b.lens2.reset()
+	b.vals2.reset()
 	for _, p := range perm {
-		b.scratch.lens = append(b.scratch.lens, b.lens[p])
-		b.scratch.vals = append(b.scratch.vals, b.vals[starts[p]:starts[p+1]]...)
+		b.lens2.add(b.lens.at(int(p)))
+		for j := starts[p]; j < starts[p+1]; j++ {
+			b.vals2.add(b.vals.at(j))
+		}
 	}
-	b.lens, b.scratch.lens = b.scratch.lens, b.lens
-	b.vals, b.scratch.vals = b.scratch.vals, b.vals
-	clear(b.scratch.vals)
+	b.lens, b.lens2 = b.lens2, b.lens
+	b.vals, b.vals2 = b.vals2, b.vals
+	b.atRow, b.atVal = 0, 0
 }
 
 func (b *listBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int {
@@ -282,9 +365,9 @@ func (b *listBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int {
 		return n
 	}
 	if lo != b.atRow { // a page that does not follow the last: find its first element
-		b.atRow, b.atVal = 0, 0
-		for _, n := range b.lens[:lo] {
-			b.atVal += int(n)
+		b.atVal = 0
+		for i := range lo {
+			b.atVal += int(b.lens.at(i))
 		}
 		b.atRow = lo
 	}
@@ -294,12 +377,12 @@ func (b *listBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int {
 		if n > 0 && cv.entries >= maxEntries {
 			break
 		}
-		k := int(b.lens[i])
+		k := int(b.lens.at(i))
 		if k == 0 {
 			cv.defs, cv.reps = append(cv.defs, 0), append(cv.reps, 0)
 			cv.entries++
 		} else {
-			*slot = append(*slot, b.vals[b.atVal:b.atVal+k]...)
+			*slot = b.vals.appendTo(*slot, b.atVal, b.atVal+k)
 			cv.reps = append(cv.reps, 0)
 			for range k - 1 {
 				cv.reps = append(cv.reps, 1)
@@ -316,60 +399,73 @@ func (b *listBuffer[V]) page(lo, hi int, cv *columnValues, maxEntries int) int {
 	return n
 }
 
-func (b *listBuffer[V]) uniform() bool { return !b.spread }
+func (b *listBuffer[V]) uniform() (any, bool) { return nil, !b.spread }
 
 func (b *listBuffer[V]) reset() {
 	b.spread, b.atRow, b.atVal = false, 0, 0
-	clear(b.vals)
-	b.lens, b.vals = b.lens[:0], b.vals[:0]
+	b.lens.reset()
+	b.vals.reset()
+	b.lens2.reset()
+	b.vals2.reset()
 }
 
-// permuted appends to dst the values of src in the order of perm.
-func permuted[V any](dst, src []V, perm []int32) []V {
-	for _, p := range perm {
-		dst = append(dst, src[p])
-	}
-	return dst
-}
+// blockRows is how many rows a request buffer holds as rows before it
+// pushes them into its columns: a block fits a core's cache, and each
+// column takes a block's values in one call.
+const blockRows = 256
 
 // requestBuffer holds a partition's rows column by column, one
 // bufferedColumn per leaf column in file order, and their arrival times
-// for sorting.
+// for sorting. Rows come in through a block of whole rows.
 type requestBuffer struct {
 	cols         []bufferedColumn
-	ts           []int64
-	n            int
+	block        []Request
+	ts, ts2      chunked[int64]
+	n            int  // rows, those in the block included
 	unsorted     bool // a row came earlier than the one before it
 	minTS, maxTS int64
 	perm         []int32
 }
 
 func newRequestBuffer(l *requestLayout) *requestBuffer {
-	b := &requestBuffer{}
+	b := &requestBuffer{block: make([]Request, 0, blockRows)}
 	for _, c := range l.cols {
 		b.cols = append(b.cols, c.spec.buffer())
 	}
 	return b
 }
 
-// add appends r's columns. Nothing of r is kept but its strings.
+// add appends a copy of r. Nothing of r is kept but its strings.
 func (b *requestBuffer) add(r *Request) {
-	for _, c := range b.cols {
-		c.push(r, b.n)
-	}
-	if b.n > 0 && r.TS < b.ts[b.n-1] {
+	if b.n > 0 && r.TS < b.ts.at(b.n-1) {
 		b.unsorted = true
 	}
 	if b.n == 0 {
 		b.minTS, b.maxTS = r.TS, r.TS
 	}
 	b.minTS, b.maxTS = min(b.minTS, r.TS), max(b.maxTS, r.TS)
-	b.ts = append(b.ts, r.TS)
+	b.ts.add(r.TS)
+	b.block = append(b.block, *r)
 	b.n++
+	if len(b.block) == blockRows {
+		b.drain()
+	}
 }
 
-// sort puts the rows in arrival order, ties in the order they came.
-func (b *requestBuffer) sort() {
+// drain pushes the block's rows into the columns.
+func (b *requestBuffer) drain() {
+	first := b.n - len(b.block)
+	for _, c := range b.cols {
+		c.push(b.block, first)
+	}
+	clear(b.block)
+	b.block = b.block[:0]
+}
+
+// settle makes the buffer ready to encode: every row in its columns, in
+// arrival order, ties in the order they came.
+func (b *requestBuffer) settle() {
+	b.drain()
 	if !b.unsorted {
 		return
 	}
@@ -377,12 +473,12 @@ func (b *requestBuffer) sort() {
 	for i := range b.n {
 		b.perm = append(b.perm, int32(i))
 	}
-	slices.SortStableFunc(b.perm, func(x, y int32) int { return cmp.Compare(b.ts[x], b.ts[y]) })
+	slices.SortStableFunc(b.perm, func(x, y int32) int { return cmp.Compare(b.ts.at(int(x)), b.ts.at(int(y))) })
 	for _, c := range b.cols {
 		c.permute(b.perm)
 	}
-	sorted := make([]int64, 0, b.n)
-	b.ts = permuted(sorted, b.ts, b.perm)
+	b.ts.permuted(&b.ts2, b.perm)
+	b.ts, b.ts2 = b.ts2, b.ts
 	b.unsorted = false
 }
 
@@ -391,5 +487,9 @@ func (b *requestBuffer) reset() {
 	for _, c := range b.cols {
 		c.reset()
 	}
-	b.ts, b.n, b.unsorted = b.ts[:0], 0, false
+	clear(b.block)
+	b.block = b.block[:0]
+	b.ts.reset()
+	b.ts2.reset()
+	b.n, b.unsorted = 0, false
 }
