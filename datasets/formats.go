@@ -462,9 +462,7 @@ func parseAzureTime(s string) (int64, error) {
 }
 
 func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
-	cr := csv.NewReader(br)
-	cr.ReuseRecord = true
-	cr.FieldsPerRecord = -1
+	cr := newFastCSV(br)
 	header, col, err := csvColumns(cr, opts.Name)
 	if err != nil {
 		return Stats{}, err
@@ -685,7 +683,7 @@ func idPrefix(name string) string {
 // and hands each to fn with its line number. A malformed record is
 // rejected with the parser's reason (never the text) and counted in st; a
 // read error or an error from fn stops the loop.
-func eachCSVRecord(ctx context.Context, cr *csv.Reader, opts Options, sink Sink, st *Stats, fn func(rec []string, line int64) error) error {
+func eachCSVRecord(ctx context.Context, cr csvSource, opts Options, sink Sink, st *Stats, fn func(rec []string, line int64) error) error {
 	for n := 0; ; n++ {
 		if n&1023 == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -715,7 +713,7 @@ func eachCSVRecord(ctx context.Context, cr *csv.Reader, opts Options, sink Sink,
 // its byte-order mark dropped and runs of spaces collapsed ("Request  tokens"
 // → "request tokens"), to its index. It returns the header too (a copy, safe
 // from a reader that reuses records), for error messages.
-func csvColumns(cr *csv.Reader, name string) ([]string, map[string]int, error) {
+func csvColumns(cr csvSource, name string) ([]string, map[string]int, error) {
 	header, err := cr.Read()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s line 1: read CSV header: %w", name, err)

@@ -280,6 +280,13 @@ func checkString(name, s string) error {
 	if len(s) > MaxStringBytes {
 		return &FieldError{name, strconv.Itoa(len(s)) + " bytes", fmt.Sprintf("longer than %d bytes", MaxStringBytes)}
 	}
+	printable := true // the common case, printable ASCII, in one pass of bytes
+	for i := 0; i < len(s) && printable; i++ {
+		printable = s[i] >= 0x20 && s[i] < 0x7f
+	}
+	if printable {
+		return nil
+	}
 	if !utf8.ValidString(s) {
 		return &FieldError{name, strconv.QuoteToASCII(s), "is not valid UTF-8"}
 	}
