@@ -367,24 +367,15 @@ func fastAzureTime(s string) (int64, bool) {
 	if len(s) < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':' {
 		return 0, false
 	}
-	num := func(a, b int) (int, bool) {
-		v := 0
-		for i := a; i < b; i++ {
-			c := s[i]
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			v = v*10 + int(c-'0')
-		}
-		return v, true
-	}
-	y, ok1 := num(0, 4)
-	mo, ok2 := num(5, 7)
-	d, ok3 := num(8, 10)
-	h, ok4 := num(11, 13)
-	mi, ok5 := num(14, 16)
-	sec, ok6 := num(17, 19)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59 {
+	y1, ok1 := twoDigits(s, 0)
+	y2, ok2 := twoDigits(s, 2)
+	mo, ok3 := twoDigits(s, 5)
+	d, ok4 := twoDigits(s, 8)
+	h, ok5 := twoDigits(s, 11)
+	mi, ok6 := twoDigits(s, 14)
+	sec, ok7 := twoDigits(s, 17)
+	y := y1*100 + y2
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59 {
 		return 0, false
 	}
 	ns := 0
@@ -392,20 +383,28 @@ func fastAzureTime(s string) (int64, bool) {
 		if s[19] != '.' || len(s) == 20 || len(s) > 29 {
 			return 0, false
 		}
-		frac, ok := num(20, len(s))
-		if !ok {
-			return 0, false
+		for i := 20; i < 29; i++ { // nine digits of nanoseconds, the missing ones 0
+			c := byte('0')
+			if i < len(s) {
+				c = s[i]
+			}
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			ns = ns*10 + int(c-'0')
 		}
-		for i := len(s) - 20; i < 9; i++ {
-			frac *= 10
-		}
-		ns = frac
 	}
 	if d > daysIn(y, mo) { // Feb 30 and friends: time.Parse rejects them
 		return 0, false
 	}
 	secs := daysFromCivil(y, mo, d)*86400 + int64(h*3600+mi*60+sec)
 	return secs*1_000_000 + int64(ns/1000), true
+}
+
+// twoDigits reads the decimal digits s[i] and s[i+1].
+func twoDigits(s string, i int) (int, bool) {
+	a, b := s[i]-'0', s[i+1]-'0' // a byte below '0' wraps past 9
+	return int(a)*10 + int(b), a <= 9 && b <= 9
 }
 
 // daysIn returns the days of month mo of year y (proleptic Gregorian).
