@@ -29,6 +29,7 @@ type fastCSV struct {
 	recLine int // the line of the last record
 	rec     []string
 	raw     []byte
+	strs    stringArena
 	slow    *csv.Reader
 }
 
@@ -60,7 +61,7 @@ func (c *fastCSV) Read() ([]string, error) {
 		if len(line) == 0 {
 			continue // encoding/csv skips empty lines
 		}
-		s := string(line)
+		s := c.strs.string(line)
 		c.rec = c.rec[:0]
 		for {
 			i := strings.IndexByte(s, ',')

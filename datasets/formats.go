@@ -481,6 +481,7 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 	}
 	idBuf := []byte(idPrefix(opts.Name) + "-")
 	idLen := len(idBuf)
+	var ids stringArena
 	st := Stats{}
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		reject := func(reason string) error {
@@ -499,7 +500,7 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 			return reject(err.Error())
 		}
 		req := trace.Request{
-			Identity: trace.Identity{RequestID: string(strconv.AppendInt(idBuf[:idLen], line, 10)), Model: opts.Model},
+			Identity: trace.Identity{RequestID: ids.string(strconv.AppendInt(idBuf[:idLen], line, 10)), Model: opts.Model},
 			TS:       ts,
 			Shape:    trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, API: opts.API, Stream: opts.Stream, N: 1},
 		}
