@@ -25,8 +25,9 @@ type WriterOptions struct {
 	// are sorted and written as a part file (default 512k).
 	PartRows int
 	// MaxBufferedRows bounds the rows held in memory across all partitions;
-	// past it the largest partition is flushed (default 512k rows, about
-	// 170 MB).
+	// past it the largest partition is flushed (default 512k rows). A
+	// buffered row costs the bytes of its columns that vary within its
+	// partition: some 50 for an Azure row, more with prefix blocks.
 	MaxBufferedRows int
 	// RowGroupRows is the Parquet row-group size (default 128k).
 	RowGroupRows int
