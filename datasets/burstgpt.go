@@ -97,7 +97,7 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 				s.endUs = req.TS + int64(*req.E2EMs*1000)
 			}
 		}
-		return st.accept(sink, opts.Name, line, req)
+		return st.accept(sink, opts.Name, line, &req)
 	})
 	if err != nil {
 		return st, err

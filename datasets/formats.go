@@ -86,11 +86,11 @@ type Stats struct {
 // accept checks a converted row (trace.Request.Validate) and writes it to
 // the sink, or rejects its line when a value is out of range, so no reader
 // of the bucket meets a value replay or fit cannot handle.
-func (st *Stats) accept(sink Sink, file string, line int64, req trace.Request) error {
+func (st *Stats) accept(sink Sink, file string, line int64, req *trace.Request) error {
 	if err := req.Validate(); err != nil {
 		return st.reject(sink, file, line, err.Error())
 	}
-	if err := sink.Write(req); err != nil {
+	if err := sink.Write(*req); err != nil {
 		return err
 	}
 	st.res.add(req.TS)
@@ -517,7 +517,7 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 				req.Features = []string{trace.FeatureImage}
 			}
 		}
-		return st.accept(sink, opts.Name, line, req)
+		return st.accept(sink, opts.Name, line, &req)
 	})
 	if err != nil {
 		return st, err
@@ -592,7 +592,7 @@ func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			Shape: trace.Shape{InputTokens: *m.InputLength, OutputTokens: *m.OutputLength, MaxTokens: *m.OutputLength,
 				API: opts.API, Stream: opts.Stream, N: 1, PrefixBlocks: m.HashIDs},
 		}
-		if err := st.accept(sink, opts.Name, lineNo, req); err != nil {
+		if err := st.accept(sink, opts.Name, lineNo, &req); err != nil {
 			return st, err
 		}
 	}

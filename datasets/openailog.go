@@ -173,7 +173,7 @@ func (lr *logReader) settle(st *Stats, sink Sink, line int64, req trace.Request,
 	var re *rowError
 	switch {
 	case err == nil:
-		return st.accept(sink, lr.opts.Name, line, req)
+		return st.accept(sink, lr.opts.Name, line, &req)
 	case errors.As(err, &re):
 		return st.reject(sink, lr.opts.Name, line, re.Error())
 	case errors.Is(err, errLineTooLong):

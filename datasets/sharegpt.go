@@ -80,7 +80,7 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 				Shape: trace.Shape{InputTokens: int64(len(history)), OutputTokens: out, MaxTokens: out, API: trace.APIChat, Stream: opts.Stream, N: 1,
 					PrefixBlocks: lo.Salt.PrefixBlocks(history, lo.BlockSize)},
 			}
-			if err := st.accept(sink, opts.Name, record, req); err != nil {
+			if err := st.accept(sink, opts.Name, record, &req); err != nil {
 				return err
 			}
 			turn++

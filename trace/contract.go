@@ -96,6 +96,9 @@ const (
 // validate checks the media lists: counts within MaxMediaParts, one size and
 // one id per part, sizes within their ceilings.
 func (m *Media) validate() error {
+	if m.ImageCount == 0 && m.AudioCount == 0 && len(m.ImageWidthsPx)+len(m.ImageHeightsPx)+len(m.ImageIDs)+len(m.AudioMs)+len(m.AudioIDs) == 0 {
+		return nil // no media: most requests
+	}
 	if m.ImageCount < 0 || m.ImageCount > MaxMediaParts {
 		return &FieldError{"image_count", strconv.Itoa(int(m.ImageCount)), fmt.Sprintf("must be 0 to %d", MaxMediaParts)}
 	}
