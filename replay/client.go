@@ -824,35 +824,82 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 		body.MinTokens = maxTokens
 	}
 	body.setContract(c, o.api)
-	if o.api == trace.APIChat {
-		body.Messages = make([]any, 0, len(o.history)+1)
-		for _, m := range o.history {
-			body.Messages = append(body.Messages, m)
-		}
-		if len(c.parts) > 0 {
-			parts := append([]contentPart{{Type: "text", Text: o.prompt}}, c.parts...)
-			body.Messages = append(body.Messages, partsMessage{Role: "user", Content: parts})
-		} else {
-			body.Messages = append(body.Messages, chatMessage{Role: "user", Content: o.prompt})
-		}
-	} else {
-		var sb strings.Builder
-		for _, m := range o.history {
-			sb.WriteString(m.Content)
-		}
-		sb.WriteString(o.prompt)
-		p := sb.String()
-		body.Prompt = &p
-	}
+	// A long prompt the builder vouches for is spliced into the encoded
+	// body in place of a marker (see splicePrompt).
 	if o.stream {
 		body.StreamOptions = &struct {
 			IncludeUsage bool `json:"include_usage"`
 		}{true}
 	}
-	if o.body, err = json.Marshal(body); err != nil {
+	encode := func(prompt string) ([]byte, error) {
+		if o.api == trace.APIChat {
+			body.Messages = make([]any, 0, len(o.history)+1)
+			for _, m := range o.history {
+				body.Messages = append(body.Messages, m)
+			}
+			if len(c.parts) > 0 {
+				parts := append([]contentPart{{Type: "text", Text: prompt}}, c.parts...)
+				body.Messages = append(body.Messages, partsMessage{Role: "user", Content: parts})
+			} else {
+				body.Messages = append(body.Messages, chatMessage{Role: "user", Content: prompt})
+			}
+		} else {
+			var sb strings.Builder
+			for _, m := range o.history {
+				sb.WriteString(m.Content)
+			}
+			sb.WriteString(prompt)
+			p := sb.String()
+			body.Prompt = &p
+		}
+		return json.Marshal(body)
+	}
+	if spliceLongPrompts && r.prompt.PlainJSON() && len(o.prompt) >= spliceMin && (o.api == trace.APIChat || len(o.history) == 0) {
+		if b, err := encode(promptMarker); err == nil {
+			if o.body = splicePrompt(b, o.prompt); o.body != nil {
+				return o
+			}
+		}
+	}
+	if o.body, err = encode(o.prompt); err != nil {
 		o.notSent = "not sent: the request could not be encoded: " + err.Error()
 	}
 	return o
+}
+
+// Splicing a long prompt: encoding/json checks each byte of a string for
+// escaping, about a millisecond for a 128k-token prompt, which a replay of
+// long prompts pays per request on the cores the sends need. A prompt
+// from a builder whose words need no escaping (PlainJSON) is encoded as
+// promptMarker instead and copied in its place: the body is byte for byte
+// what encoding/json writes (TestSplicedBodyIsMarshaled).
+const (
+	// promptMarker cannot stand in any other string of a body: trace
+	// strings hold no control characters (trace.Request.Validate), and
+	// the contract's are servetrace's own.
+	promptMarker = "\x00servetrace-prompt\x00"
+	// spliceMin is the shortest prompt spliced.
+	spliceMin = 4 << 10
+)
+
+// promptMarkerJSON is promptMarker as encoding/json writes it.
+var promptMarkerJSON = []byte(`\u0000servetrace-prompt\u0000`)
+
+// spliceLongPrompts turns splicing on; tests turn it off for reference.
+var spliceLongPrompts = true
+
+// splicePrompt returns body with its one promptMarker replaced by prompt,
+// or nil if the marker is not there exactly once (a string of the body
+// held it too), for the caller to encode the body whole.
+func splicePrompt(body []byte, prompt string) []byte {
+	i := bytes.Index(body, promptMarkerJSON)
+	if i < 0 || bytes.Contains(body[i+len(promptMarkerJSON):], promptMarkerJSON) {
+		return nil
+	}
+	out := make([]byte, 0, len(body)-len(promptMarkerJSON)+len(prompt))
+	out = append(out, body[:i]...)
+	out = append(out, prompt...)
+	return append(out, body[i+len(promptMarkerJSON):]...)
 }
 
 // sendBuilt sends a built request and records it in res; with sess, the

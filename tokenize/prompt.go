@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -46,7 +47,16 @@ type PromptBuilder struct {
 	blockSize int
 	words     []string // each " "+word is one token
 	spaced    []string // " "+word, for each of words
+	plainJSON bool     // no word needs escaping in a JSON string
+	// padded holds each spaced word in a fixed array, its length in
+	// spacedLen: a build copies a word as one array store where a copy
+	// of its few bytes (a runtime call a word) was a third of its time.
+	padded    [][wordPad]byte
+	spacedLen []uint8
 }
+
+// wordPad bounds a spaced word's length for the padded copies.
+const wordPad = 16
 
 // NewPromptBuilder returns a builder for tok with prefix blocks of blockSize
 // tokens. It keeps the vocabulary words that tok counts as one token, and
@@ -70,8 +80,16 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 		return nil, fmt.Errorf("tokenize: only %d single-token words under %s; cannot synthesize prompts of exact length", len(words), tok.Name())
 	}
 	b := &PromptBuilder{tok: tok, blockSize: blockSize, words: words, spaced: make([]string, len(words))}
+	b.plainJSON = true
+	b.padded, b.spacedLen = make([][wordPad]byte, len(words)), make([]uint8, len(words))
 	for i, w := range words {
 		b.spaced[i] = " " + w
+		b.plainJSON = b.plainJSON && jsonPlain(b.spaced[i])
+		if len(b.spaced[i]) > wordPad {
+			return nil, fmt.Errorf("tokenize: the word %q is longer than %d bytes", w, wordPad-1)
+		}
+		copy(b.padded[i][:], b.spaced[i])
+		b.spacedLen[i] = uint8(len(b.spaced[i]))
 	}
 	if n := tok.Count(b.build(300, nil, 1)); n != 300 {
 		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style tokenizer", n, tok.Name())
@@ -81,6 +99,22 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 
 // BlockSize returns the prefix block size in tokens.
 func (b *PromptBuilder) BlockSize() int { return b.blockSize }
+
+// PlainJSON reports whether every prompt the builder makes stands in a
+// JSON string as it is: encoding/json (which also escapes <, > and &)
+// would copy it byte for byte, so a caller may copy it into a body without
+// encoding/json's scan of each byte, most of a long prompt's body's cost.
+func (b *PromptBuilder) PlainJSON() bool { return b.plainJSON }
+
+// jsonPlain reports whether encoding/json writes s into a string unchanged.
+func jsonPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
 
 // Counter returns the builder's token counter.
 func (b *PromptBuilder) Counter() Counter { return b.tok }
@@ -123,18 +157,17 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 	if tokens >= yieldWords {
 		runtime.Gosched() // appendWords yields through the build; let the queue go first too
 	}
-	var sb strings.Builder
-	sb.Grow(tokens * 7)
+	buf := make([]byte, 0, tokens*7+wordPad)
 	written := 0
 	for i := 0; written < tokens && i < len(blocks); i++ {
 		n := min(b.blockSize, tokens-written)
-		b.appendWords(&sb, written, n, uint64(blocks[i]), 0x9e3779b97f4a7c15)
+		buf = b.appendWords(buf, written, n, uint64(blocks[i]), 0x9e3779b97f4a7c15)
 		written += n
 	}
 	if written < tokens {
-		b.appendWords(&sb, written, tokens-written, seed, 0xc2b2ae3d27d4eb4f)
+		buf = b.appendWords(buf, written, tokens-written, seed, 0xc2b2ae3d27d4eb4f)
 	}
-	return sb.String()
+	return string(buf)
 }
 
 // appendWords writes n space-prefixed single-token words drawn from a PCG
@@ -143,14 +176,20 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 // prompt, blocks and all: a goroutine queued behind a long build (a
 // replay's send) then waits a fraction of a millisecond, not the whole
 // build.
-func (b *PromptBuilder) appendWords(sb *strings.Builder, written, n int, key, stream uint64) {
+func (b *PromptBuilder) appendWords(buf []byte, written, n int, key, stream uint64) []byte {
 	ws := b.wordStream(key, stream)
 	for i := written; i < written+n; i++ {
 		if i > 0 && i%yieldWords == 0 {
 			runtime.Gosched()
 		}
-		sb.WriteString(ws.next())
+		if cap(buf)-len(buf) < wordPad {
+			buf = slices.Grow(buf, wordPad+(written+n-i)*8)
+		}
+		w := ws.index()
+		*(*[wordPad]byte)(buf[len(buf) : len(buf)+wordPad]) = b.padded[w]
+		buf = buf[:len(buf)+int(b.spacedLen[w])]
 	}
+	return buf
 }
 
 // wordStream draws space-prefixed words: the words math/rand/v2's
@@ -170,11 +209,14 @@ func (b *PromptBuilder) wordStream(key, stream uint64) wordStream {
 	return ws
 }
 
-func (ws wordStream) next() string {
+func (ws wordStream) next() string { return ws.spaced[ws.index()] }
+
+// index draws the next word's index.
+func (ws wordStream) index() int {
 	if ws.slow != nil {
-		return ws.spaced[ws.slow.IntN(len(ws.spaced))]
+		return ws.slow.IntN(len(ws.spaced))
 	}
-	return ws.spaced[intN(ws.src, uint64(len(ws.spaced)))]
+	return int(intN(ws.src, uint64(len(ws.spaced))))
 }
 
 // intN is math/rand/v2's Rand.IntN(m) over src on a 64-bit platform
