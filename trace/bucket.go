@@ -227,7 +227,9 @@ func (w *BucketWriter) partitionOf(ts int64) string {
 	return w.lastDir
 }
 
-// Write adds one request. Its strings are kept; the rest is copied.
+// Write adds one request. Its slices and pointed-to values are read later,
+// when its block of rows goes into the column buffers, and its strings are
+// kept: the caller must not change them after Write.
 func (w *BucketWriter) Write(r Request) error {
 	if w.closed {
 		return errors.New("trace: write to a closed bucket writer")

@@ -435,7 +435,9 @@ func newRequestBuffer(l *requestLayout) *requestBuffer {
 	return b
 }
 
-// add appends a copy of r. Nothing of r is kept but its strings.
+// add appends a shallow copy of r: its slices and pointed-to values are
+// read when the block drains (at most blockRows rows later), and only its
+// strings are kept after that.
 func (b *requestBuffer) add(r *Request) {
 	if b.n > 0 && r.TS < b.ts.at(b.n-1) {
 		b.unsorted = true
