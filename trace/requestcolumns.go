@@ -24,7 +24,7 @@ type requestColumn struct {
 	// distinct marks a column whose values rarely repeat (request ids):
 	// its pages are not checked for one repeated value.
 	distinct bool
-	// buffer makes the column's buffer for the encoder (requestgather.go).
+	// buffer makes the column's buffer for the encoder (requestbuffer.go).
 	buffer func() bufferedColumn
 }
 
