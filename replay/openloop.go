@@ -328,14 +328,12 @@ func (r *Runner) waitUntil(ctx context.Context, ns int64) bool {
 			}
 			d := time.Duration(left - spinWait)
 			if !slackRefused.Load() {
-				long := longSleepers.Add(1) < procs
-				if long {
+				if longSleepers.Add(1) < procs {
 					preciseSleep(d)
-				}
-				longSleepers.Add(-1)
-				if long {
+					longSleepers.Add(-1)
 					continue
 				}
+				longSleepers.Add(-1)
 			}
 			preciseSleep(min(d, time.Duration(sleepSlice)))
 		default:

@@ -329,7 +329,8 @@ func (w *BucketWriter) flushPartition(p string) error {
 	if err := w.pw.writeBuffer(ctx, filepath.Join(w.stage, rel), pb); err != nil {
 		return err
 	}
-	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(pb.n), MinTS: pb.minTS, MaxTS: pb.maxTS})
+	minTS, maxTS := pb.span()
+	w.parts = append(w.parts, Part{Path: filepath.ToSlash(rel), Rows: int64(pb.n), MinTS: minTS, MaxTS: maxTS})
 	pb.reset()
 	if len(w.spare) < 2 {
 		w.spare = append(w.spare, pb)

@@ -46,8 +46,8 @@ func (c *chunked[V]) appendTo(dst []V, lo, hi int) []V {
 	return dst
 }
 
-// permuted returns c's values in the order of perm, in the chunks of
-// into (reset first).
+// permuted puts c's values, in the order of perm, into into (emptied
+// first).
 func (c *chunked[V]) permuted(into *chunked[V], perm []int32) {
 	into.reset()
 	for _, p := range perm {

@@ -29,23 +29,20 @@ func (st *columnStats) add(col *layoutColumn, cv *columnValues) {
 	}
 	switch col.kind {
 	case parquet.Int64:
-		st.ints(boundsOf(cv.i64, func(int64) bool { return true }))
+		lo, hi, ok := boundsOf(cv.i64, every)
+		widen(st, &st.minI, &st.maxI, lo, hi, ok)
 	case parquet.Int32:
-		lo, hi, ok := boundsOf(cv.i32, func(int32) bool { return true })
-		st.ints(int64(lo), int64(hi), ok)
+		lo, hi, ok := boundsOf(cv.i32, every)
+		widen(st, &st.minI, &st.maxI, int64(lo), int64(hi), ok)
 	case parquet.Boolean:
 		lo, hi, ok := true, false, false
 		for _, v := range cv.bools {
 			lo, hi, ok = lo && v, hi || v, true
 		}
-		st.ints(int64(boolByte(lo)), int64(boolByte(hi)), ok)
+		widen(st, &st.minI, &st.maxI, int64(boolByte(lo)), int64(boolByte(hi)), ok)
 	case parquet.Double:
 		lo, hi, ok := boundsOf(cv.f64, func(v float64) bool { return !math.IsNaN(v) })
-		if ok && !st.has {
-			st.minF, st.maxF, st.has = lo, hi, true
-		} else if ok {
-			st.minF, st.maxF = math.Min(st.minF, lo), math.Max(st.maxF, hi)
-		}
+		widen(st, &st.minF, &st.maxF, lo, hi, ok)
 	case parquet.ByteArray:
 		st.strings(cv.strs)
 	}
@@ -68,26 +65,26 @@ func (st *columnStats) merge(o *columnStats) {
 	st.minS, st.maxS = min(st.minS, o.minS), max(st.maxS, o.maxS)
 }
 
-func (st *columnStats) ints(lo, hi int64, ok bool) {
+// strings takes in the bounds of a string column's values.
+func (st *columnStats) strings(vals []string) {
+	lo, hi, ok := boundsOf(vals, every)
+	widen(st, &st.minS, &st.maxS, lo, hi, ok)
+}
+
+// widen takes lo..hi, when ok, into the bounds *least..*greatest of st,
+// which hold nothing until st.has.
+func widen[T cmp.Ordered](st *columnStats, least, greatest *T, lo, hi T, ok bool) {
 	switch {
 	case !ok:
 	case !st.has:
-		st.minI, st.maxI, st.has = lo, hi, true
+		*least, *greatest, st.has = lo, hi, true
 	default:
-		st.minI, st.maxI = min(st.minI, lo), max(st.maxI, hi)
+		*least, *greatest = min(*least, lo), max(*greatest, hi)
 	}
 }
 
-func (st *columnStats) strings(vals []string) {
-	lo, hi, ok := boundsOf(vals, func(string) bool { return true })
-	switch {
-	case !ok:
-	case !st.has:
-		st.minS, st.maxS, st.has = lo, hi, true
-	default:
-		st.minS, st.maxS = min(st.minS, lo), max(st.maxS, hi)
-	}
-}
+// every keeps every value for boundsOf.
+func every[T any](T) bool { return true }
 
 // boundsOf returns the least and greatest of the values keep accepts.
 func boundsOf[T cmp.Ordered](vals []T, keep func(T) bool) (lo, hi T, ok bool) {

@@ -145,9 +145,11 @@ func WriteJSONAtomic(path string, v any) error {
 	})
 }
 
-// WriteFileAtomic writes path through a temporary file in its directory and
-// a rename, so a failure never leaves a half-written file and readers never
-// see one. The file gets 0644 less the umask, as os.Create would make it.
+// WriteFileAtomic writes path through a hidden temporary file in its
+// directory, synced and renamed into place, so a failure or a crash never
+// leaves a file under the final name that looks whole but is not, and
+// readers never see one. The file gets 0644 less the umask, as os.Create
+// would make it.
 func WriteFileAtomic(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -155,6 +157,10 @@ func WriteFileAtomic(path string, write func(io.Writer) error) error {
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
 	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -1,12 +1,12 @@
 package trace
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
@@ -15,67 +15,39 @@ import (
 // DefaultRowGroupRows is the number of rows per Parquet row group.
 const DefaultRowGroupRows = 128 << 10
 
-// writePartFile writes rows to path atomically: it writes a hidden temporary
-// file in the same directory, syncs it, and renames it into place, so a crash
-// never leaves a file under the final name that looks whole but is not.
+// writePartFile writes rows as the part at path with parquet-go's generic
+// writer, in row groups of rowGroupRows (createPart).
 func writePartFile[T any](path string, rows []T, rowGroupRows int) error {
-	return (&partWriter[T]{rowGroupRows: rowGroupRows}).write(context.Background(), path, rows)
-}
-
-// partWriter writes part files one after another with one Parquet writer,
-// reset for each file: its page and compression buffers are reused, which
-// keeps a long conversion's memory flat.
-type partWriter[T any] struct {
-	rowGroupRows int
-	w            *parquet.GenericWriter[T]
-}
-
-// write writes rows as the part at path, stopping with ctx's error between
-// row groups once ctx ends (a part of 512k rows takes about a second).
-func (pw *partWriter[T]) write(ctx context.Context, path string, rows []T) error {
-	return pw.writeChunks(ctx, path, [][]T{rows})
-}
-
-// writeChunks writes the rows of chunks, in order, as the part at path.
-func (pw *partWriter[T]) writeChunks(ctx context.Context, path string, chunks [][]T) error {
-	if pw.rowGroupRows <= 0 {
-		pw.rowGroupRows = DefaultRowGroupRows
+	if rowGroupRows <= 0 {
+		rowGroupRows = DefaultRowGroupRows
 	}
-	err := writeFileAtomic(path, func(f *os.File) error {
-		if pw.w == nil {
-			pw.w = parquet.NewGenericWriter[T](f, parquetWriterOptions(pw.rowGroupRows)...)
-		} else {
-			pw.w.Reset(f)
-		}
-		w := pw.w
-		inGroup := 0
-		for _, rows := range chunks {
-			for len(rows) > 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				k := min(len(rows), pw.rowGroupRows-inGroup)
-				if _, err := w.Write(rows[:k]); err != nil {
-					return fmt.Errorf("write parquet rows to %s: %w", path, err)
-				}
-				rows, inGroup = rows[k:], inGroup+k
-				if inGroup == pw.rowGroupRows {
-					if err := w.Flush(); err != nil {
-						return fmt.Errorf("flush row group to %s: %w", path, err)
-					}
-					inGroup = 0
+	return createPart(path, func(f io.Writer) error {
+		w := parquet.NewGenericWriter[T](f, parquetWriterOptions(rowGroupRows)...)
+		for len(rows) > 0 {
+			k := min(len(rows), rowGroupRows)
+			if _, err := w.Write(rows[:k]); err != nil {
+				return fmt.Errorf("write parquet rows: %w", err)
+			}
+			if rows = rows[k:]; len(rows) > 0 {
+				if err := w.Flush(); err != nil {
+					return fmt.Errorf("flush a row group: %w", err)
 				}
 			}
 		}
 		if err := w.Close(); err != nil {
-			return fmt.Errorf("finish parquet file %s: %w", path, err)
+			return fmt.Errorf("finish the parquet file: %w", err)
 		}
 		return nil
 	})
-	if err != nil {
-		pw.w = nil // a writer that failed mid-file is not reused
+}
+
+// createPart writes a part file atomically (WriteFileAtomic), making its
+// partition directory first.
+func createPart(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create directory %s: %w", filepath.Dir(path), err)
 	}
-	return err
+	return WriteFileAtomic(path, write)
 }
 
 // openParts counts the part files open for reading: Scan's bound on them

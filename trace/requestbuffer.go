@@ -355,13 +355,12 @@ const blockRows = 256
 // bufferedColumn per leaf column in file order, and their arrival times
 // for sorting. Rows come in through a block of whole rows.
 type requestBuffer struct {
-	cols         []bufferedColumn
-	block        []Request
-	ts, ts2      chunked[int64]
-	n            int  // rows, those in the block included
-	unsorted     bool // a row came earlier than the one before it
-	minTS, maxTS int64
-	perm         []int32
+	cols     []bufferedColumn
+	block    []Request
+	ts, ts2  chunked[int64]
+	n        int  // rows, those in the block included
+	unsorted bool // a row came earlier than the one before it
+	perm     []int32
 }
 
 func newRequestBuffer(l *requestLayout) *requestBuffer {
@@ -379,10 +378,6 @@ func (b *requestBuffer) add(r *Request) {
 	if b.n > 0 && r.TS < b.ts.at(b.n-1) {
 		b.unsorted = true
 	}
-	if b.n == 0 {
-		b.minTS, b.maxTS = r.TS, r.TS
-	}
-	b.minTS, b.maxTS = min(b.minTS, r.TS), max(b.maxTS, r.TS)
 	b.ts.add(r.TS)
 	b.block = append(b.block, *r)
 	b.n++
@@ -420,6 +415,9 @@ func (b *requestBuffer) settle() {
 	b.ts, b.ts2 = b.ts2, b.ts
 	b.unsorted = false
 }
+
+// span returns the earliest and latest arrival of a settled buffer.
+func (b *requestBuffer) span() (first, last int64) { return b.ts.at(0), b.ts.at(b.n - 1) }
 
 // reset empties the buffer for another partition, keeping its memory.
 func (b *requestBuffer) reset() {

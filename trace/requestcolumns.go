@@ -122,6 +122,15 @@ var requestColumns = []requestColumn{
 	scalarCol("phase", internedOf, func(r *Request) *string { return &r.Phase }),
 }
 
+// requestColumnByPath finds requestColumns' entries by their path.
+var requestColumnByPath = func() map[string]*requestColumn {
+	m := make(map[string]*requestColumn, len(requestColumns))
+	for i := range requestColumns {
+		m[requestColumns[i].path] = &requestColumns[i]
+	}
+	return m
+}()
+
 // maxInterned bounds a decoder's intern table; past it the table starts
 // over, so a column of many distinct values (session ids) costs memory no
 // longer than a batch or two.
@@ -172,13 +181,9 @@ func newRequestDecoder(schema *parquet.Schema) *requestDecoder {
 	if len(schema.Columns()) != len(requestColumns) {
 		return nil
 	}
-	byPath := make(map[string]*requestColumn, len(requestColumns))
-	for i := range requestColumns {
-		byPath[requestColumns[i].path] = &requestColumns[i]
-	}
 	d := &requestDecoder{}
 	for _, path := range schema.Columns() {
-		spec := byPath[strings.Join(path, ".")]
+		spec := requestColumnByPath[strings.Join(path, ".")]
 		leaf, ok := schema.Lookup(path...)
 		want, known := requestSchema.Lookup(path...)
 		if spec == nil || !ok || !known || !sameLeafType(leaf.Node.Type(), want.Node.Type()) ||

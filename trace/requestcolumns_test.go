@@ -162,17 +162,32 @@ func firstDifference(a, b reflect.Value, path string) string {
 // TestRequestColumnsKeepOddFloats: a page of one float but for a NaN or a
 // -0 (which a page's bounds do not show) reads back value for value.
 func TestRequestColumnsKeepOddFloats(t *testing.T) {
+	in := oddFloatRows()
+	path := filepath.Join(t.TempDir(), "part.parquet")
+	if err := writePartFile(path, in, 1000); err != nil {
+		t.Fatal(err)
+	}
+	checkOddFloats(t, in, readPartWith(t, path, true))
+}
+
+// oddFloatRows are 600 requests of temperature 0 but for one -0, and of
+// top_p 0.5 but for one NaN.
+func oddFloatRows() []Request {
 	in := make([]Request, 600)
 	for i := range in {
 		in[i] = Request{Identity: Identity{RequestID: strconv.Itoa(i)}, Temperature: Ptr(0.0), TopP: Ptr(0.5)}
 	}
 	in[7].Temperature = Ptr(math.Copysign(0, -1))
 	in[9].TopP = Ptr(math.NaN())
-	path := filepath.Join(t.TempDir(), "part.parquet")
-	if err := writePartFile(path, in, 1000); err != nil {
-		t.Fatal(err)
+	return in
+}
+
+// checkOddFloats holds got's temperatures and top_p to in's, bit for bit.
+func checkOddFloats(t *testing.T, in, got []Request) {
+	t.Helper()
+	if len(got) != len(in) {
+		t.Fatalf("read %d rows, wrote %d", len(got), len(in))
 	}
-	got := readPartWith(t, path, true)
 	for i, r := range got {
 		if math.Float64bits(*r.Temperature) != math.Float64bits(*in[i].Temperature) || math.Float64bits(*r.TopP) != math.Float64bits(*in[i].TopP) {
 			t.Fatalf("row %d: temperature %v top_p %v, wrote %v and %v", i, *r.Temperature, *r.TopP, *in[i].Temperature, *in[i].TopP)

@@ -7,9 +7,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"math/bits"
-	"os"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
@@ -92,17 +92,14 @@ func newRequestPartWriter(rowGroupRows int) (*requestPartWriter, error) {
 // path, stopping with ctx's error between row groups once ctx ends.
 func (pw *requestPartWriter) writeBuffer(ctx context.Context, path string, buf *requestBuffer) error {
 	buf.settle()
-	return writeFileAtomic(path, func(f *os.File) error {
+	return createPart(path, func(f io.Writer) error {
 		if pw.out == nil {
 			pw.out = bufio.NewWriterSize(f, 1<<20)
 		} else {
 			pw.out.Reset(f)
 		}
 		defer pw.out.Reset(nil) // drop the file
-		if err := pw.writeFile(ctx, buf); err != nil {
-			return fmt.Errorf("write parquet rows to %s: %w", path, err)
-		}
-		return nil
+		return pw.writeFile(ctx, buf)
 	})
 }
 
@@ -385,20 +382,14 @@ func (pw *requestPartWriter) encodeValues(col *layoutColumn, cv *columnValues) (
 	switch col.kind {
 	case parquet.Int64:
 		if col.delta {
-			var enc delta.BinaryPackedEncoding
-			b, err := enc.EncodeInt64(b, cv.i64)
-			pw.raw = b
-			return b, format.DeltaBinaryPacked, err
+			return pw.deltaPacked(new(delta.BinaryPackedEncoding).EncodeInt64(b, cv.i64))
 		}
 		for _, v := range cv.i64 {
 			b = binary.LittleEndian.AppendUint64(b, uint64(v))
 		}
 	case parquet.Int32:
 		if col.delta {
-			var enc delta.BinaryPackedEncoding
-			b, err := enc.EncodeInt32(b, cv.i32)
-			pw.raw = b
-			return b, format.DeltaBinaryPacked, err
+			return pw.deltaPacked(new(delta.BinaryPackedEncoding).EncodeInt32(b, cv.i32))
 		}
 		for _, v := range cv.i32 {
 			b = binary.LittleEndian.AppendUint32(b, uint32(v))
@@ -423,6 +414,12 @@ func (pw *requestPartWriter) encodeValues(col *layoutColumn, cv *columnValues) (
 	}
 	pw.raw = b
 	return b, format.Plain, nil
+}
+
+// deltaPacked keeps a DELTA_BINARY_PACKED encoding's output as pw.raw.
+func (pw *requestPartWriter) deltaPacked(b []byte, err error) ([]byte, format.Encoding, error) {
+	pw.raw = b
+	return b, format.DeltaBinaryPacked, err
 }
 
 // writeDictPage writes a dictionary page of n PLAIN-encoded values.

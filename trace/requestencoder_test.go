@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -107,15 +108,7 @@ func testEncoderReads(t *testing.T, names ...string) {
 	for _, name := range names {
 		c := cases[name]
 		t.Run(name, func(t *testing.T) {
-			rows := c.rows
-			sorted := slices.Clone(rows)
-			slices.SortStableFunc(sorted, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
-			dir := t.TempDir()
-			ref, enc := filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
-			if err := writePartFile(ref, sorted, c.rowGroupRows); err != nil {
-				t.Fatal(err)
-			}
-			writeEncoded(t, enc, rows, c.rowGroupRows)
+			ref, enc := writeBothWays(t, c)
 			want := readPartWith(t, ref, false)
 			for _, read := range []struct {
 				name      string
@@ -142,17 +135,26 @@ func testEncoderReads(t *testing.T, names ...string) {
 func TestRequestEncoderStatisticsMatchParquetGo(t *testing.T) {
 	for name, c := range encoderCases() {
 		t.Run(name, func(t *testing.T) {
-			rows := slices.Clone(c.rows)
-			slices.SortStableFunc(rows, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
-			dir := t.TempDir()
-			ref, enc := filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
-			if err := writePartFile(ref, rows, c.rowGroupRows); err != nil {
-				t.Fatal(err)
-			}
-			writeEncoded(t, enc, rows, c.rowGroupRows)
+			ref, enc := writeBothWays(t, c)
 			compareStatistics(t, footerOf(t, ref), footerOf(t, enc))
 		})
 	}
+}
+
+// writeBothWays writes c's rows as a part with parquet-go's generic
+// writer, sorted by arrival (ties in order) as a bucket writes them, and
+// as they come through the column encoder, and returns the two paths.
+func writeBothWays(t *testing.T, c encoderCase) (ref, enc string) {
+	t.Helper()
+	sorted := slices.Clone(c.rows)
+	slices.SortStableFunc(sorted, func(a, b Request) int { return cmp.Compare(a.TS, b.TS) })
+	dir := t.TempDir()
+	ref, enc = filepath.Join(dir, "ref.parquet"), filepath.Join(dir, "enc.parquet")
+	if err := writePartFile(ref, sorted, c.rowGroupRows); err != nil {
+		t.Fatal(err)
+	}
+	writeEncoded(t, enc, c.rows, c.rowGroupRows)
+	return ref, enc
 }
 
 // compareStatistics holds the encoder's footer b to parquet-go's a.
@@ -203,22 +205,11 @@ func footerOf(t *testing.T, path string) *format.FileMetaData {
 // halves read back bit for bit, and the bounds skip the NaN and give the
 // zero its sign as the format asks (-0 least, +0 greatest).
 func TestRequestEncoderKeepsOddFloats(t *testing.T) {
-	in := make([]Request, 600)
-	for i := range in {
-		in[i] = Request{Identity: Identity{RequestID: fmt.Sprint(i)}, Temperature: Ptr(0.0), TopP: Ptr(0.5)}
-	}
-	in[7].Temperature = Ptr(math.Copysign(0, -1))
-	in[9].TopP = Ptr(math.NaN())
+	in := oddFloatRows()
 	path := filepath.Join(t.TempDir(), "part.parquet")
 	writeEncoded(t, path, in, 1000)
-	for _, byColumns := range []bool{true, false} {
-		got := readPartWith(t, path, byColumns)
-		for i, r := range got {
-			if math.Float64bits(*r.Temperature) != math.Float64bits(*in[i].Temperature) || math.Float64bits(*r.TopP) != math.Float64bits(*in[i].TopP) {
-				t.Fatalf("row %d (by columns %v): temperature %v top_p %v, wrote %v and %v", i, byColumns, *r.Temperature, *r.TopP, *in[i].Temperature, *in[i].TopP)
-			}
-		}
-	}
+	checkOddFloats(t, in, readPartWith(t, path, true))
+	checkOddFloats(t, in, readPartWith(t, path, false))
 	md := footerOf(t, path)
 	for c, path := range requestSchema.Columns() {
 		st := md.RowGroups[0].Columns[c].MetaData.Statistics
@@ -231,18 +222,10 @@ func TestRequestEncoderKeepsOddFloats(t *testing.T) {
 		default:
 			continue
 		}
-		if !bytes.Equal(st.MinValue, le64(math.Float64bits(lo))) || !bytes.Equal(st.MaxValue, le64(math.Float64bits(hi))) {
+		if !bytes.Equal(st.MinValue, binary.LittleEndian.AppendUint64(nil, math.Float64bits(lo))) || !bytes.Equal(st.MaxValue, binary.LittleEndian.AppendUint64(nil, math.Float64bits(hi))) {
 			t.Errorf("%s: bounds %x..%x, want %v..%v", path[0], st.MinValue, st.MaxValue, lo, hi)
 		}
 	}
-}
-
-func le64(v uint64) []byte {
-	b := make([]byte, 8)
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
-	}
-	return b
 }
 
 // TestRequestBufferSortsStably: rows pushed out of order come out of the

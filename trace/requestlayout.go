@@ -64,14 +64,10 @@ func buildRequestLayout() (*requestLayout, error) {
 	for i := range l.schema { // the names may point into buf
 		l.schema[i].Name = strings.Clone(l.schema[i].Name)
 	}
-	byPath := make(map[string]*requestColumn, len(requestColumns))
-	for i := range requestColumns {
-		byPath[requestColumns[i].path] = &requestColumns[i]
-	}
 	for _, path := range requestSchema.Columns() {
 		name := strings.Join(path, ".")
 		leaf, _ := requestSchema.Lookup(path...)
-		spec := byPath[name]
+		spec := requestColumnByPath[name]
 		if spec == nil || spec.buffer == nil {
 			return nil, fmt.Errorf("request layout: column %s has no entry in requestColumns", name)
 		}
