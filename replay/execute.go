@@ -196,18 +196,19 @@ func (r *Runner) execute(ctx context.Context, s *stream, pre *prefetcher, w *tra
 	}()
 	stopProgress := r.progress(total)
 
-	var inflight sync.WaitGroup
 	closedLoop := r.opts.Concurrency > 0
 	if closedLoop {
+		var inflight sync.WaitGroup
 		r.runClosedLoop(ctx, reqCtx, s, col, &inflight)
 		inflight.Wait() // the workers are done: the rest is not scheduled
 		s.halt()
 	} else {
 		// Planned after the run stopped: recorded as not sent.
 		s.drop = func(p *planned) { col.notSent(r, s, p) }
-		r.runOpenLoop(ctx, reqCtx, s, pre, col, &inflight)
+		senders := newSenders()
+		r.runOpenLoop(ctx, reqCtx, s, pre, col, senders)
 		s.halt() // no session turn handed to a sender from here on
-		inflight.Wait()
+		senders.stop()
 	}
 	interrupted := ctx.Err() != nil
 	for _, p := range s.remaining() {

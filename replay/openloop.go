@@ -14,7 +14,7 @@ import (
 // the goroutine of the turn before, when it is done plus the think time
 // (or, read after that, by the stream). It returns when the stream is
 // exhausted or ctx ends.
-func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefetcher, col *collector, inflight *sync.WaitGroup) {
+func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefetcher, col *collector, inflight *senders) {
 	var slots chan struct{}
 	if r.opts.MaxConcurrency > 0 {
 		slots = make(chan struct{}, r.opts.MaxConcurrency)
