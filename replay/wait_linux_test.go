@@ -11,8 +11,8 @@ import (
 )
 
 // TestWaitSleepsOncePerWaitWithProcessorsToSpare: with two processors a
-// wait under a millisecond is one precise sleep to spinWait before the due
-// time (each wake-up costs CPU); with one processor, or with another thread
+// wait under a millisecond is one precise sleep to the wake margin before
+// the due time (each wake-up costs CPU); with one processor, or with another thread
 // already in a long sleep, every sleep is a slice of at most sleepSlice,
 // so that the requests are not held up behind sleeping threads.
 func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
