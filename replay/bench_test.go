@@ -43,6 +43,30 @@ func BenchmarkSSEParse(b *testing.B) {
 	b.ReportMetric(float64(258*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
+// BenchmarkRequestBody builds the body of a streamed 100-token chat
+// request, as bench-vegeta's, written directly (appendPlainBody) and by
+// encoding/json.
+func BenchmarkRequestBody(b *testing.B) {
+	r := contractRunner(b, nil)
+	q := trace.Request{Shape: trace.Shape{InputTokens: 100, OutputTokens: 4, API: trace.APIChat, Stream: true}}
+	q.RequestID = "r-1"
+	for _, c := range []struct {
+		name string
+		fast bool
+	}{{"direct", true}, {"encoding-json", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			fastBodies = c.fast
+			defer func() { fastBodies = true }()
+			b.ReportAllocs()
+			for b.Loop() {
+				if o := r.build(&q, nil); o.notSent != "" {
+					b.Fatal(o.notSent)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkScheduleLag measures how late waitUntil wakes for a due time
 // 2 ms ahead: the pacer's own contribution to send lateness.
 func BenchmarkScheduleLag(b *testing.B) {

@@ -149,8 +149,15 @@ type requestBody struct {
 	IgnoreEOS   bool     `json:"ignore_eos,omitempty"`
 	MinTokens   int64    `json:"min_tokens,omitempty"`
 
-	// The workload contract (contract.go): each set only where the
-	// request carried the feature and it was not stripped.
+	// encoding/json writes an embedded struct's fields in its place, so
+	// these follow the ones above (appendPlainBody relies on it).
+	bodyContract
+}
+
+// bodyContract is the workload contract's part of a body (contract.go):
+// each field set only where the request carried the feature and it was
+// not stripped.
+type bodyContract struct {
 	Tools             json.RawMessage `json:"tools,omitempty"`
 	ToolChoice        any             `json:"tool_choice,omitempty"`
 	ResponseFormat    any             `json:"response_format,omitempty"`
@@ -824,8 +831,6 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 		body.MinTokens = maxTokens
 	}
 	body.setContract(c, o.api)
-	// A long prompt the builder vouches for is spliced into the encoded
-	// body in place of a marker (see splicePrompt).
 	if o.stream {
 		body.StreamOptions = &struct {
 			IncludeUsage bool `json:"include_usage"`
@@ -854,7 +859,16 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 		}
 		return json.Marshal(body)
 	}
-	if spliceLongPrompts && r.prompt.PlainJSON() && len(o.prompt) >= spliceMin && (o.api == trace.APIChat || len(o.history) == 0) {
+	// A body of the plain fields alone is written directly; in any other,
+	// a long prompt the builder vouches for is spliced into the encoded
+	// body in place of a marker (see splicePrompt).
+	if fastBodies && len(o.history) == 0 && len(c.parts) == 0 {
+		if b, ok := appendPlainBody(make([]byte, 0, len(o.model)+len(o.prompt)+plainBodyFields), &body, o.api == trace.APIChat, o.prompt, r.prompt.PlainJSON()); ok {
+			o.body = b
+			return o
+		}
+	}
+	if fastBodies && r.prompt.PlainJSON() && len(o.prompt) >= spliceMin && (o.api == trace.APIChat || len(o.history) == 0) {
 		if b, err := encode(promptMarker); err == nil {
 			if o.body = splicePrompt(b, o.prompt); o.body != nil {
 				return o
@@ -885,8 +899,9 @@ const (
 // promptMarkerJSON is promptMarker as encoding/json writes it.
 var promptMarkerJSON = []byte(`\u0000servetrace-prompt\u0000`)
 
-// spliceLongPrompts turns splicing on; tests turn it off for reference.
-var spliceLongPrompts = true
+// fastBodies turns on appendPlainBody and splicing; tests turn them off
+// for reference.
+var fastBodies = true
 
 // splicePrompt returns body with its one promptMarker replaced by prompt,
 // or nil if the marker is not there exactly once (a string of the body

@@ -11,7 +11,7 @@ import (
 
 // contractRunner is a runner with a prompt builder, for building bodies
 // without a server.
-func contractRunner(t *testing.T, mod func(*Options)) *Runner {
+func contractRunner(t testing.TB, mod func(*Options)) *Runner {
 	t.Helper()
 	o := DefaultOptions()
 	o.Target = "http://127.0.0.1:1"

@@ -33,9 +33,9 @@ func TestSplicedBodyIsMarshaled(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.q.RequestID = "r-" + c.name
 			spliced := r.build(&c.q, c.sess)
-			spliceLongPrompts = false
+			fastBodies = false
 			whole := r.build(&c.q, c.sess)
-			spliceLongPrompts = true
+			fastBodies = true
 			if spliced.notSent != "" || whole.notSent != "" {
 				t.Fatalf("not sent: %q / %q", spliced.notSent, whole.notSent)
 			}

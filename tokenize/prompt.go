@@ -84,7 +84,7 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 	b.padded, b.spacedLen = make([][wordPad]byte, len(words)), make([]uint8, len(words))
 	for i, w := range words {
 		b.spaced[i] = " " + w
-		b.plainJSON = b.plainJSON && jsonPlain(b.spaced[i])
+		b.plainJSON = b.plainJSON && JSONPlain(b.spaced[i])
 		if len(b.spaced[i]) > wordPad {
 			return nil, fmt.Errorf("tokenize: the word %q is longer than %d bytes", w, wordPad-1)
 		}
@@ -106,8 +106,10 @@ func (b *PromptBuilder) BlockSize() int { return b.blockSize }
 // encoding/json's scan of each byte, most of a long prompt's body's cost.
 func (b *PromptBuilder) PlainJSON() bool { return b.plainJSON }
 
-// jsonPlain reports whether encoding/json writes s into a string unchanged.
-func jsonPlain(s string) bool {
+// JSONPlain reports whether encoding/json writes s into a string
+// unchanged: printable ASCII other than the quote, the backslash and the
+// three characters it escapes for HTML (<, >, &).
+func JSONPlain(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return false
