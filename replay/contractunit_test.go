@@ -25,7 +25,7 @@ func contractRunner(t testing.TB, mod func(*Options)) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.preparePrompts(16); err != nil {
+	if _, _, err := r.preparePrompts(16, true); err != nil {
 		t.Fatal(err)
 	}
 	return r

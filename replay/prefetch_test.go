@@ -59,7 +59,7 @@ func TestPrefetchTakeOnce(t *testing.T) {
 	r.startClock()
 	started := make(chan struct{})
 	close(started)
-	if _, _, err := r.preparePrompts(16); err != nil {
+	if _, _, err := r.preparePrompts(16, true); err != nil {
 		t.Fatal(err)
 	}
 	plan := make([]*planned, 400)

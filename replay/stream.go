@@ -49,6 +49,9 @@ const sessionIdleNs = int64(30 * time.Minute)
 type workloadCheck struct {
 	planned  int64
 	adapters map[string]int
+	// counts: a planned request may have text counted by the tokenizer
+	// (a session's history, tool definitions, a schema).
+	counts bool
 }
 
 // checkWorkload reads the whole workload once before anything is sent:
@@ -84,6 +87,7 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 			complete = true
 		case keep:
 			c.planned++
+			c.counts = c.counts || q.SessionID != "" || len(q.Features) > 0
 		}
 		return nil
 	})

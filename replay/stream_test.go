@@ -164,3 +164,42 @@ func TestStreamedReplayKeepsSessionsAndLookAhead(t *testing.T) {
 		t.Errorf("the stream held at most %d units; its look-ahead is %d", maxHeld, units)
 	}
 }
+
+// TestCheckSaysWhetherTextIsCounted: the workload check reports text to
+// count (a tokenizer to build) for a planned request in a session or
+// carrying a feature, and none for plain requests or ones the schedule
+// cuts.
+func TestCheckSaysWhetherTextIsCounted(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	plain := func(i int) trace.Request {
+		return trace.Request{Identity: trace.Identity{RequestID: strconv.Itoa(i)}, TS: t0.Add(time.Duration(i) * time.Second).UnixMicro(),
+			Shape: trace.Shape{InputTokens: 10, OutputTokens: 2, API: trace.APIChat}}
+	}
+	cases := []struct {
+		name string
+		last func(*trace.Request) // changes the last of three requests
+		max  int                  // MaxRequests
+		want bool
+	}{
+		{"plain", func(*trace.Request) {}, 0, false},
+		{"a session", func(q *trace.Request) { q.SessionID = "s1" }, 0, true},
+		{"tools", func(q *trace.Request) { q.Features = []string{trace.FeatureTools}; q.ToolCount = 1 }, 0, true},
+		{"a session the schedule cuts", func(q *trace.Request) { q.SessionID = "s1" }, 2, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reqs := []trace.Request{plain(0), plain(1), plain(2)}
+			c.last(&reqs[2])
+			o := DefaultOptions()
+			o.Target = "http://127.0.0.1:1"
+			o.MaxRequests = c.max
+			check, err := checkWorkload(context.Background(), sliceSource(reqs), &o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if check.counts != c.want {
+				t.Errorf("counts %v, want %v", check.counts, c.want)
+			}
+		})
+	}
+}

@@ -1,5 +1,7 @@
 package tokenize
 
+//go:generate go run gen_words.go
+
 import (
 	"errors"
 	"fmt"
@@ -59,12 +61,41 @@ type PromptBuilder struct {
 const wordPad = 16
 
 // NewPromptBuilder returns a builder for tok with prefix blocks of blockSize
-// tokens. It keeps the vocabulary words that tok counts as one token, and
-// checks on a sample that words do not merge: n words must count as n tokens.
+// tokens, on the vocabulary words that tok counts as one token: listed for
+// the bundled encodings (singleTokenWords), so the builder does not build
+// a Lazy tokenizer, else counted by CountSingleTokenWords.
 func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 	if blockSize <= 0 {
 		return nil, fmt.Errorf("tokenize: block size must be positive, got %d", blockSize)
 	}
+	words, err := listedWords(tok)
+	if words == nil && err == nil {
+		words, err = CountSingleTokenWords(tok)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newPromptBuilder(tok, blockSize, words)
+}
+
+// listedWords returns the listed single-token words of a bundled
+// encoding's tokenizer, or nil for any other counter.
+func listedWords(tok Counter) ([]string, error) {
+	t, ok := tok.(*Tokenizer)
+	if !ok || !t.bundled {
+		return nil, nil
+	}
+	list, ok := singleTokenWords[t.name]
+	if !ok {
+		return nil, fmt.Errorf("tokenize: no words listed for %s; run go generate ./tokenize", t.name)
+	}
+	return strings.Fields(list), nil
+}
+
+// CountSingleTokenWords returns the candidate words whose space-prefixed
+// form tok counts as one token, in the candidates' order, and checks on a
+// sample that words do not merge: 300 words must count as 300 tokens.
+func CountSingleTokenWords(tok Counter) ([]string, error) {
 	seen := map[string]bool{}
 	var words []string
 	for _, w := range strings.Fields(candidateWords) {
@@ -76,6 +107,18 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 			words = append(words, w)
 		}
 	}
+	b, err := newPromptBuilder(tok, 1, words)
+	if err != nil {
+		return nil, err
+	}
+	if n := tok.Count(b.build(300, nil, 1)); n != 300 {
+		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style tokenizer", n, tok.Name())
+	}
+	return words, nil
+}
+
+// newPromptBuilder returns a builder on words, each one token under tok.
+func newPromptBuilder(tok Counter, blockSize int, words []string) (*PromptBuilder, error) {
 	if len(words) < 64 {
 		return nil, fmt.Errorf("tokenize: only %d single-token words under %s; cannot synthesize prompts of exact length", len(words), tok.Name())
 	}
@@ -90,9 +133,6 @@ func NewPromptBuilder(tok Counter, blockSize int) (*PromptBuilder, error) {
 		}
 		copy(b.padded[i][:], b.spaced[i])
 		b.spacedLen[i] = uint8(len(b.spaced[i]))
-	}
-	if n := tok.Count(b.build(300, nil, 1)); n != 300 {
-		return nil, fmt.Errorf("tokenize: 300 single-token words count as %d tokens under %s: its pre-tokenizer merges across words; use a tiktoken-style tokenizer", n, tok.Name())
 	}
 	return b, nil
 }

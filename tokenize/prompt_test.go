@@ -5,9 +5,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/pkoukk/tiktoken-go"
 )
 
 func TestKnownCounts(t *testing.T) {
@@ -228,4 +231,57 @@ func cl100kBuilder(tb testing.TB, blockSize int) *PromptBuilder {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// TestListedWordsAreCounted: the words listed for each bundled encoding
+// are those its built tokenizer counts as one token each, so a builder on
+// a Lazy tokenizer makes the same prompts as one that counted.
+func TestListedWordsAreCounted(t *testing.T) {
+	for _, name := range Encodings {
+		tok, err := Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted, err := CountSingleTokenWords(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed, err := listedWords(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(listed, counted) {
+			t.Errorf("%s: listed words differ from the counted ones; run go generate ./tokenize", name)
+		}
+	}
+}
+
+// TestLazyTokenizerBuildsOnFirstCount: a prompt builder on a Lazy
+// tokenizer does not build it; the first Count does.
+func TestLazyTokenizerBuildsOnFirstCount(t *testing.T) {
+	built := 0
+	tok := &Tokenizer{name: CL100K, bundled: true, enc: func() (*tiktoken.Tiktoken, error) {
+		built++
+		return cache[CL100K]()
+	}}
+	b, err := NewPromptBuilder(tok, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := b.Build(100, nil, 1)
+	if built != 0 {
+		t.Fatalf("the builder built the encoding %d times", built)
+	}
+	if n := tok.Count(text); n != 100 || built != 1 {
+		t.Errorf("Count = %d after %d builds, want 100 after 1", n, built)
+	}
+}
+
+// TestRankFileTokenizerCountsItsWords: a tokenizer from a rank file never
+// uses a bundled encoding's list, whatever its name.
+func TestRankFileTokenizerCountsItsWords(t *testing.T) {
+	tok := &Tokenizer{name: CL100K, enc: cache[CL100K]}
+	if words, err := listedWords(tok); words != nil || err != nil {
+		t.Errorf("listed %d words (err %v) for a tokenizer not bundled", len(words), err)
+	}
 }

@@ -70,7 +70,7 @@ func LoadRankFile(path, pattern string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer rank file %s: %w", path, err)
 	}
-	return &Tokenizer{name: path, enc: enc}, nil
+	return &Tokenizer{name: path, enc: func() (*tiktoken.Tiktoken, error) { return enc, nil }}, nil
 }
 
 // newTiktoken wraps the library constructors, which can panic on a bad pattern.

@@ -28,8 +28,11 @@ var Encodings = []string{CL100K, O200K, P50K}
 
 // Tokenizer counts tokens. It is safe for concurrent use.
 type Tokenizer struct {
-	name string
-	enc  *tiktoken.Tiktoken
+	name    string
+	bundled bool // one of Encodings, not a rank file
+	// enc builds the encoding on its first call and returns the same
+	// encoding, or error, after.
+	enc func() (*tiktoken.Tiktoken, error)
 }
 
 // setLoader installs the offline BPE loader once, before any encoding is
@@ -37,18 +40,18 @@ type Tokenizer struct {
 var setLoader = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
 
 // cache builds each encoding at most once per process: building one costs
-// about 0.3 s. It is a lazily filled, read-only cache, not mutable state.
-var cache = map[string]func() (*Tokenizer, error){}
+// about 0.1–0.3 s. It is a lazily filled, read-only cache, not mutable state.
+var cache = map[string]func() (*tiktoken.Tiktoken, error){}
 
 func init() {
 	for _, name := range Encodings {
-		cache[name] = sync.OnceValues(func() (*Tokenizer, error) {
+		cache[name] = sync.OnceValues(func() (*tiktoken.Tiktoken, error) {
 			setLoader()
 			enc, err := getEncoding(name)
 			if err != nil {
 				return nil, fmt.Errorf("tokenize: load %s: %w", name, err)
 			}
-			return &Tokenizer{name: name, enc: enc}, nil
+			return enc, nil
 		})
 	}
 }
@@ -65,6 +68,21 @@ func getEncoding(name string) (enc *tiktoken.Tiktoken, err error) {
 
 // Get returns the named tokenizer, built on first use and shared after.
 func Get(name string) (*Tokenizer, error) {
+	t, err := Lazy(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Load(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Lazy returns the named bundled tokenizer without building it: it is
+// built on its first Count or Encode, or by Load. A prompt builder on it
+// needs no build (its words are listed, see singleTokenWords), so a
+// caller that may count nothing need not pay for the build.
+func Lazy(name string) (*Tokenizer, error) {
 	if name == "" {
 		name = DefaultEncoding
 	}
@@ -72,19 +90,39 @@ func Get(name string) (*Tokenizer, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown tokenizer %q; use one of: %s", name, strings.Join(Encodings, ", "))
 	}
-	return f()
+	return &Tokenizer{name: name, bundled: true, enc: f}, nil
+}
+
+// Load builds the encoding now, if it is not built yet.
+func (t *Tokenizer) Load() error {
+	_, err := t.enc()
+	return err
 }
 
 // Name returns the encoding's name.
 func (t *Tokenizer) Name() string { return t.name }
 
-// Count returns the number of tokens in text. Special-token strings in text
-// are counted as ordinary text.
-func (t *Tokenizer) Count(text string) int { return len(t.enc.EncodeOrdinary(text)) }
+// Count returns the number of tokens in text, or -1 if the encoding could
+// not be built. Special-token strings in text are counted as ordinary
+// text.
+func (t *Tokenizer) Count(text string) int {
+	enc, err := t.enc()
+	if err != nil {
+		return -1
+	}
+	return len(enc.EncodeOrdinary(text))
+}
 
 // Encode returns the token ids of text, special-token strings as ordinary
-// text. Ids never leave the process: they are not written anywhere.
-func (t *Tokenizer) Encode(text string) []int { return t.enc.EncodeOrdinary(text) }
+// text. Ids never leave the process: they are not written anywhere. It
+// panics if the encoding cannot be built: Get and Load report that first.
+func (t *Tokenizer) Encode(text string) []int {
+	enc, err := t.enc()
+	if err != nil {
+		panic(err)
+	}
+	return enc.EncodeOrdinary(text)
+}
 
 // Open returns a bundled encoding by name, or builds one from a tiktoken
 // rank file path with the given pattern (default Llama3Pattern).
