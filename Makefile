@@ -101,7 +101,7 @@ bench-analyze:
 	ANALYZE_ROWS=$(or $(ANALYZE_ROWS),100000000) ANALYZE_DIR=$(or $(ANALYZE_DIR),$(or $(TMPDIR),/tmp)/servetrace-bench-analyze) \
 		$(GO) test ./analyze -run '^$$' -bench '^BenchmarkAnalyzeLongRun$$' -benchtime 1x -timeout 90m
 
-## bench-client: highest open-loop rate with lateness p99 < 2 ms, client on core 0, simulator on core 1
+## bench-client: highest open-loop rate with lateness p99 < 1 ms (and < 2 ms), client on core 0, simulator on core 1
 bench-client:
 	$(GO) test -c -o bin/replay.test ./replay
 	cd replay && SERVETRACE_SIM_CPU=1 taskset -c 0 ../bin/replay.test -test.run '^$$' -test.bench OpenLoopMaxRate -test.benchtime 1x -test.v

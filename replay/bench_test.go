@@ -86,15 +86,18 @@ func BenchmarkScheduleLag(b *testing.B) {
 }
 
 // BenchmarkOpenLoopMaxRate finds the highest open-loop rate of 16-token
-// streaming requests this client sends with lateness p99 under 2 ms, against
-// the simulator in a separate process. `make bench-client` pins the client
-// and the simulator to different cores with taskset; run alone, both share
-// the machine. Reported as max-rate-rps; each step replays 3 s.
+// streaming requests this client sends with lateness p99 under 1 ms (issue
+// 15's goal; max-rate-rps) and under 2 ms (max-rate-2ms-rps), against the
+// simulator in a separate process, stepping up the rate until a step
+// misses 2 ms or fails a request. `make bench-client` pins the client and
+// the simulator to different cores with taskset; run alone, both share the
+// machine. Each step replays 3 s.
 func BenchmarkOpenLoopMaxRate(b *testing.B) {
 	url := startSimChild(b, nil)
 	defer TuneGC()() // as servetrace replay runs
-	best := 0.0
+	best1, best2 := 0.0, 0.0
 	for b.Loop() {
+		under1 := true // every step so far under 1 ms
 		for _, rate := range []float64{500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000} {
 			n := int(rate * 3)
 			wl := benchWorkload(b, n)
@@ -111,10 +114,14 @@ func BenchmarkOpenLoopMaxRate(b *testing.B) {
 			if !ok || info.Lateness.P99Ms >= 2 {
 				break
 			}
-			best = rate
+			best2 = rate
+			if under1 = under1 && info.Lateness.P99Ms < 1; under1 {
+				best1 = rate
+			}
 		}
 	}
-	b.ReportMetric(best, "max-rate-rps")
+	b.ReportMetric(best1, "max-rate-rps")
+	b.ReportMetric(best2, "max-rate-2ms-rps")
 }
 
 // benchWorkload writes n requests of 32 prompt and 16 output tokens.
