@@ -134,10 +134,14 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 
 // Prefetch bounds: bodies are built up to prefetchAhead before their send
 // time, at most prefetchMax of them waiting at once (a 128k-token prompt's
-// body is about 0.5 MB, so 32 MB at most).
+// body is about 0.5 MB, so 32 MB at most). A prefetcher held at the bound
+// is woken when the waiting bodies fall to prefetchLow: woken on every
+// take, at high rates, where the bound is what holds it, it cost a
+// wake-up of its thread per send.
 const (
 	prefetchAhead = int64(500 * time.Millisecond)
 	prefetchMax   = 64
+	prefetchLow   = 48
 )
 
 // prefetcher builds the bodies of the scheduled (unchained) requests ahead
@@ -148,9 +152,10 @@ const (
 // prefetchAhead (at most prefetchMax), so the first sends wait for no
 // building either.
 type prefetcher struct {
-	slots chan struct{}
-	warm  chan struct{} // closed when the bodies due first are built
-	done  chan struct{} // closed when the prefetcher has stopped
+	waiting atomic.Int32  // bodies built and not yet taken
+	roomy   chan struct{} // take's signal, once waiting falls to prefetchLow
+	warm    chan struct{} // closed when the bodies due first are built
+	done    chan struct{} // closed when the prefetcher has stopped
 }
 
 const (
@@ -165,7 +170,7 @@ const (
 // (full), builds those of them due in the first prefetchAhead, then closes
 // warm and waits for clockStarted. It stops with ctx.
 func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, clockStarted <-chan struct{}) *prefetcher {
-	p := &prefetcher{slots: make(chan struct{}, prefetchMax), warm: make(chan struct{}), done: make(chan struct{})}
+	p := &prefetcher{roomy: make(chan struct{}, 1), warm: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		var warmOnce sync.Once
@@ -208,21 +213,23 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, cl
 			if q.state.Load() != prefetchNone {
 				continue // sent already
 			}
-			if !started && (q.scheduledNs >= prefetchAhead || len(p.slots) == cap(p.slots)) && !waitClock() {
+			if !started && (q.scheduledNs >= prefetchAhead || p.waiting.Load() >= prefetchMax) && !waitClock() {
 				return
 			}
-			select {
-			case p.slots <- struct{}{}:
-			case <-ctx.Done():
-				return
+			for p.waiting.Load() >= prefetchMax {
+				select {
+				case <-p.roomy:
+				case <-ctx.Done():
+					return
+				}
 			}
 			if started && !r.waitUntilCoarse(ctx, q.scheduledNs-prefetchAhead) {
 				return
 			}
 			if !q.state.CompareAndSwap(prefetchNone, prefetchBuilding) {
-				<-p.slots // sent already: built at its send
-				continue
+				continue // sent already: built at its send
 			}
+			p.waiting.Add(1)
 			// This goroutine's timer fires at a send time (a body is built
 			// prefetchAhead before its own), on the processor where that
 			// send's goroutine was just queued: a long prompt's build yields
@@ -250,7 +257,12 @@ func (p *prefetcher) take(q *planned) *outgoing {
 		case prefetchReady:
 			if q.state.CompareAndSwap(prefetchReady, prefetchTaken) {
 				o := q.built.Swap(nil)
-				<-p.slots
+				if p.waiting.Add(-1) == prefetchLow {
+					select {
+					case p.roomy <- struct{}{}:
+					default: // a signal is pending already
+					}
+				}
 				return o
 			}
 		default:
