@@ -87,7 +87,7 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 			complete = true
 		case keep:
 			c.planned++
-			c.counts = c.counts || q.SessionID != "" || len(q.Features) > 0
+			c.counts = c.counts || countsText(q)
 		}
 		return nil
 	})
@@ -98,6 +98,24 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 		return c, err
 	}
 	return c, pl.end()
+}
+
+// countsText reports whether sending q counts text with the tokenizer: a
+// session's history, or the tool definitions or schema its contract
+// synthesizes to a token size.
+func countsText(q *trace.Request) bool {
+	if q.SessionID != "" {
+		return true
+	}
+	if len(q.Features) == 0 && q.ToolCount == 0 && q.OutputFormat == "" {
+		return false // carries none of them: skip building the list
+	}
+	for _, f := range carried(q) {
+		if f == FeatureTools || f == FeatureSchema || f == FeatureGrammar {
+			return true
+		}
+	}
+	return false
 }
 
 // maxAdapterNames bounds the adapters counted for ranking: beyond it, new

@@ -167,8 +167,8 @@ func TestStreamedReplayKeepsSessionsAndLookAhead(t *testing.T) {
 
 // TestCheckSaysWhetherTextIsCounted: the workload check reports text to
 // count (a tokenizer to build) for a planned request in a session or
-// carrying a feature, and none for plain requests or ones the schedule
-// cuts.
+// carrying tools or a schema, however the row says so, and none for
+// plain requests, other features, or requests the schedule cuts.
 func TestCheckSaysWhetherTextIsCounted(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	plain := func(i int) trace.Request {
@@ -184,6 +184,9 @@ func TestCheckSaysWhetherTextIsCounted(t *testing.T) {
 		{"plain", func(*trace.Request) {}, 0, false},
 		{"a session", func(q *trace.Request) { q.SessionID = "s1" }, 0, true},
 		{"tools", func(q *trace.Request) { q.Features = []string{trace.FeatureTools}; q.ToolCount = 1 }, 0, true},
+		{"a tool count without its label", func(q *trace.Request) { q.ToolCount = 2 }, 0, true},
+		{"a schema by its output format", func(q *trace.Request) { q.OutputFormat = trace.OutputJSONSchema }, 0, true},
+		{"a seed counts nothing", func(q *trace.Request) { q.Seed = new(int64(7)); q.Features = []string{trace.FeatureSeed} }, 0, false},
 		{"a session the schedule cuts", func(q *trace.Request) { q.SessionID = "s1" }, 2, false},
 	}
 	for _, c := range cases {
