@@ -35,7 +35,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			<-slots
 		}
 	}
-	// launch sends p, already admitted, on its own goroutine; it is
+	// launch sends p, already admitted, on a sender goroutine; it is
 	// called from the scheduler, the admitter, or the turn before (which
 	// built it, built). A request the prefetcher has not built yet is
 	// built here, and counted.
@@ -288,7 +288,9 @@ func (r *Runner) waitUntilCoarse(ctx context.Context, ns int64) bool {
 // precise sleeps woke, starting at initialMargin: half the wake-ups then
 // spin a little and half are a few microseconds late, where a margin
 // covering every wake-up would spin most of it away on every wait
-// (docs/measurements.md, "The scheduler's wait"). Each wake-up costs the
+// (docs/measurements.md, "The scheduler's wait"). Only long sleeps teach
+// the margin: with one processor, or with the slack refused, it stays at
+// initialMargin. Each wake-up costs the
 // client CPU, so the precise sleep is one long sleep where that leaves a
 // processor to run the requests meanwhile (a sleeping thread holds its
 // own): at most GOMAXPROCS−1 threads sleep long at once. The other waits,

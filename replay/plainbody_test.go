@@ -122,3 +122,45 @@ func TestBodyContractEmptySeesEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainBodyWritesEveryPlainField sets each of requestBody's own
+// fields in turn on a plain body: appendPlainBody must decline it or write
+// what encoding/json writes, so a field added to requestBody and not to
+// appendPlainBody cannot be dropped.
+func TestPlainBodyWritesEveryPlainField(t *testing.T) {
+	typ := reflect.TypeFor[requestBody]()
+	for i := range typ.NumField() {
+		field := typ.Field(i)
+		if field.Anonymous {
+			continue // bodyContract: TestBodyContractEmptySeesEveryField
+		}
+		body := requestBody{Model: "m", MaxTokens: 8}
+		f := reflect.ValueOf(&body).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Int64:
+			f.SetInt(3)
+		case reflect.Bool:
+			f.SetBool(true)
+		default:
+			t.Fatalf("field %s: kind %s not handled by this test", field.Name, f.Kind())
+		}
+		got, ok := appendPlainBody(nil, &body, true, "hi", true)
+		if !ok {
+			continue
+		}
+		body.Messages = []any{chatMessage{Role: "user", Content: "hi"}}
+		want, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("field %s set:\n got %s\nwant %s", field.Name, got, want)
+		}
+	}
+}

@@ -108,3 +108,61 @@ func TestPrefetchTakeOnce(t *testing.T) {
 		t.Fatal("the prefetcher did not stop with its context")
 	}
 }
+
+// TestPrefetcherResumesAtTheLowWaterMark: the prefetcher holds at most
+// prefetchMax built bodies; takes that bring them down to prefetchLow
+// wake it, and it builds back up to the bound, in schedule order.
+func TestPrefetcherResumesAtTheLowWaterMark(t *testing.T) {
+	r, err := newRunner(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.startClock()
+	if _, _, err := r.preparePrompts(16, false); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	close(started)
+	plan := make([]*planned, 3*prefetchMax)
+	in := make(chan *planned, len(plan))
+	for i := range plan { // all due now: only the bound holds the prefetcher
+		plan[i] = &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: 20, API: trace.APIChat}}}
+		in <- plan[i]
+	}
+	close(in)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := r.startPrefetch(ctx, in, started, started)
+	defer func() { cancel(); <-p.done }()
+	// built waits until the first n requests are built, checking the
+	// bound on the way.
+	built := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for plan[n-1].state.Load() != prefetchReady {
+			if w := p.waiting.Load(); w > prefetchMax {
+				t.Fatalf("%d bodies waiting, over the bound of %d", w, prefetchMax)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d not built in 10 s; %d waiting", n-1, p.waiting.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	built(prefetchMax)
+	taken := prefetchMax - prefetchLow // down to the low-water mark
+	for i := range taken {
+		if p.take(plan[i]) == nil {
+			t.Fatalf("request %d: no body", i)
+		}
+	}
+	built(prefetchMax + taken)
+	if w := p.waiting.Load(); w != prefetchMax {
+		t.Errorf("%d bodies waiting after it built back up, want %d", w, prefetchMax)
+	}
+	for i := prefetchMax + taken; i < len(plan); i++ {
+		if s := plan[i].state.Load(); s != prefetchNone {
+			t.Errorf("request %d past the bound in state %d", i, s)
+			break
+		}
+	}
+}

@@ -9,8 +9,9 @@ import (
 )
 
 // timerSlack is how late Linux may wake a sleeping thread so as to batch
-// wake-ups. Its default, 50 µs, is more than the margin waitUntil's one
-// sleep leaves before the due time, so sleepPrecise sets 1 µs on its thread. The slack
+// wake-ups. Its default, 50 µs, would add to every wake-up's delay and
+// so to the margin waitUntil's one sleep leaves before the due time (the
+// spin), so sleepPrecise sets 1 µs on its thread. The slack
 // stays on that thread, and threads it starts inherit it: their other timed
 // waits wake a little more precisely, and nothing else changes.
 const timerSlack = time.Microsecond

@@ -8,11 +8,12 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// TestSplicedBodyIsMarshaled builds long-prompt bodies with the prompt
-// spliced in and with encoding/json over the whole body: chat, chat with a
-// session's history (whose replies need escaping), chat with an image,
-// and completions, streamed and not; the bodies must be byte for byte
-// equal, and valid JSON holding the prompt.
+// TestSplicedBodyIsMarshaled builds long-prompt bodies the fast way and
+// with encoding/json over the whole body: plain chat and completions
+// (written directly, appendPlainBody), and spliced ones: chat and
+// completions with a seed, chat with a session's history (whose replies
+// need escaping), chat with an image; streamed and not. The bodies must be
+// byte for byte equal, and valid JSON holding the prompt.
 func TestSplicedBodyIsMarshaled(t *testing.T) {
 	r := contractRunner(t, nil)
 	if !r.prompt.PlainJSON() {
@@ -28,6 +29,8 @@ func TestSplicedBodyIsMarshaled(t *testing.T) {
 		{"chat with history", trace.Request{Shape: trace.Shape{InputTokens: 3000, API: trace.APIChat}}, hist},
 		{"chat with an image", trace.Request{Shape: trace.Shape{InputTokens: 3000, API: trace.APIChat, Features: []string{trace.FeatureImage}}, Media: trace.Media{ImageCount: 1}}, nil},
 		{"completions", trace.Request{Shape: trace.Shape{InputTokens: 3000, API: trace.APICompletions, Stream: true}}, nil},
+		{"chat with a seed", trace.Request{Shape: trace.Shape{InputTokens: 3000, API: trace.APIChat, Stream: true}, Seed: new(int64(3))}, nil},
+		{"completions with a seed", trace.Request{Shape: trace.Shape{InputTokens: 3000, API: trace.APICompletions}, Seed: new(int64(3))}, nil},
 		{"a short prompt", trace.Request{Shape: trace.Shape{InputTokens: 20, API: trace.APIChat}}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

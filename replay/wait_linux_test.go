@@ -32,8 +32,9 @@ func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 			t.Errorf("GOMAXPROCS %d: woke %v early", procs, -late)
 		}
 	}
-	// Slices would ask for sleepSlice at most; the one sleep asks for
-	// about 850 µs, less only if the test stalled that long before it
+	// Slices would ask for sleepSlice at most; the one sleep asks for the
+	// wait less the margin, 700–895 µs, less only if the test stalled
+	// that long before it
 	// (a loaded machine can stall a thread for a millisecond): three tries.
 	for try := 1; ; try++ {
 		wait900(2)
@@ -63,8 +64,8 @@ func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 }
 
 // TestPreciseSleepSetsTimerSlack: the kernel reports the sleeping thread's
-// timer slack as timerSlack after a precise sleep (Linux's default is
-// 50 µs, which would wake the one sleep past the spin).
+// timer slack as timerSlack after a precise sleep (Linux's default, 50
+// µs, would add to every wake-up's delay).
 func TestPreciseSleepSetsTimerSlack(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -7,8 +7,8 @@ import (
 )
 
 // wakeMargin is how long before a due time a precise sleep ends: the
-// median of how late the last marginWindow long sleeps woke, within
-// [minMargin, maxMargin]. Spinning costs the client CPU and waking late
+// median of how late the long sleeps woke, set anew after every
+// marginWindow of them from those alone, within [minMargin, maxMargin]. Spinning costs the client CPU and waking late
 // costs lateness; the median splits the kernel's wake-up delay between
 // them, and follows it as the machine's load changes.
 type wakeMargin struct {

@@ -211,7 +211,8 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 		buf = b.appendWords(buf, written, tokens-written, seed, 0xc2b2ae3d27d4eb4f)
 	}
 	// buf is not written after: the string shares its bytes, where a
-	// copy of a long prompt took a tenth of its build.
+	// copy of a long prompt took a tenth of its build. It keeps buf's
+	// whole capacity alive (7 bytes a token against about 5.6 used).
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
