@@ -102,21 +102,7 @@ func TestBodyContractEmptySeesEveryField(t *testing.T) {
 	typ := reflect.TypeFor[bodyContract]()
 	for i := range typ.NumField() {
 		var c bodyContract
-		f := reflect.ValueOf(&c).Elem().Field(i)
-		switch f.Kind() {
-		case reflect.Pointer:
-			f.Set(reflect.New(f.Type().Elem()))
-		case reflect.Slice:
-			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
-		case reflect.Interface:
-			f.Set(reflect.ValueOf("x"))
-		case reflect.String:
-			f.SetString("x")
-		case reflect.Int32, reflect.Int64:
-			f.SetInt(2)
-		default:
-			t.Fatalf("field %s: kind %s not handled by this test", typ.Field(i).Name, f.Kind())
-		}
+		setNonZero(t, reflect.ValueOf(&c).Elem().Field(i), typ.Field(i).Name)
 		if c.empty() {
 			t.Errorf("field %s set, and empty says the contract is empty", typ.Field(i).Name)
 		}
@@ -135,21 +121,7 @@ func TestPlainBodyWritesEveryPlainField(t *testing.T) {
 			continue // bodyContract: TestBodyContractEmptySeesEveryField
 		}
 		body := requestBody{Model: "m", MaxTokens: 8}
-		f := reflect.ValueOf(&body).Elem().Field(i)
-		switch f.Kind() {
-		case reflect.Pointer:
-			f.Set(reflect.New(f.Type().Elem()))
-		case reflect.Slice:
-			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
-		case reflect.String:
-			f.SetString("x")
-		case reflect.Int64:
-			f.SetInt(3)
-		case reflect.Bool:
-			f.SetBool(true)
-		default:
-			t.Fatalf("field %s: kind %s not handled by this test", field.Name, f.Kind())
-		}
+		setNonZero(t, reflect.ValueOf(&body).Elem().Field(i), field.Name)
 		got, ok := appendPlainBody(nil, &body, true, "hi", true)
 		if !ok {
 			continue
@@ -162,5 +134,27 @@ func TestPlainBodyWritesEveryPlainField(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("field %s set:\n got %s\nwant %s", field.Name, got, want)
 		}
+	}
+}
+
+// setNonZero sets the struct field f, named name, to a value other than
+// its zero.
+func setNonZero(t *testing.T, f reflect.Value, name string) {
+	t.Helper()
+	switch f.Kind() {
+	case reflect.Pointer:
+		f.Set(reflect.New(f.Type().Elem()))
+	case reflect.Slice:
+		f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+	case reflect.Interface:
+		f.Set(reflect.ValueOf("x"))
+	case reflect.String:
+		f.SetString("x")
+	case reflect.Int32, reflect.Int64:
+		f.SetInt(3)
+	case reflect.Bool:
+		f.SetBool(true)
+	default:
+		t.Fatalf("field %s: kind %s not handled by this test", name, f.Kind())
 	}
 }
