@@ -88,20 +88,14 @@ func runDemo(c *cli.Context) error {
 	step("generate", t0, fmt.Sprintf("%d requests over %v → %s", wm.Rows, c.Duration("duration"), workloadDir))
 
 	t0 = time.Now()
-	so := sim.DefaultOptions()
-	so.TokenizerThreads = 1 // it shares this process, and its processors, with the client
-	s, err := sim.New(so)
+	rs, err := startSimProcess(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("demo sim: %w", err)
 	}
-	rs, err := s.Start("127.0.0.1:0", false)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
+	defer rs.stop()
 	o := sim.DefaultOptions()
 	p, _ := sim.LookupPreset(o.Preset)
-	step("sim", t0, fmt.Sprintf("simulator at %s: continuous batching, preset %s (%s)", rs.URL, p.Name, p.Description))
+	step("sim", t0, fmt.Sprintf("simulator at %s (its own process): continuous batching, preset %s (%s)", rs.URL, p.Name, p.Description))
 
 	t0 = time.Now()
 	ropts := replay.DefaultOptions()

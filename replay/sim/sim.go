@@ -62,9 +62,10 @@ type Options struct {
 	ReasoningRatio float64
 	// TokenizerThreads bounds the prompts tokenized at once (default: the
 	// processors, at least 2). A simulator sharing a process with the
-	// client under test (the demo) takes fewer, so that its tokenizing a
-	// long prompt never holds every processor the client's sends wait for:
-	// Go preempts a busy goroutine only after 10 ms.
+	// client under test takes fewer, so that its tokenizing a long prompt
+	// never holds every processor the client's sends wait for: Go preempts
+	// a busy goroutine only after 10 ms. (The demo runs it in a process of
+	// its own.)
 	TokenizerThreads int
 	// StopRate is the share of requests that stop early (finish_reason
 	// "stop") at a uniform length, unless ignore_eos or min_tokens forbid.

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// simProcess is the simulator the demo runs as a child process: the
+// replay client under test then shares no Go processor, heap or
+// collector with the server it measures. In one process the simulator's
+// tokenizer held a processor for the runtime's 10 ms preemption quantum
+// while a collection marked its tables on the other, and the demo called
+// its client saturated at 4% of its CPU (docs/measurements.md).
+type simProcess struct {
+	URL  string
+	cmd  *exec.Cmd
+	done chan error // the child's Wait
+}
+
+// simCommand returns the command that runs `servetrace <args>`: this
+// executable; tests, whose executable is a test binary, replace it.
+var simCommand = func(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this executable to start the simulator: %w", err)
+	}
+	return exec.CommandContext(ctx, exe, args...), nil
+}
+
+// simServing is the line `servetrace sim` prints once it serves.
+var simServing = regexp.MustCompile(`serving .* at (http://\S+), preset`)
+
+// simStartTimeout bounds the wait for the child's serving line.
+const simStartTimeout = 30 * time.Second
+
+// startSimProcess starts `servetrace sim` on a free loopback port and
+// returns once it serves.
+func startSimProcess(ctx context.Context) (*simProcess, error) {
+	cmd, err := simCommand(ctx, "sim", "--addr", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the simulator: %w", err)
+	}
+	p := &simProcess{cmd: cmd, done: make(chan error, 1)}
+	lines := make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(stdout)
+		line, _ := br.ReadString('\n')
+		lines <- line
+		io.Copy(io.Discard, br) // the child never blocks on a full pipe
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case line := <-lines:
+		if m := simServing.FindStringSubmatch(line); m != nil {
+			p.URL = m[1]
+			return p, nil
+		}
+		p.stop()
+		return nil, fmt.Errorf("the simulator did not start: %s", strings.TrimSpace(line+" "+stderr.String()))
+	case <-time.After(simStartTimeout):
+		p.stop()
+		return nil, fmt.Errorf("the simulator did not report its address in %v", simStartTimeout)
+	}
+}
+
+// stop ends the child (an interrupt, then a kill after 5 s) and waits
+// for it.
+func (p *simProcess) stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The test binary is not servetrace: the demo's simulator runs as this
+// binary re-executed as the CLI (TestMain's cliChildEnv).
+func init() {
+	simCommand = func(ctx context.Context, args ...string) (*exec.Cmd, error) {
+		argv, err := json.Marshal(args)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), cliChildEnv+"="+string(argv))
+		return cmd, nil
+	}
+}
+
+// TestDemoSimulatorRunsInItsOwnProcess: the demo's simulator is a child
+// process that serves on loopback, and stop ends it.
+func TestDemoSimulatorRunsInItsOwnProcess(t *testing.T) {
+	p, err := startSimProcess(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.cmd.Process.Pid == os.Getpid() {
+		t.Fatal("the simulator runs in this process")
+	}
+	resp, err := http.Get(p.URL + "/v1/models")
+	if err != nil {
+		p.stop()
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/v1/models: %s", resp.Status)
+	}
+	p.stop()
+	if p.cmd.ProcessState == nil {
+		t.Fatal("stop returned before the simulator exited")
+	}
+	if _, err := http.Get(p.URL + "/v1/models"); err == nil {
+		t.Error("the simulator still answers after stop")
+	}
+}
+
+// TestDemoSimulatorThatFailsSaysWhy: a child that exits before serving
+// is reported with what it wrote, not waited on.
+func TestDemoSimulatorThatFailsSaysWhy(t *testing.T) {
+	orig := simCommand
+	defer func() { simCommand = orig }()
+	simCommand = func(ctx context.Context, args ...string) (*exec.Cmd, error) {
+		return orig(ctx, "sim", "--addr", "192.0.2.1:1") // not loopback, no --allow-remote
+	}
+	_, err := startSimProcess(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "did not start") || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("error %v, want one saying the simulator did not start and why", err)
+	}
+}
