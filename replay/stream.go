@@ -101,8 +101,9 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 }
 
 // countsText reports whether sending q counts text with the tokenizer: a
-// session's history, or the tool definitions or schema its contract
-// synthesizes to a token size.
+// session's history, or the tool definitions or JSON schema its contract
+// synthesizes to a token size (a regex, grammar or choice list is sized
+// without counting).
 func countsText(q *trace.Request) bool {
 	if q.SessionID != "" {
 		return true
@@ -111,7 +112,7 @@ func countsText(q *trace.Request) bool {
 		return false // carries none of them: skip building the list
 	}
 	for _, f := range carried(q) {
-		if f == FeatureTools || f == FeatureSchema || f == FeatureGrammar {
+		if f == FeatureTools || f == FeatureSchema {
 			return true
 		}
 	}

@@ -12,9 +12,10 @@ import (
 
 // TestWaitSleepsOncePerWaitWithProcessorsToSpare: with two processors a
 // wait under a millisecond is one precise sleep to the wake margin before
-// the due time (each wake-up costs CPU); with one processor, or with another thread
-// already in a long sleep, every sleep is a slice of at most sleepSlice,
-// so that the requests are not held up behind sleeping threads.
+// the due time (each wake-up costs CPU); with one processor, or with
+// another thread already in a long sleep, every sleep is a slice of at
+// most sleepSlice, so that the requests are not held up behind sleeping
+// threads.
 func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 	var asked []time.Duration
 	orig := preciseSleep
@@ -34,8 +35,8 @@ func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 	}
 	// Slices would ask for sleepSlice at most; the one sleep asks for the
 	// wait less the margin, 700–895 µs, less only if the test stalled
-	// that long before it
-	// (a loaded machine can stall a thread for a millisecond): three tries.
+	// that long before it (a loaded machine can stall a thread for a
+	// millisecond): three tries.
 	for try := 1; ; try++ {
 		wait900(2)
 		if len(asked) == 1 && asked[0] > time.Duration(sleepSlice) {

@@ -8,9 +8,10 @@ import (
 
 // wakeMargin is how long before a due time a precise sleep ends: the
 // median of how late the long sleeps woke, set anew after every
-// marginWindow of them from those alone, within [minMargin, maxMargin]. Spinning costs the client CPU and waking late
-// costs lateness; the median splits the kernel's wake-up delay between
-// them, and follows it as the machine's load changes.
+// marginWindow of them from those alone, within [minMargin, maxMargin].
+// Spinning costs the client CPU and waking late costs lateness; the
+// median splits the kernel's wake-up delay between them, and follows it
+// as the machine's load changes.
 type wakeMargin struct {
 	mu     sync.Mutex
 	late   [marginWindow]int64
@@ -37,7 +38,7 @@ func (w *wakeMargin) get() int64 { return w.margin.Load() }
 func (w *wakeMargin) woke(late int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.late[w.n%marginWindow] = max(0, late)
+	w.late[w.n%marginWindow] = late // an early one sorts low; the clamp keeps minMargin
 	w.n++
 	if w.n%marginWindow != 0 {
 		return

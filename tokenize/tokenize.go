@@ -127,10 +127,23 @@ func (t *Tokenizer) Encode(text string) []int {
 // Open returns a bundled encoding by name, or builds one from a tiktoken
 // rank file path with the given pattern (default Llama3Pattern).
 func Open(name, pattern string) (*Tokenizer, error) {
+	t, err := OpenLazy(name, pattern)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Load(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// OpenLazy is Open with a bundled encoding not built yet (Lazy); a rank
+// file is read and built at once, so that its errors name the file.
+func OpenLazy(name, pattern string) (*Tokenizer, error) {
 	if IsRankFile(name) {
 		return LoadRankFile(name, pattern)
 	}
-	return Get(name)
+	return Lazy(name)
 }
 
 // Known reports whether name is a bundled encoding.
