@@ -23,6 +23,7 @@ import (
 
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay/chunk"
+	"github.com/servetrace/servetrace/replay/h1"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -30,7 +31,9 @@ import (
 // newHTTPClient returns a client tuned for load generation: one protocol
 // chosen explicitly (HTTP/1.1 by default: h2 multiplexing couples timings
 // across streams), no compression, and enough idle connections per host
-// that connections are reused, not churned.
+// that connections are reused, not churned. HTTP/1.1 to plain http://
+// endpoints goes through h1, which spares each request net/http's
+// goroutine hand-offs.
 func newHTTPClient(o Options) (*http.Client, error) {
 	tr := &http.Transport{
 		Proxy:               nil,
@@ -69,7 +72,14 @@ func newHTTPClient(o Options) (*http.Client, error) {
 		}
 		tr.TLSClientConfig = cfg
 	}
-	return &http.Client{Transport: tr, CheckRedirect: o.checkRedirect}, nil
+	var rt http.RoundTripper = tr
+	if o.HTTP != HTTP2 {
+		// Plain http:// exchanges run on the sending goroutine; https
+		// and the rest go to net/http's transport.
+		rt = &h1.Transport{DialContext: tr.DialContext, Fallback: tr, MaxIdleConnsPerHost: tr.MaxIdleConnsPerHost,
+			IdleConnTimeout: tr.IdleConnTimeout, ReadBufferSize: tr.ReadBufferSize}
+	}
+	return &http.Client{Transport: rt, CheckRedirect: o.checkRedirect}, nil
 }
 
 // maxRedirects is how many redirects a request follows at most, with

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"github.com/servetrace/servetrace/replay/h1"
 	"net"
 	"net/http"
 	"testing"
@@ -36,7 +37,7 @@ func TestClientFloor(t *testing.T) {
 	took := time.Since(start)
 	const delay = 3 * time.Millisecond
 	slow, err := measureFloor(context.Background(), DefaultOptions(), func(c *http.Client) {
-		tr := c.Transport.(*http.Transport)
+		tr := c.Transport.(*h1.Transport)
 		dial := tr.DialContext
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := dial(ctx, network, addr)
