@@ -14,7 +14,6 @@ type conn struct {
 	key   string // host:port, its pool
 	br    *bufio.Reader
 	limit *limitedReader // br's source: bounds a response's head
-	head  []byte         // the request head, reused
 	// stop detaches the exchange's context; false means the context has
 	// already ended and the connection is interrupted.
 	stop func() bool

@@ -3,11 +3,11 @@ package h1
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // defaultUserAgent is what net/http's transport sends when the request
@@ -15,16 +15,24 @@ import (
 const defaultUserAgent = "Go-http-client/1.1"
 
 // firstWrite bounds the body bytes that go out with the head: a long
-// prompt's body follows in writes of its own, so the head's write, and
+// prompt's body follows in a write of its own, so the head's write, and
 // onHead, come as soon as the server can start to read.
 const firstWrite = 64 << 10
 
+// writeBuffers hold a request's head and its body's first bytes while
+// they are written; a buffer that grew past keptBuffer is not kept.
+var writeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const keptBuffer = firstWrite + 16<<10
+
 // writeRequest writes req's head and body to c. The head goes out with
-// the body's first bytes in one write (writev), so a request of a small
+// at most firstWrite of the body in one write, so a request of a small
 // body is one system call, as on net/http's buffered writer; onHead runs
-// once that write is done, the head on the socket. It reports whether
-// the request asks for the connection to be closed after its response.
-// The request's body is closed.
+// once that write is done, the head on the socket. (One write of a
+// copy, not a writev of the two: the race detector sees a write, not a
+// writev, order what the server then reads.) It reports whether the
+// request asks for the connection to be closed after its response. The
+// request's body is closed.
 func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (closeAfter bool, err error) {
 	body := req.Body
 	if body == http.NoBody {
@@ -48,7 +56,13 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 	}
 	closeAfter = req.Close || hasToken(req.Header["Connection"], "close")
 
-	h := c.head[:0]
+	buf := writeBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= keptBuffer {
+			writeBuffers.Put(buf)
+		}
+	}()
+	h := (*buf)[:0]
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -89,55 +103,35 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 		}
 	}
 	h = append(h, "\r\n"...)
-	c.head = h
-
-	w := headWriter{nc: c.nc, head: h, onHead: onHead}
-	if body != nil {
-		n, err := io.Copy(&w, body)
+	first := int(min(length, firstWrite))
+	if body == nil {
+		first = 0
+	}
+	h = slices.Grow(h, first)
+	*buf = h
+	if first > 0 {
+		if _, err := io.ReadFull(body, h[len(h):len(h)+first]); err != nil {
+			return false, fmt.Errorf("h1: the request body ended before its Content-Length %d: %w", length, err)
+		}
+	}
+	if _, err := c.nc.Write(h[:len(h)+first]); err != nil {
+		return false, err
+	}
+	if onHead != nil {
+		onHead()
+	}
+	if rest := length - int64(first); body != nil && rest > 0 {
+		// A body that is a WriterTo (bytes.Reader's) writes the rest in
+		// one call.
+		n, err := io.Copy(c.nc, body)
 		if err != nil {
 			return false, err
 		}
-		if n != length {
-			return false, fmt.Errorf("h1: the request body was %d bytes, not its Content-Length %d", n, length)
-		}
-	}
-	if !w.wrote {
-		if _, err := w.Write(nil); err != nil {
-			return false, err
+		if n != rest {
+			return false, fmt.Errorf("h1: the request body was %d bytes, not its Content-Length %d", int64(first)+n, length)
 		}
 	}
 	return closeAfter, nil
-}
-
-// headWriter writes the request head with the first bytes of the body,
-// then runs onHead.
-type headWriter struct {
-	nc     net.Conn
-	head   []byte
-	onHead func()
-	wrote  bool
-}
-
-func (w *headWriter) Write(p []byte) (int, error) {
-	if w.wrote {
-		return w.nc.Write(p)
-	}
-	w.wrote = true
-	first := p[:min(len(p), firstWrite)]
-	bufs := net.Buffers{w.head, first}
-	n, err := bufs.WriteTo(w.nc)
-	written := max(0, int(n)-len(w.head))
-	if err != nil {
-		return written, err
-	}
-	if w.onHead != nil {
-		w.onHead()
-	}
-	if len(first) < len(p) {
-		m, err := w.nc.Write(p[len(first):])
-		return written + m, err
-	}
-	return written, nil
 }
 
 // hasToken reports whether a comma-separated header's values hold token,
