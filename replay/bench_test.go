@@ -94,7 +94,7 @@ func BenchmarkScheduleLag(b *testing.B) {
 // machine. Each step replays 3 s.
 func BenchmarkOpenLoopMaxRate(b *testing.B) {
 	url := startSimChild(b, nil)
-	defer TuneGC()() // as servetrace replay runs
+	defer TuneProcess()() // as servetrace replay runs
 	best1, best2 := 0.0, 0.0
 	for b.Loop() {
 		under1 := true // every step so far under 1 ms
@@ -283,4 +283,38 @@ func stealTicks(cpu string) int64 {
 		}
 	}
 	return 0
+}
+
+// cannedStream is a 4-token streamed chat answer with usage, as
+// cmd/arrivallog sends it, chunked.
+func cannedStream() []byte {
+	var events strings.Builder
+	for i := range 4 {
+		fmt.Fprintf(&events, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
+	}
+	events.WriteString("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n")
+	e := events.String()
+	return fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(e), e)
+}
+
+// BenchmarkExchange measures one streamed request and its answer from a
+// loopback server that answers every request with the same bytes: the
+// client's own work per request, with allocations.
+func BenchmarkExchange(b *testing.B) {
+	o := DefaultOptions()
+	o.Target, o.RunID = cannedServer(b, cannedStream(), true), "bench"
+	r, err := newRunner(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.startClock()
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"the quick brown fox"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		res := trace.Result{Identity: trace.Identity{RequestID: strconv.Itoa(i)}, Shape: trace.Shape{API: trace.APIChat}}
+		r.exchange(context.Background(), nil, body, true, &res, nil)
+		if res.Outcome != trace.OutcomeOK {
+			b.Fatalf("request %d: %s %s", i, res.Outcome, res.Error)
+		}
+	}
 }

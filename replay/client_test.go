@@ -23,13 +23,17 @@ import (
 // response bytes (status line and headers, blank line, body), then closes.
 // It is how captured transcripts of real servers, quirks included, reach the
 // client unchanged.
-func rawServer(t *testing.T, response []byte) string {
-	t.Helper()
+func rawServer(t *testing.T, response []byte) string { return cannedServer(t, response, false) }
+
+// cannedServer answers requests on loopback with response; with keepAlive
+// every request on a connection, else the first, closing after it.
+func cannedServer(tb testing.TB, response []byte, keepAlive bool) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -39,12 +43,16 @@ func rawServer(t *testing.T, response []byte) string {
 			go func() {
 				defer c.Close()
 				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if _, err := c.Write(response); err != nil || !keepAlive {
+						return
+					}
 				}
-				io.Copy(io.Discard, req.Body)
-				c.Write(response)
 			}()
 		}
 	}()

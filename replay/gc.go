@@ -13,25 +13,8 @@ import (
 // up as send lateness.
 const GCPercent = 400
 
-// tunedGC is set while TuneGC's setting is in force.
+// tunedGC is set while TuneProcess's setting is in force.
 var tunedGC atomic.Bool
-
-// TuneGC sets GOGC to GCPercent for a process that replays and returns
-// a function that restores the previous setting. It changes process-wide
-// runtime state: call it where the process is owned (a command, a test).
-// While it is in force, Run also bounds the heap once the workload is
-// loaded (boundHeap).
-func TuneGC() (restore func()) {
-	old := debug.SetGCPercent(GCPercent)
-	oldLimit := debug.SetMemoryLimit(-1)
-	tunedGC.Store(true)
-	return func() {
-		tunedGC.Store(false)
-		heapBound.Store(0)
-		debug.SetGCPercent(old)
-		debug.SetMemoryLimit(oldLimit)
-	}
-}
 
 // heapHeadroom is what boundHeap allows above GCPercent's goal.
 const heapHeadroom = 128 << 20
@@ -45,7 +28,7 @@ const heapHeadroom = 128 << 20
 // make the collector run.
 const heapCeiling = 224 << 20
 
-// boundHeap, under TuneGC and unless the user set GOMEMLIMIT, collects once
+// boundHeap, under TuneProcess and unless the user set GOMEMLIMIT, collects once
 // before the schedule starts, with the stream's look-ahead full (the
 // workload check's garbage would otherwise be collected mid-run) and gives
 // the freed memory back to the system, and sets a soft memory limit of

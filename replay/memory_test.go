@@ -28,7 +28,7 @@ func runReplayChild(spec string) {
 		os.Exit(1)
 	}
 	rate, _ := strconv.ParseFloat(f[4], 64)
-	defer TuneGC()()
+	defer TuneProcess()()
 	o := DefaultOptions()
 	o.Target, o.Rate, o.Arrival, o.Duration = f[0], rate, ArrivalConstant, d
 	info, err := Run(context.Background(), f[1], f[2], o)

@@ -24,7 +24,7 @@ import (
 // client.jsonl samples in the run dir that the replayer stays flat: the
 // heap retained after a full collection at 95% of the run within 10% of
 // that at 30%; from the second fifth of the run to the last, RSS within 25%
-// or under the heap bound Run sets under TuneGC (plus the runtime's own
+// or under the heap bound Run sets under TuneProcess (plus the runtime's own
 // memory), the collector's own live-heap figure within 50% and goroutines
 // within 10%, and RSS past the first fifth at most maxSteadyRSS while the
 // heap ceiling holds. Skipped unless asked
@@ -51,7 +51,7 @@ func TestSoak(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "run")
 	opts := DefaultOptions()
 	opts.Target, opts.Rate, opts.Arrival, opts.Duration = url, float64(rate), ArrivalPoisson, d
-	defer TuneGC()()
+	defer TuneProcess()()
 	// What the process really retains: the live heap right after a full
 	// collection, at 30% and at 95% of the run. The live heap the
 	// collector reports after its own cycles also counts what was

@@ -19,7 +19,7 @@ import (
 )
 
 // skipUnderRace skips timing tests under -race and otherwise measures as
-// the replay command runs (TuneGC), starting
+// the replay command runs (TuneProcess), starting
 // from a collected heap so garbage of earlier tests is not collected during
 // the measurement.
 func skipUnderRace(t *testing.T) {
@@ -28,7 +28,7 @@ func skipUnderRace(t *testing.T) {
 		t.Skip("timing figures are distorted by -race; run by make test-timing")
 	}
 	runtime.GC()
-	t.Cleanup(TuneGC())
+	t.Cleanup(TuneProcess())
 }
 
 // TestTimingOpenLoopLateness replays 200 req/s for 2 s against a simulator

@@ -50,7 +50,7 @@ Examples:
 			if err != nil {
 				return usageError(inFlags(c.App, err).Error())
 			}
-			defer replay.TuneGC()() // this process only replays
+			defer replay.TuneProcess()() // this process only replays
 			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
 			if err != nil {
 				return inFlags(c.App, err)

@@ -83,7 +83,7 @@ Examples:
 			if err != nil {
 				return usageError(err.Error())
 			}
-			defer replay.TuneGC()()
+			defer replay.TuneProcess()()
 			rec, err := sweep.Run(c.Context, c.String("out"), o)
 			if errors.Is(err, sweep.ErrInterrupted) {
 				return cli.Exit(fmt.Sprintf("sweep interrupted; %s records it: finish it with the same command and --resume", c.String("out")+"/"+sweep.FileName), exitInterrupted)

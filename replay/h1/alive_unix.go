@@ -4,6 +4,7 @@ package h1
 
 import (
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,22 +19,29 @@ func (c *conn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
-		return true
+	if c.raw == nil {
+		sc, ok := c.nc.(syscall.Conn)
+		if !ok {
+			return true
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		c.raw, c.peekFn = raw, c.peek
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	c.quiet = false
+	if c.raw.Read(c.peekFn) != nil {
 		return false
 	}
-	live := false
-	var buf [1]byte
-	if err := rc.Read(func(fd uintptr) bool {
-		_, _, err := unix.Recvfrom(int(fd), buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		live = err == unix.EAGAIN || err == unix.EWOULDBLOCK // nothing to read: open and quiet
-		return true
-	}); err != nil {
-		return false
-	}
-	return live
+	return c.quiet
+}
+
+// peek sets quiet when the socket holds nothing to read and is open; it
+// never asks to wait.
+func (c *conn) peek(fd uintptr) bool {
+	// recvfrom without a source address: unix.Recvfrom allocates one.
+	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	c.quiet = errno == unix.EAGAIN || errno == unix.EWOULDBLOCK
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -17,6 +18,12 @@ type conn struct {
 	// stop detaches the exchange's context; false means the context has
 	// already ended and the connection is interrupted.
 	stop func() bool
+	// The socket and the peek alive makes on it, kept from the first
+	// check (alive_unix.go).
+	raw     syscall.RawConn
+	peekFn  func(fd uintptr) bool
+	quiet   bool
+	peekBuf [1]byte
 	// How the exchange got the connection.
 	reused    bool
 	idleFor   time.Duration

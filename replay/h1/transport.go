@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -266,15 +267,11 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // hostPort is u's host with the scheme's default port made explicit.
-func hostPort(u interface {
-	Hostname() string
-	Port() string
-}) string {
-	port := u.Port()
-	if port == "" {
-		port = "80"
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host // already host:port
 	}
-	return net.JoinHostPort(u.Hostname(), port)
+	return net.JoinHostPort(u.Hostname(), "80")
 }
 
 // hostHeader is what the Host header carries: the request's Host if set,
