@@ -336,6 +336,23 @@ func (r *Runner) setHeaders(req *http.Request) {
 	}
 }
 
+// roundTrip sends a generation request. Unless redirects are followed
+// or the URL carries user info (which http.Client turns into basic
+// auth), the client would hand the request to its transport and return
+// the answer as it is, 3xx included: the transport is then asked
+// directly, sparing the client's copies of the request's headers and
+// URL, and its errors are worded as the client's.
+func (r *Runner) roundTrip(req *http.Request) (*http.Response, error) {
+	if r.opts.FollowRedirects || req.URL.User != nil {
+		return r.client.Do(req)
+	}
+	resp, err := r.client.Transport.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: "Post", URL: req.URL.String(), Err: err}
+	}
+	return resp, nil
+}
+
 // exchange sends one request and fills res with what was observed. It sets
 // exactly one outcome. q carries the workload's client behaviour: cancel
 // after cancel_after_ms or cancel_after_tokens, and read_delay_ms between
@@ -405,7 +422,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 			after(d, errWorkloadCancel)
 		}
 	}
-	resp, err := r.client.Do(req)
+	resp, err := r.roundTrip(req)
 	if err != nil {
 		r.classifyTransportError(ctx, err, res)
 		return
