@@ -264,6 +264,7 @@ func WaitIdle(ctx context.Context, o Options) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer r.client.CloseIdleConnections()
 	return r.waitIdleEngines(ctx, "")
 }
 

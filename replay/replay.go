@@ -136,6 +136,9 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	if err != nil {
 		return nil, err
 	}
+	// The run's connections close with it: h1's idle pool keeps no
+	// goroutine that would see a server close them.
+	defer r.client.CloseIdleConnections()
 	timeToReady, err := r.connect(ctx)
 	if err != nil {
 		return nil, err

@@ -55,8 +55,8 @@ type RunInfo struct {
 	ClientFloor *ClientFloor `json:"client_floor,omitempty"`
 	// LatenessToWire is wrote − admitted: lateness up to the moment the
 	// transport wrote the request to its connection, which includes the
-	// hand-off to the transport's writer and, on a new connection, the
-	// dial. Absent in runs recorded before it.
+	// transport's own work and, on a new connection, the dial. Absent in
+	// runs recorded before it.
 	LatenessToWire *LatenessSummary `json:"lateness_to_wire,omitempty"`
 	// OfferedRate and AchievedRate are requests per second the schedule
 	// asked for and the client actually sent.

@@ -1,13 +1,8 @@
-//go:build unix
+//go:build unix && !aix
 
 package h1
 
-import (
-	"syscall"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
-)
+import "syscall"
 
 // alive reports whether an idle connection may still be used: the server
 // has neither closed it (a read would see end of file) nor sent anything
@@ -35,13 +30,4 @@ func (c *conn) alive() bool {
 		return false
 	}
 	return c.quiet
-}
-
-// peek sets quiet when the socket holds nothing to read and is open; it
-// never asks to wait.
-func (c *conn) peek(fd uintptr) bool {
-	// recvfrom without a source address: unix.Recvfrom allocates one.
-	_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-	c.quiet = errno == unix.EAGAIN || errno == unix.EWOULDBLOCK
-	return true
 }

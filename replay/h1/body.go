@@ -37,8 +37,9 @@ func (b *body) Read(p []byte) (int, error) {
 }
 
 // Close closes the connection first if the body was not read to its end,
-// which also ends a Read under way on another goroutine.
+// which also ends a Read under way on another goroutine. It returns nil,
+// as net/http's bodies do: the rest of the body is given up, not lost.
 func (b *body) Close() error {
 	b.once.Do(b.conn.discard)
-	return b.inner.Close()
+	return nil
 }

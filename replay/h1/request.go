@@ -1,6 +1,8 @@
 package h1
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,7 +54,7 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 			return false, fmt.Errorf("h1: reading the request body: %w", err)
 		}
 		body.Close()
-		body, length = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+		body, length = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	}
 	closeAfter = req.Close || hasToken(req.Header["Connection"], "close")
 
@@ -90,6 +92,10 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 		switch k {
 		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue // the transport's own
+		case "User-Agent":
+			if len(req.Header[k]) == 0 || req.Header[k][0] == "" {
+				continue // set empty to send none, as net/http reads it
+			}
 		}
 		keys = append(keys, k)
 	}
@@ -111,7 +117,7 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 	*buf = h
 	if first > 0 {
 		if _, err := io.ReadFull(body, h[len(h):len(h)+first]); err != nil {
-			return false, fmt.Errorf("h1: the request body ended before its Content-Length %d: %w", length, err)
+			return false, fmt.Errorf("h1: the request body ended short of its Content-Length %d: %w", length, err)
 		}
 	}
 	if _, err := c.nc.Write(h[:len(h)+first]); err != nil {
@@ -121,18 +127,100 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 		onHead()
 	}
 	if rest := length - int64(first); body != nil && rest > 0 {
-		// A body that is a WriterTo (bytes.Reader's) writes the rest in
-		// one call.
-		n, err := io.Copy(c.nc, body)
-		if err != nil {
+		if err := writeRest(c.nc, body, rest); err != nil {
 			return false, err
 		}
-		if n != rest {
-			return false, fmt.Errorf("h1: the request body was %d bytes, not its Content-Length %d", int64(first)+n, length)
+	}
+	if body != nil && length <= firstWrite {
+		// The body went out with the head: it must hold no more.
+		if err := nothingBeyond(body); err != nil {
+			return false, err
 		}
 	}
 	return closeAfter, nil
 }
+
+// writeRest writes the body's next rest bytes to w and never more: bytes
+// past the Content-Length would reach the server as the start of another
+// request. A body that is a WriterTo (bytes.Reader's, through
+// http.NewRequest's NopCloser) writes them in one call, through a writer
+// that takes no more than rest; any other body is read through a limit
+// and then checked for more.
+func writeRest(w io.Writer, body io.Reader, rest int64) error {
+	var n int64
+	var err error
+	if wt, ok := body.(io.WriterTo); ok {
+		lw := &limitedWriter{w: w, left: rest}
+		n, err = wt.WriteTo(lw)
+		if lw.over {
+			return errBodyTooLong
+		}
+	} else {
+		n, err = io.Copy(w, io.LimitReader(body, rest))
+		if err == nil && n == rest {
+			err = nothingBeyond(body)
+		}
+	}
+	switch {
+	case errors.Is(err, errBodyTooLong):
+		return err
+	case err != nil:
+		return &bodyWriteError{err}
+	case n != rest:
+		return fmt.Errorf("h1: the request body ended %d bytes short of its Content-Length", rest-n)
+	}
+	return nil
+}
+
+// errBodyTooLong is returned for a body with bytes past its
+// Content-Length. They were not sent, and the caller should hear of a
+// request sent short of its body, as net/http's transport reports it.
+var errBodyTooLong = errors.New("h1: the request body is longer than its Content-Length")
+
+// nothingBeyond reads one byte more from a body whose Content-Length was
+// sent, and fails if it finds one.
+func nothingBeyond(body io.Reader) error {
+	var one [1]byte
+	n, err := io.ReadFull(body, one[:])
+	if n > 0 {
+		return errBodyTooLong
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("h1: reading the request body: %w", err)
+	}
+	return nil
+}
+
+// limitedWriter passes at most left bytes on to w, and notes a write
+// that would go over.
+type limitedWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) <= l.left {
+		n, err := l.w.Write(p)
+		l.left -= int64(n)
+		return n, err
+	}
+	n, err := l.w.Write(p[:l.left])
+	l.left -= int64(n)
+	if err != nil {
+		return n, err
+	}
+	l.over = true
+	return n, errBodyTooLong
+}
+
+// bodyWriteError is a failure to write a request's body after its head
+// went out: the server may have answered already (413, say) and stopped
+// reading, so the exchange looks for that answer before giving up.
+type bodyWriteError struct{ err error }
+
+func (e *bodyWriteError) Error() string { return e.err.Error() }
+func (e *bodyWriteError) Unwrap() error { return e.err }
 
 // hasToken reports whether a comma-separated header's values hold token,
 // case-insensitively.
@@ -145,6 +233,39 @@ func hasToken(values []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// validRequest refuses a request whose head would not say what the
+// caller meant: a method that is not a token, a Host or target holding a
+// space or control character (a CR or LF would start a header of its
+// own), a header validHeaders refuses, or a Content-Length its body
+// cannot hold to.
+func validRequest(req *http.Request) error {
+	if m := req.Method; m != "" && strings.IndexFunc(m, func(r rune) bool { return !isTokenRune(r) }) >= 0 {
+		return fmt.Errorf("h1: invalid method %q", m)
+	}
+	if h := hostHeader(req); !printable(h) {
+		return fmt.Errorf("h1: invalid Host %q", h)
+	}
+	if u := req.URL.RequestURI(); !printable(u) {
+		return fmt.Errorf("h1: invalid request target %q", u)
+	}
+	noBody := req.Body == nil || req.Body == http.NoBody
+	if noBody && req.ContentLength > 0 {
+		return fmt.Errorf("h1: Request.ContentLength=%d with no body", req.ContentLength)
+	}
+	return validHeaders(req.Header)
+}
+
+// printable reports whether s holds only visible ASCII and UTF-8 bytes:
+// no space, no control character.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b <= ' ' || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // validHeaders refuses a header that would break the request's framing:

@@ -19,7 +19,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 )
@@ -70,7 +72,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("h1: only http:// URLs are served, not %q", req.URL.Redacted())
 	}
-	if err := validHeaders(req.Header); err != nil {
+	if err := validRequest(req); err != nil {
 		closeBody(req)
 		return nil, err
 	}
@@ -114,44 +116,88 @@ func (t *Transport) exchange(ctx context.Context, ct *httptrace.ClientTrace, c *
 	}
 	closeAfter, err := c.writeRequest(req, hostHeader(req), onHead)
 	if err != nil {
+		var bw *bodyWriteError
+		if errors.As(err, &bw) && ctx.Err() == nil {
+			if resp := t.earlyAnswer(ctx, ct, c, req); resp != nil {
+				return resp, nil
+			}
+		}
 		return nil, err
 	}
 	if ct != nil && ct.WroteRequest != nil {
 		ct.WroteRequest(httptrace.WroteRequestInfo{})
 	}
+	resp, err := t.readHead(ct, c, req)
+	if err != nil {
+		return nil, err
+	}
+	reuse := !closeAfter && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	return t.withBody(ctx, c, resp, reuse), nil
+}
+
+// earlyAnswerWait bounds the wait for an answer the server sent before it
+// stopped reading a request's body.
+const earlyAnswerWait = 250 * time.Millisecond
+
+// earlyAnswer reads the answer a server gave before it read the whole
+// body and closed (413 Content Too Large, 429, 401), as net/http's
+// transport returns it: a broken pipe would hide the status. It returns
+// nil when no answer comes within earlyAnswerWait. The connection is not
+// reused either way.
+func (t *Transport) earlyAnswer(ctx context.Context, ct *httptrace.ClientTrace, c *conn, req *http.Request) *http.Response {
+	c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+	resp, err := t.readHead(ct, c, req)
+	// The body reads without the bound, unless the context ended
+	// meanwhile: then its interruption stands.
+	c.nc.SetReadDeadline(time.Time{})
+	if ctx.Err() != nil {
+		c.interrupt()
+	}
+	if err != nil {
+		return nil
+	}
+	return t.withBody(ctx, c, resp, false)
+}
+
+// readHead reads the final response's status line and headers from c,
+// reporting interim ones (100 Continue, 103 Early Hints) to ct.
+func (t *Transport) readHead(ct *httptrace.ClientTrace, c *conn, req *http.Request) (*http.Response, error) {
 	c.limit.left = t.maxHeaderBytes() + int64(c.br.Size())
+	defer func() { c.limit.left = -1 }()
 	if _, err := c.br.Peek(1); err != nil {
 		return nil, headError(err, c)
 	}
 	if ct != nil && ct.GotFirstResponseByte != nil {
 		ct.GotFirstResponseByte()
 	}
-	var resp *http.Response
 	for {
-		resp, err = http.ReadResponse(c.br, req)
+		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return nil, headError(err, c)
 		}
-		// Interim answers (100 Continue, 103 Early Hints) precede the
-		// final one; 101 switches protocols and ends the exchange.
+		// 101 switches protocols and ends the exchange.
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
-			break
+			return resp, nil
 		}
 		if ct != nil && ct.Got1xxResponse != nil {
-			if err := ct.Got1xxResponse(resp.StatusCode, nil); err != nil {
+			if err := ct.Got1xxResponse(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
 				return nil, err
 			}
 		}
 	}
-	c.limit.left = -1
-	reuse := !closeAfter && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
+}
+
+// withBody gives resp its body, which lets c go when read to its end or
+// closed: back to the pool with reuse, else closed. A response without a
+// body lets c go at once.
+func (t *Transport) withBody(ctx context.Context, c *conn, resp *http.Response, reuse bool) *http.Response {
 	if resp.Body == http.NoBody || resp.ContentLength == 0 {
 		resp.Body = http.NoBody
 		t.release(c, reuse)
-		return resp, nil
+		return resp
 	}
 	resp.Body = &body{inner: resp.Body, conn: c, transport: t, reuse: reuse, ctx: ctx}
-	return resp, nil
+	return resp
 }
 
 // headError names a failure to read a response's head, telling a server
@@ -224,7 +270,8 @@ func (t *Transport) takeIdle(key string) *conn {
 }
 
 // release ends c's exchange: with reuse, and its context not ended, it
-// waits in the idle pool; otherwise it is closed.
+// waits in the idle pool; otherwise it is closed. Connections of the same
+// pool idle past IdleConnTimeout are closed on the way.
 func (t *Transport) release(c *conn, reuse bool) {
 	if !c.stop() || !reuse || c.br.Buffered() > 0 {
 		// The context ended (its deadline is set on the connection), or
@@ -241,13 +288,34 @@ func (t *Transport) release(c *conn, reuse bool) {
 	if t.idle == nil {
 		t.idle = map[string][]*conn{}
 	}
-	if len(t.idle[c.key]) >= max {
-		t.mu.Unlock()
-		c.nc.Close()
-		return
+	list := t.idle[c.key]
+	// The pool is in the order of release, the oldest first, and taken
+	// from the top: connections at the bottom may sit for as long as
+	// traffic stays below its peak. Those idle past IdleConnTimeout go
+	// here, so their sockets do not outlive the timeout by much.
+	var expired []*conn
+	if t.IdleConnTimeout > 0 {
+		k := 0
+		for k < len(list) && c.idleSince.Sub(list[k].idleSince) > t.IdleConnTimeout {
+			k++
+		}
+		if k > 0 {
+			expired = slices.Clone(list[:k])
+			list = slices.Delete(list, 0, k)
+		}
 	}
-	t.idle[c.key] = append(t.idle[c.key], c)
+	full := len(list) >= max
+	if !full {
+		list = append(list, c)
+	}
+	t.idle[c.key] = list
 	t.mu.Unlock()
+	for _, e := range expired {
+		e.nc.Close()
+	}
+	if full {
+		c.nc.Close()
+	}
 }
 
 // CloseIdleConnections closes the idle connections, and the fallback's.

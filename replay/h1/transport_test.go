@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -281,8 +282,8 @@ func TestCancelAndCloseEndAStreamAtOnce(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			if how == "cancel" {
 				cancel(cause)
-			} else {
-				resp.Body.Close()
+			} else if err := resp.Body.Close(); err != nil {
+				t.Errorf("closing the body early: %v, want nil as net/http gives", err)
 			}
 			select {
 			case err := <-readErr:
@@ -377,20 +378,189 @@ func TestServersThatDoNotAnswerPlainly(t *testing.T) {
 	}
 }
 
-// TestNothingIsSentForAnInvalidHeader: a header value with a line break
-// would smuggle a header of its own; the request is refused unsent.
-func TestNothingIsSentForAnInvalidHeader(t *testing.T) {
+// TestNothingIsSentForAnInvalidRequest: a line break in a header value,
+// the Host or the target would smuggle a header or a request of its own,
+// and a length with no body cannot be sent; each is refused unsent.
+func TestNothingIsSentForAnInvalidRequest(t *testing.T) {
 	var accepted atomic.Int32
 	url := rawServer(t, func(nc net.Conn) { accepted.Add(1) })
-	for _, h := range [][2]string{{"X-Id", "a\r\nX-Evil: 1"}, {"Bad Name", "v"}, {"X-Nul", "a\x00b"}} {
+	cases := []struct {
+		name    string
+		mend    func(*http.Request)
+		wantErr string
+	}{
+		{"a line break in a value", func(r *http.Request) { r.Header["X-Id"] = []string{"a\r\nX-Evil: 1"} }, "invalid header"},
+		{"a space in a name", func(r *http.Request) { r.Header["Bad Name"] = []string{"v"} }, "invalid header"},
+		{"a NUL in a value", func(r *http.Request) { r.Header["X-Nul"] = []string{"a\x00b"} }, "invalid header"},
+		{"a line break in the Host", func(r *http.Request) { r.Host = "a\r\nX-Evil: 1" }, "invalid Host"},
+		{"a space in the method", func(r *http.Request) { r.Method = "GET /x HTTP/1.1\r\n" }, "invalid method"},
+		{"a line break in the target", func(r *http.Request) { r.URL.Opaque = "/a HTTP/1.1\r\nX: y" }, "invalid request target"},
+		{"a length with no body", func(r *http.Request) { r.Body, r.ContentLength = nil, 5 }, "with no body"},
+	}
+	for _, c := range cases {
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("{}"))
-		req.Header[h[0]] = []string{h[1]}
-		if _, err := newTransport().RoundTrip(req); err == nil || !strings.Contains(err.Error(), "invalid header") {
-			t.Errorf("header %q: %q: error %v, want invalid header", h[0], h[1], err)
+		c.mend(req)
+		if _, err := newTransport().RoundTrip(req); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.wantErr)
 		}
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("%d connections opened for refused requests", n)
+	}
+}
+
+// plainReader hides a reader's WriterTo, so a body takes the read path.
+type plainReader struct{ r io.Reader }
+
+func (p plainReader) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+// TestABodyStopsAtItsLength: bytes past the Content-Length would reach the
+// server as a request of their own. Whatever the body's kind and size,
+// the server gets exactly Content-Length bytes, never the smuggled
+// request, and the caller an error; a body short of its length is an
+// error too.
+func TestABodyStopsAtItsLength(t *testing.T) {
+	const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+	var mu sync.Mutex
+	var paths []string
+	url := rawServer(t, func(nc net.Conn) {
+		br := bufio.NewReader(nc)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			mu.Lock()
+			paths = append(paths, req.URL.Path)
+			mu.Unlock()
+			io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	for _, size := range []int{100, 3 * firstWrite} {
+		for _, kind := range []string{"bytes.Reader", "plain reader"} {
+			for _, c := range []struct {
+				name    string
+				extra   string // what the body holds past its length
+				short   int64  // how many bytes the length claims beyond the body
+				wantErr string
+			}{
+				{"longer", smuggled, 0, "longer than its Content-Length"},
+				{"shorter", "", 10, "short of its Content-Length"},
+			} {
+				name := fmt.Sprintf("%s %d %s", c.name, size, kind)
+				body := append(bytes.Repeat([]byte("b"), size), c.extra...)
+				var r io.Reader = bytes.NewReader(body)
+				if kind == "plain reader" {
+					r = plainReader{r}
+				}
+				req, _ := http.NewRequest(http.MethodPost, url+"/"+strings.ReplaceAll(name, " ", "-"), r)
+				req.ContentLength = int64(size) + c.short
+				tr := newTransport()
+				_, err := tr.RoundTrip(req)
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Errorf("%s: error %v, want %q", name, err, c.wantErr)
+				}
+				tr.CloseIdleConnections()
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the server's last reads
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(paths, "/smuggled") {
+		t.Errorf("the server read the bytes past a Content-Length as a request; it saw %v", paths)
+	}
+}
+
+// TestAnAnswerBeforeTheBodyIsReturned: a server that answers 413 after the
+// head and closes without reading a long body gives the caller its
+// answer, not the broken pipe the body's write meets.
+func TestAnAnswerBeforeTheBodyIsReturned(t *testing.T) {
+	const answer = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntoo big"
+	url := rawServer(t, func(nc net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(nc)); err != nil {
+			return
+		}
+		io.WriteString(nc, answer)
+		// Closing with the body unread sends a reset.
+	})
+	tr := newTransport()
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(make([]byte, 32<<20)))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("error %v, want the 413 answer", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "too big" {
+		t.Errorf("answer %d %q, want 413 %q", resp.StatusCode, b, "too big")
+	}
+	if n := idleCount(tr); n != 0 {
+		t.Errorf("%d idle connections kept after an answer before the body, want 0", n)
+	}
+}
+
+// TestIdleConnectionsExpireBelowTheTop: connections at the bottom of the
+// pool, which a steady lower load never takes, are closed once idle past
+// IdleConnTimeout, when another connection is released.
+func TestIdleConnectionsExpireBelowTheTop(t *testing.T) {
+	var closed atomic.Int32
+	arrived := make(chan struct{}, 3)
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		if r.URL.Path == "/held" {
+			<-release
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	tr := newTransport()
+	tr.IdleConnTimeout = time.Minute
+	defer tr.CloseIdleConnections()
+	// Three requests at once: three connections, then idle together.
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { get(t, tr, context.Background(), srv.URL+"/held", nil) })
+	}
+	for range 3 {
+		<-arrived
+	}
+	close(release)
+	wg.Wait()
+	if n := idleCount(tr); n != 3 {
+		t.Fatalf("%d idle connections after three at once, want 3", n)
+	}
+	// The two below the top have been idle for an hour.
+	tr.mu.Lock()
+	for _, list := range tr.idle {
+		for _, c := range list[:len(list)-1] {
+			c.idleSince = c.idleSince.Add(-time.Hour)
+		}
+	}
+	tr.mu.Unlock()
+	_, reused, _ := get(t, tr, context.Background(), srv.URL, nil) // the top one
+	<-arrived
+	if !reused {
+		t.Error("the freshest idle connection was not reused")
+	}
+	if n := idleCount(tr); n != 1 {
+		t.Errorf("%d idle connections, want 1: the two idle past the timeout closed", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for closed.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := closed.Load(); n != 2 {
+		t.Errorf("the server saw %d connections closed, want the 2 idle past the timeout", n)
 	}
 }
 
