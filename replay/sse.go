@@ -115,26 +115,40 @@ func (s *sseReader) next() (data []byte, at int64, err error) {
 	}
 }
 
-// readLine returns one line without its CR/LF.
+// readLine returns one line without its CR/LF. A line that fits the
+// buffer is returned in place, valid until the next read (next copies what
+// it keeps); a longer one is gathered in s.line.
 func (s *sseReader) readLine() ([]byte, error) {
+	chunk, err := s.br.ReadSlice('\n')
+	if err == nil {
+		return trimEOL(chunk), nil
+	}
 	s.line = s.line[:0]
 	for {
-		chunk, err := s.br.ReadSlice('\n')
 		if len(s.line)+len(chunk) > maxEventBytes {
 			return nil, errEventTooLong
 		}
 		s.line = append(s.line, chunk...)
 		if err == bufio.ErrBufferFull {
+			chunk, err = s.br.ReadSlice('\n')
 			continue
 		}
 		if err != nil {
 			if err == io.EOF && len(s.line) > 0 {
-				return bytes.TrimRight(s.line, "\r\n"), nil
+				return trimEOL(s.line), nil
 			}
 			return nil, err
 		}
-		return bytes.TrimRight(s.line, "\r\n"), nil
+		return trimEOL(s.line), nil
 	}
+}
+
+// trimEOL drops a line's trailing CR and LF bytes.
+func trimEOL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // monotonicClock returns ns since start, from Go's monotonic clock.
