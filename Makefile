@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-analyze bench-long-context bench-client bench-vegeta bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-analyze bench-long-context bench-client bench-vegeta bench-client-vegeta bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -111,6 +111,12 @@ bench-client:
 ## RATES="1000 2000" DUR=10 set the load; vegeta comes from the Go module proxy.
 bench-vegeta:
 	RATES="$(or $(RATES),1000 2000)" DUR=$(or $(DUR),10) GO=$(GO) scripts/bench-vs-vegeta.sh
+
+## bench-client-vegeta: the same side by side at bench-client's load, 16-token
+## streams (ITL 10 ms) from arrivallog at 2,000-4,000 req/s, the client pinned to
+## core 0 and the server to core 1, with how busy each core was.
+bench-client-vegeta:
+	RATES="$(or $(RATES),2000 3000 4000)" DUR=$(or $(DUR),5) CHUNKS=16 ITL=10ms CLIENT_CPU=0 SERVER_CPU=1 GO=$(GO) scripts/bench-vs-vegeta.sh
 
 ## bench-long-context: 128k-token prompts at 50 req/s and 32k-token streamed answers
 ## at 4 req/s to the arrival logger: arrival error, added latency, lateness, CPU

@@ -286,23 +286,40 @@ func stealTicks(cpu string) int64 {
 }
 
 // cannedStream is a 4-token streamed chat answer with usage, as
-// cmd/arrivallog sends it, chunked.
-func cannedStream() []byte {
-	var events strings.Builder
-	for i := range 4 {
-		fmt.Fprintf(&events, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
+// cmd/arrivallog sends it, in one chunk.
+func cannedStream() []byte { return cannedChunks(4, false) }
+
+// cannedChunks is an n-token streamed chat answer with usage, chunked:
+// every event in a chunk of its own when perEvent, as a server that
+// flushes each token writes it, else all in one.
+func cannedChunks(n int, perEvent bool) []byte {
+	events := make([]string, 0, n+2)
+	for i := range n {
+		events = append(events, fmt.Sprintf("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"}}]}\n\n", i))
 	}
-	events.WriteString("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n")
-	e := events.String()
-	return fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(e), e)
+	events = append(events, fmt.Sprintf("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":%d}}\n\n", n), "data: [DONE]\n\n")
+	if !perEvent {
+		events = []string{strings.Join(events, "")}
+	}
+	b := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for _, e := range events {
+		b = fmt.Appendf(b, "%x\r\n%s\r\n", len(e), e)
+	}
+	return append(b, "0\r\n\r\n"...)
 }
 
 // BenchmarkExchange measures one streamed request and its answer from a
 // loopback server that answers every request with the same bytes: the
 // client's own work per request, with allocations.
-func BenchmarkExchange(b *testing.B) {
+func BenchmarkExchange(b *testing.B) { benchmarkExchange(b, cannedStream()) }
+
+// BenchmarkExchange16Chunks is BenchmarkExchange for a 16-token answer in
+// a chunk per event, as a server flushing each token sends it.
+func BenchmarkExchange16Chunks(b *testing.B) { benchmarkExchange(b, cannedChunks(16, true)) }
+
+func benchmarkExchange(b *testing.B, answer []byte) {
 	o := DefaultOptions()
-	o.Target, o.RunID = cannedServer(b, cannedStream(), true), "bench"
+	o.Target, o.RunID = cannedServer(b, answer, true), "bench"
 	r, err := newRunner(o)
 	if err != nil {
 		b.Fatal(err)

@@ -28,6 +28,7 @@ type logger struct {
 	mu       sync.Mutex
 	arrivals []arrival
 	chunks   int
+	itl      time.Duration // the wait between content events
 }
 
 func (l *logger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +42,9 @@ func (l *logger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := w.(http.Flusher)
 	var first int64
 	for i := range l.chunks {
+		if i > 0 && l.itl > 0 {
+			time.Sleep(l.itl)
+		}
 		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" tok%d\"},\"finish_reason\":null}]}\n\n", i)
 		f.Flush()
 		if i == 0 {
@@ -61,12 +65,13 @@ func serve(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8123", "listen address (loopback)")
 	out := fs.String("log", "arrivals.csv", "where to write the arrivals on exit")
 	chunks := fs.Int("chunks", 4, "content events per response")
+	itl := fs.Duration("itl", 0, "wait between content events, as a server's inter-token latency (0: back to back)")
 	fs.Parse(args)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
-	l := &logger{chunks: max(*chunks, 1), arrivals: make([]arrival, 0, 1<<16)}
+	l := &logger{chunks: max(*chunks, 1), itl: *itl, arrivals: make([]arrival, 0, 1<<16)}
 	srv := &http.Server{Handler: l, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -69,9 +69,9 @@ func exchange(t *testing.T, tr *Transport, req *http.Request) {
 	resp.Body.Close()
 }
 
-// TestResponsesOfEveryFramingReuseTheConnection reads chunked streams,
-// fixed-length and empty bodies from net/http's server, byte for byte,
-// over one connection.
+// TestResponsesOfEveryFramingReuseTheConnection reads chunked streams (one
+// with a trailer), fixed-length and empty bodies from net/http's server,
+// byte for byte, over one connection.
 func TestResponsesOfEveryFramingReuseTheConnection(t *testing.T) {
 	var conns connCounter
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,6 +83,11 @@ func TestResponsesOfEveryFramingReuseTheConnection(t *testing.T) {
 				fmt.Fprintf(w, "data: %d %s\n\n", i, in)
 				w.(http.Flusher).Flush()
 			}
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Tokens")
+			io.WriteString(w, "data: 1\n\n")
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-Tokens", "1")
 		case "/fixed":
 			w.Header().Set("Content-Length", "5")
 			io.WriteString(w, "fixed")
@@ -103,6 +108,7 @@ func TestResponsesOfEveryFramingReuseTheConnection(t *testing.T) {
 		status           int
 	}{
 		{"/stream", "x", streamOf("x"), 200},
+		{"/trailer", "", "data: 1\n\n", 200},
 		{"/fixed", "", "fixed", 200},
 		{"/empty", "y", "", 204},
 		{"/error", "z", `{"error":{"message":"bad"}}` + "\n", 400},
@@ -118,6 +124,9 @@ func TestResponsesOfEveryFramingReuseTheConnection(t *testing.T) {
 		}
 		if reused != (i > 0) {
 			t.Errorf("request %d (%s): reused %v, want %v", i, c.path, reused, i > 0)
+		}
+		if c.path == "/trailer" && resp.Trailer.Get("X-Tokens") != "1" {
+			t.Errorf("%s: trailer %v, want X-Tokens: 1", c.path, resp.Trailer)
 		}
 	}
 	if n := conns.n.Load(); n != 1 {
