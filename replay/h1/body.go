@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // body is a response body read from its connection. Read to its end, it
@@ -18,10 +20,14 @@ type body struct {
 	reuse     bool
 	ctx       context.Context
 
-	once sync.Once // the connection is let go once: released or closed
+	once   sync.Once   // the connection is let go once: released or closed
+	closed atomic.Bool // Close was called: reads fail, as net/http's do
 }
 
 func (b *body) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
 	n, err := b.inner.Read(p)
 	switch {
 	case err == io.EOF:
@@ -40,6 +46,7 @@ func (b *body) Read(p []byte) (int, error) {
 // which also ends a Read under way on another goroutine. It returns nil,
 // as net/http's bodies do: the rest of the body is given up, not lost.
 func (b *body) Close() error {
+	b.closed.Store(true)
 	b.once.Do(b.conn.discard)
 	return nil
 }

@@ -101,7 +101,11 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		for _, v := range req.Header[k] {
+		values := req.Header[k]
+		if k == "User-Agent" {
+			values = values[:1] // net/http sends the first only
+		}
+		for _, v := range values {
 			h = append(h, k...)
 			h = append(h, ": "...)
 			h = append(h, strings.TrimSpace(v)...)
@@ -147,25 +151,29 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 // that takes no more than rest; any other body is read through a limit
 // and then checked for more.
 func writeRest(w io.Writer, body io.Reader, rest int64) error {
+	lw := &limitedWriter{w: w, left: rest}
 	var n int64
 	var err error
 	if wt, ok := body.(io.WriterTo); ok {
-		lw := &limitedWriter{w: w, left: rest}
 		n, err = wt.WriteTo(lw)
-		if lw.over {
-			return errBodyTooLong
-		}
 	} else {
-		n, err = io.Copy(w, io.LimitReader(body, rest))
+		n, err = io.Copy(lw, io.LimitReader(body, rest))
 		if err == nil && n == rest {
-			err = nothingBeyond(body)
+			if err := nothingBeyond(body); err != nil {
+				return err
+			}
 		}
 	}
 	switch {
-	case errors.Is(err, errBodyTooLong):
-		return err
+	case lw.over:
+		return errBodyTooLong
+	case lw.err != nil:
+		// The connection refused the write: the server may have
+		// answered already.
+		return &bodyWriteError{lw.err}
 	case err != nil:
-		return &bodyWriteError{err}
+		// Reading the caller's body failed: its error, at once.
+		return fmt.Errorf("h1: reading the request body: %w", err)
 	case n != rest:
 		return fmt.Errorf("h1: the request body ended %d bytes short of its Content-Length", rest-n)
 	}
@@ -191,27 +199,31 @@ func nothingBeyond(body io.Reader) error {
 	return nil
 }
 
-// limitedWriter passes at most left bytes on to w, and notes a write
-// that would go over.
+// limitedWriter passes at most left bytes on to w. It notes a write that
+// would go over, and keeps w's own error apart from the body's.
 type limitedWriter struct {
 	w    io.Writer
 	left int64
 	over bool
+	err  error // w's error
 }
 
 func (l *limitedWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) <= l.left {
-		n, err := l.w.Write(p)
-		l.left -= int64(n)
-		return n, err
+	over := int64(len(p)) > l.left
+	if over {
+		p = p[:l.left]
 	}
-	n, err := l.w.Write(p[:l.left])
+	n, err := l.w.Write(p)
 	l.left -= int64(n)
 	if err != nil {
+		l.err = err
 		return n, err
 	}
-	l.over = true
-	return n, errBodyTooLong
+	if over {
+		l.over = true
+		return n, errBodyTooLong
+	}
+	return n, nil
 }
 
 // bodyWriteError is a failure to write a request's body after its head

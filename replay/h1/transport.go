@@ -146,12 +146,20 @@ const earlyAnswerWait = 250 * time.Millisecond
 // reused either way.
 func (t *Transport) earlyAnswer(ctx context.Context, ct *httptrace.ClientTrace, c *conn, req *http.Request) *http.Response {
 	c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+	if ctx.Err() != nil {
+		// The context ended as the bound was set, which undid its
+		// interruption.
+		c.interrupt()
+		return nil
+	}
 	resp, err := t.readHead(ct, c, req)
 	// The body reads without the bound, unless the context ended
-	// meanwhile: then its interruption stands.
+	// meanwhile: then its interruption stands, and the answer is not
+	// the caller's.
 	c.nc.SetReadDeadline(time.Time{})
 	if ctx.Err() != nil {
 		c.interrupt()
+		return nil
 	}
 	if err != nil {
 		return nil

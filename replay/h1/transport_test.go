@@ -306,6 +306,9 @@ func TestCancelAndCloseEndAStreamAtOnce(t *testing.T) {
 				t.Fatal("a read under way did not end within 5 s")
 			}
 			resp.Body.Close()
+			if _, err := resp.Body.Read(make([]byte, 10)); err != http.ErrBodyReadAfterClose {
+				t.Errorf("read after Close: %v, want http.ErrBodyReadAfterClose", err)
+			}
 			select {
 			case <-gone:
 			case <-time.After(5 * time.Second):
@@ -432,6 +435,15 @@ func TestABodyStopsAtItsLength(t *testing.T) {
 	const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
 	var mu sync.Mutex
 	var paths []string
+	// Checked once the server's cleanup (registered after, so run
+	// before) has waited for every connection's handler to return.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if slices.Contains(paths, "/smuggled") {
+			t.Errorf("the server read the bytes past a Content-Length as a request; it saw %v", paths)
+		}
+	})
 	url := rawServer(t, func(nc net.Conn) {
 		br := bufio.NewReader(nc)
 		for {
@@ -474,12 +486,6 @@ func TestABodyStopsAtItsLength(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // the server's last reads
-	mu.Lock()
-	defer mu.Unlock()
-	if slices.Contains(paths, "/smuggled") {
-		t.Errorf("the server read the bytes past a Content-Length as a request; it saw %v", paths)
-	}
 }
 
 // TestAnAnswerBeforeTheBodyIsReturned: a server that answers 413 after the
@@ -511,6 +517,97 @@ func TestAnAnswerBeforeTheBodyIsReturned(t *testing.T) {
 	}
 }
 
+// failingReader gives n bytes, then fails with errBodyBroke.
+type failingReader struct{ n int }
+
+var errBodyBroke = errors.New("the body's source broke")
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errBodyBroke
+	}
+	n := min(len(p), f.n)
+	f.n -= n
+	return n, nil
+}
+
+// failingWriterTo is failingReader with a WriteTo, the path bytes.Reader
+// bodies take.
+type failingWriterTo struct{ failingReader }
+
+func (f *failingWriterTo) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(make([]byte, f.n))
+	if err != nil {
+		return int64(n), err
+	}
+	return int64(n), errBodyBroke
+}
+
+// TestABodyThatFailsIsTheCallersError: a body whose reading fails halfway
+// is the caller's error, returned as such, even from a server that
+// answers as soon as it has the head; it is never a response.
+func TestABodyThatFailsIsTheCallersError(t *testing.T) {
+	url := rawServer(t, func(nc net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(nc)); err != nil {
+			return
+		}
+		io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		io.Copy(io.Discard, nc)
+	})
+	const length = 4 * firstWrite
+	for _, c := range []struct {
+		name string
+		body io.Reader
+	}{
+		{"a reader", &failingReader{n: 2 * firstWrite}},
+		{"a WriterTo", &failingWriterTo{failingReader{n: firstWrite}}},
+	} {
+		tr := newTransport()
+		req, _ := http.NewRequest(http.MethodPost, url, c.body)
+		req.ContentLength = length
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+			t.Errorf("%s: HTTP %d, error %v; want the body's error", c.name, resp.StatusCode, err)
+		} else if !errors.Is(err, errBodyBroke) {
+			t.Errorf("%s: error %v, want the body's", c.name, err)
+		}
+		tr.CloseIdleConnections()
+	}
+}
+
+// TestAnEarlyAnswerIsNotTheCancelledRequests: a request cancelled before
+// the transport looks for an early answer gets none, even one the server
+// sends within the wait: the bound the wait sets must not undo the
+// cancellation's interruption.
+func TestAnEarlyAnswerIsNotTheCancelledRequests(t *testing.T) {
+	url := rawServer(t, func(nc net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(nc)); err != nil {
+			return
+		}
+		time.Sleep(earlyAnswerWait / 5)
+		io.WriteString(nc, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n")
+	})
+	tr := newTransport()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))
+	c, err := tr.getConn(ctx, hostPort(req.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.discard()
+	interrupted := make(chan struct{})
+	c.stop = context.AfterFunc(ctx, func() { c.interrupt(); close(interrupted) })
+	if _, err := c.writeRequest(req, hostHeader(req), nil); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-interrupted
+	if resp := tr.earlyAnswer(ctx, nil, c, req); resp != nil {
+		t.Errorf("a cancelled request got the answer %d", resp.StatusCode)
+	}
+}
+
 // TestIdleConnectionsExpireBelowTheTop: connections at the bottom of the
 // pool, which a steady lower load never takes, are closed once idle past
 // IdleConnTimeout, when another connection is released.
@@ -538,7 +635,16 @@ func TestIdleConnectionsExpireBelowTheTop(t *testing.T) {
 	// Three requests at once: three connections, then idle together.
 	var wg sync.WaitGroup
 	for range 3 {
-		wg.Go(func() { get(t, tr, context.Background(), srv.URL+"/held", nil) })
+		wg.Go(func() {
+			// Not get: it would call t.Fatal off the test's goroutine.
+			resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodPost, srv.URL+"/held", nil).WithContext(context.Background()))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
 	}
 	for range 3 {
 		<-arrived
