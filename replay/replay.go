@@ -168,6 +168,7 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 		return nil, err
 	}
 	defer w.Close()
+	w.SetEncoder(inBackground)
 	info = r.newRunInfo(ctx, workloadDir, m, timeToReady, counter.Name())
 	info.Scheduled = check.planned // what the check counted; the run's own count replaces it
 	if r.opts.WaitIdle > 0 {

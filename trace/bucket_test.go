@@ -201,32 +201,50 @@ func TestOpenBucketErrorsNameTheProblem(t *testing.T) {
 	}
 }
 
+// TestResultWriterRotatesAndReadsBack writes 8 rows in parts of 3, with
+// the encoding in place and handed to an encoder (on a goroutine of its
+// own, as replay's runs it), and reads them back.
 func TestResultWriterRotatesAndReadsBack(t *testing.T) {
-	run := t.TempDir()
-	w, err := NewResultWriter(run, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 8 {
-		r := Result{Identity: Identity{RequestID: itoa(i)}, Outcome: OutcomeOK, TokenTimesNs: []int64{1, 2, 2 + int64(i)}}
-		if err := w.Write(r); err != nil {
+	for _, handed := range []bool{false, true} {
+		run := t.TempDir()
+		w, err := NewResultWriter(run, 3)
+		if err != nil {
 			t.Fatal(err)
 		}
+		encoded := 0
+		if handed {
+			w.SetEncoder(func(encode func()) {
+				encoded++
+				done := make(chan struct{})
+				go func() { encode(); close(done) }()
+				<-done
+			})
+		}
+		for i := range 8 {
+			r := Result{Identity: Identity{RequestID: itoa(i)}, Outcome: OutcomeOK, TokenTimesNs: []int64{1, 2, 2 + int64(i)}}
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(w.Parts()); got != 3 {
+			t.Fatalf("%d parts, want 3 (rotation every 3 rows)", got)
+		}
+		if handed && encoded != 3 {
+			t.Errorf("the encoder ran %d times for 3 parts", encoded)
+		}
+		rows, err := ReadResults(run)
+		if err != nil || len(rows) != 8 || rows[7].TokenTimesNs[2] != 9 {
+			t.Fatalf("encoder handed %v: read back %d rows, %v", handed, len(rows), err)
+		}
+		if _, err := NewResultWriter(run, 3); err == nil {
+			t.Fatal("a second result writer into the same run directory was allowed")
+		}
+		assertNoTempFiles(t, run)
+		w.Close()
 	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(w.Parts()); got != 3 {
-		t.Fatalf("%d parts, want 3 (rotation every 3 rows)", got)
-	}
-	rows, err := ReadResults(run)
-	if err != nil || len(rows) != 8 || rows[7].TokenTimesNs[2] != 9 {
-		t.Fatalf("read back %d rows, %v", len(rows), err)
-	}
-	if _, err := NewResultWriter(run, 3); err == nil {
-		t.Fatal("a second result writer into the same run directory was allowed")
-	}
-	assertNoTempFiles(t, run)
 }
 
 func mustManifest(t *testing.T, dir string) *Manifest {

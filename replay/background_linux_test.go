@@ -1,0 +1,43 @@
+package replay
+
+import (
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// nice is the calling thread's nice value (Linux's getpriority system
+// call answers 20 − nice).
+func nice(t *testing.T) int {
+	t.Helper()
+	p, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 20 - p
+}
+
+// TestInBackgroundRunsAtTheLowestPriority: f runs, before inBackground
+// returns, on a thread of its own at backgroundNice, and the caller's
+// thread keeps its priority.
+func TestInBackgroundRunsAtTheLowestPriority(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, caller := nice(t), unix.Gettid()
+	ran, niceInside, tid := false, 0, 0
+	inBackground(func() {
+		// Not nice(t): t.Fatal is for the test's goroutine only.
+		p, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+		ran, niceInside, tid = true, 20-p, unix.Gettid()
+	})
+	if !ran {
+		t.Fatal("f had not run when inBackground returned")
+	}
+	if tid == caller || niceInside != backgroundNice {
+		t.Errorf("f ran on thread %d (the caller's %d) at nice %d, want another thread at %d", tid, caller, niceInside, backgroundNice)
+	}
+	if after := nice(t); after != before {
+		t.Errorf("the caller's nice went from %d to %d", before, after)
+	}
+}
