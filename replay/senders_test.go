@@ -63,3 +63,39 @@ func TestSendersNeverWaitForABusyOne(t *testing.T) {
 		t.Errorf("%d goroutines after stop, %d before: the idle senders did not end", got, before)
 	}
 }
+
+// TestSendersFollowTheSendsInFlight: after a burst, the senders it
+// started end once idle, and the ones left are about as many as the sends
+// in flight, here one at a time.
+func TestSendersFollowTheSendsInFlight(t *testing.T) {
+	s := newSenders()
+	s.idleAfter = 20 * time.Millisecond
+	const burst = 20
+	release := make(chan struct{})
+	var running sync.WaitGroup
+	running.Add(burst)
+	for range burst {
+		s.Go(func() { running.Done(); <-release })
+	}
+	running.Wait()
+	close(release)
+	// Sends one at a time, as a light load, until the burst's senders
+	// have ended.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.live.Load() > 2 && time.Now().Before(deadline) {
+		done := make(chan struct{})
+		s.Go(func() { close(done) })
+		<-done
+		time.Sleep(time.Millisecond)
+	}
+	if n := s.live.Load(); n > 2 {
+		t.Errorf("%d senders still running for one send at a time, %d after the burst", n, burst)
+	}
+	s.stop()
+	for s.live.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := s.live.Load(); n != 0 {
+		t.Errorf("%d senders running after stop", n)
+	}
+}

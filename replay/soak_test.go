@@ -136,9 +136,10 @@ func TestSoak(t *testing.T) {
 	if retained[0] == 0 || retained[1] > 1.1*retained[0]+5e6 {
 		t.Errorf("retained heap grew from %.1f to %.1f MB over the run: a leak", retained[0]/1e6, retained[1]/1e6)
 	}
-	if liveLate > 1.5*liveEarly+5e6 {
-		t.Errorf("live heap after the collector's cycles grew from %.0f to %.0f MB over the run", liveEarly/1e6, liveLate/1e6)
-	}
+	// The live heap the collector reports is not checked: at GOGC 400 it
+	// counts what was allocated while it marked, so it swings with the
+	// phase of its cycles (34 to 74 MB within runs whose retained heap
+	// stayed flat); the retained heap above is the leak check.
 	// RSS rises toward the memory limit as the collector's goal drifts
 	// (its figure counts what is allocated while it marks); with the
 	// workload streamed rather than held, the run starts well under it.
