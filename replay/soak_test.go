@@ -20,15 +20,14 @@ import (
 
 // TestSoak replays at a steady 1,000 req/s (SERVETRACE_SOAK_RATE) for
 // SERVETRACE_SOAK (e.g. 10m; make soak) against the simulator in its own
-// process, and checks from the
-// client.jsonl samples in the run dir that the replayer stays flat: the
-// heap retained after a full collection at 95% of the run within 10% of
-// that at 30%; from the second fifth of the run to the last, RSS within 25%
-// or under the heap bound Run sets under TuneProcess (plus the runtime's own
-// memory), the collector's own live-heap figure within 50% and goroutines
-// within 10%, and RSS past the first fifth at most maxSteadyRSS while the
-// heap ceiling holds. Skipped unless asked
-// for; SERVETRACE_SOAK_HEAPPROFILE=path also writes heap profiles path.0 and
+// process, and checks from the client.jsonl samples in the run dir that
+// the replayer stays flat: the heap retained after a full collection at
+// 95% of the run within 10% of that at 30%; from the second fifth of the
+// run to the last, RSS within 25% or under the heap bound Run sets under
+// TuneProcess (plus the runtime's own memory), and goroutines within 10%;
+// and RSS past the first fifth at most maxSteadyRSS while the heap
+// ceiling holds. Skipped unless asked for;
+// SERVETRACE_SOAK_HEAPPROFILE=path also writes heap profiles path.0 and
 // path.1 at 30% and 95%.
 // runtimeOverhead is what RSS holds beyond the Go heap's memory limit:
 // stacks, the collector's metadata, the binary.

@@ -119,18 +119,17 @@ func (s *sseReader) next() (data []byte, at int64, err error) {
 // buffer is returned in place, valid until the next read (next copies what
 // it keeps); a longer one is gathered in s.line.
 func (s *sseReader) readLine() ([]byte, error) {
-	chunk, err := s.br.ReadSlice('\n')
-	if err == nil {
-		return trimEOL(chunk), nil
-	}
 	s.line = s.line[:0]
 	for {
+		chunk, err := s.br.ReadSlice('\n')
+		if err == nil && len(s.line) == 0 {
+			return trimEOL(chunk), nil
+		}
 		if len(s.line)+len(chunk) > maxEventBytes {
 			return nil, errEventTooLong
 		}
 		s.line = append(s.line, chunk...)
 		if err == bufio.ErrBufferFull {
-			chunk, err = s.br.ReadSlice('\n')
 			continue
 		}
 		if err != nil {

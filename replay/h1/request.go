@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // defaultUserAgent is what net/http's transport sends when the request
@@ -56,7 +58,7 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 		body.Close()
 		body, length = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	}
-	closeAfter = req.Close || hasToken(req.Header["Connection"], "close")
+	closeAfter = req.Close || httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close")
 
 	buf := writeBuffers.Get().(*[]byte)
 	defer func() {
@@ -83,7 +85,7 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 		h = strconv.AppendInt(h, max(length, 0), 10)
 		h = append(h, "\r\n"...)
 	}
-	if req.Close && !hasToken(req.Header["Connection"], "close") {
+	if req.Close && !httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close") {
 		h = append(h, "Connection: close\r\n"...)
 	}
 	var names [16]string
@@ -130,18 +132,14 @@ func (c *conn) writeRequest(req *http.Request, host string, onHead func()) (clos
 	if onHead != nil {
 		onHead()
 	}
-	if rest := length - int64(first); body != nil && rest > 0 {
-		if err := writeRest(c.nc, body, rest); err != nil {
-			return false, err
+	if body != nil {
+		if rest := length - int64(first); rest > 0 {
+			err = writeRest(c.nc, body, rest)
+		} else {
+			err = nothingBeyond(body) // it went out with the head: no more
 		}
 	}
-	if body != nil && length <= firstWrite {
-		// The body went out with the head: it must hold no more.
-		if err := nothingBeyond(body); err != nil {
-			return false, err
-		}
-	}
-	return closeAfter, nil
+	return closeAfter, err
 }
 
 // writeRest writes the body's next rest bytes to w and never more: bytes
@@ -234,26 +232,13 @@ type bodyWriteError struct{ err error }
 func (e *bodyWriteError) Error() string { return e.err.Error() }
 func (e *bodyWriteError) Unwrap() error { return e.err }
 
-// hasToken reports whether a comma-separated header's values hold token,
-// case-insensitively.
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for f := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // validRequest refuses a request whose head would not say what the
 // caller meant: a method that is not a token, a Host or target holding a
 // space or control character (a CR or LF would start a header of its
 // own), a header validHeaders refuses, or a Content-Length its body
 // cannot hold to.
 func validRequest(req *http.Request) error {
-	if m := req.Method; m != "" && strings.IndexFunc(m, func(r rune) bool { return !isTokenRune(r) }) >= 0 {
+	if m := req.Method; m != "" && !httpguts.ValidHeaderFieldName(m) { // a token, as a field name is
 		return fmt.Errorf("h1: invalid method %q", m)
 	}
 	if h := hostHeader(req); !printable(h) {
@@ -283,27 +268,17 @@ func printable(s string) bool {
 // validHeaders refuses a header that would break the request's framing:
 // a name that is not an RFC 9110 token, or a value holding a control
 // character other than tab (a CR or LF would start a header of its own).
+// The rules are net/http's own, from httpguts.
 func validHeaders(h http.Header) error {
 	for k, vs := range h {
-		if k == "" || strings.IndexFunc(k, func(r rune) bool { return !isTokenRune(r) }) >= 0 {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("h1: invalid header field name %q", k)
 		}
 		for _, v := range vs {
-			for i := 0; i < len(v); i++ {
-				if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
-					return fmt.Errorf("h1: invalid header field value for %q", k)
-				}
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("h1: invalid header field value for %q", k)
 			}
 		}
 	}
 	return nil
-}
-
-// isTokenRune reports whether r may stand in an RFC 9110 token.
-func isTokenRune(r rune) bool {
-	switch {
-	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		return true
-	}
-	return r < 0x80 && strings.ContainsRune("!#$%&'*+-.^_`|~", r)
 }

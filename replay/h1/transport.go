@@ -117,7 +117,7 @@ func (t *Transport) exchange(ctx context.Context, ct *httptrace.ClientTrace, c *
 	closeAfter, err := c.writeRequest(req, hostHeader(req), onHead)
 	if err != nil {
 		var bw *bodyWriteError
-		if errors.As(err, &bw) && ctx.Err() == nil {
+		if errors.As(err, &bw) {
 			if resp := t.earlyAnswer(ctx, ct, c, req); resp != nil {
 				return resp, nil
 			}
@@ -146,16 +146,14 @@ const earlyAnswerWait = 250 * time.Millisecond
 // reused either way.
 func (t *Transport) earlyAnswer(ctx context.Context, ct *httptrace.ClientTrace, c *conn, req *http.Request) *http.Response {
 	c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
-	if ctx.Err() != nil {
-		// The context ended as the bound was set, which undid its
-		// interruption.
-		c.interrupt()
-		return nil
+	var resp *http.Response
+	var err error
+	if ctx.Err() == nil {
+		resp, err = t.readHead(ct, c, req)
 	}
-	resp, err := t.readHead(ct, c, req)
-	// The body reads without the bound, unless the context ended
-	// meanwhile: then its interruption stands, and the answer is not
-	// the caller's.
+	// The body reads without the bound. A context that ended before or
+	// meanwhile gets no answer, and its interruption, which setting the
+	// bound may have undone, is made again.
 	c.nc.SetReadDeadline(time.Time{})
 	if ctx.Err() != nil {
 		c.interrupt()

@@ -502,10 +502,17 @@ func TestAnAnswerBeforeTheBodyIsReturned(t *testing.T) {
 	})
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(make([]byte, 32<<20)))
+	// WroteRequest fires only once the whole body is written: not on the
+	// path under test.
+	var wrote atomic.Bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(make([]byte, 32<<20)))
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		t.Fatalf("error %v, want the 413 answer", err)
+	}
+	if wrote.Load() {
+		t.Fatal("the whole body was written: the server's answer did not come before it")
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
