@@ -115,6 +115,11 @@ func (t *Transport) exchange(ctx context.Context, ct *httptrace.ClientTrace, c *
 		onHead = ct.WroteHeaders
 	}
 	closeAfter, err := c.writeRequest(req, hostHeader(req), onHead)
+	// As net/http's Request.write, WroteRequest reports every end of the
+	// write, a failed one with its error.
+	if ct != nil && ct.WroteRequest != nil {
+		ct.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+	}
 	if err != nil {
 		var bw *bodyWriteError
 		if errors.As(err, &bw) {
@@ -123,9 +128,6 @@ func (t *Transport) exchange(ctx context.Context, ct *httptrace.ClientTrace, c *
 			}
 		}
 		return nil, err
-	}
-	if ct != nil && ct.WroteRequest != nil {
-		ct.WroteRequest(httptrace.WroteRequestInfo{})
 	}
 	resp, err := t.readHead(ct, c, req)
 	if err != nil {

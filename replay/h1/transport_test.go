@@ -502,17 +502,17 @@ func TestAnAnswerBeforeTheBodyIsReturned(t *testing.T) {
 	})
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
-	// WroteRequest fires only once the whole body is written: not on the
+	// WroteRequest reports the write's end, with the broken pipe on the
 	// path under test.
-	var wrote atomic.Bool
-	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }})
+	var wroteErr atomic.Pointer[error]
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) { wroteErr.Store(&info.Err) }})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(make([]byte, 32<<20)))
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		t.Fatalf("error %v, want the 413 answer", err)
 	}
-	if wrote.Load() {
-		t.Fatal("the whole body was written: the server's answer did not come before it")
+	if e := wroteErr.Load(); e == nil || *e == nil {
+		t.Fatalf("WroteRequest reported %v, want the body's failed write: the server's answer did not come before the body's end", e)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
