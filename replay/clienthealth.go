@@ -96,8 +96,11 @@ func (h *healthSampler) loop() {
 			})
 			tick++
 			winGC[tick%gcWindow], winUsed[tick%gcWindow] = gcCPU-prevGC, usedCPU-prevUsed
-			if sumGC, sumUsed := sumFloats(winGC[:]), sumFloats(winUsed[:]); tick >= gcWindow && sumUsed > 0 && sumGC/sumUsed > gcShareToLift && liftHeapBound() {
-				enc.Encode(map[string]any{"t_s": now.Sub(h.start).Seconds(), "note": fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow)})
+			if sumGC, sumUsed := sumFloats(winGC[:]), sumFloats(winUsed[:]); tick >= gcWindow && sumUsed > 0 && sumGC/sumUsed > gcShareToLift {
+				liftHeapBound(fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow))
+			}
+			if lift := takeLiftNote(); lift != nil {
+				enc.Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
 			}
 			prevCPU, prevAt, prevSched, prevGC, prevUsed = cpu, now, sched, gcCPU, usedCPU
 		}
@@ -115,6 +118,9 @@ func (h *healthSampler) finish() trace.ClientHealth {
 	out := trace.ClientHealth{CPUSeconds: cpu, CPUUtilization: cpu / wall / float64(runtime.GOMAXPROCS(0)),
 		SchedLatencyP99Ms: p99 * 1e3, SchedLatencyMaxMs: maxv * 1e3, GCCycles: uint32(uint64Value(h.samples[1].Value) - h.gc0)}
 	if h.f != nil {
+		if lift := takeLiftNote(); lift != nil { // lifted after the last sample
+			json.NewEncoder(h.f).Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
+		}
 		h.f.Close()
 		out.Samples = "client.jsonl"
 	}

@@ -1,11 +1,14 @@
 package replay
 
 import (
+	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
+	"time"
 )
 
 // GCPercent is the GOGC a replay process runs with: fewer, larger
@@ -53,6 +56,8 @@ func boundHeap() {
 	}
 	heapBound.Store(limit)
 	debug.SetMemoryLimit(limit)
+	liftNote.Store(nil)
+	watchHeapGoal(boundGen.Add(1))
 }
 
 // heapBound is the memory limit boundHeap set, 0 when none is in force.
@@ -70,11 +75,68 @@ const gcShareToLift = 0.15
 // gcWindow is the valve's window in seconds (health samples).
 const gcWindow = 5
 
-// liftHeapBound removes boundHeap's limit, once; it reports whether it did.
-func liftHeapBound() bool {
+// liftHeapBound removes boundHeap's limit, once, keeping why for
+// client.jsonl (takeLiftNote); it reports whether it did.
+func liftHeapBound(why string) bool {
 	if heapBound.Swap(0) == 0 {
 		return false
 	}
 	debug.SetMemoryLimit(math.MaxInt64)
+	liftNote.Store(&heapLift{why: why, at: time.Now()})
 	return true
+}
+
+// heapLift is why and when the bound was lifted.
+type heapLift struct {
+	why string
+	at  time.Time
+}
+
+// liftNote is the bound's lift, until the health sampler takes it.
+var liftNote atomic.Pointer[heapLift]
+
+// takeLiftNote returns the bound's lift since the last call, nil if there
+// was none.
+func takeLiftNote() *heapLift { return liftNote.Swap(nil) }
+
+// boundGen counts boundHeap's bounds: a watcher armed for one stops once
+// another replaces it.
+var boundGen atomic.Int64
+
+// minGoalShare is the least heap goal, as a multiple of the live heap, the
+// bound may leave the collector: below it, the collector runs more often
+// than at Go's default GOGC of 100. A replay whose live state grows (a
+// server that falls behind leaves thousands of streams open, each with its
+// buffers and stack) would otherwise have its collector run back to back
+// within a second, long before the CPU-share valve's window ends, and the
+// client would fall behind on its schedule because of the bound
+// (docs/measurements.md, "Heap-bound valve").
+const minGoalShare = 2
+
+// watchHeapGoal checks the collector's heap goal after every collection
+// while bound gen is in force, and lifts the bound once the goal falls
+// under minGoalShare times the live heap. A cleanup on an unreachable
+// sentinel runs after each collection, at no cost between them.
+func watchHeapGoal(gen int64) {
+	runtime.AddCleanup(new(gcSentinel), checkHeapGoal, gen)
+}
+
+// gcSentinel holds a pointer, so that it is not one of the tiny allocator's
+// objects, whose cleanups may never run.
+type gcSentinel struct{ _ *byte }
+
+// checkHeapGoal is watchHeapGoal's check after one collection.
+func checkHeapGoal(gen int64) {
+	if boundGen.Load() != gen || heapBound.Load() == 0 {
+		return
+	}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(sample)
+	live, goal := sample[0].Value.Uint64(), sample[1].Value.Uint64()
+	if live > 0 && goal < minGoalShare*live {
+		liftHeapBound(fmt.Sprintf("the heap bound left the collector a goal of %d MB for a live heap of %d MB (under %d times): bound lifted",
+			goal>>20, live>>20, minGoalShare))
+		return
+	}
+	watchHeapGoal(gen)
 }
