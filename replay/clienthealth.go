@@ -43,7 +43,7 @@ const (
 func newHealthSampler(runDir string) *healthSampler {
 	h := &healthSampler{path: filepath.Join(runDir, "client.jsonl"), start: time.Now(), cpu0: processCPU(), stop: make(chan struct{}),
 		samples: []metrics.Sample{{Name: metricSched}, {Name: metricGC}, {Name: metricHeap}, {Name: "/gc/heap/live:bytes"},
-			{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}}
+			{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}, {Name: "/gc/heap/goal:bytes"}}}
 	metrics.Read(h.samples)
 	h.sched0 = copyHist(h.samples[0].Value)
 	h.gc0 = uint64Value(h.samples[1].Value)
@@ -92,6 +92,7 @@ func (h *healthSampler) loop() {
 				"heap_bytes":           uint64Value(h.samples[2].Value),
 				"rss_bytes":            residentBytes(),
 				"live_heap_bytes":      uint64Value(h.samples[3].Value), // after the last GC: what is really held
+				"heap_goal_bytes":      uint64Value(h.samples[7].Value), // the next GC's trigger, under the heap bound
 				"gc_cpu_share":         share,
 			})
 			tick++

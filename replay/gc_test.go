@@ -33,7 +33,7 @@ func TestHeapBoundLiftsWhenItSqueezesTheGoal(t *testing.T) {
 	}
 
 	keep := make([][]byte, 0, limit>>20)
-	for int64(len(keep))<<20 < limit*6/10 {
+	for int64(len(keep))<<20 < limit*3/4 {
 		keep = append(keep, make([]byte, 1<<20))
 	}
 	for i := 0; i < 5 && heapBound.Load() != 0; i++ {
