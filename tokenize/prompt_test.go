@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/pkoukk/tiktoken-go"
 )
 
 func TestKnownCounts(t *testing.T) {
@@ -260,7 +258,7 @@ func TestListedWordsAreCounted(t *testing.T) {
 // tokenizer does not build it; the first Count does.
 func TestLazyTokenizerBuildsOnFirstCount(t *testing.T) {
 	built := 0
-	tok := &Tokenizer{name: CL100K, bundled: true, enc: func() (*tiktoken.Tiktoken, error) {
+	tok := &Tokenizer{name: CL100K, bundled: true, enc: func() (encoder, error) {
 		built++
 		return cache[CL100K]()
 	}}

@@ -66,11 +66,15 @@ func LoadRankFile(path, pattern string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer rank file %s has %d tokens; a byte-level BPE needs at least the 256 byte tokens", path, len(ranks))
 	}
 	special := map[string]int{"<|begin_of_text|>": maxRank + 1, "<|end_of_text|>": maxRank + 2}
-	enc, err := newTiktoken(ranks, special, pattern, path)
+	tk, err := newTiktoken(ranks, special, pattern, path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer rank file %s: %w", path, err)
 	}
-	return &Tokenizer{name: path, enc: func() (*tiktoken.Tiktoken, error) { return enc, nil }}, nil
+	var enc encoder = regexpEncoder{tk}
+	if pattern == Llama3Pattern {
+		enc = cl100kEncoder{ranks: ranks}
+	}
+	return &Tokenizer{name: path, enc: func() (encoder, error) { return enc, nil }}, nil
 }
 
 // newTiktoken wraps the library constructors, which can panic on a bad pattern.

@@ -32,7 +32,7 @@ type Tokenizer struct {
 	bundled bool // one of Encodings, not a rank file
 	// enc builds the encoding on its first call and returns the same
 	// encoding, or error, after.
-	enc func() (*tiktoken.Tiktoken, error)
+	enc func() (encoder, error)
 }
 
 // setLoader installs the offline BPE loader once, before any encoding is
@@ -41,13 +41,27 @@ var setLoader = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktoken_loader.New
 
 // cache builds each encoding at most once per process: building one costs
 // about 0.1–0.3 s. It is a lazily filled, read-only cache, not mutable state.
-var cache = map[string]func() (*tiktoken.Tiktoken, error){}
+var cache = map[string]func() (encoder, error){}
+
+// cl100kFile names cl100k_base's ranks to the offline loader (it reads
+// the bundled file of that base name).
+const cl100kFile = "cl100k_base.tiktoken"
 
 func init() {
 	for _, name := range Encodings {
-		cache[name] = sync.OnceValues(func() (*tiktoken.Tiktoken, error) {
+		cache[name] = sync.OnceValues(func() (encoder, error) {
 			setLoader()
-			enc, err := getEncoding(name)
+			var enc encoder
+			var err error
+			if name == CL100K {
+				var ranks map[string]int
+				ranks, err = tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(cl100kFile)
+				enc = cl100kEncoder{ranks: ranks}
+			} else {
+				var tk *tiktoken.Tiktoken
+				tk, err = getEncoding(name)
+				enc = regexpEncoder{tk}
+			}
 			if err != nil {
 				return nil, fmt.Errorf("tokenize: load %s: %w", name, err)
 			}
@@ -110,7 +124,7 @@ func (t *Tokenizer) Count(text string) int {
 	if err != nil {
 		return -1
 	}
-	return len(enc.EncodeOrdinary(text))
+	return enc.count(text)
 }
 
 // Encode returns the token ids of text, special-token strings as ordinary
@@ -121,7 +135,7 @@ func (t *Tokenizer) Encode(text string) []int {
 	if err != nil {
 		panic(err)
 	}
-	return enc.EncodeOrdinary(text)
+	return enc.appendTokens(nil, text)
 }
 
 // Open returns a bundled encoding by name, or builds one from a tiktoken

@@ -1,0 +1,132 @@
+package tokenize
+
+import (
+	"math"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/pkoukk/tiktoken-go"
+)
+
+// encoder turns text into token ids, special-token strings as ordinary
+// text.
+type encoder interface {
+	appendTokens(dst []int, text string) []int
+	count(text string) int
+}
+
+// regexpEncoder is tiktoken-go's encoding, for a pre-tokenizer pattern not
+// written out by hand (o200k_base, p50k_base, a rank file's own pattern).
+type regexpEncoder struct{ enc *tiktoken.Tiktoken }
+
+func (e regexpEncoder) appendTokens(dst []int, text string) []int {
+	return append(dst, e.enc.EncodeOrdinary(text)...)
+}
+
+func (e regexpEncoder) count(text string) int { return len(e.enc.EncodeOrdinary(text)) }
+
+// cl100kEncoder is a byte-level BPE over ranks with cl100k_base's
+// pre-tokenizer (cl100kPiece), which Llama 3's rank files share: the same
+// ids as tiktoken-go's EncodeOrdinary, several times faster.
+type cl100kEncoder struct{ ranks map[string]int }
+
+func (e cl100kEncoder) appendTokens(dst []int, text string) []int {
+	var m merger
+	for i := 0; i < len(text); {
+		end := cl100kPiece(text, i)
+		piece := asRunes(text[i:end])
+		i = end
+		if id, ok := e.ranks[piece]; ok {
+			dst = append(dst, id)
+			continue
+		}
+		starts := m.merge(e.ranks, piece)
+		for k := 0; k+1 < len(starts); k++ {
+			dst = append(dst, e.ranks[piece[starts[k]:starts[k+1]]])
+		}
+	}
+	return dst
+}
+
+func (e cl100kEncoder) count(text string) int {
+	var m merger
+	n := 0
+	for i := 0; i < len(text); {
+		end := cl100kPiece(text, i)
+		piece := asRunes(text[i:end])
+		i = end
+		if _, ok := e.ranks[piece]; ok {
+			n++
+			continue
+		}
+		n += len(m.merge(e.ranks, piece)) - 1
+	}
+	return n
+}
+
+// noRank marks two neighbouring parts that no rank joins.
+const noRank = math.MaxInt
+
+// merger byte-pair merges pieces, its slices kept from one piece to the
+// next.
+type merger struct {
+	starts []int // the parts' start offsets, and the piece's length last
+	pair   []int // pair[k]: the rank of parts k and k+1 joined, or noRank
+}
+
+// merge returns the start offsets of piece's tokens, and len(piece) last:
+// while some two neighbouring parts join into a ranked token, the pair of
+// the lowest rank (the leftmost of equals) is joined, starting from single
+// bytes. The result is valid until the next call.
+func (m *merger) merge(ranks map[string]int, piece string) []int {
+	m.starts, m.pair = m.starts[:0], m.pair[:0]
+	for i := range len(piece) + 1 {
+		m.starts = append(m.starts, i)
+	}
+	for k := range len(piece) - 1 {
+		m.pair = append(m.pair, m.rank(ranks, piece, k))
+	}
+	for len(m.pair) > 0 {
+		best, at := noRank, -1
+		for k, r := range m.pair {
+			if r < best {
+				best, at = r, k
+			}
+		}
+		if at < 0 {
+			break
+		}
+		// Parts at and at+1 become one: its pairs with the parts either
+		// side are ranked again.
+		m.starts = slices.Delete(m.starts, at+1, at+2)
+		m.pair = slices.Delete(m.pair, at, at+1)
+		if at < len(m.pair) {
+			m.pair[at] = m.rank(ranks, piece, at)
+		}
+		if at > 0 {
+			m.pair[at-1] = m.rank(ranks, piece, at-1)
+		}
+	}
+	return m.starts
+}
+
+// rank is the rank of parts k and k+1 joined, noRank if none.
+func (m *merger) rank(ranks map[string]int, piece string, k int) int {
+	if r, ok := ranks[piece[m.starts[k]:m.starts[k+2]]]; ok {
+		return r
+	}
+	return noRank
+}
+
+// asRunes is text with each byte that is not UTF-8 replaced by U+FFFD, as
+// tiktoken-go's pieces are (it cuts them from the text's runes).
+func asRunes(text string) string {
+	if utf8.ValidString(text) {
+		return text
+	}
+	b := make([]byte, 0, len(text)+8)
+	for _, r := range text {
+		b = utf8.AppendRune(b, r)
+	}
+	return string(b)
+}
