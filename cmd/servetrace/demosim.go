@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -54,18 +55,31 @@ func startSimProcess(ctx context.Context) (*simProcess, error) {
 		return nil, err
 	}
 	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the simulator: %w", err)
-	}
 	p := &simProcess{cmd: cmd, done: make(chan error, 1)}
+	started := make(chan error, 1)
 	lines := make(chan string, 1)
+	// Linux sends the parent-death signal when the thread that started
+	// the child ends, not the process, and the Go runtime ends the thread
+	// of a goroutine that exits locked to it (replay encodes results on
+	// such threads): the child is started, and waited for, on a thread
+	// held for its whole life.
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		br := bufio.NewReader(stdout)
 		line, _ := br.ReadString('\n')
 		lines <- line
 		io.Copy(io.Discard, br) // the child never blocks on a full pipe
 		p.done <- cmd.Wait()
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting the simulator: %w", err)
+	}
 	select {
 	case line := <-lines:
 		if m := simServing.FindStringSubmatch(line); m != nil {

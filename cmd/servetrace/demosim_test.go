@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The test binary is not servetrace: the demo's simulator runs as this
@@ -64,4 +66,33 @@ func TestDemoSimulatorThatFailsSaysWhy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "did not start") || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("error %v, want one saying the simulator did not start and why", err)
 	}
+}
+
+// TestDemoSimulatorOutlivesTheThreadThatStartedIt: Linux sends the child
+// its parent-death signal when the thread that started it ends, and the Go
+// runtime ends the thread of a goroutine that exits locked to it (replay
+// encodes its results on such threads). The demo's simulator must serve
+// on after the thread its caller ran on is gone.
+func TestDemoSimulatorOutlivesTheThreadThatStartedIt(t *testing.T) {
+	started := make(chan *simProcess, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		p, err := startSimProcess(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		started <- p
+	}()
+	p := <-started
+	if p == nil {
+		t.FailNow()
+	}
+	defer p.stop()
+	// The thread exits once the goroutine has; give the signal time to land.
+	time.Sleep(500 * time.Millisecond)
+	resp, err := http.Get(p.URL + "/v1/models")
+	if err != nil {
+		t.Fatalf("the simulator no longer serves: %v", err)
+	}
+	resp.Body.Close()
 }
