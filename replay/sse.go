@@ -56,6 +56,11 @@ type sseReader struct {
 
 func newSSEReader(ctx context.Context, body io.Reader, clock func() int64, readDelay time.Duration) *sseReader {
 	tr := &timedReader{r: body, clock: clock, delay: readDelay, ctx: ctx}
+	if readDelay > 0 {
+		// A slow consumer waits before each read: its reads keep the
+		// size they had, so that read_delay_ms sets the same pace.
+		return &sseReader{tr: tr, br: bufio.NewReaderSize(tr, slowReadBytes)}
+	}
 	br := sseBuffers.Get().(*bufio.Reader)
 	br.Reset(tr)
 	return &sseReader{tr: tr, br: br}
@@ -66,14 +71,23 @@ func newSSEReader(ctx context.Context, body io.Reader, clock func() int64, readD
 // requests a second, in allocation, zeroing and collection. They are 4 KiB:
 // one is held by every open stream, the connection's own buffer below it
 // batches the socket's reads, and a longer line is gathered in s.line.
-var sseBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+var sseBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, sseReadBytes) }}
+
+// sseReadBytes is a pooled stream buffer's size; slowReadBytes a slow
+// consumer's (read_delay_ms), each read of which comes after its delay.
+const (
+	sseReadBytes  = 4 << 10
+	slowReadBytes = 16 << 10
+)
 
 // release returns the read buffer for the next stream. Nothing read
 // aliases it: lines are copied out (readLine), so the reader must not be
 // used after.
 func (s *sseReader) release() {
-	s.br.Reset(nil)
-	sseBuffers.Put(s.br)
+	if s.br.Size() == sseReadBytes {
+		s.br.Reset(nil)
+		sseBuffers.Put(s.br)
+	}
 	s.br = nil
 }
 
