@@ -135,7 +135,7 @@ func (t *Tokenizer) Encode(text string) []int {
 	if err != nil {
 		panic(err)
 	}
-	return enc.appendTokens(nil, text)
+	return enc.appendTokens([]int{}, text) // as tiktoken-go: an empty text has no ids, not nil
 }
 
 // Open returns a bundled encoding by name, or builds one from a tiktoken
