@@ -92,15 +92,15 @@ func (h *healthSampler) loop() {
 				"heap_bytes":           uint64Value(h.samples[2].Value),
 				"rss_bytes":            residentBytes(),
 				"live_heap_bytes":      uint64Value(h.samples[3].Value), // after the last GC: what is really held
-				"heap_goal_bytes":      uint64Value(h.samples[7].Value), // the next GC's trigger, under the heap bound
+				"heap_goal_bytes":      uint64Value(h.samples[7].Value), // the collector's heap goal, which a heap bound lowers
 				"gc_cpu_share":         share,
 			})
 			tick++
 			winGC[tick%gcWindow], winUsed[tick%gcWindow] = gcCPU-prevGC, usedCPU-prevUsed
 			if sumGC, sumUsed := sumFloats(winGC[:]), sumFloats(winUsed[:]); tick >= gcWindow && sumUsed > 0 && sumGC/sumUsed > gcShareToLift {
-				liftHeapBound(fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow))
+				liftHeapBound(boundGen.Load(), fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow))
 			}
-			if lift := takeLiftNote(); lift != nil {
+			if lift := takeLiftNote(); lift != nil && !lift.at.Before(h.start) { // not a lift between runs
 				enc.Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
 			}
 			prevCPU, prevAt, prevSched, prevGC, prevUsed = cpu, now, sched, gcCPU, usedCPU
@@ -119,7 +119,7 @@ func (h *healthSampler) finish() trace.ClientHealth {
 	out := trace.ClientHealth{CPUSeconds: cpu, CPUUtilization: cpu / wall / float64(runtime.GOMAXPROCS(0)),
 		SchedLatencyP99Ms: p99 * 1e3, SchedLatencyMaxMs: maxv * 1e3, GCCycles: uint32(uint64Value(h.samples[1].Value) - h.gc0)}
 	if h.f != nil {
-		if lift := takeLiftNote(); lift != nil { // lifted after the last sample
+		if lift := takeLiftNote(); lift != nil && !lift.at.Before(h.start) { // lifted after the last sample
 			json.NewEncoder(h.f).Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
 		}
 		h.f.Close()

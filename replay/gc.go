@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -41,11 +42,15 @@ const heapCeiling = 224 << 20
 // so its heap goal drifts up run after run while the live heap stays flat;
 // the limit holds RSS where the first cycles put it (docs/measurements.md,
 // "Replay heap bound"). Should the live state really grow past it, the
-// health sampler lifts it (liftHeapBound).
+// bound is lifted (liftHeapBound): by its watcher (watchHeapGoal) or by
+// the health sampler's CPU-share valve.
 func boundHeap() {
 	if !tunedGC.Load() || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
+	// A new generation before the collection below, which would otherwise
+	// run the previous bound's watcher against this one.
+	gen := boundGen.Add(1)
 	debug.FreeOSMemory()
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
@@ -54,10 +59,31 @@ func boundHeap() {
 	if 3*live <= heapCeiling {
 		limit = min(limit, heapCeiling)
 	}
+	boundMu.Lock()
+	defer boundMu.Unlock()
+	if boundGen.Load() != gen {
+		return // restored meanwhile
+	}
 	heapBound.Store(limit)
 	debug.SetMemoryLimit(limit)
 	liftNote.Store(nil)
-	watchHeapGoal(boundGen.Add(1))
+	watchHeapGoal(goalWatch{gen: gen})
+}
+
+// boundMu orders what changes the bound: boundHeap setting it,
+// liftHeapBound lifting it and dropHeapBound ending it. The watcher's
+// checks run on the runtime's cleanup goroutines, in no order with them.
+var boundMu sync.Mutex
+
+// dropHeapBound ends any bound and its watcher and sets the memory limit
+// back to limit (TuneProcess's restore).
+func dropHeapBound(limit int64) {
+	boundMu.Lock()
+	defer boundMu.Unlock()
+	boundGen.Add(1)
+	heapBound.Store(0)
+	liftNote.Store(nil)
+	debug.SetMemoryLimit(limit)
 }
 
 // heapBound is the memory limit boundHeap set, 0 when none is in force.
@@ -75,12 +101,16 @@ const gcShareToLift = 0.15
 // gcWindow is the valve's window in seconds (health samples).
 const gcWindow = 5
 
-// liftHeapBound removes boundHeap's limit, once, keeping why for
-// client.jsonl (takeLiftNote); it reports whether it did.
-func liftHeapBound(why string) bool {
-	if heapBound.Swap(0) == 0 {
+// liftHeapBound removes bound gen's limit, once, keeping why for
+// client.jsonl (takeLiftNote); it reports whether it did. A bound set
+// after gen, or none, is left as it is.
+func liftHeapBound(gen int64, why string) bool {
+	boundMu.Lock()
+	defer boundMu.Unlock()
+	if boundGen.Load() != gen || heapBound.Load() == 0 {
 		return false
 	}
+	heapBound.Store(0)
 	debug.SetMemoryLimit(math.MaxInt64)
 	liftNote.Store(&heapLift{why: why, at: time.Now()})
 	return true
@@ -115,12 +145,31 @@ var boundGen atomic.Int64
 // "Heap-bound valve").
 const minGoalRatio = 1.5
 
-// watchHeapGoal checks the collector's heap goal after every collection
-// while bound gen is in force, and lifts the bound once the goal falls
-// under minGoalRatio times the live heap. A cleanup on an unreachable
-// sentinel runs after each collection, at no cost between them.
-func watchHeapGoal(gen int64) {
-	runtime.AddCleanup(new(gcSentinel), checkHeapGoal, gen)
+// goalChecksToLift is how many checks in a row must find the goal under
+// minGoalRatio: the live heap the collector reports counts what was
+// allocated while it marked, and one cycle's drift must not lift a steady
+// replay's bound.
+const goalChecksToLift = 2
+
+// goalWatch is the watcher's state, carried from one check to the next:
+// the bound's generation and the checks in a row under the ratio.
+type goalWatch struct {
+	gen   int64
+	under int
+}
+
+// goalChecks counts the watcher's checks of a bound in force, for tests.
+var goalChecks atomic.Int64
+
+// watchHeapGoal checks the collector's heap goal after collections while
+// bound w.gen is in force, and lifts the bound once the goal has fallen
+// under minGoalRatio times the live heap goalChecksToLift checks in a row.
+// A cleanup on an unreachable sentinel runs after the collection that
+// frees it, at no cost between collections; a sentinel made while the
+// collector marks survives that cycle, so with collections back to back
+// the checks come every other one.
+func watchHeapGoal(w goalWatch) {
+	runtime.AddCleanup(new(gcSentinel), checkHeapGoal, w)
 }
 
 // gcSentinel holds a pointer, so that it is not one of the tiny allocator's
@@ -128,17 +177,23 @@ func watchHeapGoal(gen int64) {
 type gcSentinel struct{ _ *byte }
 
 // checkHeapGoal is watchHeapGoal's check after one collection.
-func checkHeapGoal(gen int64) {
-	if boundGen.Load() != gen || heapBound.Load() == 0 {
+func checkHeapGoal(w goalWatch) {
+	if boundGen.Load() != w.gen || heapBound.Load() == 0 {
 		return
 	}
+	goalChecks.Add(1)
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
 	metrics.Read(sample)
 	live, goal := sample[0].Value.Uint64(), sample[1].Value.Uint64()
 	if live > 0 && float64(goal) < minGoalRatio*float64(live) {
-		liftHeapBound(fmt.Sprintf("the heap bound left the collector a goal of %d MB for a live heap of %d MB (under %g times): bound lifted",
-			goal>>20, live>>20, minGoalRatio))
+		w.under++
+	} else {
+		w.under = 0
+	}
+	if w.under >= goalChecksToLift {
+		liftHeapBound(w.gen, fmt.Sprintf("the heap bound left the collector a goal of %d MB for a live heap of %d MB (under %g times, %d checks in a row): bound lifted",
+			goal>>20, live>>20, minGoalRatio, goalChecksToLift))
 		return
 	}
-	watchHeapGoal(gen)
+	watchHeapGoal(w)
 }

@@ -7,13 +7,15 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHeapBoundLiftsWhenItSqueezesTheGoal: the bound boundHeap sets stays
-// through collections while the live heap is small, and is lifted at the
-// first collections after the live heap grows to most of it (as thousands
-// of open streams do when a server falls behind), with the reason kept for
-// client.jsonl; the CPU-share valve would wait five seconds.
+// through the watcher's checks while the live heap is small, and is lifted
+// within a few collections after the live heap grows to most of it (as
+// thousands of open streams do when a server falls behind), with the
+// reason kept for client.jsonl; the CPU-share valve would wait five
+// seconds.
 func TestHeapBoundLiftsWhenItSqueezesTheGoal(t *testing.T) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		t.Skip("GOMEMLIMIT is set: replay sets no heap bound")
@@ -24,39 +26,71 @@ func TestHeapBoundLiftsWhenItSqueezesTheGoal(t *testing.T) {
 	if limit == 0 {
 		t.Fatal("boundHeap set no bound")
 	}
-	for range 3 {
-		runtime.GC()
-		waitForCleanups()
-	}
-	if heapBound.Load() != limit {
-		t.Fatalf("bound %d MB after three collections of a small live heap, want %d MB kept", heapBound.Load()>>20, limit>>20)
+	// Cleanups run after their collection, in no order: collect until the
+	// watcher has checked three times.
+	collectUntil(t, func() bool { return goalChecks.Load() >= 3 }, "three checks of a small live heap")
+	if heapBound.Load() != limit || takeLiftNote() != nil {
+		t.Fatalf("bound %d MB after three checks of a small live heap, want %d MB kept", heapBound.Load()>>20, limit>>20)
 	}
 
 	keep := make([][]byte, 0, limit>>20)
 	for int64(len(keep))<<20 < limit*3/4 {
 		keep = append(keep, make([]byte, 1<<20))
 	}
-	for i := 0; i < 5 && heapBound.Load() != 0; i++ {
-		runtime.GC()
-		waitForCleanups()
-	}
+	var lift *heapLift
+	collectUntil(t, func() bool { lift = takeLiftNote(); return lift != nil }, "the bound lifted")
 	runtime.KeepAlive(keep)
 	if heapBound.Load() != 0 {
-		t.Fatalf("bound of %d MB still in force with %d MB live, after five collections", limit>>20, len(keep))
+		t.Errorf("bound %d MB still recorded after the lift", heapBound.Load()>>20)
 	}
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("memory limit %d after the lift, want none", got)
 	}
-	if lift := takeLiftNote(); lift == nil || !strings.Contains(lift.why, "goal") || !strings.Contains(lift.why, "bound lifted") {
-		t.Errorf("lift note %+v, want the heap goal named and the bound said lifted", lift)
+	if !strings.Contains(lift.why, "goal") || !strings.Contains(lift.why, "bound lifted") {
+		t.Errorf("lift note %q, want the heap goal named and the bound said lifted", lift.why)
 	}
 }
 
-// waitForCleanups returns once the cleanups queued by the last collection
-// have run: a cleanup queued after them has.
-func waitForCleanups() {
-	done := make(chan struct{})
-	runtime.AddCleanup(new(gcSentinel), func(ch chan struct{}) { close(ch) }, done)
-	runtime.GC()
-	<-done
+// TestHeapBoundRestoredIsNotLifted: TuneProcess's restore ends the bound
+// and its watcher; a later collection must not lift the limit restore set
+// back, nor leave a note behind.
+func TestHeapBoundRestoredIsNotLifted(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOMEMLIMIT is set: replay sets no heap bound")
+	}
+	old := debug.SetMemoryLimit(-1)
+	restore := TuneProcess()
+	boundHeap()
+	limit := heapBound.Load()
+	restore()
+	keep := make([][]byte, 0, limit>>20)
+	for int64(len(keep))<<20 < limit*3/4 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	checks := goalChecks.Load()
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(50 * time.Millisecond) // the cleanups queued by those collections
+	runtime.KeepAlive(keep)
+	if got := debug.SetMemoryLimit(-1); got != old {
+		t.Errorf("memory limit %d after restore and collections, want %d", got, old)
+	}
+	if n := goalChecks.Load() - checks; n != 0 || takeLiftNote() != nil {
+		t.Errorf("the watcher checked %d times after restore (note %v), want none", n, takeLiftNote())
+	}
+}
+
+// collectUntil collects, and gives the cleanups a moment, until done
+// holds; it fails the test after 10 s.
+func collectUntil(t *testing.T, done func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after 10 s of collections", what)
+		}
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -20,9 +20,8 @@ func TuneProcess() (restore func()) {
 	return func() {
 		restoreProcs()
 		tunedGC.Store(false)
-		heapBound.Store(0)
+		dropHeapBound(oldLimit)
 		debug.SetGCPercent(old)
-		debug.SetMemoryLimit(oldLimit)
 	}
 }
 
