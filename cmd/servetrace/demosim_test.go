@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -95,4 +96,27 @@ func TestDemoSimulatorOutlivesTheThreadThatStartedIt(t *testing.T) {
 		t.Fatalf("the simulator no longer serves: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// TestLongDemoRunsEndToEnd runs `servetrace demo`, the README's first
+// command, as a new user does, on a 5 s workload: every step must succeed
+// and every request be answered by the simulator child. Nothing else in
+// make test runs the demo whole.
+func TestLongDemoRunsEndToEnd(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("a long check: runs without -race in make test-timing")
+	}
+	dir := filepath.Join(t.TempDir(), "demo")
+	code, out, errOut := runCLI(t, "demo", "--out", dir, "--duration", "5s")
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "success rate 100.0%") {
+		t.Errorf("demo: not every request answered:\n%s", out)
+	}
+	for _, f := range []string{"model.json", "report.html", "run/run.json", "sweep/sweep.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("demo left no %s: %v", f, err)
+		}
+	}
 }
