@@ -25,15 +25,19 @@ func (e regexpEncoder) appendTokens(dst []int, text string) []int {
 
 func (e regexpEncoder) count(text string) int { return len(e.enc.EncodeOrdinary(text)) }
 
-// cl100kEncoder is a byte-level BPE over ranks with cl100k_base's
-// pre-tokenizer (cl100kPiece), which Llama 3's rank files share: the same
-// ids as tiktoken-go's EncodeOrdinary, several times faster.
-type cl100kEncoder struct{ ranks map[string]int }
+// bpeEncoder is a byte-level BPE over ranks after a hand-written
+// pre-tokenizer (piece: cl100kPiece, which Llama 3's rank files share, or
+// o200kPiece): the same ids as tiktoken-go's EncodeOrdinary, 10–20 times
+// faster.
+type bpeEncoder struct {
+	ranks map[string]int
+	piece func(text string, i int) int // the end of the piece at text[i]
+}
 
-func (e cl100kEncoder) appendTokens(dst []int, text string) []int {
+func (e bpeEncoder) appendTokens(dst []int, text string) []int {
 	var m merger
 	for i := 0; i < len(text); {
-		end := cl100kPiece(text, i)
+		end := e.piece(text, i)
 		piece := asRunes(text[i:end])
 		i = end
 		if id, ok := e.ranks[piece]; ok {
@@ -48,11 +52,11 @@ func (e cl100kEncoder) appendTokens(dst []int, text string) []int {
 	return dst
 }
 
-func (e cl100kEncoder) count(text string) int {
+func (e bpeEncoder) count(text string) int {
 	var m merger
 	n := 0
 	for i := 0; i < len(text); {
-		end := cl100kPiece(text, i)
+		end := e.piece(text, i)
 		piece := asRunes(text[i:end])
 		i = end
 		if _, ok := e.ranks[piece]; ok {

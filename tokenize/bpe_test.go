@@ -13,25 +13,27 @@ import (
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
-// tiktokenCL100K is tiktoken-go's own cl100k_base, the independent truth
-// the hand-written pre-tokenizer and merges are held to.
-func tiktokenCL100K(t testing.TB) *tiktoken.Tiktoken {
+// tiktokenEncoding is tiktoken-go's own encoding of that name, the
+// independent truth the hand-written pre-tokenizers and merges are held to.
+func tiktokenEncoding(t testing.TB, name string) *tiktoken.Tiktoken {
 	t.Helper()
 	setLoader()
-	enc, err := getEncoding(CL100K)
+	enc, err := getEncoding(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return enc
 }
 
-func cl100kRanks(t testing.TB) cl100kEncoder {
+// handWrittenEncoder is the bundled encoding's hand-written encoder.
+func handWrittenEncoder(t testing.TB, name string) bpeEncoder {
 	t.Helper()
-	ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(cl100kFile)
+	hw := handWritten[name]
+	ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(hw.file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cl100kEncoder{ranks: ranks}
+	return bpeEncoder{ranks: ranks, piece: hw.piece}
 }
 
 // trickyTexts are pre-tokenizer corners: contractions in any case and
@@ -49,8 +51,16 @@ var trickyTexts = []string{
 	strings.Repeat("ab", 300), strings.Repeat(" ", 100) + "x", strings.Repeat("=", 500),
 }
 
-func TestCL100KMatchesTiktoken(t *testing.T) {
-	truth, ours := tiktokenCL100K(t), cl100kRanks(t)
+// TestEncodersMatchTiktoken holds each hand-written encoder to
+// tiktoken-go's ids, and its count to their number.
+func TestEncodersMatchTiktoken(t *testing.T) {
+	for name := range handWritten {
+		t.Run(name, func(t *testing.T) { matchTiktoken(t, name) })
+	}
+}
+
+func matchTiktoken(t *testing.T, name string) {
+	truth, ours := tiktokenEncoding(t, name), handWrittenEncoder(t, name)
 	check := func(s string) {
 		t.Helper()
 		want := truth.EncodeOrdinary(s)
@@ -64,10 +74,10 @@ func TestCL100KMatchesTiktoken(t *testing.T) {
 	for _, s := range trickyTexts {
 		check(s)
 	}
-	// Random strings over an alphabet of every class the pattern tells
-	// apart, and real text: the bundled transcripts and datasets.
-	alphabet := []string{"a", "Z", "é", "ß", "東", "ſ", "\u0301", "1", "9", "٣", "½", "Ⅻ", " ", "  ", "\t", "\n", "\r", "\u00a0",
-		"\u2003", "\u0085", "'", "'s", "'LL", "'re", "'d", "!", "?", ".", "-", "🚀", "\xff", "\xc3", "_", "(", ")"}
+	// Random strings over an alphabet of every class the patterns tell
+	// apart, and real text: the repo's test data.
+	alphabet := []string{"a", "Z", "é", "ß", "東", "ſ", "\u0301", "\u0903", "ǅ", "ʰ", "ABC", "Abc", "1", "9", "٣", "½", "Ⅻ", " ", "  ", "\t", "\n", "\r", "\u00a0",
+		"\u2003", "\u0085", "'", "'s", "'LL", "'re", "'d", "!", "?", ".", "-", "/", "🚀", "\xff", "\xc3", "_", "(", ")"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 20000 {
 		var sb strings.Builder
@@ -88,48 +98,59 @@ func TestCL100KMatchesTiktoken(t *testing.T) {
 	}
 }
 
-// FuzzCL100KMatchesTiktoken holds the hand-written encoder to tiktoken-go's
-// on any input.
-func FuzzCL100KMatchesTiktoken(f *testing.F) {
+// FuzzEncodersMatchTiktoken holds the hand-written encoders to
+// tiktoken-go's on any input.
+func FuzzEncodersMatchTiktoken(f *testing.F) {
 	for _, s := range trickyTexts {
 		f.Add(s)
 	}
-	truth, ours := tiktokenCL100K(f), cl100kRanks(f)
+	type pair struct {
+		truth *tiktoken.Tiktoken
+		ours  bpeEncoder
+	}
+	var encs []pair
+	for name := range handWritten {
+		encs = append(encs, pair{tiktokenEncoding(f, name), handWrittenEncoder(f, name)})
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		want := truth.EncodeOrdinary(s)
-		if got := ours.appendTokens(nil, s); !slices.Equal(got, want) {
-			t.Fatalf("%q (valid UTF-8 %v): ids %v, tiktoken-go %v", s, utf8.ValidString(s), got, want)
+		for _, e := range encs {
+			want := e.truth.EncodeOrdinary(s)
+			if got := e.ours.appendTokens(nil, s); !slices.Equal(got, want) {
+				t.Fatalf("%q (valid UTF-8 %v): ids %v, tiktoken-go %v", s, utf8.ValidString(s), got, want)
+			}
 		}
 	})
 }
 
-// BenchmarkCL100K counts tokens of prose (the tricky texts) and of a
-// 32k-token built prompt with the hand-written encoder and with
+// BenchmarkEncoders counts tokens of prose (the tricky texts) and of a
+// 32k-token built prompt with each hand-written encoder and with
 // tiktoken-go's, side by side.
-func BenchmarkCL100K(b *testing.B) {
-	truth, ours := tiktokenCL100K(b), cl100kRanks(b)
-	tok, err := Get(CL100K)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pb, err := NewPromptBuilder(tok, 16)
-	if err != nil {
-		b.Fatal(err)
-	}
-	texts := map[string]string{"prose": strings.Join(trickyTexts[:len(trickyTexts)-3], " "), "prompt32k": pb.Build(32768, nil, 1)}
-	for _, name := range []string{"prose", "prompt32k"} {
-		text := texts[name]
-		b.Run(name+"/servetrace", func(b *testing.B) {
-			b.SetBytes(int64(len(text)))
-			for b.Loop() {
-				ours.count(text)
-			}
-		})
-		b.Run(name+"/tiktoken-go", func(b *testing.B) {
-			b.SetBytes(int64(len(text)))
-			for b.Loop() {
-				truth.EncodeOrdinary(text)
-			}
-		})
+func BenchmarkEncoders(b *testing.B) {
+	for _, enc := range []string{CL100K, O200K} {
+		truth, ours := tiktokenEncoding(b, enc), handWrittenEncoder(b, enc)
+		tok, err := Get(enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pb, err := NewPromptBuilder(tok, 16)
+		if err != nil {
+			b.Fatal(err)
+		}
+		texts := map[string]string{"prose": strings.Join(trickyTexts[:len(trickyTexts)-3], " "), "prompt32k": pb.Build(32768, nil, 1)}
+		for _, name := range []string{"prose", "prompt32k"} {
+			text := texts[name]
+			b.Run(enc+"/"+name+"/servetrace", func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					ours.count(text)
+				}
+			})
+			b.Run(enc+"/"+name+"/tiktoken-go", func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					truth.EncodeOrdinary(text)
+				}
+			})
+		}
 	}
 }

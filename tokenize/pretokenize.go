@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -50,10 +51,10 @@ func cl100kPiece(text string, i int) int {
 	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
 	switch {
 	case isOther(r0):
-		return otherThenNewlines(text, j)
+		return otherThenTail(text, j, "\r\n")
 	case r0 == ' ' && r1 >= 0 && isOther(r1):
 		_, w1 := utf8.DecodeRuneInString(text[j:])
-		return otherThenNewlines(text, j+w1)
+		return otherThenTail(text, j+w1, "\r\n")
 	}
 	// r0 is whitespace: \s*[\r\n]+ ends after the run's last CR or LF;
 	// \s+(?!\S) leaves the run's last space to the piece after it, unless
@@ -129,8 +130,9 @@ func isOther(r rune) bool {
 	return !unicode.IsSpace(r) && !unicode.IsLetter(r) && !unicode.IsNumber(r)
 }
 
-// otherThenNewlines returns the end of [^\s\p{L}\p{N}]*[\r\n]* from j.
-func otherThenNewlines(text string, j int) int {
+// otherThenTail returns the end of [^\s\p{L}\p{N}]*[tail]* from j, tail
+// a set of ASCII bytes.
+func otherThenTail(text string, j int, tail string) int {
 	for j < len(text) {
 		r, w := utf8.DecodeRuneInString(text[j:])
 		if !isOther(r) {
@@ -138,8 +140,137 @@ func otherThenNewlines(text string, j int) int {
 		}
 		j += w
 	}
-	for j < len(text) && (text[j] == '\r' || text[j] == '\n') {
+	for j < len(text) && strings.IndexByte(tail, text[j]) >= 0 {
 		j++
 	}
 	return j
+}
+
+// o200kPiece returns the end of the pre-tokenizer piece of o200k_base
+// that starts at text[i], i < len(text): the match of
+//
+//	[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// as regexp2 finds it (see cl100kPiece). Its words are a run of "upper"
+// letters (Lu, Lt, Lm, Lo and marks) then of "lower" ones (Ll, Lm, Lo and
+// marks), with a contraction kept on the word.
+func o200kPiece(text string, i int) int {
+	r0, w0 := utf8.DecodeRuneInString(text[i:])
+	prefixed := r0 != '\r' && r0 != '\n' && !unicode.IsLetter(r0) && !unicode.IsNumber(r0)
+	// The first two alternatives, each with its prefix tried first.
+	if prefixed {
+		if end := upperThenLower(text, i+w0); end > 0 {
+			return withContraction(text, end)
+		}
+	}
+	if end := upperThenLower(text, i); end > 0 {
+		return withContraction(text, end)
+	}
+	if prefixed {
+		if end := upperRunThenLower(text, i+w0); end > 0 {
+			return withContraction(text, end)
+		}
+	}
+	if end := upperRunThenLower(text, i); end > 0 {
+		return withContraction(text, end)
+	}
+	if unicode.IsNumber(r0) {
+		return cl100kPiece(text, i)
+	}
+	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*': other characters, then newlines and
+	// slashes (a slash after a newline).
+	j := i + w0
+	switch {
+	case isOther(r0):
+		return otherThenTail(text, j, "\r\n/")
+	case r0 == ' ' && j < len(text):
+		if r1, w1 := utf8.DecodeRuneInString(text[j:]); isOther(r1) {
+			return otherThenTail(text, j+w1, "\r\n/")
+		}
+	}
+	// Spaces, as cl100k_base splits them.
+	return cl100kPiece(text, i)
+}
+
+// isUpperish and isLowerish are o200k_base's two letter classes (ASCII
+// answered first: the tables are searched otherwise).
+func isUpperish(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'A' <= r && r <= 'Z'
+	}
+	return unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
+}
+
+func isLowerish(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z'
+	}
+	return unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
+}
+
+// upperThenLower matches [U]*[L]+ at j (U, L: isUpperish, isLowerish) and
+// returns its end, 0 when it does not match. The upper run is greedy and
+// gives back characters until a lower one can follow: the match ends after
+// the last lowerish character of the upper run, or runs on through the
+// lower run after it.
+func upperThenLower(text string, j int) int {
+	k, lastLower := j, -1
+	for k < len(text) {
+		r, w := utf8.DecodeRuneInString(text[k:])
+		if !isUpperish(r) {
+			break
+		}
+		k += w
+		if isLowerish(r) {
+			lastLower = k
+		}
+	}
+	if k < len(text) {
+		if r, _ := utf8.DecodeRuneInString(text[k:]); isLowerish(r) {
+			return lowerRun(text, k)
+		}
+	}
+	return max(lastLower, 0)
+}
+
+// upperRunThenLower matches [U]+[L]* at j and returns its end, 0 when it
+// does not match.
+func upperRunThenLower(text string, j int) int {
+	k := j
+	for k < len(text) {
+		r, w := utf8.DecodeRuneInString(text[k:])
+		if !isUpperish(r) {
+			break
+		}
+		k += w
+	}
+	if k == j {
+		return 0
+	}
+	return lowerRun(text, k)
+}
+
+// lowerRun returns the end of the run of lowerish characters from k.
+func lowerRun(text string, k int) int {
+	for k < len(text) {
+		r, w := utf8.DecodeRuneInString(text[k:])
+		if !isLowerish(r) {
+			break
+		}
+		k += w
+	}
+	return k
+}
+
+// withContraction extends a word ending at end by the contraction after
+// it, if one follows.
+func withContraction(text string, end int) int {
+	if end < len(text) && text[end] == '\'' {
+		if n := contraction(text[end+1:]); n > 0 {
+			return end + 1 + n
+		}
+	}
+	return end
 }

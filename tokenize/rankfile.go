@@ -72,7 +72,7 @@ func LoadRankFile(path, pattern string) (*Tokenizer, error) {
 	}
 	var enc encoder = regexpEncoder{tk}
 	if pattern == Llama3Pattern {
-		enc = cl100kEncoder{ranks: ranks}
+		enc = bpeEncoder{ranks: ranks, piece: cl100kPiece}
 	}
 	return &Tokenizer{name: path, enc: func() (encoder, error) { return enc, nil }}, nil
 }

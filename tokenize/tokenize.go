@@ -43,9 +43,16 @@ var setLoader = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktoken_loader.New
 // about 0.1–0.3 s. It is a lazily filled, read-only cache, not mutable state.
 var cache = map[string]func() (encoder, error){}
 
-// cl100kFile names cl100k_base's ranks to the offline loader (it reads
+// handWritten names the bundled encodings whose pre-tokenizer is written
+// out by hand, each with its ranks' file for the offline loader (it reads
 // the bundled file of that base name).
-const cl100kFile = "cl100k_base.tiktoken"
+var handWritten = map[string]struct {
+	file  string
+	piece func(text string, i int) int
+}{
+	CL100K: {"cl100k_base.tiktoken", cl100kPiece},
+	O200K:  {"o200k_base.tiktoken", o200kPiece},
+}
 
 func init() {
 	for _, name := range Encodings {
@@ -53,10 +60,10 @@ func init() {
 			setLoader()
 			var enc encoder
 			var err error
-			if name == CL100K {
+			if hw, ok := handWritten[name]; ok {
 				var ranks map[string]int
-				ranks, err = tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(cl100kFile)
-				enc = cl100kEncoder{ranks: ranks}
+				ranks, err = tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(hw.file)
+				enc = bpeEncoder{ranks: ranks, piece: hw.piece}
 			} else {
 				var tk *tiktoken.Tiktoken
 				tk, err = getEncoding(name)
