@@ -311,13 +311,15 @@ func cannedChunks(n int, perEvent bool) []byte {
 // BenchmarkExchange measures one streamed request and its answer from a
 // loopback server that answers every request with the same bytes: the
 // client's own work per request, with allocations.
-func BenchmarkExchange(b *testing.B) { benchmarkExchange(b, cannedStream()) }
+func BenchmarkExchange(b *testing.B) { benchmarkExchange(b, cannedStream(), 4) }
 
 // BenchmarkExchange16Chunks is BenchmarkExchange for a 16-token answer in
 // a chunk per event, as a server flushing each token sends it.
-func BenchmarkExchange16Chunks(b *testing.B) { benchmarkExchange(b, cannedChunks(16, true)) }
+func BenchmarkExchange16Chunks(b *testing.B) { benchmarkExchange(b, cannedChunks(16, true), 16) }
 
-func benchmarkExchange(b *testing.B, answer []byte) {
+// benchmarkExchange replays requests of tokens output tokens, as the
+// workload says, against a server answering each with answer.
+func benchmarkExchange(b *testing.B, answer []byte, tokens int64) {
 	o := DefaultOptions()
 	o.Target, o.RunID = cannedServer(b, answer, true), "bench"
 	r, err := newRunner(o)
@@ -328,7 +330,7 @@ func benchmarkExchange(b *testing.B, answer []byte) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"the quick brown fox"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		res := trace.Result{Identity: trace.Identity{RequestID: strconv.Itoa(i)}, Shape: trace.Shape{API: trace.APIChat}}
+		res := trace.Result{Identity: trace.Identity{RequestID: strconv.Itoa(i)}, Shape: trace.Shape{API: trace.APIChat, OutputTokens: tokens}}
 		r.exchange(context.Background(), nil, body, true, &res, nil)
 		if res.Outcome != trace.OutcomeOK {
 			b.Fatalf("request %d: %s %s", i, res.Outcome, res.Error)
