@@ -51,9 +51,14 @@ var trickyTexts = []string{
 	strings.Repeat("ab", 300), strings.Repeat(" ", 100) + "x", strings.Repeat("=", 500),
 }
 
-// TestEncodersMatchTiktoken holds each hand-written encoder to
-// tiktoken-go's ids, and its count to their number.
-func TestEncodersMatchTiktoken(t *testing.T) {
+// TestLongEncodersMatchTiktoken holds each hand-written encoder to
+// tiktoken-go's ids, and its count to their number. Single-goroutine work
+// that -race slows several times: it runs without -race in make
+// test-timing.
+func TestLongEncodersMatchTiktoken(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("a long check: runs without -race in make test-timing")
+	}
 	for name := range handWritten {
 		t.Run(name, func(t *testing.T) { matchTiktoken(t, name) })
 	}
