@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ type healthSampler struct {
 	samples []metrics.Sample
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	gen     atomic.Int64 // the run's heap bound (boundHeap), 0 until set
 }
 
 const (
@@ -67,9 +69,10 @@ func (h *healthSampler) loop() {
 	// The collector's share of the CPU the process used (not of what it
 	// could have: on a shared machine that would hide a busy collector).
 	prevGC, prevUsed := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()-h.samples[6].Value.Float64()
-	// The last gcWindow seconds of collector and used CPU, for the valve.
+	// The last gcWindow seconds of collector and used CPU under the run's
+	// bound, for the valve.
 	var winGC, winUsed [gcWindow]float64
-	tick := 0
+	tick, winGen := 0, int64(0)
 	for {
 		select {
 		case <-h.stop:
@@ -95,16 +98,28 @@ func (h *healthSampler) loop() {
 				"heap_goal_bytes":      uint64Value(h.samples[7].Value), // the collector's heap goal, which a heap bound lowers
 				"gc_cpu_share":         share,
 			})
+			if gen := h.gen.Load(); gen != winGen { // the window starts with the run's bound
+				winGC, winUsed, tick, winGen = [gcWindow]float64{}, [gcWindow]float64{}, 0, gen
+			}
 			tick++
 			winGC[tick%gcWindow], winUsed[tick%gcWindow] = gcCPU-prevGC, usedCPU-prevUsed
-			if sumGC, sumUsed := sumFloats(winGC[:]), sumFloats(winUsed[:]); tick >= gcWindow && sumUsed > 0 && sumGC/sumUsed > gcShareToLift {
-				liftHeapBound(boundGen.Load(), fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow))
+			if sumGC, sumUsed := sumFloats(winGC[:]), sumFloats(winUsed[:]); winGen != 0 && tick >= gcWindow && sumUsed > 0 && sumGC/sumUsed > gcShareToLift {
+				liftHeapBound(winGen, fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow))
 			}
-			if lift := takeLiftNote(); lift != nil && !lift.at.Before(h.start) { // not a lift between runs
-				enc.Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
-			}
+			h.noteLift(enc)
 			prevCPU, prevAt, prevSched, prevGC, prevUsed = cpu, now, sched, gcCPU, usedCPU
 		}
+	}
+}
+
+// bound tells the sampler its run's heap bound (boundHeap's generation).
+func (h *healthSampler) bound(gen int64) { h.gen.Store(gen) }
+
+// noteLift writes the lift of the run's bound, if there was one since the
+// last call; a lift of another run's is not this run's to report.
+func (h *healthSampler) noteLift(enc *json.Encoder) {
+	if lift := takeLiftNote(); lift != nil && lift.gen != 0 && lift.gen == h.gen.Load() {
+		enc.Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
 	}
 }
 
@@ -119,9 +134,7 @@ func (h *healthSampler) finish() trace.ClientHealth {
 	out := trace.ClientHealth{CPUSeconds: cpu, CPUUtilization: cpu / wall / float64(runtime.GOMAXPROCS(0)),
 		SchedLatencyP99Ms: p99 * 1e3, SchedLatencyMaxMs: maxv * 1e3, GCCycles: uint32(uint64Value(h.samples[1].Value) - h.gc0)}
 	if h.f != nil {
-		if lift := takeLiftNote(); lift != nil && !lift.at.Before(h.start) { // lifted after the last sample
-			json.NewEncoder(h.f).Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
-		}
+		h.noteLift(json.NewEncoder(h.f)) // lifted after the last sample
 		h.f.Close()
 		out.Samples = "client.jsonl"
 	}

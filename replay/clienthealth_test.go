@@ -16,12 +16,13 @@ import (
 func TestHeapBoundLiftsUnderGCPressure(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
-	boundGen.Add(1) // a bound of its own: no watcher of an earlier one acts on it
+	gen := boundGen.Add(1) // a bound of its own: no watcher of an earlier one acts on it
 	heapBound.Store(32 << 20)
 	debug.SetMemoryLimit(32 << 20)
 	defer heapBound.Store(0)
 	dir := t.TempDir()
 	h := newHealthSampler(dir)
+	h.bound(gen)
 	// 96 MB that stays live, then churn: far past a 32 MB bound.
 	keep := make([][]byte, 0, 96)
 	for range 96 {

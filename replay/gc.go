@@ -44,13 +44,15 @@ const heapCeiling = 224 << 20
 // "Replay heap bound"). Should the live state really grow past it, the
 // bound is lifted (liftHeapBound): by its watcher (watchHeapGoal) or by
 // the health sampler's CPU-share valve.
-func boundHeap() {
+func boundHeap() (gen int64) {
+	// A new generation first: before the collection below, which would
+	// otherwise run the previous bound's watcher against this one, and
+	// before the check that TuneProcess is in force, which its restore
+	// may end meanwhile.
+	gen = boundGen.Add(1)
 	if !tunedGC.Load() || os.Getenv("GOMEMLIMIT") != "" {
-		return
+		return 0
 	}
-	// A new generation before the collection below, which would otherwise
-	// run the previous bound's watcher against this one.
-	gen := boundGen.Add(1)
 	debug.FreeOSMemory()
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
@@ -62,12 +64,28 @@ func boundHeap() {
 	boundMu.Lock()
 	defer boundMu.Unlock()
 	if boundGen.Load() != gen {
-		return // restored meanwhile
+		return 0 // restored meanwhile
 	}
 	heapBound.Store(limit)
 	debug.SetMemoryLimit(limit)
 	liftNote.Store(nil)
 	watchHeapGoal(goalWatch{gen: gen})
+	return gen
+}
+
+// endHeapBound ends bound gen when its run ends, and its watcher: no
+// limit is left, as before a run sets one. A later bound, or none (gen
+// 0), is left as it is.
+func endHeapBound(gen int64) {
+	boundMu.Lock()
+	defer boundMu.Unlock()
+	if gen == 0 || boundGen.Load() != gen {
+		return
+	}
+	boundGen.Add(1)
+	if heapBound.Swap(0) != 0 {
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
 }
 
 // boundMu orders what changes the bound: boundHeap setting it,
@@ -112,12 +130,13 @@ func liftHeapBound(gen int64, why string) bool {
 	}
 	heapBound.Store(0)
 	debug.SetMemoryLimit(math.MaxInt64)
-	liftNote.Store(&heapLift{why: why, at: time.Now()})
+	liftNote.Store(&heapLift{gen: gen, why: why, at: time.Now()})
 	return true
 }
 
-// heapLift is why and when the bound was lifted.
+// heapLift is which bound was lifted, why and when.
 type heapLift struct {
+	gen int64
 	why string
 	at  time.Time
 }

@@ -28,7 +28,8 @@ func TestHeapBoundLiftsWhenItSqueezesTheGoal(t *testing.T) {
 	}
 	// Cleanups run after their collection, in no order: collect until the
 	// watcher has checked three times.
-	collectUntil(t, func() bool { return goalChecks.Load() >= 3 }, "three checks of a small live heap")
+	checks := goalChecks.Load()
+	collectUntil(t, func() bool { return goalChecks.Load() >= checks+3 }, "three checks of a small live heap")
 	if heapBound.Load() != limit || takeLiftNote() != nil {
 		t.Fatalf("bound %d MB after three checks of a small live heap, want %d MB kept", heapBound.Load()>>20, limit>>20)
 	}
@@ -93,4 +94,26 @@ func collectUntil(t *testing.T, done func() bool, what string) {
 		runtime.GC()
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestHeapBoundEndsWithItsRun: a run's end takes its bound off (no limit
+// is left between runs), and ending an earlier run's bound leaves a later
+// one in force.
+func TestHeapBoundEndsWithItsRun(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOMEMLIMIT is set: replay sets no heap bound")
+	}
+	defer TuneProcess()()
+	first := boundHeap()
+	endHeapBound(first)
+	if heapBound.Load() != 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Fatalf("bound %d, memory limit %d after its run ended, want none", heapBound.Load(), debug.SetMemoryLimit(-1))
+	}
+	second := boundHeap()
+	limit := heapBound.Load()
+	endHeapBound(first)
+	if heapBound.Load() != limit || debug.SetMemoryLimit(-1) != limit {
+		t.Errorf("ending the first run's bound changed the second's: bound %d, limit %d, want %d", heapBound.Load(), debug.SetMemoryLimit(-1), limit)
+	}
+	endHeapBound(second)
 }

@@ -201,10 +201,13 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	case <-ctx.Done():
 	}
 	scrs.scrape(ctx, "before", 0)
-	boundHeap()
+	gen := boundHeap()
+	health.bound(gen)
+	defer endHeapBound(gen)
 	r.startClock()
 	close(clockStarted)
 	if err := writeProvisional(runDir, info, r.start); err != nil {
+		health.finish()
 		return nil, err
 	}
 	stopScrape := r.scrapeDuring(ctx, scrs)
