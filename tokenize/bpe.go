@@ -16,7 +16,7 @@ type encoder interface {
 }
 
 // regexpEncoder is tiktoken-go's encoding, for a pre-tokenizer pattern not
-// written out by hand (o200k_base, p50k_base, a rank file's own pattern).
+// written out by hand (a rank file's own pattern).
 type regexpEncoder struct{ enc *tiktoken.Tiktoken }
 
 func (e regexpEncoder) appendTokens(dst []int, text string) []int {
@@ -26,9 +26,9 @@ func (e regexpEncoder) appendTokens(dst []int, text string) []int {
 func (e regexpEncoder) count(text string) int { return len(e.enc.EncodeOrdinary(text)) }
 
 // bpeEncoder is a byte-level BPE over ranks after a hand-written
-// pre-tokenizer (piece: cl100kPiece, which Llama 3's rank files share, or
-// o200kPiece): the same ids as tiktoken-go's EncodeOrdinary, 10–20 times
-// faster.
+// pre-tokenizer (piece: cl100kPiece, which Llama 3's rank files share,
+// o200kPiece or p50kPiece): the same ids as tiktoken-go's EncodeOrdinary,
+// many times faster.
 type bpeEncoder struct {
 	ranks map[string]int
 	piece func(text string, i int) int // the end of the piece at text[i]

@@ -131,7 +131,7 @@ func FuzzEncodersMatchTiktoken(f *testing.F) {
 // 32k-token built prompt with each hand-written encoder and with
 // tiktoken-go's, side by side.
 func BenchmarkEncoders(b *testing.B) {
-	for _, enc := range []string{CL100K, O200K} {
+	for _, enc := range []string{CL100K, O200K, P50K} {
 		truth, ours := tiktokenEncoding(b, enc), handWrittenEncoder(b, enc)
 		tok, err := Get(enc)
 		if err != nil {

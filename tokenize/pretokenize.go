@@ -56,10 +56,18 @@ func cl100kPiece(text string, i int) int {
 		_, w1 := utf8.DecodeRuneInString(text[j:])
 		return otherThenTail(text, j+w1, "\r\n")
 	}
-	// r0 is whitespace: \s*[\r\n]+ ends after the run's last CR or LF;
-	// \s+(?!\S) leaves the run's last space to the piece after it, unless
-	// the text ends; \s+ takes a single space.
-	end, lastNewline := i, -1
+	// r0 is whitespace: \s*[\r\n]+ ends after the run's last CR or LF.
+	end, lastNewline := spaceRun(text, i)
+	if lastNewline >= 0 {
+		return lastNewline
+	}
+	return spacePiece(text, i, end)
+}
+
+// spaceRun returns the end of the run of spaces from text[i], and the end
+// of its last CR or LF (-1 if it has none).
+func spaceRun(text string, i int) (end, lastNewline int) {
+	end, lastNewline = i, -1
 	for end < len(text) {
 		r, w := utf8.DecodeRuneInString(text[end:])
 		if !unicode.IsSpace(r) {
@@ -70,14 +78,17 @@ func cl100kPiece(text string, i int) int {
 		}
 		end += w
 	}
-	switch {
-	case lastNewline >= 0:
-		return lastNewline
-	case end == len(text):
+	return end, lastNewline
+}
+
+// spacePiece returns the end of the piece \s+(?!\S)|\s+ at text[i], whose
+// run of spaces ends at end: the run's last space is left to the piece
+// after it, unless the text ends there; a single space is a piece.
+func spacePiece(text string, i, end int) int {
+	if end == len(text) {
 		return end
 	}
-	_, wLast := utf8.DecodeLastRuneInString(text[:end])
-	if end-wLast > i {
+	if _, wLast := utf8.DecodeLastRuneInString(text[:end]); end-wLast > i {
 		return end - wLast
 	}
 	return end
@@ -112,11 +123,26 @@ func lowerASCII(b byte) byte {
 	return b
 }
 
-// letters returns the end of the run of letters starting at text[j].
+// letters returns the end of the run of letters starting at text[j]. It is
+// runOf written out: the hottest loop of cl100k_base, 10–15% of a prompt's
+// count faster without the call through a function value.
 func letters(text string, j int) int {
 	for j < len(text) {
 		r, w := utf8.DecodeRuneInString(text[j:])
 		if !unicode.IsLetter(r) {
+			break
+		}
+		j += w
+	}
+	return j
+}
+
+// runOf returns the end of the run of characters in the class from
+// text[j].
+func runOf(text string, j int, in func(rune) bool) int {
+	for j < len(text) {
+		r, w := utf8.DecodeRuneInString(text[j:])
+		if !in(r) {
 			break
 		}
 		j += w
@@ -133,13 +159,7 @@ func isOther(r rune) bool {
 // otherThenTail returns the end of [^\s\p{L}\p{N}]*[tail]* from j, tail
 // a set of ASCII bytes.
 func otherThenTail(text string, j int, tail string) int {
-	for j < len(text) {
-		r, w := utf8.DecodeRuneInString(text[j:])
-		if !isOther(r) {
-			break
-		}
-		j += w
-	}
+	j = runOf(text, j, isOther)
 	for j < len(text) && strings.IndexByte(tail, text[j]) >= 0 {
 		j++
 	}
@@ -253,16 +273,7 @@ func upperRunThenLower(text string, j int) int {
 }
 
 // lowerRun returns the end of the run of lowerish characters from k.
-func lowerRun(text string, k int) int {
-	for k < len(text) {
-		r, w := utf8.DecodeRuneInString(text[k:])
-		if !isLowerish(r) {
-			break
-		}
-		k += w
-	}
-	return k
-}
+func lowerRun(text string, k int) int { return runOf(text, k, isLowerish) }
 
 // withContraction extends a word ending at end by the contraction after
 // it, if one follows.
@@ -273,4 +284,54 @@ func withContraction(text string, end int) int {
 		}
 	}
 	return end
+}
+
+// p50kPiece returns the end of the pre-tokenizer piece of p50k_base that
+// starts at text[i], i < len(text): the match of
+//
+//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//
+// as regexp2 finds it (see cl100kPiece): contractions in lower case only,
+// and a space kept on the run of one class after it.
+func p50kPiece(text string, i int) int {
+	if text[i] == '\'' {
+		if n := lowerContraction(text[i+1:]); n > 0 {
+			return i + 1 + n
+		}
+	}
+	r0, w0 := utf8.DecodeRuneInString(text[i:])
+	j := i + w0
+	// The class of the run: r0's, or after a space the next character's.
+	r := r0
+	if r0 == ' ' && j < len(text) {
+		if r1, w1 := utf8.DecodeRuneInString(text[j:]); !unicode.IsSpace(r1) {
+			r, j = r1, j+w1
+		}
+	}
+	var in func(rune) bool
+	switch {
+	case unicode.IsLetter(r):
+		in = unicode.IsLetter
+	case unicode.IsNumber(r):
+		in = unicode.IsNumber
+	case isOther(r):
+		in = isOther
+	}
+	if in != nil {
+		return runOf(text, j, in)
+	}
+	// Spaces, with no rule for newlines.
+	end, _ := spaceRun(text, i)
+	return spacePiece(text, i, end)
+}
+
+// lowerContraction is contraction in lower case only.
+func lowerContraction(rest string) int {
+	n := contraction(rest)
+	for k := range n {
+		if 'A' <= rest[k] && rest[k] <= 'Z' {
+			return 0
+		}
+	}
+	return n
 }

@@ -52,6 +52,7 @@ var handWritten = map[string]struct {
 }{
 	CL100K: {"cl100k_base.tiktoken", cl100kPiece},
 	O200K:  {"o200k_base.tiktoken", o200kPiece},
+	P50K:   {"p50k_base.tiktoken", p50kPiece},
 }
 
 func init() {
