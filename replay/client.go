@@ -521,11 +521,14 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 	defer sse.release()
 	// The token times, sized for the answer the workload expects rather
 	// than grown by doubling; a stream that ends well short of it keeps
-	// an exact copy.
-	if n := min(res.OutputTokens, maxPresizedTokens); n > 0 && res.TokenTimesNs == nil {
+	// an exact copy, and one without a token none.
+	if n := min(res.OutputTokens, maxPresizedTokens); n > 0 {
 		res.TokenTimesNs = make([]int64, 0, n)
 		defer func() {
-			if cap(res.TokenTimesNs) > 2*len(res.TokenTimesNs)+16 {
+			switch {
+			case len(res.TokenTimesNs) == 0:
+				res.TokenTimesNs = nil
+			case cap(res.TokenTimesNs) > 2*len(res.TokenTimesNs)+16:
 				res.TokenTimesNs = slices.Clone(res.TokenTimesNs)
 			}
 		}()

@@ -118,7 +118,7 @@ func (h *healthSampler) bound(gen int64) { h.gen.Store(gen) }
 // noteLift writes the lift of the run's bound, if there was one since the
 // last call; a lift of another run's is not this run's to report.
 func (h *healthSampler) noteLift(enc *json.Encoder) {
-	if lift := takeLiftNote(); lift != nil && lift.gen != 0 && lift.gen == h.gen.Load() {
+	if lift := takeLiftNote(); lift != nil && lift.gen == h.gen.Load() { // a lift's gen is never 0
 		enc.Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
 	}
 }

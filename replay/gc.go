@@ -79,13 +79,17 @@ func boundHeap() (gen int64) {
 func endHeapBound(gen int64) {
 	boundMu.Lock()
 	defer boundMu.Unlock()
-	if gen == 0 || boundGen.Load() != gen {
-		return
+	if gen != 0 && boundGen.Load() == gen {
+		clearHeapBound(math.MaxInt64)
 	}
+}
+
+// clearHeapBound ends the bound in force, if any, and its watcher, and
+// sets the memory limit to limit. boundMu is held.
+func clearHeapBound(limit int64) {
 	boundGen.Add(1)
-	if heapBound.Swap(0) != 0 {
-		debug.SetMemoryLimit(math.MaxInt64)
-	}
+	heapBound.Store(0)
+	debug.SetMemoryLimit(limit)
 }
 
 // boundMu orders what changes the bound: boundHeap setting it,
@@ -98,10 +102,8 @@ var boundMu sync.Mutex
 func dropHeapBound(limit int64) {
 	boundMu.Lock()
 	defer boundMu.Unlock()
-	boundGen.Add(1)
-	heapBound.Store(0)
+	clearHeapBound(limit)
 	liftNote.Store(nil)
-	debug.SetMemoryLimit(limit)
 }
 
 // heapBound is the memory limit boundHeap set, 0 when none is in force.

@@ -15,8 +15,8 @@ type encoder interface {
 	count(text string) int
 }
 
-// regexpEncoder is tiktoken-go's encoding, for a pre-tokenizer pattern not
-// written out by hand (a rank file's own pattern).
+// regexpEncoder is tiktoken-go's encoding, for a rank file whose
+// pre-tokenizer pattern is not Llama 3's.
 type regexpEncoder struct{ enc *tiktoken.Tiktoken }
 
 func (e regexpEncoder) appendTokens(dst []int, text string) []int {
@@ -52,6 +52,9 @@ func (e bpeEncoder) appendTokens(dst []int, text string) []int {
 	return dst
 }
 
+// count is appendTokens without the ids. It repeats its loop: one loop for
+// both, the ids appended through a pointer unless nil, made a 32k-token
+// prompt's count 7–12% slower.
 func (e bpeEncoder) count(text string) int {
 	var m merger
 	n := 0

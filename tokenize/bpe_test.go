@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -18,12 +19,16 @@ import (
 func tiktokenEncoding(t testing.TB, name string) *tiktoken.Tiktoken {
 	t.Helper()
 	setLoader()
-	enc, err := getEncoding(name)
+	enc, err := tiktoken.GetEncoding(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return enc
 }
+
+// setLoader installs the offline BPE loader once, so that tiktoken-go
+// never reaches for the network.
+var setLoader = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
 
 // handWrittenEncoder is the bundled encoding's hand-written encoder.
 func handWrittenEncoder(t testing.TB, name string) bpeEncoder {

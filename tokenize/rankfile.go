@@ -65,16 +65,36 @@ func LoadRankFile(path, pattern string) (*Tokenizer, error) {
 	if len(ranks) < 256 {
 		return nil, fmt.Errorf("tokenizer rank file %s has %d tokens; a byte-level BPE needs at least the 256 byte tokens", path, len(ranks))
 	}
-	special := map[string]int{"<|begin_of_text|>": maxRank + 1, "<|end_of_text|>": maxRank + 2}
-	tk, err := newTiktoken(ranks, special, pattern, path)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer rank file %s: %w", path, err)
-	}
-	var enc encoder = regexpEncoder{tk}
+	var enc encoder
 	if pattern == Llama3Pattern {
+		// Written out by hand: tiktoken-go's encoding, built only to be
+		// dropped, would sort every token and invert the ranks.
+		if r, ok := sharedRank(ranks); ok {
+			return nil, fmt.Errorf("tokenizer rank file %s: two tokens have rank %d; each rank names one token", path, r)
+		}
 		enc = bpeEncoder{ranks: ranks, piece: cl100kPiece}
+	} else {
+		special := map[string]int{"<|begin_of_text|>": maxRank + 1, "<|end_of_text|>": maxRank + 2}
+		tk, err := newTiktoken(ranks, special, pattern, path)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer rank file %s: %w", path, err)
+		}
+		enc = regexpEncoder{tk}
 	}
 	return &Tokenizer{name: path, enc: func() (encoder, error) { return enc, nil }}, nil
+}
+
+// sharedRank returns a rank two tokens share, which tiktoken-go refuses
+// (its ids would not decode), and whether there is one.
+func sharedRank(ranks map[string]int) (int, bool) {
+	seen := make(map[int]bool, len(ranks))
+	for _, r := range ranks {
+		if seen[r] {
+			return r, true
+		}
+		seen[r] = true
+	}
+	return 0, false
 }
 
 // newTiktoken wraps the library constructors, which can panic on a bad pattern.

@@ -1,6 +1,8 @@
 package tokenize
 
 import (
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,5 +61,19 @@ func TestRankFileErrorsNameTheLine(t *testing.T) {
 	}
 	if _, err := LoadRankFile(filepath.Join(dir, "missing.model"), ""); err == nil {
 		t.Error("missing rank file loaded")
+	}
+	// Every byte, then one more token on a rank already taken: refused,
+	// with the default pattern and with one of the file's own.
+	var sb strings.Builder
+	for b := range 256 {
+		fmt.Fprintf(&sb, "%s %d\n", base64.StdEncoding.EncodeToString([]byte{byte(b)}), b)
+	}
+	fmt.Fprintf(&sb, "%s 7\n", base64.StdEncoding.EncodeToString([]byte("ab")))
+	p := filepath.Join(dir, "shared.tiktoken")
+	os.WriteFile(p, []byte(sb.String()), 0o644)
+	for _, pattern := range []string{"", `\S+|\s+`} {
+		if _, err := LoadRankFile(p, pattern); err == nil {
+			t.Errorf("pattern %q: a rank file with two tokens on rank 7 loaded", pattern)
+		}
 	}
 }

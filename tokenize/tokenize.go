@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
@@ -35,17 +34,13 @@ type Tokenizer struct {
 	enc func() (encoder, error)
 }
 
-// setLoader installs the offline BPE loader once, before any encoding is
-// built, so tiktoken-go never reaches for the network.
-var setLoader = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
-
 // cache builds each encoding at most once per process: building one costs
 // about 0.1–0.3 s. It is a lazily filled, read-only cache, not mutable state.
 var cache = map[string]func() (encoder, error){}
 
-// handWritten names the bundled encodings whose pre-tokenizer is written
-// out by hand, each with its ranks' file for the offline loader (it reads
-// the bundled file of that base name).
+// handWritten gives each bundled encoding its pre-tokenizer, written out
+// by hand, and its ranks' file for the offline loader (it reads the
+// bundled file of that base name).
 var handWritten = map[string]struct {
 	file  string
 	piece func(text string, i int) int
@@ -57,35 +52,15 @@ var handWritten = map[string]struct {
 
 func init() {
 	for _, name := range Encodings {
+		hw := handWritten[name]
 		cache[name] = sync.OnceValues(func() (encoder, error) {
-			setLoader()
-			var enc encoder
-			var err error
-			if hw, ok := handWritten[name]; ok {
-				var ranks map[string]int
-				ranks, err = tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(hw.file)
-				enc = bpeEncoder{ranks: ranks, piece: hw.piece}
-			} else {
-				var tk *tiktoken.Tiktoken
-				tk, err = getEncoding(name)
-				enc = regexpEncoder{tk}
-			}
+			ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(hw.file)
 			if err != nil {
 				return nil, fmt.Errorf("tokenize: load %s: %w", name, err)
 			}
-			return enc, nil
+			return bpeEncoder{ranks: ranks, piece: hw.piece}, nil
 		})
 	}
-}
-
-// getEncoding wraps tiktoken.GetEncoding, which can panic on a bad rank file.
-func getEncoding(name string) (enc *tiktoken.Tiktoken, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	return tiktoken.GetEncoding(name)
 }
 
 // Get returns the named tokenizer, built on first use and shared after.
