@@ -404,48 +404,87 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 		}
 		evs = g.seq.out.take(evs)
 		now := time.Now()
-		for _, ev := range evs {
-			c := &g.choices[ev.choice]
-			c.pending += ev.tokens
-			if first {
-				g.s.metrics.firstToken(now.Sub(g.arrived))
-				first = false
-			} else if !c.last.IsZero() {
-				g.s.metrics.interToken(now.Sub(c.last))
-			}
-			c.last = now
-			if g.stream && (c.pending >= g.chunkTokens || ev.done) {
-				if !g.writeTokens(w, flusher, ev.choice, c.sent, c.pending) {
-					g.abort()
-					return
-				}
-				c.sent += c.pending
-				c.pending = 0
-			}
-			if !ev.done {
-				continue
-			}
-			c.reason = ev.reason
-			finished++
-			last := finished == len(g.choices)
-			if last {
-				// Count the request before the client can see it end, so
-				// /metrics agrees with a client that scrapes it next.
-				g.s.metrics.finished(g.choices[0].reason, g.promptTokens, g.generated(), now.Sub(g.arrived))
-			}
-			if g.stream {
-				g.finishChoice(w, flusher, ev.choice)
-			}
-			if last {
-				if g.stream {
-					g.finishStream(w, flusher)
-				} else {
-					g.whole(w)
-				}
-				return
-			}
+		if !g.relay(w, flusher, evs, now, &first, &finished) {
+			return
+		}
+		if g.stream && !g.flushOut(w, flusher) {
+			g.abort()
+			return
 		}
 	}
+}
+
+// relay renders one batch of the engine's events (streamed ones into g.buf,
+// sent by the caller in one write) and reports whether the response goes on.
+// Events that waited together leave in one write, as a server that fell
+// behind its engine sends them: each token keeps its own SSE event, and a
+// loaded simulator spends its core on the engine, not on a system call per
+// event.
+func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []tokenEvent, now time.Time, first *bool, finished *int) bool {
+	for _, ev := range evs {
+		c := &g.choices[ev.choice]
+		c.pending += ev.tokens
+		if *first {
+			g.s.metrics.firstToken(now.Sub(g.arrived))
+			*first = false
+		} else if !c.last.IsZero() {
+			g.s.metrics.interToken(now.Sub(c.last))
+		}
+		c.last = now
+		if g.stream && (c.pending >= g.chunkTokens || ev.done) {
+			if !g.renderTokens(w, flusher, ev.choice, c.sent, c.pending) {
+				g.abort()
+				return false
+			}
+			c.sent += c.pending
+			c.pending = 0
+		}
+		if !ev.done {
+			continue
+		}
+		c.reason = ev.reason
+		*finished++
+		last := *finished == len(g.choices)
+		if last {
+			// Count the request before the client can see it end, so
+			// /metrics agrees with a client that scrapes it next.
+			g.s.metrics.finished(g.choices[0].reason, g.promptTokens, g.generated(), now.Sub(g.arrived))
+		}
+		if g.stream {
+			g.buf = g.appendFinishChoice(g.buf, ev.choice)
+		}
+		if last {
+			if g.stream {
+				g.buf = g.appendFinishStream(g.buf)
+				// Unflushed: net/http sends it with the chunked
+				// terminator in one write when the handler returns.
+				if _, err := w.Write(g.buf); err != nil {
+					g.abort()
+				}
+			} else {
+				g.whole(w)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// flushOut sends the rendered events, if any, and reports whether the
+// write succeeded.
+func (g *generation) flushOut(w http.ResponseWriter, flusher http.Flusher) bool {
+	if len(g.buf) == 0 {
+		return true
+	}
+	_, err := w.Write(g.buf)
+	g.buf = g.buf[:0]
+	if err != nil {
+		return false
+	}
+	if flusher != nil {
+		flusher.Flush()
+	}
+	return true
 }
 
 func (g *generation) send(w http.ResponseWriter, flusher http.Flusher, v any) bool {
@@ -462,16 +501,16 @@ func (g *generation) send(w http.ResponseWriter, flusher http.Flusher, v any) bo
 	return true
 }
 
-func (g *generation) chunk(choice map[string]any) map[string]any {
-	return map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{choice}}
-}
-
-// writeTokens streams choice c's tokens [from, from+n) as one event,
+// renderTokens renders choice c's tokens [from, from+n) as one event into g.buf,
 // applying a mid-stream fault when it falls in this range. It reports
 // whether the stream goes on. A fault that ends the stream is counted as
 // an abort before the client can see it.
-func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, c, from, n int) bool {
+func (g *generation) renderTokens(w http.ResponseWriter, flusher http.Flusher, c, from, n int) bool {
 	if c == 0 && g.faultAt >= 0 && g.faultAt < from+n {
+		// What was rendered before the fault reaches the client first.
+		if !g.flushOut(w, flusher) {
+			return false
+		}
 		if g.fault != "stall" {
 			g.abort()
 		}
@@ -498,8 +537,10 @@ func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, c,
 			g.faultAt = -1
 		}
 	}
-	if from == 0 && g.chat && !g.send(w, flusher, g.chunk(map[string]any{"index": c, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil})) {
-		return false
+	buf := g.buf
+	if from == 0 && g.chat {
+		buf = g.appendChoiceHead(buf, c)
+		buf = append(buf, `"delta":{"role":"assistant","content":""},"finish_reason":null}]}`+"\n\n"...)
 	}
 	// Token events are the hot path (tens of thousands a second): render
 	// them into a reused buffer from a fixed template, not through maps and
@@ -516,7 +557,6 @@ func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, c,
 		}
 	}
 	g.content, g.reasonBuf = content, reasoning
-	buf := g.buf[:0]
 	if !g.chat {
 		buf = g.appendChoiceHead(buf, c)
 		buf = append(buf, `"text":`...)
@@ -551,18 +591,21 @@ func (g *generation) writeTokens(w http.ResponseWriter, flusher http.Flusher, c,
 		}
 	}
 	g.buf = buf
-	if _, err := w.Write(buf); err != nil {
-		return false
-	}
-	if flusher != nil {
-		flusher.Flush()
-	}
 	return true
 }
 
 // appendChoiceHead appends `data: {"id":...,"choices":[{"index":c,` for a
 // chunk.
 func (g *generation) appendChoiceHead(buf []byte, c int) []byte {
+	buf = g.appendEventHead(buf)
+	buf = append(buf, `,"choices":[{"index":`...)
+	buf = strconv.AppendInt(buf, int64(c), 10)
+	return append(buf, ',')
+}
+
+// appendEventHead appends `data: {"id":...,"model":...`, the fields every
+// streamed chunk opens with, in vLLM's order.
+func (g *generation) appendEventHead(buf []byte) []byte {
 	buf = append(buf, `data: {"id":"`...)
 	buf = append(buf, g.id...)
 	buf = append(buf, `","object":"`...)
@@ -570,10 +613,7 @@ func (g *generation) appendChoiceHead(buf []byte, c int) []byte {
 	buf = append(buf, `","created":`...)
 	buf = strconv.AppendInt(buf, g.created, 10)
 	buf = append(buf, `,"model":`...)
-	buf = appendJSONString(buf, []byte(g.model))
-	buf = append(buf, `,"choices":[{"index":`...)
-	buf = strconv.AppendInt(buf, int64(c), 10)
-	return append(buf, ',')
+	return appendJSONString(buf, []byte(g.model))
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
@@ -594,24 +634,29 @@ func appendJSONString(buf, s []byte) []byte {
 	return append(buf, '"')
 }
 
-// finishChoice streams a choice's finish reason.
-func (g *generation) finishChoice(w http.ResponseWriter, flusher http.Flusher, c int) {
-	reason := g.choices[c].reason
+// appendFinishChoice appends the event that gives choice c's finish reason.
+func (g *generation) appendFinishChoice(buf []byte, c int) []byte {
+	buf = g.appendChoiceHead(buf, c)
 	if g.chat {
-		g.send(w, flusher, g.chunk(map[string]any{"index": c, "delta": map[string]any{}, "finish_reason": reason}))
+		buf = append(buf, `"delta":{},"finish_reason":`...)
 	} else {
-		g.send(w, flusher, g.chunk(map[string]any{"index": c, "text": "", "finish_reason": reason}))
+		buf = append(buf, `"text":"","finish_reason":`...)
 	}
+	buf = appendJSONString(buf, []byte(g.choices[c].reason))
+	return append(buf, "}]}\n\n"...)
 }
 
-func (g *generation) finishStream(w http.ResponseWriter, flusher http.Flusher) {
+// appendFinishStream appends the usage event, when the request asked for
+// one, and the stream's end.
+func (g *generation) appendFinishStream(buf []byte) []byte {
 	if g.includeUsage {
-		g.send(w, flusher, map[string]any{"id": g.id, "object": g.object(true), "created": time.Now().Unix(), "model": g.model, "choices": []any{}, "usage": g.usage()})
+		buf = g.appendEventHead(buf)
+		buf = append(buf, `,"choices":[],"usage":`...)
+		u, _ := json.Marshal(g.usage()) // once a request; maps of ints cannot fail
+		buf = append(buf, u...)
+		buf = append(buf, "}\n\n"...)
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
-	}
+	return append(buf, "data: [DONE]\n\n"...)
 }
 
 func (g *generation) whole(w http.ResponseWriter) {
