@@ -123,6 +123,9 @@ func newPromptBuilder(tok Counter, blockSize int, words []string) (*PromptBuilde
 	if len(words) < 64 {
 		return nil, fmt.Errorf("tokenize: only %d single-token words under %s; cannot synthesize prompts of exact length", len(words), tok.Name())
 	}
+	if len(words) > 1<<16 { // a build draws its words' indices as uint16
+		return nil, fmt.Errorf("tokenize: %d single-token words under %s; a prompt builder takes at most 65,536", len(words), tok.Name())
+	}
 	b := &PromptBuilder{tok: tok, blockSize: blockSize, words: words, spaced: make([]string, len(words))}
 	b.plainJSON = true
 	b.padded, b.spacedLen = make([][wordPad]byte, len(words)), make([]uint8, len(words))
@@ -224,62 +227,122 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 // build.
 func (b *PromptBuilder) appendWords(buf []byte, written, n int, key, stream uint64) []byte {
 	ws := b.wordStream(key, stream)
-	for i := written; i < written+n; i++ {
+	var idx [512]uint16 // drawn first, then copied: two small loops the compiler keeps in registers
+	for i := written; i < written+n; {
 		if i > 0 && i%yieldWords == 0 {
 			runtime.Gosched()
 		}
-		if cap(buf)-len(buf) < wordPad {
-			buf = slices.Grow(buf, wordPad+(written+n-i)*8)
+		// Up to the next yield, the batch's end or the last word.
+		k := min(written+n-i, len(idx), yieldWords-i%yieldWords)
+		ws.draw(idx[:k])
+		if need := k * wordPad; cap(buf)-len(buf) < need {
+			buf = slices.Grow(buf, need+(written+n-i-k)*8)
 		}
-		w := ws.index()
-		*(*[wordPad]byte)(buf[len(buf) : len(buf)+wordPad]) = b.padded[w]
-		buf = buf[:len(buf)+int(b.spacedLen[w])]
+		for _, w := range idx[:k] {
+			*(*[wordPad]byte)(buf[len(buf) : len(buf)+wordPad]) = b.padded[w]
+			buf = buf[:len(buf)+int(b.spacedLen[w])]
+		}
+		i += k
 	}
 	return buf
 }
 
 // wordStream draws space-prefixed words: the words math/rand/v2's
-// Rand.IntN draws over a PCG stream, as they always were, drawn on a
-// 64-bit platform without Rand's interface call per word.
+// Rand.IntN draws over NewPCG(key, stream), as they always were. On a
+// 64-bit platform it steps that generator itself, so the state stays in
+// registers through a build where a *rand.PCG went to memory every word.
 type wordStream struct {
 	spaced []string
-	src    *rand.PCG
+	hi, lo uint64     // rand.PCG's state
+	m      uint64     // len(spaced)
+	odd    bool       // m is a power of two or the platform 32-bit: each draw goes to finish
 	slow   *rand.Rand // on 32-bit platforms, where IntN draws differently
 }
 
 func (b *PromptBuilder) wordStream(key, stream uint64) wordStream {
-	ws := wordStream{spaced: b.spaced, src: rand.NewPCG(key, stream)}
+	m := uint64(len(b.spaced))
+	ws := wordStream{spaced: b.spaced, hi: key, lo: stream, m: m, odd: m&(m-1) == 0}
 	if strconv.IntSize == 32 {
-		ws.slow = rand.New(ws.src)
+		ws.slow, ws.odd = rand.New(rand.NewPCG(key, stream)), true
 	}
 	return ws
 }
 
-func (ws wordStream) next() string { return ws.spaced[ws.index()] }
+func (ws *wordStream) next() string { return ws.spaced[ws.index()] }
 
 // index draws the next word's index.
-func (ws wordStream) index() int {
-	if ws.slow != nil {
-		return ws.slow.IntN(len(ws.spaced))
+func (ws *wordStream) index() int {
+	hi, lo := bits.Mul64(ws.uint64(), ws.m)
+	if lo < ws.m || ws.odd {
+		return ws.finish(hi, lo)
 	}
-	return int(intN(ws.src, uint64(len(ws.spaced))))
+	return int(hi)
 }
 
-// intN is math/rand/v2's Rand.IntN(m) over src on a 64-bit platform
-// (Lemire's multiply-and-reject, a mask for a power of two), the same
-// values from the same stream.
-func intN(src *rand.PCG, m uint64) uint64 {
-	if m&(m-1) == 0 {
-		return src.Uint64() & (m - 1)
-	}
-	hi, lo := bits.Mul64(src.Uint64(), m)
-	if lo < m {
-		thresh := -m % m
-		for lo < thresh {
-			hi, lo = bits.Mul64(src.Uint64(), m)
+// draw fills idx with the next len(idx) word indices, index's work with
+// the generator's state in locals, which the loop keeps in registers.
+func (ws *wordStream) draw(idx []uint16) {
+	hi, lo, m := ws.hi, ws.lo, ws.m
+	for j := range idx {
+		var x uint64
+		hi, lo, x = pcgNext(hi, lo)
+		w, l := bits.Mul64(x, m)
+		if l < m || ws.odd {
+			ws.hi, ws.lo = hi, lo
+			w = uint64(ws.finish(w, l))
+			hi, lo = ws.hi, ws.lo
 		}
+		idx[j] = uint16(w)
 	}
-	return hi
+	ws.hi, ws.lo = hi, lo
+}
+
+// uint64 is rand.PCG's Uint64.
+func (ws *wordStream) uint64() uint64 {
+	var x uint64
+	ws.hi, ws.lo, x = pcgNext(ws.hi, ws.lo)
+	return x
+}
+
+// pcgNext is rand.PCG's Uint64 on the state (hi, lo), as values so that
+// a loop can keep them in registers: a 128-bit linear congruential step,
+// then the DXSM output permutation, with math/rand/v2's constants. It
+// returns the new state and the draw.
+func pcgNext(hi, lo uint64) (uint64, uint64, uint64) {
+	const (
+		mulHi    = 2549297995355413924
+		mulLo    = 4865540595714422341
+		incHi    = 6364136223846793005
+		incLo    = 1442695040888963407
+		cheapMul = 0xda942042e4dd58b5
+	)
+	h, l := bits.Mul64(lo, mulLo)
+	h += hi*mulLo + lo*mulHi
+	l, c := bits.Add64(l, incLo, 0)
+	h, _ = bits.Add64(h, incHi, c)
+	x := h ^ h>>32
+	x *= cheapMul
+	x ^= x >> 48
+	return h, l, x * (l | 1)
+}
+
+// finish completes a draw index could not: on a 32-bit platform, Rand's
+// own; for a power of two, the draw's low bits, as IntN masks it (the
+// product holds the draw shifted left by log2 m); otherwise Lemire's
+// rejection, drawing again while the product falls in its zone.
+func (ws *wordStream) finish(hi, lo uint64) int {
+	m := ws.m
+	switch {
+	case ws.slow != nil:
+		return ws.slow.IntN(len(ws.spaced))
+	case m&(m-1) == 0:
+		return int(lo >> bits.TrailingZeros64(m) & (m - 1))
+	}
+	thresh := -m % m
+	for lo < thresh {
+		hi, lo = bits.Mul64(ws.uint64(), m)
+	}
+	return int(hi)
 }
 
 // yieldWords is how many words a build writes between yields of its

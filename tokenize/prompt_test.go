@@ -175,32 +175,58 @@ func TestTimingPromptBuildYields(t *testing.T) {
 
 // TestPromptTextUnchanged: words drawn without math/rand/v2's Rand are
 // the words Rand.IntN draws over the same stream, for several seeds and
-// block mixes, so every prompt is byte for byte what it was.
+// block mixes, so every prompt is byte for byte what it was. The lists
+// cover IntN's multiply (cl100k_base's list) and its mask for a power of
+// two (256 words); TestWordStreamRejects covers its rejection.
 func TestPromptTextUnchanged(t *testing.T) {
-	b := cl100kBuilder(t, 16)
-	reference := func(n int, key, stream uint64) string {
-		rng := rand.New(rand.NewPCG(key, stream))
-		var sb strings.Builder
-		for range n {
-			sb.WriteString(" " + b.words[rng.IntN(len(b.words))])
-		}
-		return sb.String()
+	full := cl100kBuilder(t, 16)
+	pow2, err := newPromptBuilder(full.tok, 16, full.words[:256])
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		tokens int
-		blocks []int64
-		seed   uint64
-	}{{1, nil, 1}, {300, nil, 7}, {20000, nil, 99}, {40, []int64{5, 6}, 3}, {70, []int64{-1, 1 << 40}, 11}} {
-		want := ""
-		written := 0
-		for _, blk := range tc.blocks {
-			n := min(16, tc.tokens-written)
-			want += reference(n, uint64(blk), 0x9e3779b97f4a7c15)
-			written += n
+	for _, b := range []*PromptBuilder{full, pow2} {
+		reference := func(n int, key, stream uint64) string {
+			rng := rand.New(rand.NewPCG(key, stream))
+			var sb strings.Builder
+			for range n {
+				sb.WriteString(" " + b.words[rng.IntN(len(b.words))])
+			}
+			return sb.String()
 		}
-		want += reference(tc.tokens-written, tc.seed, 0xc2b2ae3d27d4eb4f)
-		if got := b.Build(tc.tokens, tc.blocks, tc.seed); got != want {
-			t.Errorf("%d tokens, blocks %v, seed %d: the text changed", tc.tokens, tc.blocks, tc.seed)
+		for _, tc := range []struct {
+			tokens int
+			blocks []int64
+			seed   uint64
+		}{{1, nil, 1}, {300, nil, 7}, {20000, nil, 99}, {40, []int64{5, 6}, 3}, {70, []int64{-1, 1 << 40}, 11}, {1500, nil, 5}} {
+			want := ""
+			written := 0
+			for _, blk := range tc.blocks {
+				n := min(16, tc.tokens-written)
+				want += reference(n, uint64(blk), 0x9e3779b97f4a7c15)
+				written += n
+			}
+			want += reference(tc.tokens-written, tc.seed, 0xc2b2ae3d27d4eb4f)
+			if got := b.Build(tc.tokens, tc.blocks, tc.seed); got != want {
+				t.Errorf("%d words, %d tokens, blocks %v, seed %d: the text changed", len(b.words), tc.tokens, tc.blocks, tc.seed)
+			}
+		}
+		if got, want := b.Words(700, 9), reference(700, 9, 0x5851f42d4c957f2d); strings.Join(got, "") != want {
+			t.Errorf("%d words: Words changed", len(b.words))
+		}
+	}
+}
+
+// TestWordStreamRejects: a product in Lemire's rejection zone makes
+// finish draw again from the stream, as Rand.IntN does (a real draw lands
+// there about once in 7·10^16 for cl100k_base's list, so the test puts
+// one there).
+func TestWordStreamRejects(t *testing.T) {
+	b := cl100kBuilder(t, 16)
+	for seed := range uint64(50) {
+		ws := b.wordStream(seed, 3)
+		want := rand.New(rand.NewPCG(seed, 3)).IntN(len(b.words)) // its first draw is out of the zone
+		if got := ws.finish(0, 0); got != want {
+			t.Errorf("seed %d: after a rejected draw, index %d, want %d", seed, got, want)
 		}
 	}
 }
