@@ -31,3 +31,32 @@ func inBackground(f func()) {
 	}()
 	<-done
 }
+
+// backgroundThread runs functions, one at a time, on one OS thread at
+// backgroundNice that it keeps for its life: for work that comes often
+// enough that a thread for each would cost more than the work.
+type backgroundThread struct {
+	jobs chan func()
+}
+
+func newBackgroundThread() *backgroundThread {
+	t := &backgroundThread{jobs: make(chan func())}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), backgroundNice)
+		for f := range t.jobs {
+			f()
+		}
+	}()
+	return t
+}
+
+// run runs f on the thread and returns when f has.
+func (t *backgroundThread) run(f func()) {
+	done := make(chan struct{})
+	t.jobs <- func() { f(); close(done) }
+	<-done
+}
+
+// close ends the thread once it has run what it was given.
+func (t *backgroundThread) close() { close(t.jobs) }

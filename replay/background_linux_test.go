@@ -41,3 +41,29 @@ func TestInBackgroundRunsAtTheLowestPriority(t *testing.T) {
 		t.Errorf("the caller's nice went from %d to %d", before, after)
 	}
 }
+
+// TestBackgroundThreadKeepsOneLowPriorityThread: every function given to
+// a backgroundThread runs, before run returns, on the same thread, not
+// the caller's, at backgroundNice.
+func TestBackgroundThreadKeepsOneLowPriorityThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	caller := unix.Gettid()
+	bg := newBackgroundThread()
+	defer bg.close()
+	var tids, nices []int
+	for range 3 {
+		bg.run(func() {
+			p, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+			tids, nices = append(tids, unix.Gettid()), append(nices, 20-p)
+		})
+	}
+	if len(tids) != 3 {
+		t.Fatalf("%d of 3 functions had run when run returned", len(tids))
+	}
+	for i := range tids {
+		if tids[i] != tids[0] || tids[i] == caller || nices[i] != backgroundNice {
+			t.Errorf("run %d: thread %d at nice %d; want thread %d (not the caller's %d) at %d", i, tids[i], nices[i], tids[0], caller, backgroundNice)
+		}
+	}
+}

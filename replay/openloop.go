@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // runOpenLoop sends each request the stream hands it at its scheduled
@@ -156,6 +158,9 @@ type prefetcher struct {
 	roomy   chan struct{} // take's signal, once waiting falls to prefetchLow
 	warm    chan struct{} // closed when the bodies due first are built
 	done    chan struct{} // closed when the prefetcher has stopped
+
+	mu          sync.Mutex
+	builtInBack *sync.Cond // broadcast when a background build ends
 }
 
 const (
@@ -171,8 +176,15 @@ const (
 // warm and waits for clockStarted. It stops with ctx.
 func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, clockStarted <-chan struct{}) *prefetcher {
 	p := &prefetcher{roomy: make(chan struct{}, 1), warm: make(chan struct{}), done: make(chan struct{})}
+	p.builtInBack = sync.NewCond(&p.mu)
 	go func() {
 		defer close(p.done)
+		var bg *backgroundThread // for long prompts' builds
+		defer func() {
+			if bg != nil {
+				bg.close()
+			}
+		}()
 		var warmOnce sync.Once
 		warmed := func() { warmOnce.Do(func() { close(p.warm) }) }
 		defer warmed()
@@ -235,11 +247,52 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, cl
 			// send's goroutine was just queued: a long prompt's build yields
 			// to it first and then every few thousand words
 			// (tokenize.yieldWords; docs/measurements.md, "Long prompts").
-			q.built.Store(r.build(q.req, nil))
+			q.built.Store(r.prefetchBuild(q.req, &bg))
 			q.state.Store(prefetchReady)
+			if inBack(q.req) {
+				p.mu.Lock()
+				p.builtInBack.Broadcast()
+				p.mu.Unlock()
+			}
 		}
 	}()
 	return p
+}
+
+// backgroundBuildTokens is the prompt length from which the prefetcher
+// builds a body on a thread of the lowest priority (inBackground): a
+// build this long takes a few hundred microseconds of CPU and more, and
+// at a constant rate the prefetcher's timer fires at another request's
+// send, so at the normal priority the build takes a core from that
+// request's exchange, the server's side of it included.
+const backgroundBuildTokens = 16 << 10
+
+// prefetchBuild builds q's body ahead of its send, a long prompt's on
+// bg, started on the first.
+func (r *Runner) prefetchBuild(q *trace.Request, bg **backgroundThread) *outgoing {
+	if !inBack(q) {
+		return r.build(q, nil)
+	}
+	if *bg == nil {
+		*bg = newBackgroundThread()
+	}
+	var o *outgoing
+	(*bg).run(func() { o = r.build(q, nil) })
+	return o
+}
+
+// inBack reports whether the prefetcher builds q's body in the background.
+func inBack(q *trace.Request) bool { return q.InputTokens >= backgroundBuildTokens }
+
+// waitBuilt blocks until q's background build has ended. A sender that
+// spun meanwhile, at the normal priority, would take the core the build's
+// thread, at the lowest, needs to finish.
+func (p *prefetcher) waitBuilt(q *planned) {
+	p.mu.Lock()
+	for q.state.Load() == prefetchBuilding {
+		p.builtInBack.Wait()
+	}
+	p.mu.Unlock()
 }
 
 // take returns q's body if the prefetcher built it, else nil (and it
@@ -253,7 +306,11 @@ func (p *prefetcher) take(q *planned) *outgoing {
 				return nil
 			}
 		case prefetchBuilding:
-			runtime.Gosched() // being built now: as soon as building it here
+			if inBack(q.req) {
+				p.waitBuilt(q)
+			} else {
+				runtime.Gosched() // being built now: as soon as building it here
+			}
 		case prefetchReady:
 			if q.state.CompareAndSwap(prefetchReady, prefetchTaken) {
 				o := q.built.Swap(nil)

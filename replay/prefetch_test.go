@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -48,53 +49,70 @@ func simRun(t *testing.T, n int, gap time.Duration) *trace.RunInfo {
 	return ri
 }
 
-// TestPrefetchTakeOnce: a body is handed out once, whether the
-// prefetcher built it first or the sender took the request before it; and
-// the prefetcher stops with its context, holding at most prefetchMax.
-func TestPrefetchTakeOnce(t *testing.T) {
+// promptRunner is a runner with the default options and its prompt
+// builder ready.
+func promptRunner(t *testing.T) *Runner {
+	t.Helper()
 	r, err := newRunner(DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.startClock()
-	started := make(chan struct{})
-	close(started)
 	if _, _, err := r.preparePrompts(16, true); err != nil {
 		t.Fatal(err)
 	}
-	plan := make([]*planned, 400)
-	in := make(chan *planned, len(plan))
-	for i := range plan {
-		plan[i] = &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: 50, API: trace.APIChat}}}
-		in <- plan[i]
-	}
-	close(in)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p := r.startPrefetch(ctx, in, started, started)
-	var wg sync.WaitGroup
-	got := make([]*outgoing, len(plan))
-	for i := range plan {
-		wg.Go(func() { got[i] = p.take(plan[i]) })
-	}
-	wg.Wait()
-	<-p.done // every request handed out: the prefetcher has passed them all
-	built := 0
-	for i, o := range got {
-		if o != nil {
-			built++
-			if len(o.body) == 0 {
-				t.Errorf("request %d: an empty body handed out", i)
+	return r
+}
+
+// TestPrefetchTakeOnce: a body is handed out once, whether the
+// prefetcher built it first or the sender took the request before it,
+// with short prompts (a sender finding its body being built waits by
+// yielding) and long ones (built on the background thread, the sender
+// blocked until the build ends); and the prefetcher stops with its
+// context, holding at most prefetchMax.
+func TestPrefetchTakeOnce(t *testing.T) {
+	r := promptRunner(t)
+	r.startClock()
+	started := make(chan struct{})
+	close(started)
+	for _, tc := range []struct {
+		tokens int64
+		n      int
+	}{{50, 400}, {backgroundBuildTokens, 40}} {
+		plan := make([]*planned, tc.n)
+		in := make(chan *planned, len(plan))
+		for i := range plan {
+			plan[i] = &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: tc.tokens, API: trace.APIChat}}}
+			in <- plan[i]
+		}
+		close(in)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		p := r.startPrefetch(ctx, in, started, started)
+		var wg sync.WaitGroup
+		got := make([]*outgoing, len(plan))
+		for i := range plan {
+			wg.Go(func() { got[i] = p.take(plan[i]) })
+		}
+		wg.Wait()
+		<-p.done // every request handed out: the prefetcher has passed them all
+		built := 0
+		for i, o := range got {
+			if o != nil {
+				built++
+				if len(o.body) == 0 {
+					t.Errorf("%d tokens, request %d: an empty body handed out", tc.tokens, i)
+				}
+			}
+			if p.take(plan[i]) != nil {
+				t.Errorf("%d tokens, request %d handed out twice", tc.tokens, i)
 			}
 		}
-		if p.take(plan[i]) != nil {
-			t.Errorf("request %d handed out twice", i)
+		if n := p.waiting.Load(); n != 0 {
+			t.Errorf("%d tokens: %d prefetched bodies counted as waiting after every request was taken", tc.tokens, n)
 		}
+		t.Logf("%d tokens: %d of %d bodies came from the prefetcher", tc.tokens, built, len(plan))
 	}
-	if n := p.waiting.Load(); n != 0 {
-		t.Errorf("%d prefetched bodies counted as waiting after every request was taken", n)
-	}
-	t.Logf("%d of %d bodies came from the prefetcher", built, len(plan))
+	plan := []*planned{{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: 50, API: trace.APIChat}}}}
 	// A request an hour away: the prefetcher waits for it, and stops
 	// when the run does.
 	later := make(chan *planned, 1)
@@ -107,6 +125,51 @@ func TestPrefetchTakeOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the prefetcher did not stop with its context")
 	}
+}
+
+// TestLongPromptsBuiltInTheBackground: the prefetcher starts its
+// background thread for the first prompt of backgroundBuildTokens or
+// more, and builds shorter ones itself.
+func TestLongPromptsBuiltInTheBackground(t *testing.T) {
+	r := promptRunner(t)
+	req := func(tokens int64) *trace.Request {
+		return &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: tokens, API: trace.APIChat}}
+	}
+	var bg *backgroundThread
+	if o := r.prefetchBuild(req(backgroundBuildTokens-1), &bg); bg != nil || len(o.body) == 0 {
+		t.Fatalf("a prompt under backgroundBuildTokens: background thread %v, body of %d bytes; want none and a body", bg, len(o.body))
+	}
+	if o := r.prefetchBuild(req(backgroundBuildTokens), &bg); bg == nil || o.newTokens != backgroundBuildTokens {
+		t.Fatalf("a prompt of backgroundBuildTokens: background thread %v, %d new tokens; want a thread and %d", bg, o.newTokens, backgroundBuildTokens)
+	}
+	bg.close()
+}
+
+// TestTakeWaitsForABackgroundBuild: a sender that takes a request while
+// the background thread builds its body waits for that body and gets it.
+func TestTakeWaitsForABackgroundBuild(t *testing.T) {
+	r := promptRunner(t)
+	r.startClock()
+	started := make(chan struct{})
+	close(started)
+	const tokens = 1 << 20 // milliseconds to build: the take comes mid-build
+	q := &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: tokens, API: trace.APIChat}}}
+	in := make(chan *planned, 1)
+	in <- q
+	close(in)
+	p := r.startPrefetch(context.Background(), in, started, started)
+	for q.state.Load() == prefetchNone {
+		runtime.Gosched()
+	}
+	during := q.state.Load() == prefetchBuilding
+	o := p.take(q)
+	if o == nil || o.newTokens != tokens {
+		t.Fatalf("take during the build (%v) returned %v; want the built body of %d tokens", during, o, tokens)
+	}
+	if !during {
+		t.Log("the build ended before the take: the wait was not exercised")
+	}
+	<-p.done
 }
 
 // TestPrefetcherResumesAtTheLowWaterMark: the prefetcher holds at most
