@@ -158,9 +158,10 @@ type prefetcher struct {
 	roomy   chan struct{} // take's signal, once waiting falls to prefetchLow
 	warm    chan struct{} // closed when the bodies due first are built
 	done    chan struct{} // closed when the prefetcher has stopped
-
-	mu          sync.Mutex
-	builtInBack *sync.Cond // broadcast when a background build ends
+	// background: long prompts are built on a thread at the lowest
+	// priority (with two Go processors or more; with one, that thread
+	// would hold the only processor while the kernel ran it last).
+	background bool
 }
 
 const (
@@ -175,8 +176,8 @@ const (
 // (full), builds those of them due in the first prefetchAhead, then closes
 // warm and waits for clockStarted. It stops with ctx.
 func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, clockStarted <-chan struct{}) *prefetcher {
-	p := &prefetcher{roomy: make(chan struct{}, 1), warm: make(chan struct{}), done: make(chan struct{})}
-	p.builtInBack = sync.NewCond(&p.mu)
+	p := &prefetcher{roomy: make(chan struct{}, 1), warm: make(chan struct{}), done: make(chan struct{}),
+		background: runtime.GOMAXPROCS(0) >= 2}
 	go func() {
 		defer close(p.done)
 		var bg *backgroundThread // for long prompts' builds
@@ -246,13 +247,23 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, cl
 			// prefetchAhead before its own), on the processor where that
 			// send's goroutine was just queued: a long prompt's build yields
 			// to it first and then every few thousand words
-			// (tokenize.yieldWords; docs/measurements.md, "Long prompts").
-			q.built.Store(r.prefetchBuild(q.req, &bg))
-			q.state.Store(prefetchReady)
-			if inBack(q.req) {
-				p.mu.Lock()
-				p.builtInBack.Broadcast()
-				p.mu.Unlock()
+			// (tokenize.yieldWords; docs/measurements.md, "Long prompts"),
+			// and one of backgroundBuildTokens or more runs on the
+			// background thread, where each yield hands its processor over.
+			var o *outgoing
+			if p.inBack(q.req) {
+				if bg == nil {
+					bg = newBackgroundThread()
+				}
+				bg.run(func() { o = r.build(q.req, nil) })
+			} else {
+				o = r.build(q.req, nil)
+			}
+			q.built.Store(o)
+			if !q.state.CompareAndSwap(prefetchBuilding, prefetchReady) {
+				// Its send claimed it mid-build (take) and built its own.
+				q.built.Store(nil)
+				p.release()
 			}
 		}
 	}()
@@ -260,39 +271,28 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, cl
 }
 
 // backgroundBuildTokens is the prompt length from which the prefetcher
-// builds a body on a thread of the lowest priority (inBackground): a
-// build this long takes a few hundred microseconds of CPU and more, and
-// at a constant rate the prefetcher's timer fires at another request's
-// send, so at the normal priority the build takes a core from that
-// request's exchange, the server's side of it included.
+// builds a body on a thread it keeps at the lowest priority
+// (backgroundThread): a build this long takes a few hundred microseconds
+// of CPU and more, and at a constant rate the prefetcher's timer fires at
+// another request's send, so at the normal priority the build takes a
+// core from that request's exchange, the server's side of it included.
 const backgroundBuildTokens = 16 << 10
 
-// prefetchBuild builds q's body ahead of its send, a long prompt's on
-// bg, started on the first.
-func (r *Runner) prefetchBuild(q *trace.Request, bg **backgroundThread) *outgoing {
-	if !inBack(q) {
-		return r.build(q, nil)
-	}
-	if *bg == nil {
-		*bg = newBackgroundThread()
-	}
-	var o *outgoing
-	(*bg).run(func() { o = r.build(q, nil) })
-	return o
+// inBack reports whether the prefetcher builds q's body in the
+// background.
+func (p *prefetcher) inBack(q *trace.Request) bool {
+	return p.background && q.InputTokens >= backgroundBuildTokens
 }
 
-// inBack reports whether the prefetcher builds q's body in the background.
-func inBack(q *trace.Request) bool { return q.InputTokens >= backgroundBuildTokens }
-
-// waitBuilt blocks until q's background build has ended. A sender that
-// spun meanwhile, at the normal priority, would take the core the build's
-// thread, at the lowest, needs to finish.
-func (p *prefetcher) waitBuilt(q *planned) {
-	p.mu.Lock()
-	for q.state.Load() == prefetchBuilding {
-		p.builtInBack.Wait()
+// release counts a built body as no longer waiting, and wakes the
+// prefetcher once the waiting ones fall to prefetchLow.
+func (p *prefetcher) release() {
+	if p.waiting.Add(-1) == prefetchLow {
+		select {
+		case p.roomy <- struct{}{}:
+		default: // a signal is pending already
+		}
 	}
-	p.mu.Unlock()
 }
 
 // take returns q's body if the prefetcher built it, else nil (and it
@@ -306,20 +306,19 @@ func (p *prefetcher) take(q *planned) *outgoing {
 				return nil
 			}
 		case prefetchBuilding:
-			if inBack(q.req) {
-				p.waitBuilt(q)
-			} else {
+			if !p.inBack(q.req) {
 				runtime.Gosched() // being built now: as soon as building it here
+			} else if q.state.CompareAndSwap(prefetchBuilding, prefetchTaken) {
+				// Being built on the thread the kernel runs last: waiting
+				// here would hold up every later send behind the caller
+				// (the scheduler or the admitter), so its sender builds
+				// it again at the normal priority.
+				return nil
 			}
 		case prefetchReady:
 			if q.state.CompareAndSwap(prefetchReady, prefetchTaken) {
 				o := q.built.Swap(nil)
-				if p.waiting.Add(-1) == prefetchLow {
-					select {
-					case p.roomy <- struct{}{}:
-					default: // a signal is pending already
-					}
-				}
+				p.release()
 				return o
 			}
 		default:

@@ -65,10 +65,10 @@ func promptRunner(t *testing.T) *Runner {
 
 // TestPrefetchTakeOnce: a body is handed out once, whether the
 // prefetcher built it first or the sender took the request before it,
-// with short prompts (a sender finding its body being built waits by
-// yielding) and long ones (built on the background thread, the sender
-// blocked until the build ends); and the prefetcher stops with its
-// context, holding at most prefetchMax.
+// with short prompts (a take finding the body being built waits by
+// yielding) and long ones (built on the background thread; a take
+// during the build claims the request); and the prefetcher stops with
+// its context, holding at most prefetchMax.
 func TestPrefetchTakeOnce(t *testing.T) {
 	r := promptRunner(t)
 	r.startClock()
@@ -127,49 +127,52 @@ func TestPrefetchTakeOnce(t *testing.T) {
 	}
 }
 
-// TestLongPromptsBuiltInTheBackground: the prefetcher starts its
-// background thread for the first prompt of backgroundBuildTokens or
-// more, and builds shorter ones itself.
-func TestLongPromptsBuiltInTheBackground(t *testing.T) {
-	r := promptRunner(t)
-	req := func(tokens int64) *trace.Request {
-		return &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: tokens, API: trace.APIChat}}
-	}
-	var bg *backgroundThread
-	if o := r.prefetchBuild(req(backgroundBuildTokens-1), &bg); bg != nil || len(o.body) == 0 {
-		t.Fatalf("a prompt under backgroundBuildTokens: background thread %v, body of %d bytes; want none and a body", bg, len(o.body))
-	}
-	if o := r.prefetchBuild(req(backgroundBuildTokens), &bg); bg == nil || o.newTokens != backgroundBuildTokens {
-		t.Fatalf("a prompt of backgroundBuildTokens: background thread %v, %d new tokens; want a thread and %d", bg, o.newTokens, backgroundBuildTokens)
-	}
-	bg.close()
-}
-
-// TestTakeWaitsForABackgroundBuild: a sender that takes a request while
-// the background thread builds its body waits for that body and gets it.
-func TestTakeWaitsForABackgroundBuild(t *testing.T) {
+// TestTakeClaimsABackgroundBuild: a request taken while the background
+// thread builds its body is handed to its sender to build (take returns
+// nil at once, not waiting on a thread the kernel runs last); the
+// prefetcher drops its own body, counts it as not waiting, and goes on to
+// the next request.
+func TestTakeClaimsABackgroundBuild(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // background builds need two processors
 	r := promptRunner(t)
 	r.startClock()
 	started := make(chan struct{})
 	close(started)
 	const tokens = 1 << 20 // milliseconds to build: the take comes mid-build
-	q := &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: tokens, API: trace.APIChat}}}
-	in := make(chan *planned, 1)
-	in <- q
-	close(in)
-	p := r.startPrefetch(context.Background(), in, started, started)
-	for q.state.Load() == prefetchNone {
-		runtime.Gosched()
+	for attempt := 0; ; attempt++ {
+		long := &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "r"}, Shape: trace.Shape{InputTokens: tokens, API: trace.APIChat}}}
+		short := &planned{req: &trace.Request{Identity: trace.Identity{RequestID: "s"}, Shape: trace.Shape{InputTokens: 50, API: trace.APIChat}}}
+		in := make(chan *planned, 2)
+		in <- long
+		in <- short
+		close(in)
+		p := r.startPrefetch(context.Background(), in, started, started)
+		if !p.background || !p.inBack(long.req) || p.inBack(short.req) {
+			t.Fatalf("background %v, long prompt in the background %v, short %v; want true, true, false", p.background, p.inBack(long.req), p.inBack(short.req))
+		}
+		for long.state.Load() == prefetchNone {
+			runtime.Gosched()
+		}
+		during := long.state.Load() == prefetchBuilding
+		o := p.take(long)
+		<-p.done
+		if !during {
+			if attempt == 4 {
+				t.Fatal("five builds of a 1M-token prompt ended before a take could see them")
+			}
+			continue
+		}
+		if o != nil {
+			t.Fatalf("take during the background build returned a body; want nil, for the sender to build")
+		}
+		if long.built.Load() != nil || long.state.Load() != prefetchTaken {
+			t.Errorf("the prefetcher kept its body of the claimed request (state %d)", long.state.Load())
+		}
+		if short.state.Load() != prefetchReady || p.waiting.Load() != 1 {
+			t.Errorf("after the claimed build: next request state %d, %d waiting; want ready and 1", short.state.Load(), p.waiting.Load())
+		}
+		return
 	}
-	during := q.state.Load() == prefetchBuilding
-	o := p.take(q)
-	if o == nil || o.newTokens != tokens {
-		t.Fatalf("take during the build (%v) returned %v; want the built body of %d tokens", during, o, tokens)
-	}
-	if !during {
-		t.Log("the build ended before the take: the wait was not exercised")
-	}
-	<-p.done
 }
 
 // TestPrefetcherResumesAtTheLowWaterMark: the prefetcher holds at most
