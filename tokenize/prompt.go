@@ -255,13 +255,14 @@ type wordStream struct {
 	spaced []string
 	hi, lo uint64     // rand.PCG's state
 	m      uint64     // len(spaced)
+	thresh uint64     // Lemire's rejection zone: a product's low half below it draws again
 	odd    bool       // m is a power of two or the platform 32-bit: each draw goes to finish
 	slow   *rand.Rand // on 32-bit platforms, where IntN draws differently
 }
 
 func (b *PromptBuilder) wordStream(key, stream uint64) wordStream {
 	m := uint64(len(b.spaced))
-	ws := wordStream{spaced: b.spaced, hi: key, lo: stream, m: m, odd: m&(m-1) == 0}
+	ws := wordStream{spaced: b.spaced, hi: key, lo: stream, m: m, thresh: -m % m, odd: m&(m-1) == 0}
 	if strconv.IntSize == 32 {
 		ws.slow, ws.odd = rand.New(rand.NewPCG(key, stream)), true
 	}
@@ -273,7 +274,7 @@ func (ws *wordStream) next() string { return ws.spaced[ws.index()] }
 // index draws the next word's index.
 func (ws *wordStream) index() int {
 	hi, lo := bits.Mul64(ws.uint64(), ws.m)
-	if lo < ws.m || ws.odd {
+	if lo < ws.thresh || ws.odd {
 		return ws.finish(hi, lo)
 	}
 	return int(hi)
@@ -282,12 +283,12 @@ func (ws *wordStream) index() int {
 // draw fills idx with the next len(idx) word indices, index's work with
 // the generator's state in locals, which the loop keeps in registers.
 func (ws *wordStream) draw(idx []uint16) {
-	hi, lo, m := ws.hi, ws.lo, ws.m
+	hi, lo, m, thresh := ws.hi, ws.lo, ws.m, ws.thresh
 	for j := range idx {
 		var x uint64
 		hi, lo, x = pcgNext(hi, lo)
 		w, l := bits.Mul64(x, m)
-		if l < m || ws.odd {
+		if l < thresh || ws.odd {
 			ws.hi, ws.lo = hi, lo
 			w = uint64(ws.finish(w, l))
 			hi, lo = ws.hi, ws.lo
@@ -338,8 +339,7 @@ func (ws *wordStream) finish(hi, lo uint64) int {
 	case m&(m-1) == 0:
 		return int(lo >> bits.TrailingZeros64(m) & (m - 1))
 	}
-	thresh := -m % m
-	for lo < thresh {
+	for lo < ws.thresh {
 		hi, lo = bits.Mul64(ws.uint64(), m)
 	}
 	return int(hi)

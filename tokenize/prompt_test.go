@@ -216,10 +216,12 @@ func TestPromptTextUnchanged(t *testing.T) {
 	}
 }
 
-// TestWordStreamRejects: a product in Lemire's rejection zone makes
-// finish draw again from the stream, as Rand.IntN does (a real draw lands
-// there about once in 7·10^16 for cl100k_base's list, so the test puts
-// one there).
+// TestWordStreamRejects: a product in Lemire's rejection zone draws
+// again from the stream, as Rand.IntN does (a real draw lands there about
+// once in 7·10^16 for cl100k_base's list, so the test widens the zone):
+// finish alone after a rejected product gives IntN's next index, and a
+// batch (draw, the state handed to finish and back) gives what index
+// gives one word at a time, rejections and all.
 func TestWordStreamRejects(t *testing.T) {
 	b := cl100kBuilder(t, 16)
 	for seed := range uint64(50) {
@@ -227,6 +229,15 @@ func TestWordStreamRejects(t *testing.T) {
 		want := rand.New(rand.NewPCG(seed, 3)).IntN(len(b.words)) // its first draw is out of the zone
 		if got := ws.finish(0, 0); got != want {
 			t.Errorf("seed %d: after a rejected draw, index %d, want %d", seed, got, want)
+		}
+	}
+	batch, single := b.wordStream(7, 3), b.wordStream(7, 3)
+	batch.thresh, single.thresh = 1<<63, 1<<63 // about half the products rejected
+	var idx [512]uint16
+	batch.draw(idx[:])
+	for j, w := range idx {
+		if want := single.index(); int(w) != want {
+			t.Fatalf("word %d: the batch drew %d, one at a time %d", j, w, want)
 		}
 	}
 }
