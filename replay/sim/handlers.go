@@ -304,7 +304,7 @@ type generation struct {
 	fault        string // mid-stream fault kind, if any
 	faultAt      int    // token index of choice 0 at which it strikes, or -1
 	created      int64
-	buf          []byte // reused for token events
+	buf          []byte // the streamed events of a batch, reused
 	content      []byte // reused
 	reasonBuf    []byte // reused
 	abortCounted bool   // the abort is in the engine and in /metrics
@@ -458,9 +458,9 @@ func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []to
 				g.buf = g.appendFinishStream(g.buf)
 				// Unflushed: net/http sends it with the chunked
 				// terminator in one write when the handler returns.
-				if _, err := w.Write(g.buf); err != nil {
-					g.abort()
-				}
+				// The request is finished, in the engine and in
+				// /metrics, whether or not the client reads this.
+				w.Write(g.buf)
 			} else {
 				g.whole(w)
 			}
@@ -501,10 +501,11 @@ func (g *generation) send(w http.ResponseWriter, flusher http.Flusher, v any) bo
 	return true
 }
 
-// renderTokens renders choice c's tokens [from, from+n) as one event into g.buf,
-// applying a mid-stream fault when it falls in this range. It reports
-// whether the stream goes on. A fault that ends the stream is counted as
-// an abort before the client can see it.
+// renderTokens renders choice c's tokens [from, from+n) as one event into
+// g.buf, applying a mid-stream fault when it falls in this range: the
+// batch's events rendered before it are sent first. It reports whether
+// the stream goes on. A fault that ends the stream is counted as an abort
+// before the client can see it.
 func (g *generation) renderTokens(w http.ResponseWriter, flusher http.Flusher, c, from, n int) bool {
 	if c == 0 && g.faultAt >= 0 && g.faultAt < from+n {
 		// What was rendered before the fault reaches the client first.

@@ -24,6 +24,7 @@ func TestEventsThatWaitedTogetherLeaveInOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	for _, chat := range []bool{true, false} {
 		g := &generation{s: s, chat: chat, stream: true, includeUsage: true, model: "m", id: "x-1", words: []string{"a", " b", " c"},
 			choices: make([]choiceState, 1), chunkTokens: 1, faultAt: -1, seq: &seq{out: newOutbox()}}
