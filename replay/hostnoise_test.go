@@ -16,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The timing tests measure the client against a 2 ms bound on shared,
@@ -53,16 +51,10 @@ const (
 // input closes. A virtual CPU the hypervisor takes away stops the threads
 // on it, so the probe needs a thread on every CPU to see every stall.
 func runNoiseProbe() {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		fmt.Fprintln(os.Stderr, "probe: sched_getaffinity:", err)
+	cpus, err := probeCPUs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(1)
-	}
-	var cpus []int
-	for c := range 1024 {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
 	}
 	runtime.GOMAXPROCS(len(cpus) + 1)
 	done := make(chan struct{})
@@ -76,9 +68,7 @@ func runNoiseProbe() {
 	for _, c := range cpus {
 		wg.Go(func() {
 			runtime.LockOSThread()
-			var one unix.CPUSet
-			one.Set(c)
-			if err := unix.SchedSetaffinity(0, &one); err != nil {
+			if err := pinThreadTo(c); err != nil {
 				fmt.Fprintf(os.Stderr, "probe: pin to CPU %d: %v\n", c, err)
 				os.Exit(1)
 			}
@@ -95,8 +85,7 @@ func runNoiseProbe() {
 				// timer is late by tens of microseconds unless the CPU is
 				// not running.
 				if d := time.Until(next); d > 0 {
-					ts := unix.NsecToTimespec(d.Nanoseconds())
-					unix.Nanosleep(&ts, nil)
+					probeSleep(d)
 				}
 				now := time.Now()
 				if now.Sub(next) > probeStallMin {
