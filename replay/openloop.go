@@ -261,7 +261,7 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, cl
 			}
 			q.built.Store(o)
 			if !q.state.CompareAndSwap(prefetchBuilding, prefetchReady) {
-				// Its send claimed it mid-build (take) and built its own.
+				// Its send claimed it mid-build (take) and builds its own.
 				q.built.Store(nil)
 				p.release()
 			}
@@ -295,9 +295,9 @@ func (p *prefetcher) release() {
 	}
 }
 
-// take returns q's body if the prefetcher built it, else nil (and it
-// will not build it after); a request is taken once. A nil prefetcher
-// builds nothing.
+// take returns q's body if the prefetcher has built it, else nil: the
+// prefetcher will not build it after, and drops a build in progress. A
+// request is taken once. A nil prefetcher builds nothing.
 func (p *prefetcher) take(q *planned) *outgoing {
 	for {
 		switch q.state.Load() {
@@ -306,13 +306,11 @@ func (p *prefetcher) take(q *planned) *outgoing {
 				return nil
 			}
 		case prefetchBuilding:
-			if !p.inBack(q.req) {
-				runtime.Gosched() // being built now: as soon as building it here
-			} else if q.state.CompareAndSwap(prefetchBuilding, prefetchTaken) {
-				// Being built on the thread the kernel runs last: waiting
-				// here would hold up every later send behind the caller
-				// (the scheduler or the admitter), so its sender builds
-				// it again at the normal priority.
+			if q.state.CompareAndSwap(prefetchBuilding, prefetchTaken) {
+				// Being built now: its sender builds it again rather than
+				// have the caller (the scheduler or the admitter), and
+				// every send behind it, wait, perhaps on the background
+				// thread, which the kernel runs last.
 				return nil
 			}
 		case prefetchReady:

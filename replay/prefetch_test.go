@@ -65,10 +65,9 @@ func promptRunner(t *testing.T) *Runner {
 
 // TestPrefetchTakeOnce: a body is handed out once, whether the
 // prefetcher built it first or the sender took the request before it,
-// with short prompts (a take finding the body being built waits by
-// yielding) and long ones (built on the background thread; a take
-// during the build claims the request); and the prefetcher stops with
-// its context, holding at most prefetchMax.
+// with short prompts and long ones (built on the background thread), a
+// take during a build claiming the request; and the prefetcher stops
+// with its context, holding at most prefetchMax.
 func TestPrefetchTakeOnce(t *testing.T) {
 	r := promptRunner(t)
 	r.startClock()
