@@ -88,7 +88,6 @@ func TestSoak(t *testing.T) {
 	defer f.Close()
 	var rss, live, gor []float64
 	maxGC, minGoal := 0.0, math.Inf(1) // minGoal: the least heap goal over the live heap
-
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var s struct {

@@ -138,14 +138,7 @@ func FuzzEncodersMatchTiktoken(f *testing.F) {
 func BenchmarkEncoders(b *testing.B) {
 	for _, enc := range []string{CL100K, O200K, P50K} {
 		truth, ours := tiktokenEncoding(b, enc), handWrittenEncoder(b, enc)
-		tok, err := Get(enc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pb, err := NewPromptBuilder(tok, 16)
-		if err != nil {
-			b.Fatal(err)
-		}
+		pb := encodingBuilder(b, enc, 16)
 		texts := map[string]string{"prose": strings.Join(trickyTexts[:len(trickyTexts)-3], " "), "prompt32k": pb.Build(32768, nil, 1)}
 		for _, name := range []string{"prose", "prompt32k"} {
 			text := texts[name]

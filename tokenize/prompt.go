@@ -269,19 +269,8 @@ func (b *PromptBuilder) wordStream(key, stream uint64) wordStream {
 	return ws
 }
 
-func (ws *wordStream) next() string { return ws.spaced[ws.index()] }
-
-// index draws the next word's index.
-func (ws *wordStream) index() int {
-	hi, lo := bits.Mul64(ws.uint64(), ws.m)
-	if lo < ws.thresh || ws.odd {
-		return ws.finish(hi, lo)
-	}
-	return int(hi)
-}
-
-// draw fills idx with the next len(idx) word indices, index's work with
-// the generator's state in locals, which the loop keeps in registers.
+// draw fills idx with the next len(idx) word indices, Rand.IntN's draws
+// with the generator's state in locals, which the loop keeps in registers.
 func (ws *wordStream) draw(idx []uint16) {
 	hi, lo, m, thresh := ws.hi, ws.lo, ws.m, ws.thresh
 	for j := range idx {
@@ -327,10 +316,10 @@ func pcgNext(hi, lo uint64) (uint64, uint64, uint64) {
 	return h, l, x * (l | 1)
 }
 
-// finish completes a draw index could not: on a 32-bit platform, Rand's
-// own; for a power of two, the draw's low bits, as IntN masks it (the
-// product holds the draw shifted left by log2 m); otherwise Lemire's
-// rejection, drawing again while the product falls in its zone.
+// finish completes a draw that draw's loop could not: on a 32-bit
+// platform, Rand's own; for a power of two, the draw's low bits, as IntN
+// masks it (the product holds the draw shifted left by log2 m); otherwise
+// Lemire's rejection, drawing again while the product falls in its zone.
 func (ws *wordStream) finish(hi, lo uint64) int {
 	m := ws.m
 	switch {
@@ -366,8 +355,14 @@ func (b *PromptBuilder) Words(count int, seed uint64) []string {
 	count = max(0, min(count, MaxPromptTokens))
 	ws := b.wordStream(seed, 0x5851f42d4c957f2d)
 	out := make([]string, count)
-	for i := range out {
-		out[i] = ws.next()
+	var idx [512]uint16
+	for i := 0; i < count; {
+		k := min(count-i, len(idx))
+		ws.draw(idx[:k])
+		for _, w := range idx[:k] {
+			out[i] = ws.spaced[w]
+			i++
+		}
 	}
 	return out
 }

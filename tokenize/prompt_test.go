@@ -3,6 +3,7 @@ package tokenize
 import (
 	"errors"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -38,14 +39,8 @@ func TestKnownCounts(t *testing.T) {
 
 func TestBuildHasExactTokenCount(t *testing.T) {
 	for _, enc := range []string{CL100K, O200K} {
-		tok, err := Get(enc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := NewPromptBuilder(tok, 16)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := encodingBuilder(t, enc, 16)
+		tok := b.Counter()
 		for _, c := range []struct {
 			tokens int
 			blocks []int64
@@ -220,8 +215,8 @@ func TestPromptTextUnchanged(t *testing.T) {
 // again from the stream, as Rand.IntN does (a real draw lands there about
 // once in 7·10^16 for cl100k_base's list, so the test widens the zone):
 // finish alone after a rejected product gives IntN's next index, and a
-// batch (draw, the state handed to finish and back) gives what index
-// gives one word at a time, rejections and all.
+// batch (draw, the state handed to finish and back) gives what
+// math/rand/v2's PCG gives under Lemire's method with the wider zone.
 func TestWordStreamRejects(t *testing.T) {
 	b := cl100kBuilder(t, 16)
 	for seed := range uint64(50) {
@@ -231,13 +226,18 @@ func TestWordStreamRejects(t *testing.T) {
 			t.Errorf("seed %d: after a rejected draw, index %d, want %d", seed, got, want)
 		}
 	}
-	batch, single := b.wordStream(7, 3), b.wordStream(7, 3)
-	batch.thresh, single.thresh = 1<<63, 1<<63 // about half the products rejected
+	const zone = 1 << 63 // about half the products rejected
+	ws, src, m := b.wordStream(7, 3), rand.NewPCG(7, 3), uint64(len(b.words))
+	ws.thresh = zone
 	var idx [512]uint16
-	batch.draw(idx[:])
+	ws.draw(idx[:])
 	for j, w := range idx {
-		if want := single.index(); int(w) != want {
-			t.Fatalf("word %d: the batch drew %d, one at a time %d", j, w, want)
+		hi, lo := bits.Mul64(src.Uint64(), m)
+		for lo < zone {
+			hi, lo = bits.Mul64(src.Uint64(), m)
+		}
+		if uint64(w) != hi {
+			t.Fatalf("word %d: the batch drew %d, the PCG with the wider zone %d", j, w, hi)
 		}
 	}
 }
@@ -256,8 +256,14 @@ func BenchmarkBuild128k(b *testing.B) {
 // cl100kBuilder is a PromptBuilder over cl100k_base with blocks of
 // blockSize tokens.
 func cl100kBuilder(tb testing.TB, blockSize int) *PromptBuilder {
+	return encodingBuilder(tb, CL100K, blockSize)
+}
+
+// encodingBuilder is a PromptBuilder over the bundled encoding enc with
+// blocks of blockSize tokens.
+func encodingBuilder(tb testing.TB, enc string, blockSize int) *PromptBuilder {
 	tb.Helper()
-	tok, err := Get(CL100K)
+	tok, err := Get(enc)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -308,6 +308,8 @@ type generation struct {
 	content      []byte // reused
 	reasonBuf    []byte // reused
 	abortCounted bool   // the abort is in the engine and in /metrics
+	started      bool   // an event has come from the engine
+	finished     int    // choices finished
 }
 
 // choiceState is one choice's progress.
@@ -394,7 +396,6 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 		}
 	}
 	var evs []tokenEvent
-	first, finished := true, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -404,7 +405,7 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 		}
 		evs = g.seq.out.take(evs)
 		now := time.Now()
-		if !g.relay(w, flusher, evs, now, &first, &finished) {
+		if !g.relay(w, flusher, evs, now) {
 			return
 		}
 		if g.stream && !g.flushOut(w, flusher) {
@@ -420,13 +421,13 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 // behind its engine sends them: each token keeps its own SSE event, and a
 // loaded simulator spends its core on the engine, not on a system call per
 // event.
-func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []tokenEvent, now time.Time, first *bool, finished *int) bool {
+func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []tokenEvent, now time.Time) bool {
 	for _, ev := range evs {
 		c := &g.choices[ev.choice]
 		c.pending += ev.tokens
-		if *first {
+		if !g.started {
 			g.s.metrics.firstToken(now.Sub(g.arrived))
-			*first = false
+			g.started = true
 		} else if !c.last.IsZero() {
 			g.s.metrics.interToken(now.Sub(c.last))
 		}
@@ -443,8 +444,8 @@ func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []to
 			continue
 		}
 		c.reason = ev.reason
-		*finished++
-		last := *finished == len(g.choices)
+		g.finished++
+		last := g.finished == len(g.choices)
 		if last {
 			// Count the request before the client can see it end, so
 			// /metrics agrees with a client that scrapes it next.
