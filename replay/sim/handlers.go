@@ -444,29 +444,27 @@ func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []to
 			continue
 		}
 		c.reason = ev.reason
-		g.finished++
-		last := g.finished == len(g.choices)
-		if last {
-			// Count the request before the client can see it end, so
-			// /metrics agrees with a client that scrapes it next.
-			g.s.metrics.finished(g.choices[0].reason, g.promptTokens, g.generated(), now.Sub(g.arrived))
-		}
 		if g.stream {
 			g.buf = g.appendFinishChoice(g.buf, ev.choice)
 		}
-		if last {
-			if g.stream {
-				g.buf = g.appendFinishStream(g.buf)
-				// Unflushed: net/http sends it with the chunked
-				// terminator in one write when the handler returns.
-				// The request is finished, in the engine and in
-				// /metrics, whether or not the client reads this.
-				w.Write(g.buf)
-			} else {
-				g.whole(w)
-			}
-			return false
+		g.finished++
+		if g.finished < len(g.choices) {
+			continue
 		}
+		// Count the request before the client can see it end, so
+		// /metrics agrees with a client that scrapes it next.
+		g.s.metrics.finished(g.choices[0].reason, g.promptTokens, g.generated(), now.Sub(g.arrived))
+		if g.stream {
+			g.buf = g.appendFinishStream(g.buf)
+			// Unflushed: net/http sends it with the chunked terminator
+			// in one write when the handler returns. The request is
+			// finished, in the engine and in /metrics, whether or not
+			// the client reads this.
+			w.Write(g.buf)
+		} else {
+			g.whole(w)
+		}
+		return false
 	}
 	return true
 }
