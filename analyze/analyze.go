@@ -347,6 +347,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if err != nil {
 		return nil, err
 	}
+	rep.Notes = append(rep.Notes, scrapeNotes(scrapes)...)
 	rep.Energy = energyOf(scrapes, int64(rep.Throughput.OutputTokens))
 	rep.SpecDecode = specDecodeOf(scrapes, l.cols)
 	if opts.Window > 0 {

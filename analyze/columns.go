@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -183,6 +184,21 @@ func (c *resultColumns) wantsColumn(top string) bool {
 // read, the streamed analysis's, leaves them out.
 var groupColumns = []string{"tenant", "model", "adapter", "phase", "turn", "http_status"}
 
+// openParquet opens a Parquet part for arrow-go's reader, only if it is a
+// regular file (a named pipe in a run dir would block the read).
+func openParquet(path string) (*file.Reader, error) {
+	f, err := regfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return pf, nil // its Close closes f
+}
+
 // forEachBatch reads the top-level columns want accepts of one Parquet
 // part with arrow-go record batches, handing each batch to fn; only those
 // columns are decoded.
@@ -192,7 +208,7 @@ func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordB
 			err = fmt.Errorf("corrupt Parquet data: %v", r)
 		}
 	}()
-	pf, err := file.OpenParquetFile(path, false)
+	pf, err := openParquet(path)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/servetrace/servetrace/analyze/peer"
+	"github.com/servetrace/servetrace/internal/regfile"
+	"github.com/servetrace/servetrace/trace"
 )
 
 // ExpandRunDirs expands one side of a comparison or a sweep argument: a run
@@ -41,8 +43,8 @@ func ExpandRunDirs(arg string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a run directory or result file: %w", p, err)
 		}
-		if !st.IsDir() {
-			return nil, fmt.Errorf("%s: not a run directory or a result file", p)
+		if !st.IsDir() { // a regular file would be a result file
+			return nil, fmt.Errorf("not a run directory or a result file: %w", regfile.Check(p))
 		}
 		found, err := findRuns(p, 3)
 		if err != nil {
@@ -187,15 +189,22 @@ func hasRunsBelow(runDirs map[string]bool, dir string) bool {
 	return false
 }
 
+// maxSweepRecordBytes bounds a sweep.json read here, as sweep reads it.
+const maxSweepRecordBytes = 256 << 20
+
 // sweepRunDirs lists the measuring steps' run directories of a sweep
 // directory (servetrace sweep's sweep.json), or of one configuration of it
 // with DIR#CONFIG; recovery steps, started on an overload's backlog, are
 // left out. ok is false when p is not a sweep.
 func sweepRunDirs(p string) (dirs []string, ok bool, err error) {
 	dir, config, _ := strings.Cut(p, "#")
-	b, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
-	if err != nil {
+	path := filepath.Join(dir, "sweep.json")
+	if _, err := os.Lstat(path); err != nil {
 		return nil, false, nil
+	}
+	b, err := regfile.ReadFile(path, maxSweepRecordBytes)
+	if err != nil {
+		return nil, true, err
 	}
 	var rec struct {
 		Steps []struct {
@@ -206,13 +215,17 @@ func sweepRunDirs(p string) (dirs []string, ok bool, err error) {
 		} `json:"steps"`
 	}
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, true, fmt.Errorf("%s: %w", filepath.Join(dir, "sweep.json"), err)
+		return nil, true, fmt.Errorf("%s: %w", path, err)
 	}
 	configs := map[string]bool{}
 	for _, s := range rec.Steps {
 		configs[s.Config] = true
 		if s.Status == "done" && s.Purpose != "recovery" && (config == "" || s.Config == config) {
-			dirs = append(dirs, filepath.Join(dir, s.RunDir))
+			rd, err := trace.InsideDir(dir, s.RunDir, path+" run_dir")
+			if err != nil {
+				return nil, true, err
+			}
+			dirs = append(dirs, rd)
 		}
 	}
 	if len(dirs) == 0 {

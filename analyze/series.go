@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -118,6 +119,10 @@ type Recovery struct {
 // scrape is one server metrics scrape on the run's clock.
 type scrape struct {
 	atNs int64
+	// file is the scrape's path; cut says replay kept only the first
+	// whole lines of a too-long answer.
+	file string
+	cut  bool
 	// source names the endpoint: its scrape files' prefix ("scrape-" for
 	// the engine's, "gpu-scrape-" for a DCGM exporter's); role is the
 	// header's (empty in runs before roles).
@@ -163,6 +168,10 @@ const (
 	dcgmEnergy = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 )
 
+// maxScrapeFileBytes bounds a scrape file: replay keeps at most 32 MiB of
+// an endpoint's answer, and a header line.
+const maxScrapeFileBytes = 33 << 20
+
 // readScrapes reads the metrics/*.prom scrapes of the run directories.
 func readScrapes(dirs []string) ([]scrape, error) {
 	var out []scrape
@@ -172,19 +181,35 @@ func readScrapes(dirs []string) ([]scrape, error) {
 			return nil, err
 		}
 		for _, f := range files {
-			b, err := os.ReadFile(f)
+			b, err := regfile.ReadFile(f, maxScrapeFileBytes)
 			if err != nil {
 				return nil, err
 			}
 			if s, ok := parseScrape(b); ok {
 				base := filepath.Base(f)
-				s.source = base[:strings.LastIndex(base, "scrape-")+len("scrape-")]
+				s.source, s.file = base[:strings.LastIndex(base, "scrape-")+len("scrape-")], f
 				out = append(out, s)
 			}
 		}
 	}
 	slices.SortFunc(out, func(a, b scrape) int { return int(a.atNs - b.atNs) })
 	return out, nil
+}
+
+// scrapeNotes says which scrapes replay cut short.
+func scrapeNotes(scrapes []scrape) []string {
+	cut, first := 0, ""
+	for _, s := range scrapes {
+		if s.cut {
+			if cut++; first == "" {
+				first = s.file
+			}
+		}
+	}
+	if cut == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d metrics scrapes were cut short by replay, the endpoint's answer being past 32 MiB (first: %s): the gauges after the cut are missing from them", cut, first)}
 }
 
 // parseScrape reads a scrape file: the servetrace header's run_ns and the
@@ -196,6 +221,10 @@ func parseScrape(b []byte) (scrape, bool) {
 	header := false
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.HasPrefix(line, trace.ScrapeCutPrefix) {
+			s.cut = true
+			continue
+		}
 		if strings.HasPrefix(line, "# servetrace scrape ") {
 			for _, f := range strings.Fields(line) {
 				if v, ok := strings.CutPrefix(f, "run_ns="); ok {
@@ -213,6 +242,7 @@ func parseScrape(b []byte) (scrape, bool) {
 		if strings.HasPrefix(line, "# scrape failed") {
 			return s, false
 		}
+
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -220,7 +250,11 @@ func parseScrape(b []byte) (scrape, bool) {
 		if i := strings.IndexAny(line, "{ "); i >= 0 {
 			name = line[:i]
 		}
-		f := strings.Fields(line[strings.LastIndexByte(line, '}')+1:])
+		rest := line[len(name):] // the labels, if any, then the value
+		if i := strings.LastIndexByte(rest, '}'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		f := strings.Fields(rest)
 		if len(f) == 0 {
 			continue
 		}

@@ -3,6 +3,7 @@ package analyze
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,14 @@ other_metric 9
 	}
 	if _, ok := parseScrape([]byte("# servetrace scrape phase=during run_ns=1\n# scrape failed: refused\n")); ok {
 		t.Error("a failed scrape was used")
+	}
+	cut, ok := parseScrape([]byte("# servetrace scrape phase=during run_ns=1\n" + trace.ScrapeCutPrefix + " the answer passed 33554432 bytes\nvllm:num_requests_running 1\n"))
+	if !ok || !cut.cut || cut.running != 1 {
+		t.Errorf("a cut scrape: %+v, %v; want it read and marked cut", cut, ok)
+	}
+	cut.file = "run/metrics/scrape-00001.prom"
+	if n := scrapeNotes([]scrape{s, cut, cut}); len(n) != 1 || !strings.Contains(n[0], "2 metrics scrapes were cut short") || !strings.Contains(n[0], cut.file) {
+		t.Errorf("notes %q", n)
 	}
 }
 

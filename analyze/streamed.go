@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"golang.org/x/sync/errgroup"
 	"gonum.org/v1/gonum/stat/distuv"
 
@@ -131,7 +130,7 @@ func footerRows(path string) (n int64, err error) {
 			err = fmt.Errorf("corrupt Parquet data: %v", r)
 		}
 	}()
-	pf, err := file.OpenParquetFile(path, false)
+	pf, err := openParquet(path)
 	if err != nil {
 		return 0, err
 	}
@@ -288,6 +287,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	if err != nil {
 		return nil, err
 	}
+	rep.Notes = append(rep.Notes, scrapeNotes(scrapes)...)
 	rep.Energy = energyOf(scrapes, int64(rep.Throughput.OutputTokens))
 	if sd := specCounters(scrapes); sd != nil {
 		acc.events.fill(sd)

@@ -3,10 +3,13 @@ package sweep
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -101,21 +104,81 @@ func writeRecord(dir string, r *Record) error {
 	return trace.WriteJSONAtomic(filepath.Join(dir, FileName), r)
 }
 
-// ReadRecord reads a sweep directory's sweep.json.
+// maxRecordBytes bounds sweep.json: a record of thousands of steps is a
+// few MB.
+const maxRecordBytes = 256 << 20
+
+// ReadRecord reads a sweep directory's sweep.json. Every step's run
+// directory must lie inside dir (trace.InsideDir): a record naming one
+// elsewhere was edited, and is refused as tampered before anything it
+// names is read or renamed.
 func ReadRecord(dir string) (*Record, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	path := filepath.Join(dir, FileName)
+	b, err := regfile.ReadFile(path, maxRecordBytes)
 	if err != nil {
 		return nil, err
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, FileName), err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if r.SchemaVersion > schemaVersion {
-		return nil, fmt.Errorf("%s: schema_version %d is newer than this servetrace reads (%d); upgrade servetrace", filepath.Join(dir, FileName), r.SchemaVersion, schemaVersion)
+		return nil, fmt.Errorf("%s: schema_version %d is newer than this servetrace reads (%d); upgrade servetrace", path, r.SchemaVersion, schemaVersion)
+	}
+	for _, st := range r.Steps {
+		for _, rd := range []struct{ field, rel string }{{"run_dir", st.RunDir}, {"overload_run_dir", st.OverloadRunDir}} {
+			if rd.rel == "" && rd.field == "overload_run_dir" {
+				continue
+			}
+			if _, err := trace.InsideDir(dir, rd.rel, fmt.Sprintf("%s step %d's %s", path, st.Index, rd.field)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return &r, nil
 }
 
 // schemaVersion is sweep.json's.
 const schemaVersion = 1
+
+// planDiffValueBytes bounds each value a plan difference shows: a plan
+// read from a file can be any size, and the terminal gets a line each.
+const planDiffValueBytes = 200
+
+// planDiff names the fields of sweep.json's plan that differ between the
+// recorded plan and the one asked for now, a line each with both values
+// (each cut to planDiffValueBytes); empty when the plans are the same.
+func planDiff(recorded, now Plan) string {
+	var a, b map[string]json.RawMessage
+	ra, _ := json.Marshal(recorded)
+	rb, _ := json.Marshal(now)
+	json.Unmarshal(ra, &a)
+	json.Unmarshal(rb, &b)
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if string(a[k]) == string(b[k]) {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s: recorded %s, now %s", k, cutValue(a[k]), cutValue(b[k])))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cutValue is a JSON value for a message: "none" when absent, cut to
+// planDiffValueBytes with the length it had.
+func cutValue(v json.RawMessage) string {
+	switch {
+	case v == nil:
+		return "none"
+	case len(v) > planDiffValueBytes:
+		return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(string(v[:planDiffValueBytes]), ""), len(v))
+	}
+	return string(v)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -80,10 +79,8 @@ func openRecord(dir string, o *Options) (*Record, error) {
 		return &Record{SchemaVersion: schemaVersion, ToolVersion: trace.ToolVersion, SweepID: newSweepID(), Status: "running",
 			Plan: plan, StartedAt: time.Now().UTC().Format(time.RFC3339)}, nil
 	}
-	a, _ := json.Marshal(old.Plan)
-	b, _ := json.Marshal(plan)
-	if string(a) != string(b) {
-		return nil, opterr.New("Resume", nil, "the sweep in %s was planned differently; resume it with the same settings.\nrecorded: %s\nnow:      %s", dir, a, b)
+	if diff := planDiff(old.Plan, plan); diff != "" {
+		return nil, opterr.New("Resume", nil, "the sweep in %s was planned differently; resume it with the same settings.\n%s", dir, diff)
 	}
 	for i := range old.Steps {
 		st := &old.Steps[i]

@@ -460,6 +460,9 @@ func OpenBucket(dir string) (*Bucket, error) {
 		return nil, err
 	}
 	for _, p := range m.Parts {
+		if _, err := InsideDir(dir, p.Path, filepath.Join(dir, ManifestName)); err != nil {
+			return nil, fmt.Errorf("open trace %s: %w", dir, err)
+		}
 		if _, err := os.Stat(filepath.Join(dir, p.Path)); err != nil {
 			return nil, fmt.Errorf("open trace %s: part %s listed in the manifest is missing: %w", dir, p.Path, err)
 		}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/servetrace/servetrace/internal/regfile"
 )
 
 // ToolVersion is servetrace's version, written into manifests and run.json.
@@ -107,10 +109,14 @@ var ErrShardsNotMerged = errors.New("the shards have not been merged")
 // errNoManifest marks a directory without the manifest asked for.
 var errNoManifest = errors.New("no manifest")
 
+// maxManifestBytes bounds a manifest: it lists a bucket's parts, a few
+// hundred bytes each.
+const maxManifestBytes = 256 << 20
+
 // readManifestFile reads one manifest file of dir.
 func readManifestFile(dir, name string) (*Manifest, error) {
 	path := filepath.Join(dir, name)
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		if st, serr := os.Stat(dir); serr != nil {
 			return nil, fmt.Errorf("open trace %s: %w", dir, serr)
@@ -178,7 +184,7 @@ func WriteFileAtomic(path string, write func(io.Writer) error) error {
 
 // HashFile returns the hex sha256 of the file at path.
 func HashFile(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/servetrace/servetrace/internal/regfile"
 )
 
 var shardManifestRE = regexp.MustCompile(`^_manifest\.shard-(\d+)-of-(\d+)\.json$`)
@@ -137,7 +139,7 @@ func MergeShards(dir string) (*Manifest, error) {
 func concatAtomic(path string, files []string) error {
 	err := WriteFileAtomic(path, func(w io.Writer) error {
 		for _, f := range files {
-			in, err := os.Open(f)
+			in, err := regfile.Open(f)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/servetrace/servetrace/internal/regfile"
 )
 
 // DefaultRowGroupRows is the number of rows per Parquet row group.
@@ -77,7 +79,7 @@ var decodeByColumns = true
 // openPartFile opens path for reading rows of type T. parquet-go panics on
 // some malformed files; that panic is turned into an error naming the file.
 func openPartFile[T any](path string) (p *partFile[T], err error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open part %s: %w", path, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/servetrace/servetrace/internal/regfile"
 )
 
 // RunInfoName is the run manifest's file name inside a run directory.
@@ -106,7 +108,10 @@ type RunInfo struct {
 	Notes []string `json:"notes,omitempty"`
 	// Client describes the load generator's own health during the run.
 	Client ClientHealth `json:"client"`
-	// Metrics lists the server metrics scrapes written to the run dir.
+	// Metrics lists the server metrics scrapes written to the run dir
+	// (metrics/*.prom: a header line, then the endpoint's answer, or
+	// "# scrape failed: …"; ScrapeCutPrefix's line after the header when
+	// the answer was too long to keep whole).
 	Metrics []string `json:"metrics_scrapes,omitempty"`
 	// Files lists every file of the run dir but run.json, with its sha256.
 	Files []FileHash `json:"files"`
@@ -299,10 +304,19 @@ func (w *ResultWriter) Flush() error {
 // Parts returns the parts written so far.
 func (w *ResultWriter) Parts() []Part { return slices.Clone(w.parts) }
 
+// ScrapeCutPrefix starts the comment line a scrape file holds after its
+// header when the endpoint's answer passed the most replay keeps (32 MiB)
+// and only its first whole lines were kept.
+const ScrapeCutPrefix = "# servetrace scrape cut:"
+
+// maxRunInfoBytes bounds run.json: it lists a run's parts and files, a few
+// hundred bytes each, so even a day-long run's is a few MB.
+const maxRunInfoBytes = 256 << 20
+
 // ReadRunInfo reads runDir/run.json.
 func ReadRunInfo(runDir string) (*RunInfo, error) {
 	path := filepath.Join(runDir, RunInfoName)
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxRunInfoBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, serr := os.Stat(runDir); serr != nil {
 			return nil, fmt.Errorf("open run %s: %w", runDir, serr)
