@@ -16,9 +16,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -172,7 +172,7 @@ func leafEnd(b []byte, i int) int {
 
 // ReadModel reads and validates a model.json.
 func ReadModel(path string) (*Model, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read model: %w", err)
 	}

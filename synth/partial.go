@@ -10,11 +10,11 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -141,34 +141,86 @@ func WritePartial(path string, p *Partial) error {
 // ReadPartialHeader reads a partial's header, not its statistics.
 func ReadPartialHeader(path string) (PartialHeader, error) {
 	var h PartialHeader
-	err := withPartial(path, maxPartialHeaderBytes, func(dec *json.Decoder) error {
-		return decodeHeader(path, dec, &h)
+	err := withPartial(path, func(gz io.Reader) error {
+		r := newHeaderBudget(gz)
+		return limitError(path, decodeHeader(path, json.NewDecoder(r), &h))
 	})
 	return h, err
 }
 
 // readPartial reads a whole partial.
 func readPartial(path string) (*Partial, error) {
-	p := &Partial{state: &fitState{}}
-	err := withPartial(path, 0, func(dec *json.Decoder) error {
-		if err := decodeHeader(path, dec, &p.PartialHeader); err != nil {
-			return err
-		}
-		if err := dec.Decode(p.state); err != nil {
-			return fmt.Errorf("fit partial %s: statistics: %w; fit the shard again", path, err)
-		}
-		if err := p.state.check(&p.PartialHeader); err != nil {
-			return fmt.Errorf("fit partial %s: %w; fit the shard again", path, err)
-		}
-		return nil
+	var p *Partial
+	err := withPartial(path, func(gz io.Reader) error {
+		var err error
+		p, err = readPartialStream(path, gz)
+		return err
 	})
 	return p, err
 }
 
-// withPartial opens path's gzip stream for fn, the first limit bytes of it
-// when limit > 0.
-func withPartial(path string, limit int64, fn func(*json.Decoder) error) error {
-	f, err := os.Open(path)
+// Limits of what a partial may hold, checked as it is read, so that a
+// damaged or hostile file (a gzip stream inflating to gigabytes) is
+// refused before it fills memory. A partial servetrace wrote is far
+// inside them.
+var (
+	// maxPartialStatsBytes bounds the decompressed statistics line less
+	// its arrival times: every sketch but the prefix groups and the mix's
+	// values has a fixed capacity, and those grow with the distinct
+	// prefixes and values of the slice.
+	maxPartialStatsBytes int64 = 1 << 30
+	// maxMergedFirstTurns bounds the first turns of every partial of a
+	// merge together: the merge holds each one's arrival time (8 bytes).
+	maxMergedFirstTurns int64 = 1 << 28
+)
+
+// arrivalTextBytes is the most one arrival time takes in the statistics
+// line: encoding/json's shortest float and a comma.
+const arrivalTextBytes = 32
+
+// errPartialLimit is a limit a partial passed; its message says which.
+type errPartialLimit struct{ what string }
+
+func (e *errPartialLimit) Error() string { return e.what }
+
+// budgetReader reads at most left more bytes of the decompressed stream,
+// then fails with the limit it was given.
+type budgetReader struct {
+	r    io.Reader
+	left int64
+	what string
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, &errPartialLimit{b.what}
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// newHeaderBudget reads a partial's stream within the header line's
+// limit; decodePartial raises it once the header says what the
+// statistics may hold.
+func newHeaderBudget(r io.Reader) *budgetReader {
+	return &budgetReader{r: r, left: maxPartialHeaderBytes, what: fmt.Sprintf("a header line of more than %d bytes", maxPartialHeaderBytes)}
+}
+
+// limitError names the limit a partial passed, if err is one.
+func limitError(path string, err error) error {
+	if l := (*errPartialLimit)(nil); errors.As(err, &l) {
+		return fmt.Errorf("fit partial %s: decompressed past its limit: %s; it is not a partial servetrace wrote (fit the shard again)", path, l.what)
+	}
+	return err
+}
+
+// withPartial opens path, a regular file, and its gzip stream for fn.
+func withPartial(path string, fn func(gz io.Reader) error) error {
+	f, err := regfile.Open(path)
 	if err != nil {
 		return fmt.Errorf("fit partial: %w", err)
 	}
@@ -178,11 +230,106 @@ func withPartial(path string, limit int64, fn func(*json.Decoder) error) error {
 		return fmt.Errorf("fit partial %s: not a fit partial (a gzip stream): %w", path, err)
 	}
 	defer gz.Close()
-	var r io.Reader = gz
-	if limit > 0 {
-		r = io.LimitReader(gz, limit)
+	return fn(gz)
+}
+
+// readPartialStream reads a partial from its decompressed stream; path
+// names it in errors.
+func readPartialStream(path string, gz io.Reader) (*Partial, error) {
+	r := newHeaderBudget(gz)
+	p, err := decodePartial(path, r, json.NewDecoder(r))
+	return p, limitError(path, err)
+}
+
+// decodePartial reads a partial's header and then its statistics from
+// dec, raising r's budget to what the header's counts allow.
+func decodePartial(path string, r *budgetReader, dec *json.Decoder) (*Partial, error) {
+	p := &Partial{state: &fitState{}}
+	if err := decodeHeader(path, dec, &p.PartialHeader); err != nil {
+		return nil, err
 	}
-	return fn(json.NewDecoder(r))
+	r.left = maxPartialStatsBytes + arrivalTextBytes*p.FirstTurns
+	r.what = fmt.Sprintf("statistics of more than %d bytes besides %d arrival times of at most %d bytes each", maxPartialStatsBytes, p.FirstTurns, arrivalTextBytes)
+	w, err := decodeStateStream(dec, p.FirstTurns)
+	if err != nil {
+		return nil, fmt.Errorf("fit partial %s: statistics: %w; fit the shard again", path, err)
+	}
+	if err := p.state.fromJSON(w); err != nil {
+		return nil, fmt.Errorf("fit partial %s: statistics: %w; fit the shard again", path, err)
+	}
+	if err := p.state.check(&p.PartialHeader); err != nil {
+		return nil, fmt.Errorf("fit partial %s: %w; fit the shard again", path, err)
+	}
+	return p, nil
+}
+
+// decodeStateStream reads the statistics object key by key: the arrival
+// times one at a time, refused past the header's count of first turns,
+// and every other statistic whole (within the reader's budget).
+func decodeStateStream(dec *json.Decoder, firstTurns int64) (stateJSON, error) {
+	var w stateJSON
+	if err := expectDelim(dec, '{'); err != nil {
+		return w, err
+	}
+	fields := map[string]any{"rows": &w.Rows, "first_turns": &w.FirstTurns, "saw_sessions": &w.SawSessions, "classes": &w.Classes,
+		"prefix": &w.Prefix, "sessions": &w.Sessions, "mix": &w.Mix, "contract": &w.Contract}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return w, err
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return w, fmt.Errorf("%q twice", key)
+		}
+		seen[key] = true
+		if key == "arrivals_s" {
+			if w.Arrivals, err = decodeArrivals(dec, firstTurns); err != nil {
+				return w, fmt.Errorf("arrivals_s: %w", err)
+			}
+			continue
+		}
+		into, ok := fields[key]
+		if !ok {
+			into = new(json.RawMessage) // a field of a later version: skipped
+		}
+		if err := dec.Decode(into); err != nil {
+			return w, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return w, expectDelim(dec, '}')
+}
+
+// decodeArrivals reads a JSON array of arrival times, at most max of them.
+func decodeArrivals(dec *json.Decoder, max int64) ([]float64, error) {
+	if err := expectDelim(dec, '['); err != nil {
+		return nil, err
+	}
+	out := make([]float64, 0, min(max, 1<<16))
+	for dec.More() {
+		if int64(len(out)) >= max {
+			return nil, fmt.Errorf("more arrival times than the header's %d first turns", max)
+		}
+		var t float64
+		if err := dec.Decode(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, expectDelim(dec, ']')
+}
+
+// expectDelim reads the next token, which must be the delimiter d.
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("found %v where %q was expected", tok, string(d))
+	}
+	return nil
 }
 
 // decodeHeader reads and checks the header line.
@@ -199,6 +346,9 @@ func decodeHeader(path string, dec *json.Decoder, h *PartialHeader) error {
 	}
 	if h.Version != PartialVersion {
 		return refuse(ErrPartialsMismatch, "fit partial %s: format version %d, this servetrace reads version %d: fit that shard again with this servetrace", path, h.Version, PartialVersion)
+	}
+	if h.Rows < 0 || h.Rows > maxReservoirSeen || h.FirstTurns < 0 || h.FirstTurns > h.Rows || h.Trace.Rows > 0 && h.Rows > h.Trace.Rows {
+		return fmt.Errorf("fit partial %s: %d rows and %d first turns of a trace of %d rows: out of range; fit the shard again", path, h.Rows, h.FirstTurns, h.Trace.Rows)
 	}
 	if !validShard(h.Shard, h.Shards) || h.BlockSize <= 0 ||
 		!(h.Span[0] >= 0 && h.Span[1] <= 1 && h.Span[0] < h.Span[1]) || h.SpanFromUs >= h.SpanToUs {
@@ -234,6 +384,13 @@ func FitMerged(ctx context.Context, paths []string, opts FitOptions) (*Model, er
 	order, err := shardOrder(paths, heads)
 	if err != nil {
 		return nil, err
+	}
+	var firstTurns int64
+	for _, h := range heads {
+		firstTurns += h.FirstTurns
+	}
+	if firstTurns > maxMergedFirstTurns {
+		return nil, fmt.Errorf("merge fit partials: %d first turns in all, more than the %d a merge holds (8 bytes each): fit a shorter span of the trace, or a sample of it", firstTurns, maxMergedFirstTurns)
 	}
 	rng := rand.New(rand.NewPCG(mergeSeed, 0))
 	var merged *Partial
@@ -366,6 +523,11 @@ func (s *fitState) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return s.fromJSON(w)
+}
+
+// fromJSON sets s from its decoded statistics line.
+func (s *fitState) fromJSON(w stateJSON) error {
 	if w.Prefix == nil || w.Sessions == nil || w.Mix == nil || w.Contract == nil {
 		return errors.New("a fitter's statistics are missing")
 	}
@@ -439,6 +601,10 @@ func (r *reservoir[T]) MarshalJSON() ([]byte, error) {
 	return json.Marshal(reservoirJSON[T]{Seen: r.seen, Capacity: r.capacity, Items: r.items})
 }
 
+// maxReservoirSeen bounds a decoded reservoir's count of values seen, so
+// that merged counts cannot overflow: no trace holds 2^50 requests.
+const maxReservoirSeen = 1 << 50
+
 // UnmarshalJSON reads a reservoir that can take no more values (its
 // random source is not kept) but can be merged.
 func (r *reservoir[T]) UnmarshalJSON(b []byte) error {
@@ -446,7 +612,7 @@ func (r *reservoir[T]) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	if w.Capacity < 1 || w.Capacity > maxPairs || w.Seen < 0 || len(w.Items) != min(w.Seen, w.Capacity) {
+	if w.Capacity < 1 || w.Capacity > maxPairs || w.Seen < 0 || w.Seen > maxReservoirSeen || len(w.Items) != min(w.Seen, w.Capacity) {
 		return fmt.Errorf("a reservoir of capacity %d holding %d of %d values seen", w.Capacity, len(w.Items), w.Seen)
 	}
 	*r = reservoir[T]{items: w.Items, seen: w.Seen, capacity: w.Capacity, rng: rand.New(rand.NewPCG(0, 0x5e5e))}
