@@ -484,6 +484,40 @@ func TestHostileServers(t *testing.T) {
 					}
 				}
 			}},
+		{name: "a metrics answer past 32 MiB is kept to its last whole line, with a note (issue 42, 6)",
+			opts: func(o *Options, main, _ string) {
+				o.Metrics = []MetricsEndpoint{{Role: RoleNode, URL: main + "/metrics"}}
+			},
+			serve: func(l *listener, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/metrics" {
+					line := []byte("node_some_gauge{cpu=\"0\",mode=\"idle\",pad=\"" + strings.Repeat("x", 60) + "\"} 12345.5\n")
+					for n := 0; n < 40<<20; n += len(line) {
+						w.Write(line)
+					}
+					return
+				}
+				okServer(w, r)
+			},
+			outcome: trace.OutcomeOK,
+			check: func(t *testing.T, h *hostileRun) {
+				if len(h.info.Metrics) == 0 {
+					t.Fatal("no scrape was written")
+				}
+				b, err := os.ReadFile(filepath.Join(h.dir, h.info.Metrics[0]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines := strings.Split(string(b), "\n")
+				if len(lines) < 3 || !strings.HasPrefix(lines[1], trace.ScrapeCutPrefix) || !strings.Contains(lines[1], "passed 33554432 bytes") {
+					t.Errorf("the scrape's second line is %.200q; want the cut noted", lines[1])
+				}
+				if !strings.HasSuffix(string(b), " 12345.5\n") {
+					t.Errorf("the scrape ends %q: mid-line", b[len(b)-40:])
+				}
+				if len(b) > 32<<20+1024 {
+					t.Errorf("the scrape holds %d bytes", len(b))
+				}
+			}},
 		{name: "credentials and query secrets in URLs are redacted",
 			opts: func(o *Options, main, _ string) {
 				u := strings.Replace(main, "http://", "http://audituser:URLPASS-77aa@", 1)

@@ -75,28 +75,34 @@ func newScraper(i int, runDir string, r *Runner) *scraper {
 	return &scraper{url: ep.URL, role: ep.Role, prefix: scrapePrefix(r.opts.Metrics, i), dir: filepath.Join(runDir, "metrics"), client: r.client, opts: &r.opts, scrub: r.scrub}
 }
 
-// fetch returns the metrics text.
-func (s *scraper) fetch(ctx context.Context) ([]byte, error) {
+// fetch returns the metrics text and, for an answer longer than
+// maxScrape, how long the part kept is: its first maxScrape bytes, cut
+// back to the last whole line.
+func (s *scraper) fetch(ctx context.Context) (body []byte, cutAt int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	where := RedactURL(s.url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("metrics URL %s: %v", where, s.scrub.Scrub(err.Error()))
+		return nil, 0, fmt.Errorf("metrics URL %s: %v", where, s.scrub.Scrub(err.Error()))
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(shortTransport(err)))
+		return nil, 0, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(shortTransport(err)))
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxScrape))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxScrape+1))
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(err.Error()))
+		return nil, 0, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(err.Error()))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: %s", where, s.opts.httpStatusError(resp))
+		return nil, 0, fmt.Errorf("scrape %s: %s", where, s.opts.httpStatusError(resp))
 	}
-	return b, nil
+	if len(b) > maxScrape {
+		b = b[:bytes.LastIndexByte(b[:maxScrape], '\n')+1]
+		return b, len(b), nil
+	}
+	return b, 0, nil
 }
 
 // scrape fetches once and writes the result; a failed scrape is written
@@ -104,7 +110,7 @@ func (s *scraper) fetch(ctx context.Context) ([]byte, error) {
 // (the run's measurement ended while it was in flight) measured nothing
 // and failed nothing: no file, as if it had not begun.
 func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
-	body, err := s.fetch(ctx)
+	body, cutAt, err := s.fetch(ctx)
 	if err != nil && ctx.Err() != nil {
 		return
 	}
@@ -114,6 +120,9 @@ func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
 	s.seq++
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "# servetrace scrape phase=%s run_ns=%d unix_ns=%d role=%s\n", phase, atNs, time.Now().UnixNano(), s.role)
+	if cutAt > 0 {
+		fmt.Fprintf(&buf, "%s the answer passed %d bytes; its first %d, to the last whole line, are kept\n", trace.ScrapeCutPrefix, maxScrape, cutAt)
+	}
 	if err != nil {
 		fmt.Fprintf(&buf, "# scrape failed: %s\n", oneLine(s.scrub.Scrub(err.Error())))
 	} else {
@@ -182,7 +191,7 @@ func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
 	defer cancel()
 	last := "no scrape succeeded"
 	for {
-		body, err := s.fetch(ctx)
+		body, _, err := s.fetch(ctx)
 		if err == nil {
 			n, found := busyCount(body)
 			if !found {

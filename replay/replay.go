@@ -291,7 +291,7 @@ func (r *Runner) prepareScrapers(ctx context.Context, runDir string) (scrapers, 
 	for i, ep := range r.opts.Metrics {
 		scr := newScraper(i, runDir, r)
 		if ep.Role != RoleEngine || r.opts.WaitIdle == 0 {
-			if _, err := scr.fetch(ctx); err != nil {
+			if _, _, err := scr.fetch(ctx); err != nil {
 				return nil, 0, opterr.New("Metrics", nil, "%s endpoint: %v", ep.Role, err)
 			}
 		}
