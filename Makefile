@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-analyze bench-long-context bench-client bench-vegeta bench-client-vegeta bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-analyze bench-analyze-peer bench-long-context bench-client bench-vegeta bench-client-vegeta bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -24,7 +24,7 @@ test: vet fmt-check test-timing test-unit test-interop test-fuzz
 FUZZTIME ?= 2000x
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
 	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzReadOTLP ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay/chunk:FuzzDecode \
-	./trace:FuzzRequestValidate ./synth:FuzzReadModel ./synth:FuzzReadPartial ./tokenize:FuzzEncodersMatchTiktoken
+	./trace:FuzzRequestValidate ./synth:FuzzReadModel ./synth:FuzzReadPartial ./analyze/peer:FuzzOpen ./tokenize:FuzzEncodersMatchTiktoken
 ## Targets whose every execution writes and reads a Parquet file (tens of
 ## milliseconds) run FUZZ_SLOW_TIME executions.
 FUZZ_SLOW_TIME ?= 200x
@@ -100,6 +100,13 @@ bench-replay-memory:
 bench-analyze:
 	ANALYZE_ROWS=$(or $(ANALYZE_ROWS),100000000) ANALYZE_DIR=$(or $(ANALYZE_DIR),$(or $(TMPDIR),/tmp)/servetrace-bench-analyze) \
 		$(GO) test ./analyze -run '^$$' -bench '^BenchmarkAnalyzeLongRun$$' -benchtime 1x -timeout 90m
+
+## bench-analyze-peer: analyze a vLLM detailed result of PEER_REQUESTS requests
+## (default 3M, about 250 MB, written once into ANALYZE_DIR) in a child process:
+## seconds and peak RSS (the file is streamed: memory does not follow its length)
+bench-analyze-peer:
+	PEER_REQUESTS=$(or $(PEER_REQUESTS),3000000) ANALYZE_DIR=$(or $(ANALYZE_DIR),$(or $(TMPDIR),/tmp)/servetrace-bench-analyze) \
+		$(GO) test ./analyze -run '^$$' -bench '^BenchmarkAnalyzePeerPeakRSS$$' -benchtime 1x -timeout 30m
 
 ## bench-client: highest open-loop rate with lateness p99 < 1 ms (and < 2 ms), client on core 0, simulator on core 1
 bench-client:

@@ -276,36 +276,30 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		return nil, opterr.New("InMemoryRows", opts.InMemoryRows, "must be positive (0: %d)", DefaultInMemoryRows)
 	}
 	limit := cmp.Or(opts.InMemoryRows, DefaultInMemoryRows)
-	rows, err := resultRows(runDirs)
+	peers := peerFiles{}
+	rows, err := resultRows(runDirs, peers)
 	if err != nil {
 		return nil, err
 	}
 	if rows > int64(limit) {
-		if err := streamable(runDirs, rows, limit, opts); err != nil {
+		if err := streamable(rows, limit, opts); err != nil {
 			return nil, err
 		}
-		return analyzeStreamed(ctx, runDirs, rows, limit, opts)
+		rep, err := analyzeStreamed(ctx, runDirs, rows, limit, opts, peers)
+		if err != nil {
+			return nil, err
+		}
+		rep.peerThroughput()
+		return rep, nil
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
-	l, err := loadColumnsContext(ctx, runDirs, opts.VsLogged != "")
+	l, err := loadColumnsWith(ctx, runDirs, opts.VsLogged != "", peers)
 	if err != nil {
 		return nil, err
 	}
 	rep.Runs, rep.Notes, rep.Given = l.runs, l.notes, l.given
 	compute(rep, l.cols, opts)
-	if len(l.runs) == 1 && l.runs[0].fileDurationS > 0 && rep.Throughput.DurationS > 0 {
-		// The tool's own duration, as its own throughput figures use:
-		// measured from the sends it reconstructs, a file without send
-		// times gave 4.73 req/s where vLLM reported 8.40.
-		rep.rescaleThroughput(l.runs[0].fileDurationS)
-	}
-	if untimed(l.runs) {
-		rep.Throughput = Throughput{}
-		if g := rep.Goodput; g != nil {
-			g.RequestsPerS, g.CI95 = 0, [2]float64{}
-		}
-		rep.Notes = append(rep.Notes, "no throughput is reported: the result files keep neither send times nor a duration")
-	}
+	rep.peerThroughput()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -356,6 +350,23 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	return rep, nil
 }
 
+// peerThroughput sets the throughput of a report of peer runs as their
+// files give it: over the tool's own duration for a single file (measured
+// from the sends it reconstructs, a file without send times gave 4.73
+// req/s where vLLM reported 8.40), none for files without timing.
+func (rep *Report) peerThroughput() {
+	if len(rep.Runs) == 1 && rep.Runs[0].fileDurationS > 0 && rep.Throughput.DurationS > 0 {
+		rep.rescaleThroughput(rep.Runs[0].fileDurationS)
+	}
+	if untimed(rep.Runs) {
+		rep.Throughput = Throughput{}
+		if g := rep.Goodput; g != nil {
+			g.RequestsPerS, g.CI95 = 0, [2]float64{}
+		}
+		rep.Notes = append(rep.Notes, "no throughput is reported: the result files keep neither send times nor a duration")
+	}
+}
+
 // untimed reports whether every run is a peer run without timing.
 func untimed(runs []RunSummary) bool {
 	for _, r := range runs {
@@ -402,6 +413,12 @@ func loadColumns(runDirs []string, withIDs bool) (*loaded, error) {
 // loadColumnsContext is loadColumns, stopping between directories and
 // parts once ctx ends.
 func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*loaded, error) {
+	return loadColumnsWith(ctx, runDirs, withIDs, nil)
+}
+
+// loadColumnsWith is loadColumnsContext with the peer result files
+// already opened (nil: none).
+func loadColumnsWith(ctx context.Context, runDirs []string, withIDs bool, peers peerFiles) (*loaded, error) {
 	l := &loaded{cols: &resultColumns{wantIDs: withIDs}, runRows: map[string][]int32{}}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
@@ -409,21 +426,31 @@ func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*l
 			return nil, err
 		}
 		if peer.IsResultFile(dir) {
-			runs, err := peer.Read(dir)
+			runs, err := peers.open(dir)
 			if err != nil {
 				return nil, err
 			}
-			for _, r := range runs {
+			for i := range runs {
+				r := &runs[i]
 				l.notes = append(l.notes, r.Notes...)
-				if r.Requests == nil {
+				if !r.HasRecords() {
 					l.given = append(l.given, GivenRun{Source: r.Source, Tool: r.Tool, Model: r.Model, Figures: r.Figures, Remedy: r.Remedy})
 					continue
 				}
-				cols, sum := peerRunColumns(r)
 				from := l.cols.n
-				l.cols.appendColumns(cols)
+				err := r.Each(func(batch []peer.Request) error {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					l.cols.appendPeer(r, batch, l.cols.n-from)
+					return nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				sum := peerRunSummary(r)
 				l.addRows(sum.RunID, from, l.cols.n)
-				l.runs, l.notes = append(l.runs, sum), append(l.notes, peerMeanNotes(r)...)
+				l.runs = append(l.runs, sum)
 				ids[sum.RunID] = true
 			}
 			continue

@@ -92,7 +92,7 @@ func findRuns(root string, depth int) ([]string, error) {
 			return nil
 		}
 		if ext := filepath.Ext(path); d.Type().IsRegular() && (ext == ".json" || ext == ".jsonl") {
-			runs, err := peer.Read(path)
+			runs, err := peer.Detect(path)
 			switch {
 			case err == nil:
 				files = append(files, describePeerFile(path, runs))
@@ -123,7 +123,7 @@ func describePeerFile(path string, runs []peer.Run) peerFile {
 	f := peerFile{path: path, summary: true}
 	for _, r := range runs {
 		f.tool = r.ToolKey()
-		if r.Requests != nil {
+		if r.HasRecords() {
 			f.summary = false
 		}
 	}

@@ -93,12 +93,21 @@ func streamedText(s *Streamed) string {
 }
 
 // resultRows counts the result rows of run directories: run.json's count
-// per part where it lists them, else each part's Parquet footer. A peer
-// result file counts 0 (it is read whole).
-func resultRows(runDirs []string) (int64, error) {
+// per part where it lists them, else each part's Parquet footer; a peer
+// tool's result file, its records (peers opens each once).
+func resultRows(runDirs []string, peers peerFiles) (int64, error) {
 	var rows int64
 	for _, dir := range runDirs {
 		if peer.IsResultFile(dir) {
+			runs, err := peers.open(dir)
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range runs {
+				if r.HasRecords() {
+					rows += r.Records
+				}
+			}
 			continue
 		}
 		if _, err := trace.ReadRunInfo(dir); err != nil {
@@ -123,6 +132,26 @@ func resultRows(runDirs []string) (int64, error) {
 	return rows, nil
 }
 
+// peerFiles are the peer result files an analysis opened, by path, so
+// that each is opened (and its records counted) once.
+type peerFiles map[string][]peer.Run
+
+// open returns the runs of the result file at path, opening it the first
+// time.
+func (p peerFiles) open(path string) ([]peer.Run, error) {
+	if runs, ok := p[path]; ok {
+		return runs, nil
+	}
+	runs, err := peer.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		p[path] = runs
+	}
+	return runs, nil
+}
+
 // footerRows is a Parquet file's row count from its footer.
 func footerRows(path string) (n int64, err error) {
 	defer func() {
@@ -140,7 +169,7 @@ func footerRows(path string) (n int64, err error) {
 
 // streamable checks that opts asks only for what a streamed analysis of
 // rows computes, naming what needs the rows held otherwise.
-func streamable(runDirs []string, rows int64, limit int, opts Options) error {
+func streamable(rows int64, limit int, opts Options) error {
 	var needs string
 	switch {
 	case opts.Window > 0:
@@ -149,11 +178,6 @@ func streamable(runDirs []string, rows int64, limit int, opts Options) error {
 		needs = "quantile curves (the HTML report)"
 	case opts.VsLogged != "":
 		needs = "the comparison with the logged trace"
-	}
-	for _, dir := range runDirs {
-		if peer.IsResultFile(dir) {
-			needs = "pooling another tool's result file with runs"
-		}
 	}
 	if needs == "" {
 		return nil
@@ -164,15 +188,35 @@ func streamable(runDirs []string, rows int64, limit int, opts Options) error {
 
 // analyzeStreamed is AnalyzeContext for runs of more rows than held in
 // memory.
-func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit int, opts Options) (*Report, error) {
+func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit int, opts Options, peers peerFiles) (*Report, error) {
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
-	type run struct {
+	// A source is a servetrace run's parts, or a peer tool's run.
+	type source struct {
 		dir   string
 		parts []trace.Part
+		peer  *peer.Run
 	}
-	var runs []run
+	var runs []source
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
+		if peer.IsResultFile(dir) {
+			prs, err := peers.open(dir)
+			if err != nil {
+				return nil, err
+			}
+			for i := range prs {
+				r := &prs[i]
+				rep.Notes = append(rep.Notes, r.Notes...)
+				if !r.HasRecords() {
+					rep.Given = append(rep.Given, GivenRun{Source: r.Source, Tool: r.Tool, Model: r.Model, Figures: r.Figures, Remedy: r.Remedy})
+					continue
+				}
+				runs = append(runs, source{dir: r.Source, peer: r})
+				rep.Runs = append(rep.Runs, peerRunSummary(r))
+				ids[r.ID] = true
+			}
+			continue
+		}
 		ri, err := trace.ReadRunInfo(dir)
 		if err != nil {
 			return nil, err
@@ -181,7 +225,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 		if err != nil {
 			return nil, err
 		}
-		runs = append(runs, run{dir, parts})
+		runs = append(runs, source{dir: dir, parts: parts})
 		sum, notes := runSummaryOf(dir, ri)
 		rep.Runs, rep.Notes = append(rep.Runs, sum), append(rep.Notes, notes...)
 		ids[ri.RunID] = true
@@ -196,6 +240,23 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	grid := newSendGrid()
 	for _, r := range runs {
+		if r.peer != nil {
+			err := r.peer.Each(func(batch []peer.Request) error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				for _, q := range batch {
+					if !q.Warmup {
+						grid.add(q.SentNs)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		for _, p := range r.parts {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -218,10 +279,48 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 		free <- &resultColumns{lean: lean}
 	}
 	var read int64
+	// take gets a free chunk, emptied; send hands a filled one over.
+	take := func() (*resultColumns, error) {
+		select {
+		case chunk := <-free:
+			chunk.reset()
+			return chunk, nil
+		case <-gctx.Done():
+			return nil, gctx.Err()
+		}
+	}
+	send := func(chunk *resultColumns) error {
+		select {
+		case full <- chunk:
+			return nil
+		case <-gctx.Done():
+			return gctx.Err()
+		}
+	}
 	g.Go(func() error {
 		defer close(full)
 		wants := (&resultColumns{lean: lean}).wantsColumn
 		for _, r := range runs {
+			if r.peer != nil {
+				base := 0
+				err := r.peer.Each(func(batch []peer.Request) error {
+					chunk, err := take()
+					if err != nil {
+						return err
+					}
+					chunk.appendPeer(r.peer, batch, base)
+					if err := chunk.validateFrom(0, base); err != nil {
+						return fmt.Errorf("%s: %w", r.dir, err)
+					}
+					base += chunk.n
+					return send(chunk)
+				})
+				if err != nil {
+					return err
+				}
+				read += int64(base)
+				continue
+			}
 			for _, p := range r.parts {
 				if err := gctx.Err(); err != nil {
 					return err
@@ -229,13 +328,10 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 				path := filepath.Join(r.dir, p.Path)
 				base := 0
 				err := forEachBatch(path, wants, func(rec arrow.RecordBatch) error {
-					var chunk *resultColumns
-					select {
-					case chunk = <-free:
-					case <-gctx.Done():
-						return gctx.Err()
+					chunk, err := take()
+					if err != nil {
+						return err
 					}
-					chunk.reset()
 					if err := chunk.appendBatch(rec); err != nil {
 						return err
 					}
@@ -243,12 +339,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 						return rowFault{fmt.Errorf("run %s: %s %w", r.dir, p.Path, err)}
 					}
 					base += chunk.n
-					select {
-					case full <- chunk:
-						return nil
-					case <-gctx.Done():
-						return gctx.Err()
-					}
+					return send(chunk)
 				})
 				if rf := (rowFault{}); errors.As(err, &rf) {
 					return rf.err // names its run, part and row already

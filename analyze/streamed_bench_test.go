@@ -41,6 +41,34 @@ func runAnalyzeChild(spec string) {
 	procstat.ReportPeak(os.Stdout)
 }
 
+// childAnalysis is what a child process analyzing one input reported.
+type childAnalysis struct {
+	secs     float64
+	rows     int64
+	streamed bool
+	peakKB   int64
+	line     string // its first line of output
+}
+
+// analyzeInChild analyzes path (a run directory or a result file) with
+// InMemoryRows limit in a child process of the test binary exe.
+func analyzeInChild(b *testing.B, exe, path string, limit int) childAnalysis {
+	b.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), analyzeChildEnv+"="+path+"|"+strconv.Itoa(limit))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", path, err, out)
+	}
+	var c childAnalysis
+	if _, err := fmt.Sscanf(string(out), "seconds %g rows %d streamed %t", &c.secs, &c.rows, &c.streamed); err != nil {
+		b.Fatalf("%s: child output %q: %v", path, out, err)
+	}
+	c.peakKB = procstat.PeakFromOutput(out)
+	c.line = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	return c
+}
+
 // writeBenchRun writes a synthetic run of n rows in parts of 10,000 rows,
 // as replay rotates them, two writers at once; run.json comes last, so an
 // interrupted write is redone.
@@ -129,21 +157,10 @@ func BenchmarkAnalyzeLongRun(b *testing.B) {
 		if s := time.Since(start); s > time.Second {
 			b.Logf("wrote %d rows in %s", c.rows, s.Round(time.Second))
 		}
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), analyzeChildEnv+"="+dir+"|"+strconv.Itoa(c.limit))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			b.Fatalf("%s: %v\n%s", dir, err, out)
-		}
-		var secs float64
-		var rows int64
-		var streamed bool
-		if _, err := fmt.Sscanf(string(out), "seconds %g rows %d streamed %t", &secs, &rows, &streamed); err != nil {
-			b.Fatalf("%s: child output %q: %v", dir, out, err)
-		}
-		hwm := float64(procstat.PeakFromOutput(out))
-		mode := map[bool]string{false: "held", true: "streamed"}[streamed]
-		b.Logf("%d rows %s: %.1f s (%.0f rows/s), peak RSS %.0f MB; %s", c.rows, mode, secs, float64(c.rows)/secs, hwm/1024, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+		ch := analyzeInChild(b, exe, dir, c.limit)
+		secs, hwm := ch.secs, float64(ch.peakKB)
+		mode := map[bool]string{false: "held", true: "streamed"}[ch.streamed]
+		b.Logf("%d rows %s: %.1f s (%.0f rows/s), peak RSS %.0f MB; %s", c.rows, mode, secs, float64(c.rows)/secs, hwm/1024, ch.line)
 		name := fmt.Sprintf("%dM-%s", c.rows/1_000_000, mode)
 		b.ReportMetric(secs, name+"-s")
 		b.ReportMetric(hwm/1024, name+"-MB")

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
+	"strconv"
 )
 
 // AIPerf (github.com/ai-dynamo/aiperf) writes two files read here, their
@@ -24,20 +24,20 @@ func init() {
 // isAIPerfSummary tells AIPerf's summary by its metric objects beside the
 // fields only AIPerf writes (GenAI-Perf has neither error_summary nor
 // benchmark_duration).
-func isAIPerfSummary(obj map[string]json.RawMessage) bool {
-	return hasAny(obj, "error_summary", "was_cancelled", "aiperf_version", "benchmark_duration") && isMetricSummary(obj, "request_throughput")
+func isAIPerfSummary(o object) bool {
+	return o.hasAny("error_summary", "was_cancelled", "aiperf_version", "benchmark_duration") && isMetricSummary(o, "request_throughput")
 }
 
 // readAIPerfSummary reads AIPerf's summary: its figures as given, since
 // the per-request data are in profile_export.jsonl beside it.
-func readAIPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, error) {
-	ms := metricObjects(obj)
+func readAIPerfSummary(o object) ([]Run, error) {
+	src := o.src
+	ms := metricObjects(o)
 	tool := "AIPerf"
-	var version string
-	if json.Unmarshal(obj["aiperf_version"], &version) == nil && version != "" {
+	if version := o.str("aiperf_version"); version != "" {
 		tool += " " + version
 	}
-	r := Run{Tool: tool, Source: src, ID: runID("aiperf", src), Completed: -1, Figures: metricFigures(ms), Model: aiperfModel(obj)}
+	r := Run{Tool: tool, Source: src, ID: runID("aiperf", src), Completed: -1, Figures: metricFigures(ms), Model: aiperfModel(o)}
 	if d, ok := stat(ms, "benchmark_duration", "avg"); ok {
 		r.DurationS = d
 	}
@@ -50,13 +50,13 @@ func readAIPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, error
 }
 
 // aiperfModel is the first model an AIPerf summary's input_config names.
-func aiperfModel(obj map[string]json.RawMessage) string {
+func aiperfModel(o object) string {
 	var cfg struct {
 		Endpoint struct {
 			ModelNames []string `json:"model_names"`
 		} `json:"endpoint"`
 	}
-	if json.Unmarshal(obj["input_config"], &cfg) == nil && len(cfg.Endpoint.ModelNames) > 0 {
+	if json.Unmarshal(o.raw("input_config"), &cfg) == nil && len(cfg.Endpoint.ModelNames) > 0 {
 		return cfg.Endpoint.ModelNames[0]
 	}
 	return ""
@@ -64,21 +64,24 @@ func aiperfModel(obj map[string]json.RawMessage) string {
 
 // isAIPerfRecord tells an AIPerf per-record line by its three parts and
 // the request start time in its metadata.
-func isAIPerfRecord(first map[string]json.RawMessage) bool {
-	if !has(first, "metadata", "metrics") {
+func isAIPerfRecord(first object) bool {
+	if !first.has("metadata", "metrics") {
 		return false
 	}
 	var md map[string]json.RawMessage
-	return json.Unmarshal(first["metadata"], &md) == nil && has(md, "request_start_ns")
+	if json.Unmarshal(first.raw("metadata"), &md) != nil {
+		return false
+	}
+	_, ok := md["request_start_ns"]
+	return ok
 }
 
 // aiperfRecord is one line of profile_export.jsonl.
 type aiperfRecord struct {
 	Metadata struct {
-		RequestStartNs int64  `json:"request_start_ns"`
-		RequestEndNs   int64  `json:"request_end_ns"`
-		Phase          string `json:"benchmark_phase"`
-		WasCancelled   bool   `json:"was_cancelled"`
+		RequestStartNs json.Number `json:"request_start_ns"`
+		Phase          string      `json:"benchmark_phase"`
+		WasCancelled   bool        `json:"was_cancelled"`
 	} `json:"metadata"`
 	Metrics map[string]struct {
 		Value json.RawMessage `json:"value"`
@@ -91,86 +94,132 @@ type aiperfRecord struct {
 	} `json:"error"`
 }
 
+// Epoch nanoseconds a request may start at: 2000 to 2200.
+const (
+	minStartNs = 946_684_800 * 1e9
+	maxStartNs = 7_258_118_400 * 1e9
+)
+
+// startNs is a record's request_start_ns, and why it is not a time when
+// it is not one.
+func (rec *aiperfRecord) startNs() (int64, string) {
+	s := rec.Metadata.RequestStartNs
+	if s == "" {
+		return 0, "no metadata.request_start_ns"
+	}
+	ns, err := strconv.ParseInt(string(s), 10, 64)
+	if err != nil || ns < minStartNs || ns > maxStartNs {
+		return 0, "a metadata.request_start_ns that is not a time (epoch nanoseconds of the years 2000 to 2200)"
+	}
+	return ns, ""
+}
+
 // readAIPerfRecords reads AIPerf's per-record export. Records come in
-// completion order; sends are request_start_ns relative to the first.
+// completion order; sends are request_start_ns relative to the earliest.
 // TTFT is time_to_first_token, the gaps inter_chunk_latency, the latency
 // request_latency; warmup-phase records are marked warmup.
-func readAIPerfRecords(docs []json.RawMessage, src string) (Run, error) {
+func readAIPerfRecords(docs recordDocs, src string) (Run, error) {
 	r := Run{Tool: "AIPerf", Source: src, ID: runID("aiperf", src), Completed: -1}
-	recs := make([]aiperfRecord, len(docs))
 	t0 := int64(math.MaxInt64)
-	for i, d := range docs {
-		if err := json.Unmarshal(d, &recs[i]); err != nil {
-			return r, fmt.Errorf("line %d: %w", i+1, err)
+	err := docs.each(func(raw []byte, where string) error {
+		var rec aiperfRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
 		}
-		if recs[i].Metadata.RequestStartNs <= 0 {
-			return r, fmt.Errorf("line %d: no metadata.request_start_ns", i+1)
+		if ns, why := rec.startNs(); why == "" {
+			t0 = min(t0, ns)
 		}
-		t0 = min(t0, recs[i].Metadata.RequestStartNs)
+		return nil
+	})
+	if err != nil {
+		return r, err
 	}
-	for i, rec := range recs {
-		q := Request{SentNs: rec.Metadata.RequestStartNs - t0, OK: rec.Error == nil, TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: -1,
-			Warmup: rec.Metadata.Phase == "warmup", Cancelled: rec.Metadata.WasCancelled}
-		num := func(tag string) (float64, bool, error) {
-			m, ok := rec.Metrics[tag]
-			if !ok {
-				return 0, false, nil
-			}
-			var x float64
-			if err := json.Unmarshal(m.Value, &x); err != nil {
-				return 0, false, fmt.Errorf("line %d: %s is not a number", i+1, tag)
-			}
-			x, err := toMs(x, m.Unit, tag)
-			return x, true, err
-		}
-		if v, ok, err := num("time_to_first_token"); err != nil {
-			return r, err
-		} else if ok {
-			q.TTFTNs, q.Streamed = msToNs(v), true
-		}
-		if v, ok, err := num("request_latency"); err != nil {
-			return r, err
-		} else if ok {
-			q.E2ENs = msToNs(v)
-		}
-		for _, tag := range []string{"input_sequence_length", "error_isl"} {
-			if m, ok := rec.Metrics[tag]; ok {
-				var x float64
-				if json.Unmarshal(m.Value, &x) == nil {
-					q.InputTokens = int64(x)
-					break
-				}
-			}
-		}
-		if m, ok := rec.Metrics["output_sequence_length"]; ok {
-			var x float64
-			if json.Unmarshal(m.Value, &x) == nil {
-				q.OutputTokens = int64(x)
-			}
-		}
-		if m, ok := rec.Metrics["inter_chunk_latency"]; ok {
-			var gaps []float64
-			if err := json.Unmarshal(m.Value, &gaps); err != nil {
-				return r, fmt.Errorf("line %d: inter_chunk_latency is not a list of numbers", i+1)
-			}
-			for _, g := range gaps {
-				g, err := toMs(g, m.Unit, "inter_chunk_latency")
-				if err != nil {
-					return r, fmt.Errorf("line %d: %w", i+1, err)
-				}
-				q.GapsNs = append(q.GapsNs, msToNs(g))
-			}
-		}
-		if e := rec.Error; e != nil {
-			q.Error = e.Message
-			if e.Code != nil {
-				q.Status = *e.Code
-			}
-		}
-		r.Requests = append(r.Requests, q)
+	if t0 == math.MaxInt64 {
+		return r, fmt.Errorf("no record has a metadata.request_start_ns in epoch nanoseconds: not AIPerf's profile_export.jsonl, or edited")
 	}
-	sort.SliceStable(r.Requests, func(i, j int) bool { return r.Requests[i].SentNs < r.Requests[j].SentNs })
+	r.records = func(fn func(q *Request) error) error {
+		var q Request
+		return docs.each(func(raw []byte, where string) error {
+			var rec aiperfRecord
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			q = Request{OK: rec.Error == nil, TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: -1,
+				Warmup: rec.Metadata.Phase == "warmup", Cancelled: rec.Metadata.WasCancelled, GapsNs: q.GapsNs[:0]}
+			if ns, why := rec.startNs(); why != "" {
+				q.SentNs, q.badSend = invalid, why
+			} else {
+				q.SentNs = ns - t0
+			}
+			if err := rec.fill(&q); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			return fn(&q)
+		})
+	}
 	return r, nil
+}
+
+// fill sets q's values from the record's metrics.
+func (rec *aiperfRecord) fill(q *Request) error {
+	num := func(tag string) (float64, bool, error) {
+		m, ok := rec.Metrics[tag]
+		if !ok {
+			return 0, false, nil
+		}
+		x, present, err := parseNumber(m.Value)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s is not a number", tag)
+		}
+		if !present {
+			return math.NaN(), true, nil
+		}
+		x, err = toMs(x, m.Unit, tag)
+		return x, true, err
+	}
+	if v, ok, err := num("time_to_first_token"); err != nil {
+		return err
+	} else if ok {
+		q.TTFTNs, q.Streamed = msToNs(v), true
+	}
+	if v, ok, err := num("request_latency"); err != nil {
+		return err
+	} else if ok {
+		q.E2ENs = msToNs(v)
+	}
+	for _, tag := range []string{"input_sequence_length", "error_isl"} {
+		if m, ok := rec.Metrics[tag]; ok {
+			if x, present, err := parseNumber(m.Value); err == nil && present {
+				q.InputTokens = tokens(x)
+				break
+			}
+		}
+	}
+	if m, ok := rec.Metrics["output_sequence_length"]; ok {
+		if x, present, err := parseNumber(m.Value); err == nil && present {
+			q.OutputTokens = tokens(x)
+		}
+	}
+	if m, ok := rec.Metrics["inter_chunk_latency"]; ok {
+		gaps, err := parseNumbers(m.Value, nil)
+		if err != nil {
+			return fmt.Errorf("inter_chunk_latency is not a list of numbers")
+		}
+		for _, g := range gaps {
+			g, err := toMs(g, m.Unit, "inter_chunk_latency")
+			if err != nil {
+				return err
+			}
+			q.GapsNs = append(q.GapsNs, msToNs(g))
+		}
+	}
+	if e := rec.Error; e != nil {
+		q.Error = e.Message
+		if e.Code != nil {
+			q.Status = *e.Code
+		}
+	}
+	return nil
 }
 
 // toMs converts a value in a display unit of AIPerf's to milliseconds.
@@ -187,5 +236,3 @@ func toMs(x float64, unit, tag string) (float64, error) {
 	}
 	return 0, fmt.Errorf("%s in unit %q, not a time unit", tag, unit)
 }
-
-func msToNs(ms float64) int64 { return int64(math.Round(ms * 1e6)) }

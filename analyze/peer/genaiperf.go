@@ -3,7 +3,9 @@ package peer
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -25,74 +27,79 @@ func init() {
 
 // isGenAIPerfRaw tells perf_analyzer's raw export by its experiments
 // beside service_kind.
-func isGenAIPerfRaw(obj map[string]json.RawMessage) bool {
-	return has(obj, "experiments", "service_kind")
+func isGenAIPerfRaw(o object) bool {
+	return o.has("experiments", "service_kind")
 }
 
 // isGenAIPerfSummary tells GenAI-Perf's summary: metric objects beside
 // input_config, without AIPerf's own fields.
-func isGenAIPerfSummary(obj map[string]json.RawMessage) bool {
-	return has(obj, "input_config") && isMetricSummary(obj, "request_throughput") && !isAIPerfSummary(obj)
+func isGenAIPerfSummary(o object) bool {
+	return o.has("input_config") && isMetricSummary(o, "request_throughput") && !isAIPerfSummary(o)
 }
 
+// genaiPerfRaw is one raw request of an experiment.
 type genaiPerfRaw struct {
-	Experiments []struct {
-		Experiment struct {
-			Mode  string  `json:"mode"`
-			Value float64 `json:"value"`
-		} `json:"experiment"`
-		Requests []struct {
-			Timestamp          int64                        `json:"timestamp"`
-			ResponseTimestamps []int64                      `json:"response_timestamps"`
-			ResponseOutputs    []map[string]json.RawMessage `json:"response_outputs"`
-		} `json:"requests"`
-		WindowBoundaries []int64 `json:"window_boundaries"`
-	} `json:"experiments"`
-	Version     string `json:"version"`
-	ServiceKind string `json:"service_kind"`
-	Endpoint    string `json:"endpoint"`
+	Timestamp          int64                        `json:"timestamp"`
+	ResponseTimestamps []int64                      `json:"response_timestamps"`
+	ResponseOutputs    []map[string]json.RawMessage `json:"response_outputs"`
 }
 
 // readGenAIPerfRaw reads perf_analyzer's raw export, one run per
-// experiment (requests read by genaiPerfRequest). The file holds text,
-// not token counts: output tokens are counted as content events (one
-// token per event, as vLLM and SGLang stream), input tokens are unknown.
-func readGenAIPerfRaw(obj map[string]json.RawMessage, src string) ([]Run, error) {
-	var g genaiPerfRaw
-	b, _ := json.Marshal(obj)
-	if err := json.Unmarshal(b, &g); err != nil {
-		return nil, fmt.Errorf("fields of the wrong type: %w", err)
+// experiment (requests read by genaiPerfRequest, element by element). The
+// file holds text, not token counts: output tokens are counted as content
+// events (one token per event, as vLLM and SGLang stream), input tokens
+// are unknown.
+func readGenAIPerfRaw(o object) ([]Run, error) {
+	src := o.src
+	tool := "GenAI-Perf (perf_analyzer " + o.str("version") + ")"
+	c, err := o.array("experiments")
+	if err != nil {
+		return nil, err
 	}
-	tool := "GenAI-Perf (perf_analyzer " + g.Version + ")"
+	defer c.close()
+	total := o.elems("experiments")
 	var runs []Run
-	for ei, e := range g.Experiments {
+	for ei := 0; ; ei++ {
 		label := src
-		if len(g.Experiments) > 1 {
+		if total > 1 {
 			label = fmt.Sprintf("%s[%d]", src, ei)
 		}
-		r := Run{Tool: tool, Source: label, ID: runID("genai-perf", label) + "-" + e.Experiment.Mode + strconv.FormatFloat(e.Experiment.Value, 'g', -1, 64),
-			Backend: g.ServiceKind, Completed: -1}
-		switch e.Experiment.Mode {
+		e, err := c.nextObject(o.file, label)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("experiment %d: %w", ei, err)
+		}
+		var exp struct {
+			Mode  string  `json:"mode"`
+			Value float64 `json:"value"`
+		}
+		var windows []int64
+		if err := errors.Join(e.decode("experiment", &exp), e.decode("window_boundaries", &windows)); err != nil {
+			return nil, fmt.Errorf("experiment %d: fields of the wrong type: %w", ei, err)
+		}
+		r := Run{Tool: tool, Source: label, ID: runID("genai-perf", label) + "-" + exp.Mode + strconv.FormatFloat(exp.Value, 'g', -1, 64),
+			Backend: o.str("service_kind"), Completed: -1}
+		switch exp.Mode {
 		case "request_rate":
-			r.OfferedRate = e.Experiment.Value
+			r.OfferedRate = exp.Value
 		case "concurrency":
-			r.MaxConcurrency = int(e.Experiment.Value)
+			r.MaxConcurrency = int(min(max(exp.Value, -1), maxRate+1))
 		}
-		r.Requests = []Request{} // an experiment of no requests is still a run, not a summary
 		t0 := int64(math.MaxInt64)
-		for _, q := range e.Requests {
-			t0 = min(t0, q.Timestamp)
+		if err := eachGenAIPerfRaw(e, ei, func(q genaiPerfRaw) error { t0 = min(t0, q.Timestamp); return nil }); err != nil {
+			return nil, err
 		}
-		for i, q := range e.Requests {
-			if len(q.ResponseOutputs) != 0 && len(q.ResponseOutputs) != len(q.ResponseTimestamps) {
-				return nil, fmt.Errorf("experiment %d request %d: %d responses for %d response timestamps", ei, i, len(q.ResponseOutputs), len(q.ResponseTimestamps))
-			}
-			r.Requests = append(r.Requests, genaiPerfRequest(q.Timestamp-t0, q.Timestamp, q.ResponseTimestamps, q.ResponseOutputs))
+		r.records = func(fn func(q *Request) error) error {
+			return eachGenAIPerfRaw(e, ei, func(q genaiPerfRaw) error {
+				req := genaiPerfRequest(q.Timestamp-t0, q.Timestamp, q.ResponseTimestamps, q.ResponseOutputs)
+				return fn(&req)
+			})
 		}
-		if w := e.WindowBoundaries; len(w) >= 2 && w[len(w)-1] > w[0] {
+		if w := windows; len(w) >= 2 && w[len(w)-1] > w[0] {
 			r.DurationS = float64(w[len(w)-1]-w[0]) / 1e9
-			ok := int64(len(r.Requests) - r.Failed())
-			r.Completed = ok
+			r.completedFromRecords = true
 		}
 		r.Notes = append(r.Notes, fmt.Sprintf("%s is a GenAI-Perf raw export: it holds text, not token counts, so output tokens are counted as streamed responses and prompt tokens are unknown", label))
 		runs = append(runs, r)
@@ -101,6 +108,34 @@ func readGenAIPerfRaw(obj map[string]json.RawMessage, src string) ([]Run, error)
 		return nil, fmt.Errorf("no experiments")
 	}
 	return runs, nil
+}
+
+// eachGenAIPerfRaw decodes an experiment's requests one at a time.
+func eachGenAIPerfRaw(e object, ei int, fn func(q genaiPerfRaw) error) error {
+	c, err := e.array("requests")
+	if err != nil {
+		return fmt.Errorf("experiment %d: %w", ei, err)
+	}
+	defer c.close()
+	for i := 0; ; i++ {
+		raw, err := c.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("experiment %d request %d: %w", ei, i, err)
+		}
+		var q genaiPerfRaw
+		if err := json.Unmarshal(raw, &q); err != nil {
+			return fmt.Errorf("experiment %d request %d: %w", ei, i, err)
+		}
+		if len(q.ResponseOutputs) != 0 && len(q.ResponseOutputs) != len(q.ResponseTimestamps) {
+			return fmt.Errorf("experiment %d request %d: %d responses for %d response timestamps", ei, i, len(q.ResponseOutputs), len(q.ResponseTimestamps))
+		}
+		if err := fn(q); err != nil {
+			return err
+		}
+	}
 }
 
 // genaiPerfRequest reads one raw request. A response may bundle several
@@ -213,13 +248,14 @@ func responseTokens(out map[string]json.RawMessage) (n int, whole bool, errText 
 func nonEmpty(s *string) bool { return s != nil && *s != "" }
 
 // readGenAIPerfSummary reads GenAI-Perf's summary: its figures as given.
-func readGenAIPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, error) {
-	ms := metricObjects(obj)
+func readGenAIPerfSummary(o object) ([]Run, error) {
+	src := o.src
+	ms := metricObjects(o)
 	r := Run{Tool: "GenAI-Perf", Source: src, ID: runID("genai-perf", src), Completed: -1, Figures: metricFigures(ms)}
 	var cfg struct {
 		Model []string `json:"model"`
 	}
-	if json.Unmarshal(obj["input_config"], &cfg) == nil && len(cfg.Model) > 0 {
+	if json.Unmarshal(o.raw("input_config"), &cfg) == nil && len(cfg.Model) > 0 {
 		r.Model = cfg.Model[0]
 	}
 	r.Remedy = "give the raw profile_export.json beside it (GenAI-Perf's per-request export)"

@@ -3,8 +3,8 @@ package peer
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
-	"sort"
 )
 
 // guidellm (vllm-project/guidellm) writes benchmarks.json: a report whose
@@ -21,40 +21,33 @@ func init() {
 	register(format{tool: "guidellm", match: isGuidellm, read: readGuidellm})
 }
 
-func isGuidellm(obj map[string]json.RawMessage) bool {
-	if !has(obj, "benchmarks") {
+func isGuidellm(o object) bool {
+	if !o.has("benchmarks") {
 		return false
 	}
-	var bs []map[string]json.RawMessage
-	if json.Unmarshal(obj["benchmarks"], &bs) != nil || len(bs) == 0 {
+	c, err := o.array("benchmarks")
+	if err != nil {
 		return false
 	}
-	return has(bs[0], "requests", "metrics")
+	defer c.close()
+	b, err := c.nextObject(o.file, o.src)
+	return err == nil && b.has("requests", "metrics")
 }
 
-type guidellmReport struct {
-	Metadata struct {
-		Version string `json:"guidellm_version"`
-	} `json:"metadata"`
-	Benchmarks []struct {
-		Config struct {
-			Strategy struct {
-				Type string   `json:"type_"`
-				Rate *float64 `json:"rate"`
-			} `json:"strategy"`
-		} `json:"config"`
-		Duration float64 `json:"duration"`
-		Metrics  struct {
-			Totals struct {
-				Successful *int64 `json:"successful"`
-			} `json:"request_totals"`
-		} `json:"metrics"`
-		Requests struct {
-			Successful []guidellmRequest `json:"successful"`
-			Incomplete []guidellmRequest `json:"incomplete"`
-			Errored    []guidellmRequest `json:"errored"`
-		} `json:"requests"`
-	} `json:"benchmarks"`
+// guidellmBenchmark is what a benchmark holds beside its requests.
+type guidellmBenchmark struct {
+	Config struct {
+		Strategy struct {
+			Type string   `json:"type_"`
+			Rate *float64 `json:"rate"`
+		} `json:"strategy"`
+	} `json:"config"`
+	Duration float64 `json:"duration"`
+	Metrics  struct {
+		Totals struct {
+			Successful *anyInt `json:"successful"`
+		} `json:"request_totals"`
+	} `json:"metrics"`
 }
 
 type guidellmRequest struct {
@@ -64,8 +57,8 @@ type guidellmRequest struct {
 	EndTime        *float64 `json:"end_time"`
 	Latency        *float64 `json:"request_latency"`
 	TTFTMs         *float64 `json:"time_to_first_token_ms"`
-	PromptTokens   *int64   `json:"prompt_tokens"`
-	OutputTokens   *int64   `json:"output_tokens"`
+	PromptTokens   *anyInt  `json:"prompt_tokens"`
+	OutputTokens   *anyInt  `json:"output_tokens"`
 	Info           struct {
 		Error string `json:"error"`
 	} `json:"info"`
@@ -83,99 +76,163 @@ func (q guidellmRequest) start() (float64, bool) {
 	return 0, false
 }
 
+// guidellmLists are a benchmark's request records by status: successful,
+// errored (failed), incomplete (cancelled).
+var guidellmLists = []struct {
+	key        string
+	ok, cancel bool
+}{{"successful", true, false}, {"errored", false, false}, {"incomplete", false, true}}
+
 // readGuidellm reads every benchmark of a guidellm report as a run. The
 // records keep per-request means, not token times: a request's tokens
 // are its first at TTFT and its end at its latency, so ITL is not
 // reported from them.
-func readGuidellm(obj map[string]json.RawMessage, src string) ([]Run, error) {
-	var g guidellmReport
-	b, _ := json.Marshal(obj)
-	if err := json.Unmarshal(b, &g); err != nil {
+func readGuidellm(o object) ([]Run, error) {
+	src := o.src
+	var md struct {
+		Version string `json:"guidellm_version"`
+	}
+	if err := o.decode("metadata", &md); err != nil {
 		return nil, fmt.Errorf("fields of the wrong type: %w", err)
 	}
 	tool := "guidellm"
-	if g.Metadata.Version != "" {
-		tool += " " + g.Metadata.Version
+	if md.Version != "" {
+		tool += " " + md.Version
 	}
+	c, err := o.array("benchmarks")
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
 	var runs []Run
-	for bi, bm := range g.Benchmarks {
+	for bi := 0; ; bi++ {
 		label := fmt.Sprintf("%s[%d]", src, bi)
-		r := Run{Tool: tool, Source: label, ID: runID("guidellm", label) + "-" + bm.Config.Strategy.Type, DurationS: bm.Duration, Completed: -1}
+		b, err := c.nextObject(o.file, label)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("benchmark %d: %w", bi, err)
+		}
+		var bm guidellmBenchmark
+		for _, k := range []struct {
+			key  string
+			into any
+		}{{"config", &bm.Config}, {"duration", &bm.Duration}, {"metrics", &bm.Metrics}} {
+			if err := b.decode(k.key, k.into); err != nil {
+				return nil, fmt.Errorf("benchmark %d: fields of the wrong type: %w", bi, err)
+			}
+		}
+		reqs, err := b.child("requests", label)
+		if err != nil {
+			return nil, fmt.Errorf("benchmark %d: %w", bi, err)
+		}
+		r := Run{Tool: tool, Source: label, ID: runID("guidellm", label) + "-" + bm.Config.Strategy.Type, DurationS: bm.Duration, Completed: -1, sampled: true}
 		if bm.Config.Strategy.Rate != nil {
 			r.OfferedRate = *bm.Config.Strategy.Rate
 		}
 		if s := bm.Metrics.Totals.Successful; s != nil {
-			r.Completed = *s
-		}
-		type rec struct {
-			q    guidellmRequest
-			ok   bool
-			canc bool
-		}
-		var recs []rec
-		for _, q := range bm.Requests.Successful {
-			recs = append(recs, rec{q, true, false})
-		}
-		for _, q := range bm.Requests.Errored {
-			recs = append(recs, rec{q, false, false})
-		}
-		for _, q := range bm.Requests.Incomplete {
-			recs = append(recs, rec{q, false, true})
+			r.Completed = int64(*s)
 		}
 		// A request cancelled while still queued has no start time: it was
 		// never sent, and is counted in a note; a successful one without
 		// it is a cut file.
 		t0, unsent := math.Inf(1), 0
-		for i, x := range recs {
-			s, ok := x.q.start()
-			if !ok && x.ok {
-				return nil, fmt.Errorf("benchmark %d request %d: a successful request without request_start_time: the file is cut or edited", bi, i)
+		err = eachGuidellm(reqs, bi, func(q guidellmRequest, ok, _ bool, i int) error {
+			s, has := q.start()
+			if !has && ok {
+				return fmt.Errorf("benchmark %d request %d: a successful request without request_start_time: the file is cut or edited", bi, i)
 			}
-			if ok {
+			if has && math.Abs(s) < 1e15 {
 				t0 = math.Min(t0, s)
 			}
-		}
-		r.Requests = []Request{}
-		for _, x := range recs {
-			s, ok := x.q.start()
-			if !ok {
+			if !has {
 				unsent++
-				continue
 			}
-			q := Request{SentNs: secondsToNs(s - t0), OK: x.ok, Cancelled: x.canc, TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: -1, Streamed: true}
-			if p := x.q.PromptTokens; p != nil {
-				q.InputTokens = *p
-			}
-			if x.ok {
-				if o := x.q.OutputTokens; o != nil {
-					q.OutputTokens = *o
-				}
-				switch {
-				case x.q.TTFTMs != nil:
-					q.TTFTNs = msToNs(*x.q.TTFTMs)
-				case x.q.FirstTokenTime != nil:
-					q.TTFTNs = secondsToNs(*x.q.FirstTokenTime - s)
-				}
-				switch {
-				case x.q.Latency != nil:
-					q.E2ENs = secondsToNs(*x.q.Latency)
-				case x.q.EndTime != nil:
-					q.E2ENs = secondsToNs(*x.q.EndTime - s)
-				}
-			} else {
-				q.Error = x.q.Info.Error + x.q.Error
-			}
-			r.Requests = append(r.Requests, q)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		sort.SliceStable(r.Requests, func(i, j int) bool { return r.Requests[i].SentNs < r.Requests[j].SentNs })
+		r.records = func(fn func(q *Request) error) error {
+			return eachGuidellm(reqs, bi, func(x guidellmRequest, ok, canc bool, _ int) error {
+				s, has := x.start()
+				if !has {
+					return nil
+				}
+				q := guidellmToRequest(x, s-t0, s, ok, canc)
+				return fn(&q)
+			})
+		}
 		if unsent > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d requests ended before they were sent (no start time) and are left out", label, unsent))
 		}
-		if r.Completed > int64(len(bm.Requests.Successful)) {
-			r.Notes = append(r.Notes, fmt.Sprintf("%s keeps %d of its %d successful requests (guidellm samples its records): intervals are over that sample", label, len(bm.Requests.Successful), r.Completed))
+		if kept := reqs.elems("successful"); r.Completed > kept && r.Completed <= maxCompleted {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s keeps %d of its %d successful requests (guidellm samples its records): intervals are over that sample", label, kept, r.Completed))
 		}
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: guidellm keeps no token times, so ITL is not reported from it", label))
 		runs = append(runs, r)
 	}
 	return runs, nil
+}
+
+// eachGuidellm decodes a benchmark's requests one at a time, by status,
+// with each one's index within its status's list.
+func eachGuidellm(reqs object, bi int, fn func(q guidellmRequest, ok, cancelled bool, i int) error) error {
+	for _, l := range guidellmLists {
+		c, err := reqs.array(l.key)
+		if err != nil {
+			return fmt.Errorf("benchmark %d: %w", bi, err)
+		}
+		for i := 0; ; i++ {
+			raw, err := c.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				c.close()
+				return fmt.Errorf("benchmark %d %s request %d: %w", bi, l.key, i, err)
+			}
+			var q guidellmRequest
+			if err := json.Unmarshal(raw, &q); err != nil {
+				c.close()
+				return fmt.Errorf("benchmark %d %s request %d: fields of the wrong type: %w", bi, l.key, i, err)
+			}
+			if err := fn(q, l.ok, l.cancel, i); err != nil {
+				c.close()
+				return err
+			}
+		}
+		c.close()
+	}
+	return nil
+}
+
+// guidellmToRequest converts one record sent at unix time s, sent seconds
+// after the benchmark's first send.
+func guidellmToRequest(x guidellmRequest, sent, s float64, ok, canc bool) Request {
+	q := Request{SentNs: secondsToNs(sent), OK: ok, Cancelled: canc, TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: -1, Streamed: true}
+	if p := x.PromptTokens; p != nil {
+		q.InputTokens = countOf(*p)
+	}
+	if !ok {
+		q.Error = x.Info.Error + x.Error
+		return q
+	}
+	if o := x.OutputTokens; o != nil {
+		q.OutputTokens = countOf(*o)
+	}
+	switch {
+	case x.TTFTMs != nil:
+		q.TTFTNs = msToNs(*x.TTFTMs)
+	case x.FirstTokenTime != nil:
+		q.TTFTNs = secondsToNs(*x.FirstTokenTime - s)
+	}
+	switch {
+	case x.Latency != nil:
+		q.E2ENs = secondsToNs(*x.Latency)
+	case x.EndTime != nil:
+		q.E2ENs = secondsToNs(*x.EndTime - s)
+	}
+	return q
 }

@@ -21,61 +21,95 @@ func init() {
 	register(format{tool: "LLMPerf", match: isLLMPerfSummary, read: readLLMPerfSummary})
 }
 
-func isLLMPerfRecord(first map[string]json.RawMessage) bool {
-	return has(first, "ttft_s", "end_to_end_latency_s", "number_input_tokens")
+func isLLMPerfRecord(first object) bool {
+	return first.has("ttft_s", "end_to_end_latency_s", "number_input_tokens")
 }
 
-func isLLMPerfSummary(obj map[string]json.RawMessage) bool {
-	return hasAny(obj, "results_num_completed_requests", "results_ttft_s_mean")
+func isLLMPerfSummary(o object) bool {
+	return o.hasAny("results_num_completed_requests", "results_ttft_s_mean")
 }
 
 type llmperfRecord struct {
-	ErrorCode    *int     `json:"error_code"`
-	ErrorMsg     string   `json:"error_msg"`
-	TTFT         *float64 `json:"ttft_s"`
-	E2E          *float64 `json:"end_to_end_latency_s"`
-	InputTokens  anyInt   `json:"number_input_tokens"`
-	OutputTokens anyInt   `json:"number_output_tokens"`
+	ErrorCode    *anyInt          `json:"error_code"`
+	ErrorMsg     string           `json:"error_msg"`
+	TTFT         *json.RawMessage `json:"ttft_s"`
+	E2E          *json.RawMessage `json:"end_to_end_latency_s"`
+	InputTokens  *anyInt          `json:"number_input_tokens"`
+	OutputTokens *anyInt          `json:"number_output_tokens"`
 }
 
 // readLLMPerfRecords reads LLMPerf's individual responses. The file keeps
 // no send times and no token times: every request is taken as sent at 0
 // (latencies are exact; throughput and time series are not), and a
 // request's tokens are its first at TTFT and its end at its latency.
-func readLLMPerfRecords(docs []json.RawMessage, src string) (Run, error) {
+func readLLMPerfRecords(docs recordDocs, src string) (Run, error) {
 	r := Run{Tool: "LLMPerf", Source: src, ID: runID("llmperf", src), Completed: -1, SendTimes: SentAllAtOnce, NoTiming: true}
-	for i, d := range docs {
-		var rec llmperfRecord
-		if err := json.Unmarshal(d, &rec); err != nil {
-			return r, fmt.Errorf("element %d: %w", i, err)
-		}
-		q := Request{OK: rec.ErrorCode == nil, Error: rec.ErrorMsg, TTFTNs: -1, E2ENs: -1, InputTokens: int64(rec.InputTokens), OutputTokens: int64(rec.OutputTokens), Streamed: true}
-		if rec.ErrorCode != nil {
-			q.Status = max(*rec.ErrorCode, 0)
-			q.OutputTokens = 0
-		} else {
-			if rec.TTFT != nil {
-				q.TTFTNs = secondsToNs(*rec.TTFT)
+	r.records = func(fn func(q *Request) error) error {
+		return docs.each(func(raw []byte, where string) error {
+			var rec llmperfRecord
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
 			}
-			if rec.E2E != nil {
-				q.E2ENs = secondsToNs(*rec.E2E)
+			q := Request{OK: rec.ErrorCode == nil, Error: rec.ErrorMsg, TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: -1, Streamed: true}
+			if n := rec.InputTokens; n != nil {
+				q.InputTokens = countOf(*n)
 			}
-		}
-		r.Requests = append(r.Requests, q)
+			if n := rec.OutputTokens; n != nil {
+				q.OutputTokens = countOf(*n)
+			}
+			if rec.ErrorCode != nil {
+				// An HTTP status where LLMPerf kept one; its -1 (an
+				// exception) is no status.
+				if c := int64(*rec.ErrorCode); c >= 100 && c <= 599 {
+					q.Status = int(c)
+				}
+				q.OutputTokens = 0
+			} else {
+				q.TTFTNs = secondsField(rec.TTFT)
+				q.E2ENs = secondsField(rec.E2E)
+			}
+			return fn(&q)
+		})
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("%s is LLMPerf's per-request file, which keeps no send or token times: latency percentiles are exact, but no throughput or time series follows from it, and ITL is the per-request mean only (see its _summary.json)", src))
+	r.Notes = append(r.Notes, fmt.Sprintf("%s is LLMPerf's per-request file, which keeps no send or token times: latency percentiles are exact, but no throughput, time series or ITL follows from it (it keeps each request's mean token gap only; see its _summary.json)", src))
 	return r, nil
+}
+
+// countOf is a token count read as anyInt, invalid when out of range.
+func countOf(n anyInt) int64 {
+	if n == invalid {
+		return invalid
+	}
+	return tokens(float64(n))
+}
+
+// secondsField converts a time in seconds a record may hold: -1 when
+// absent or null, invalid when not a valid time.
+func secondsField(raw *json.RawMessage) int64 {
+	if raw == nil {
+		return -1
+	}
+	x, present, err := parseNumber(*raw)
+	if err != nil {
+		return invalid
+	}
+	if !present {
+		return -1
+	}
+	return secondsToNs(x)
 }
 
 // readLLMPerfSummary reads LLMPerf's summary: its figures as given. Its
 // duration follows from completed requests and their rate per minute.
-func readLLMPerfSummary(obj map[string]json.RawMessage, src string) ([]Run, error) {
+func readLLMPerfSummary(o object) ([]Run, error) {
+	src := o.src
 	r := Run{Tool: "LLMPerf", Source: src, ID: runID("llmperf", src), Completed: -1}
-	_ = json.Unmarshal(obj["model"], &r.Model)
-	for k, raw := range obj {
+	r.Model = o.str("model")
+	for _, k := range o.keys {
 		if !strings.HasPrefix(k, "results_") {
 			continue
 		}
+		raw := o.raw(k)
 		x, ok := number(raw)
 		if !ok {
 			var s string

@@ -18,9 +18,13 @@ type metricObject struct {
 
 // metricObjects collects the object-valued fields of a summary that hold
 // a unit and at least one number: the metrics.
-func metricObjects(obj map[string]json.RawMessage) map[string]metricObject {
+func metricObjects(o object) map[string]metricObject {
 	out := map[string]metricObject{}
-	for k, raw := range obj {
+	for _, k := range o.keys {
+		raw := o.raw(k)
+		if len(raw) == 0 || raw[0] != '{' {
+			continue
+		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(raw, &m) != nil {
 			continue
@@ -44,8 +48,8 @@ func metricObjects(obj map[string]json.RawMessage) map[string]metricObject {
 
 // isMetricSummary reports whether obj's named fields are metric objects
 // (objects with a unit), as AIPerf and GenAI-Perf summaries are.
-func isMetricSummary(obj map[string]json.RawMessage, names ...string) bool {
-	ms := metricObjects(obj)
+func isMetricSummary(o object, names ...string) bool {
+	ms := metricObjects(o)
 	for _, n := range names {
 		if _, ok := ms[n]; !ok {
 			return false

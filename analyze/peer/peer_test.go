@@ -176,7 +176,7 @@ func TestReadErrors(t *testing.T) {
 		{"cut.jsonl", `{"metadata":{"request_start_ns":1},"metrics":{},"error":null}` + "\n" + `{"metadata":{"request_st`, true, []string{"cut.jsonl:2", "does not parse"}},
 		{"cut-array.json", `[{"ttft_s": 1,`, true, []string{"JSON array that does not parse"}},
 		{"lists.json", `{"ttfts": [0.1, 0.2], "itls": [[]], "input_lens": [1, 2], "output_lens": [1, 1]}`, false, []string{"vLLM bench serve", "ttfts 2, itls 1"}},
-		{"units.jsonl", `{"metadata":{"request_start_ns":5},"metrics":{"time_to_first_token":{"value":1,"unit":"tokens"}},"error":null}`, false, []string{"AIPerf", "not a time unit"}},
+		{"units.jsonl", `{"metadata":{"request_start_ns":1759813207532900363},"metrics":{"time_to_first_token":{"value":1,"unit":"tokens"}},"error":null}`, false, []string{"AIPerf", "not a time unit"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(dir, c.name)

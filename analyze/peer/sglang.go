@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"encoding/json"
 	"regexp"
 	"strings"
 )
@@ -15,24 +14,24 @@ func init() {
 
 // isSGLang tells SGLang's result by the fields only it writes: the
 // retokenized output counts and e2e_latency (vLLM says e2el).
-func isSGLang(obj map[string]json.RawMessage) bool {
-	return hasAny(obj, "total_output_tokens_retokenized", "output_throughput_retokenized", "mean_e2e_latency_ms")
+func isSGLang(o object) bool {
+	return o.hasAny("total_output_tokens_retokenized", "output_throughput_retokenized", "mean_e2e_latency_ms")
 }
 
 // readSGLang reads one SGLang bench_serving run (one line of its JSONL
 // output file). With --output-details it holds vLLM's per-request lists
 // (input_lens, output_lens, ttfts, itls, errors), read as vLLM's are.
-func readSGLang(obj map[string]json.RawMessage, src string) ([]Run, error) {
-	runs, err := readVLLM(obj, src)
+func readSGLang(o object) ([]Run, error) {
+	runs, err := readVLLM(o)
 	if err != nil {
 		return nil, err
 	}
 	for i := range runs {
 		r := &runs[i]
-		r.Tool, r.ID, r.Figures = "SGLang bench_serving", runID("sglang", src), figures(obj, sglangFigure)
-		var model string
-		if json.Unmarshal(obj["model_id"], &model) != nil || model == "" {
-			_ = json.Unmarshal(obj["model"], &model)
+		r.Tool, r.ID, r.Figures = "SGLang bench_serving", runID("sglang", o.src), figures(o, sglangFigure)
+		model := o.str("model_id")
+		if model == "" {
+			model = o.str("model")
 		}
 		r.Model = model
 		if r.Remedy != "" {

@@ -3,35 +3,35 @@ package peer
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // vllmResult is the part of a `vllm bench serve --save-result` file (and
-// of benchmarks/benchmark_serving.py's before it) analysis reads; the
-// per-request lists are present only with --save-detailed, start_times
-// only since early 2026. Times are in seconds. Shape: vllm
-// benchmarks/serve.py, save_to_pytorch_benchmark_format and the result
-// dict of benchmark().
+// of benchmarks/benchmark_serving.py's before it) analysis reads whole;
+// the per-request lists (vllmLists) are read element by element. The
+// lists are present only with --save-detailed, start_times only since
+// early 2026. Times are in seconds. Shape: vllm benchmarks/serve.py,
+// save_to_pytorch_benchmark_format and the result dict of benchmark().
 type vllmResult struct {
 	Backend        string          `json:"backend"`
 	ModelID        string          `json:"model_id"`
 	Date           string          `json:"date"`
 	Duration       float64         `json:"duration"`
-	InputLens      []anyInt        `json:"input_lens"`
-	OutputLens     []anyInt        `json:"output_lens"`
-	TTFTs          []float64       `json:"ttfts"`
-	ITLs           [][]float64     `json:"itls"`
-	StartTimes     []float64       `json:"start_times"`
-	Latencies      []float64       `json:"latencies"`
-	Errors         []string        `json:"errors"`
 	Rate           json.RawMessage `json:"request_rate"`
 	Completed      *anyInt         `json:"completed"`
 	MaxConcurrency *anyInt         `json:"max_concurrency"`
 }
+
+// vllmLists are the per-request lists of a detailed result, in the order
+// a request's values are read.
+var vllmLists = []string{"input_lens", "output_lens", "ttfts", "itls", "start_times", "latencies", "errors"}
 
 // vllmFigure matches the aggregate fields vLLM writes beside the lists.
 var vllmFigure = regexp.MustCompile(`^((mean|median|std|p[0-9.]+)_(ttft|tpot|itl|e2el)_ms|request_throughput|request_inthroughput|input_throughput|request_goodput:?|output_throughput|total_token_throughput|max_output_tokens_per_s|max_concurrent_requests|duration|completed|failed|total_input_tokens|total_output_tokens)$`)
@@ -44,15 +44,15 @@ func init() {
 // summary: duration and completed beside a request throughput (spelt
 // request_inthroughput before mid-2024) and latency figures, without
 // the fields only SGLang writes.
-func isVLLM(obj map[string]json.RawMessage) bool {
-	if isSGLang(obj) {
+func isVLLM(o object) bool {
+	if isSGLang(o) {
 		return false
 	}
-	if has(obj, "ttfts", "itls", "input_lens") {
+	if o.has("ttfts", "itls", "input_lens") {
 		return true
 	}
-	return has(obj, "duration", "completed") && hasAny(obj, "request_throughput", "request_inthroughput") &&
-		hasAny(obj, "mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "mean_tpot_ms")
+	return o.has("duration", "completed") && o.hasAny("request_throughput", "request_inthroughput") &&
+		o.hasAny("mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "mean_tpot_ms")
 }
 
 // EveryAtOnce reports whether a request_rate says every request was sent
@@ -63,17 +63,33 @@ func EveryAtOnce(rate string) bool {
 	return err == nil && math.IsInf(r, 1)
 }
 
+// decodeVLLM decodes the settings readVLLM reads whole.
+func decodeVLLM(o object) (vllmResult, error) {
+	var v vllmResult
+	for _, f := range []struct {
+		key  string
+		into any
+	}{{"backend", &v.Backend}, {"model_id", &v.ModelID}, {"date", &v.Date}, {"duration", &v.Duration}, {"request_rate", &v.Rate},
+		{"completed", &v.Completed}, {"max_concurrency", &v.MaxConcurrency}} {
+		if err := o.decode(f.key, f.into); err != nil {
+			return v, fmt.Errorf("fields of the wrong type: %w", err)
+		}
+	}
+	return v, nil
+}
+
 // readVLLM reads a vLLM result. Sends come from start_times (relative to
 // the first); without them all at 0 when the rate was inf, else in file
 // order spread evenly over the duration, and a note says so.
-func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
-	v, err := decodeVLLM(obj)
+func readVLLM(o object) ([]Run, error) {
+	src := o.src
+	v, err := decodeVLLM(o)
 	if err != nil {
 		return nil, err
 	}
 	rate := strings.Trim(string(v.Rate), `"`)
 	run := Run{Tool: "vLLM bench serve", Source: src, ID: runID("vllm", src), Model: v.ModelID, Backend: v.Backend,
-		DurationS: v.Duration, Completed: -1, AllAtOnce: EveryAtOnce(rate), Figures: figures(obj, vllmFigure)}
+		DurationS: v.Duration, Completed: -1, AllAtOnce: EveryAtOnce(rate), Figures: figures(o, vllmFigure), completedFromRecords: true}
 	if r, err := strconv.ParseFloat(rate, 64); err == nil && !math.IsInf(r, 0) && !math.IsNaN(r) {
 		run.OfferedRate = r
 	}
@@ -83,168 +99,318 @@ func readVLLM(obj map[string]json.RawMessage, src string) ([]Run, error) {
 	if v.MaxConcurrency != nil {
 		run.MaxConcurrency = int(*v.MaxConcurrency)
 	}
-	n := len(v.TTFTs)
-	if n == 0 && len(v.InputLens) > 0 && len(v.Latencies) == len(v.InputLens) {
-		return readVLLMPooling(run, v, src)
+	n := o.elems("ttfts")
+	inputs, latencies := o.elems("input_lens"), o.elems("latencies")
+	if n == 0 && inputs > 0 && latencies == inputs {
+		return readVLLMPooling(run, o)
 	}
-	if n == 0 && len(v.InputLens) == 0 {
+	if n == 0 && inputs == 0 {
 		run.Remedy = "rerun vllm bench serve with --save-result --save-detailed"
 		run.Notes = append(run.Notes, fmt.Sprintf("%s is a summary (vllm bench serve without --save-detailed): its figures are reported as given, and no interval can be computed", src))
 		return []Run{run}, nil
 	}
-	if len(v.ITLs) != n || len(v.InputLens) != n || len(v.OutputLens) != n {
-		return nil, fmt.Errorf("per-request lists of different lengths (ttfts %d, itls %d, input_lens %d, output_lens %d): the file is cut or edited", n, len(v.ITLs), len(v.InputLens), len(v.OutputLens))
+	if o.elems("itls") != n || inputs != n || o.elems("output_lens") != n {
+		return nil, fmt.Errorf("per-request lists of different lengths (ttfts %d, itls %d, input_lens %d, output_lens %d): the file is cut or edited", n, o.elems("itls"), inputs, o.elems("output_lens"))
 	}
-	if len(v.Latencies) != 0 && len(v.Latencies) != n {
-		return nil, fmt.Errorf("%d latencies for %d requests: the file is cut or edited", len(v.Latencies), n)
-	}
-	if len(v.Errors) != 0 && len(v.Errors) != n {
-		return nil, fmt.Errorf("%d errors for %d requests: the file is cut or edited", len(v.Errors), n)
-	}
-	if len(v.StartTimes) != 0 && len(v.StartTimes) != n {
-		return nil, fmt.Errorf("%d start_times for %d requests: the file is cut or edited", len(v.StartTimes), n)
-	}
-	starts := make([]int64, n)
-	switch {
-	case len(v.StartTimes) == n:
-		t0 := v.StartTimes[0]
-		for _, s := range v.StartTimes {
-			t0 = math.Min(t0, s)
+	for _, l := range []string{"latencies", "errors", "start_times"} {
+		if k := o.elems(l); k != 0 && k != n {
+			return nil, fmt.Errorf("%d %s for %d requests: the file is cut or edited", k, l, n)
 		}
-		for i, s := range v.StartTimes {
-			starts[i] = int64((s - t0) * 1e9)
-		}
-	case run.AllAtOnce && run.MaxConcurrency > 0:
-		run.SendTimes = SentByConcurrency
-		starts = slotStarts(v, run.MaxConcurrency)
-		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times, a request rate of inf and at most %d requests at once: each request is taken as sent when one of the %d slots freed, in file order", src, run.MaxConcurrency, run.MaxConcurrency))
-	case run.AllAtOnce:
-		run.SendTimes = SentAllAtOnce
-		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times and a request rate of inf: every request is taken as sent at t = 0", src))
-	default:
-		run.SendTimes = SentSpread
-		for i := range starts {
-			starts[i] = int64(float64(i) / float64(n) * v.Duration * 1e9)
-		}
-		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times: send order is kept and sends are spread evenly over its %.1f s, so its time series are approximate", src, v.Duration))
 	}
-	run.Requests = make([]Request, n)
-	for i := range n {
-		ok := vllmOK(v, i)
-		r := Request{SentNs: starts[i], OK: ok, TTFTNs: -1, E2ENs: -1, InputTokens: int64(v.InputLens[i]), OutputTokens: int64(v.OutputLens[i]), Streamed: true}
-		if !ok {
-			r.Error = v.Errors[i]
-			r.OutputTokens = 0
-		} else {
-			r.TTFTNs = secondsToNs(v.TTFTs[i])
-			r.GapsNs = make([]int64, len(v.ITLs[i]))
-			for j, g := range v.ITLs[i] {
-				r.GapsNs[j] = secondsToNs(g)
-			}
-			if len(v.Latencies) == n && v.Latencies[i] > 0 {
-				r.E2ENs = secondsToNs(v.Latencies[i])
-			}
-		}
-		run.Requests[i] = r
+	send, err := vllmSends(&run, o, n)
+	if err != nil {
+		return nil, err
 	}
-	if run.Completed < 0 {
-		run.Completed = int64(n - run.Failed())
-	}
+	run.records = func(fn func(q *Request) error) error { return eachVLLM(o, n, send, fn) }
 	return []Run{run}, nil
 }
 
-// vllmOK reports whether request i succeeded: no error text, and not
-// the zeros vLLM records for a failure whose error it left empty (its
-// error is the response's reason, which can be "").
-func vllmOK(v vllmResult, i int) bool {
-	if len(v.Errors) > 0 && v.Errors[i] != "" {
-		return false
+// vllmSend places request i, with its latency in seconds, in time: its
+// send in ns from the run's first.
+type vllmSend func(i int64, latencyS, startS float64) int64
+
+// vllmSends says how the run's sends are placed, noting it where the
+// file has no start_times.
+func vllmSends(run *Run, o object, n int64) (func() vllmSend, error) {
+	src := run.Source
+	switch {
+	case o.elems("start_times") == n:
+		t0, err := minOfList(o, "start_times")
+		if err != nil {
+			return nil, err
+		}
+		return func() vllmSend {
+			return func(_ int64, _, s float64) int64 { return secondsToNs(s - t0) }
+		}, nil
+	case run.AllAtOnce && run.MaxConcurrency > 0 && run.MaxConcurrency <= maxRate:
+		run.SendTimes = SentByConcurrency
+		slots := run.MaxConcurrency
+		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times, a request rate of inf and at most %d requests at once: each request is taken as sent when one of the %d slots freed, in file order", src, slots, slots))
+		// In file order, each request starts when the earliest of the
+		// slots frees, and holds it for its latency.
+		return func() vllmSend {
+			free := make([]float64, slots)
+			return func(_ int64, lat, _ float64) int64 {
+				k := 0
+				for j := range free {
+					if free[j] < free[k] {
+						k = j
+					}
+				}
+				start := free[k]
+				if lat >= 0 && lat*1e3 <= trace.MaxClientMs {
+					free[k] += lat
+				}
+				return secondsToNs(start)
+			}
+		}, nil
+	case run.AllAtOnce:
+		run.SendTimes = SentAllAtOnce
+		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times and a request rate of inf: every request is taken as sent at t = 0", src))
+		return func() vllmSend { return func(int64, float64, float64) int64 { return 0 } }, nil
+	case !(run.DurationS > 0 && run.DurationS*1e3 <= trace.MaxClientMs):
+		run.SendTimes = SentAllAtOnce
+		run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times and no valid duration (%g s) to spread its sends over: every request is taken as sent at t = 0", src, run.DurationS))
+		return func() vllmSend { return func(int64, float64, float64) int64 { return 0 } }, nil
 	}
-	return !(v.TTFTs[i] == 0 && v.OutputLens[i] == 0 && len(v.ITLs[i]) == 0)
+	run.SendTimes = SentSpread
+	d := run.DurationS
+	run.Notes = append(run.Notes, fmt.Sprintf("%s has no start_times: send order is kept and sends are spread evenly over its %.1f s, so its time series are approximate", src, d))
+	return func() vllmSend {
+		return func(i int64, _, _ float64) int64 { return int64(float64(i) / float64(n) * d * 1e9) }
+	}, nil
 }
 
-// slotStarts rebuilds the sends of a run at rate inf under a concurrency
-// cap: in file order, each request starts when the earliest of the slots
-// frees, and holds it for its latency (its latencies entry, else TTFT
-// plus its gaps; a failed one, 0).
-func slotStarts(v vllmResult, slots int) []int64 {
-	n := len(v.TTFTs)
-	free := make([]float64, slots)
-	starts := make([]int64, n)
+// minOfList is the least number of a list read element by element.
+func minOfList(o object, key string) (float64, error) {
+	c, err := o.array(key)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	t0 := math.Inf(1)
+	for {
+		raw, err := c.next()
+		if err == io.EOF {
+			return t0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", key, err)
+		}
+		x, present, err := parseNumber(raw)
+		if err != nil {
+			return 0, fmt.Errorf("%s element %d: %w", key, c.n-1, err)
+		}
+		if present && x > -1e15 && x < 1e15 {
+			t0 = math.Min(t0, x)
+		}
+	}
+}
+
+// eachVLLM reads a detailed result's lists side by side, a request at a
+// time. A request failed when it has an error text, or the zeros vLLM
+// records for a failure whose error it left empty (its error is the
+// response's reason, which can be "").
+func eachVLLM(o object, n int64, sends func() vllmSend, fn func(q *Request) error) error {
+	cursors := map[string]*cursor{}
+	defer func() {
+		for _, c := range cursors {
+			c.close()
+		}
+	}()
+	for _, l := range vllmLists {
+		c, err := o.array(l)
+		if err != nil {
+			return err
+		}
+		cursors[l] = c
+	}
+	next := func(l string) ([]byte, error) {
+		raw, err := cursors[l].next()
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", l, err)
+		}
+		return raw, nil
+	}
+	num := func(l string, raw []byte) (float64, bool, error) {
+		if raw == nil {
+			return 0, false, nil
+		}
+		x, present, err := parseNumber(raw)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %w", l, err)
+		}
+		return x, present, nil
+	}
+	send := sends()
+	var gaps []float64
+	var q Request
 	for i := range n {
-		k := 0
-		for j := range free {
-			if free[j] < free[k] {
-				k = j
+		var raws [7][]byte
+		for k, l := range vllmLists {
+			raw, err := next(l)
+			if err != nil {
+				return err
+			}
+			raws[k] = raw
+		}
+		in, inOK, err := num("input_lens", raws[0])
+		if err != nil {
+			return err
+		}
+		out, outOK, err := num("output_lens", raws[1])
+		if err != nil {
+			return err
+		}
+		ttft, ttftOK, err := num("ttfts", raws[2])
+		if err != nil {
+			return err
+		}
+		if gaps, err = parseNumbers(raws[3], gaps[:0]); err != nil {
+			return fmt.Errorf("itls: %w", err)
+		}
+		start, _, err := num("start_times", raws[4])
+		if err != nil {
+			return err
+		}
+		lat, latOK, err := num("latencies", raws[5])
+		if err != nil {
+			return err
+		}
+		errText := ""
+		if raws[6] != nil {
+			if errText, err = parseString(raws[6]); err != nil {
+				return fmt.Errorf("errors: %w", err)
 			}
 		}
-		lat := v.TTFTs[i]
-		for _, g := range v.ITLs[i] {
-			lat += g
+		q = Request{OK: errText == "" && !(ttft == 0 && out == 0 && len(gaps) == 0), TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: -1,
+			Streamed: true, GapsNs: q.GapsNs[:0]}
+		if inOK {
+			q.InputTokens = tokens(in)
 		}
-		if len(v.Latencies) == n && v.Latencies[i] > 0 {
-			lat = v.Latencies[i]
+		if outOK {
+			q.OutputTokens = tokens(out)
 		}
-		starts[i] = secondsToNs(free[k])
-		free[k] += lat
+		latency := ttft
+		for _, g := range gaps {
+			latency += g
+		}
+		if latOK && lat > 0 {
+			latency = lat
+		}
+		if !q.OK {
+			latency = 0
+		}
+		q.SentNs = send(i, latency, start)
+		if !q.OK {
+			q.Error, q.OutputTokens = errText, 0
+		} else {
+			if ttftOK {
+				q.TTFTNs = secondsToNs(ttft)
+			} else {
+				q.TTFTNs = invalid // a null or NaN TTFT of a success
+			}
+			for _, g := range gaps {
+				q.GapsNs = append(q.GapsNs, secondsToNs(g))
+			}
+			if latOK && lat != 0 {
+				q.E2ENs = secondsToNs(lat)
+			}
+		}
+		if err := fn(&q); err != nil {
+			return err
+		}
 	}
-	return starts
+	return nil
 }
 
 // readVLLMPooling reads a pooling (embedding) benchmark: per request an
 // input length and a latency, with no tokens streamed.
-func readVLLMPooling(run Run, v vllmResult, src string) ([]Run, error) {
-	n := len(v.InputLens)
-	if len(v.Errors) != 0 && len(v.Errors) != n {
-		return nil, fmt.Errorf("%d errors for %d requests: the file is cut or edited", len(v.Errors), n)
+func readVLLMPooling(run Run, o object) ([]Run, error) {
+	src := run.Source
+	n := o.elems("input_lens")
+	if k := o.elems("errors"); k != 0 && k != n {
+		return nil, fmt.Errorf("%d errors for %d requests: the file is cut or edited", k, n)
 	}
 	run.SendTimes = SentSpread
-	if run.AllAtOnce {
+	if run.AllAtOnce || !(run.DurationS > 0 && run.DurationS*1e3 <= trace.MaxClientMs) {
 		run.SendTimes = SentAllAtOnce
 	}
-	run.Requests = make([]Request, n)
-	for i := range n {
-		ok := len(v.Errors) == 0 || v.Errors[i] == ""
-		r := Request{OK: ok, TTFTNs: -1, E2ENs: -1, InputTokens: int64(v.InputLens[i]), OutputTokens: 0}
-		if run.SendTimes == SentSpread {
-			r.SentNs = int64(float64(i) / float64(n) * v.Duration * 1e9)
+	d := run.DurationS
+	run.records = func(fn func(q *Request) error) error {
+		ins, err := o.array("input_lens")
+		if err != nil {
+			return err
 		}
-		if ok {
-			r.E2ENs = secondsToNs(v.Latencies[i])
-		} else {
-			r.Error = v.Errors[i]
+		defer ins.close()
+		lats, err := o.array("latencies")
+		if err != nil {
+			return err
 		}
-		run.Requests[i] = r
+		defer lats.close()
+		errs, err := o.array("errors")
+		if err != nil {
+			return err
+		}
+		defer errs.close()
+		for i := range n {
+			in, err := ins.next()
+			if err != nil {
+				return fmt.Errorf("input_lens: %w", err)
+			}
+			lat, err := lats.next()
+			if err != nil {
+				return fmt.Errorf("latencies: %w", err)
+			}
+			errText := ""
+			if raw, err := errs.next(); err == nil {
+				if errText, err = parseString(raw); err != nil {
+					return fmt.Errorf("errors: %w", err)
+				}
+			} else if err != io.EOF {
+				return fmt.Errorf("errors: %w", err)
+			}
+			q := Request{OK: errText == "", TTFTNs: -1, E2ENs: -1, InputTokens: -1, OutputTokens: 0, Error: errText}
+			if x, present, err := parseNumber(in); err != nil {
+				return fmt.Errorf("input_lens: %w", err)
+			} else if present {
+				q.InputTokens = tokens(x)
+			}
+			if run.SendTimes == SentSpread {
+				q.SentNs = int64(float64(i) / float64(n) * d * 1e9)
+			}
+			if q.OK {
+				x, present, err := parseNumber(lat)
+				if err != nil {
+					return fmt.Errorf("latencies: %w", err)
+				}
+				q.E2ENs = invalid
+				if present {
+					q.E2ENs = secondsToNs(x)
+				}
+			}
+			if err := fn(&q); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	run.Notes = append(run.Notes, fmt.Sprintf("%s is a pooling benchmark: latencies only, and its sends are placed as a file without start_times would be", src))
-	if run.Completed < 0 {
-		run.Completed = int64(n - run.Failed())
-	}
 	return []Run{run}, nil
-}
-
-// decodeVLLM decodes the fields readVLLM uses from a parsed object.
-func decodeVLLM(obj map[string]json.RawMessage) (vllmResult, error) {
-	var v vllmResult
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return v, err
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("fields of the wrong type: %w", err)
-	}
-	return v, nil
 }
 
 // figures collects an object's numeric fields whose names match re, in
 // name order; a unit is read off a _ms suffix.
-func figures(obj map[string]json.RawMessage, re *regexp.Regexp) []Figure {
+func figures(o object, re *regexp.Regexp) []Figure {
 	var out []Figure
-	for k, raw := range obj {
+	for _, k := range o.keys {
 		if !re.MatchString(k) {
 			continue
 		}
-		x, ok := number(raw)
+		x, ok := number(o.raw(k))
 		if !ok {
 			continue
 		}
@@ -262,10 +428,8 @@ func figures(obj map[string]json.RawMessage, re *regexp.Regexp) []Figure {
 // as 0, is no number: a tool that wrote null gave no figure.
 func number(raw json.RawMessage) (float64, bool) {
 	var x *float64
-	if json.Unmarshal(raw, &x) != nil || x == nil {
+	if raw == nil || json.Unmarshal(raw, &x) != nil || x == nil {
 		return 0, false
 	}
 	return *x, true
 }
-
-func secondsToNs(s float64) int64 { return int64(math.Round(s * 1e9)) }

@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,22 +17,20 @@ func init() {
 	register(format{tool: "vLLM benchmark table", match: isVLLMTableRow, read: readVLLMTableRow})
 }
 
-func isVLLMTableRow(obj map[string]json.RawMessage) bool {
-	return has(obj, "Test name") && hasAny(obj, "Tput (req/s)", "Mean latency (ms)")
+func isVLLMTableRow(o object) bool {
+	return o.has("Test name") && o.hasAny("Tput (req/s)", "Mean latency (ms)")
 }
 
 // vllmTableNames renames the table's ambiguous headers.
 var vllmTableNames = map[string]string{"Median": "Median TPOT (ms)", "P99": "P99 TPOT (ms)"}
 
 // readVLLMTableRow reads one row: the figures as given.
-func readVLLMTableRow(obj map[string]json.RawMessage, src string) ([]Run, error) {
-	var name, model, gpu string
-	_ = json.Unmarshal(obj["Test name"], &name)
-	_ = json.Unmarshal(obj["Model"], &model)
-	_ = json.Unmarshal(obj["GPU"], &gpu)
+func readVLLMTableRow(o object) ([]Run, error) {
+	src := o.src
+	name, model, gpu := o.str("Test name"), o.str("Model"), o.str("GPU")
 	r := Run{Tool: "vLLM benchmark table", Source: src + " (" + name + ")", ID: "vllm-table:" + name, Model: model, Backend: gpu, Completed: -1}
-	for k, raw := range obj {
-		x, ok := number(raw)
+	for _, k := range o.keys {
+		x, ok := number(o.raw(k))
 		if !ok {
 			continue
 		}

@@ -51,7 +51,7 @@ Example:
 			&cli.DurationFlag{Name: "stall", Value: analyze.DefaultStall, Usage: "a gap between token events above this is a stall"},
 			&cli.DurationFlag{Name: "window", Usage: "add a time series in windows of this length (e.g. 10s), with regions and recovery"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report with plots to this file"},
-			&cli.IntFlag{Name: "in-memory-rows", Value: analyze.DefaultInMemoryRows, Usage: "analyze runs of up to this many result rows in memory; longer runs are streamed in fixed memory (percentiles within 0.1%), without --window, --html, --vs-logged, repeats of several runs or other tools' files"},
+			&cli.IntFlag{Name: "in-memory-rows", Value: analyze.DefaultInMemoryRows, Usage: "analyze runs of up to this many result rows in memory; longer runs (and other tools' result files) are streamed in fixed memory (percentiles within 0.1%), without --window, --html, --vs-logged or repeats of several runs"},
 			&cli.StringFlag{Name: "vs-logged", Usage: "compare replayed TTFT/E2E with those the source trace logged for the same requests: auto (run.json's workload) or a trace bucket path"},
 		},
 		Action: func(c *cli.Context) error {

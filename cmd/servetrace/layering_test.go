@@ -28,7 +28,7 @@ func TestLayering(t *testing.T) {
 		"replay/chunk":    nil,
 		"replay/sim":      append([]string{"trace", "tokenize"}, internal...),
 		"analyze":         append([]string{"trace", "analyze/peer"}, internal...),
-		"analyze/peer":    {"internal/regfile"},
+		"analyze/peer":    {"trace", "internal/regfile"},
 		"sweep":           append([]string{"trace", "replay", "analyze"}, internal...),
 	}
 	root := filepath.Join("..", "..")
