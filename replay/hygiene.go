@@ -65,8 +65,8 @@ type scraper struct {
 	files  []string
 }
 
-// maxScrape bounds one metrics scrape.
-const maxScrape = 32 << 20
+// maxScrape bounds one metrics scrape (a variable for tests).
+var maxScrape = 32 << 20
 
 // newScraper prepares the scrapes of endpoint i of the run's Metrics into
 // runDir/metrics, created on first write.
@@ -91,7 +91,7 @@ func (s *scraper) fetch(ctx context.Context) (body []byte, cutAt int, err error)
 		return nil, 0, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(shortTransport(err)))
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxScrape+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxScrape)+1))
 	if err != nil {
 		return nil, 0, fmt.Errorf("scrape %s: %v", where, s.scrub.Scrub(err.Error()))
 	}
