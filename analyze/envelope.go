@@ -75,6 +75,9 @@ type Step struct {
 	TTFT    Distribution `json:"ttft_ms"`
 	E2E     Distribution `json:"e2e_ms"`
 	Counted int          `json:"counted"`
+	// Steadiness says whether the step's queue held still: a step that
+	// is not steady never meets the SLO, whatever its attainment.
+	Steadiness *Steadiness `json:"steadiness,omitempty"`
 }
 
 // FindEnvelope analyses a load sweep: each run (run id) is a step; a single
@@ -140,9 +143,14 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 		}
 	}
 	for _, g := range groups {
-		st := step(l.cols, g.name, g.rows, g.offered, o)
+		dirs := l.dirs
 		if len(l.runIDs) > 1 {
-			st.Energy = stepEnergy(l, g.name, st)
+			dirs = runDirsOf(l, g.name)
+		}
+		scrapes, _ := readScrapes(dirs) // gauges are optional: a step without them is judged by its latencies
+		st := step(l.cols, g.name, g.rows, g.offered, o, scrapes)
+		if len(l.runIDs) > 1 {
+			st.Energy = energyOf(scrapes, st.OutputTokens)
 		}
 		env.Steps = append(env.Steps, st)
 	}
@@ -181,30 +189,27 @@ func MeasureStep(runDirs []string, o EnvelopeOptions) (Step, error) {
 	for _, r := range l.runs {
 		offered = max(offered, r.OfferedRate)
 	}
-	st := step(l.cols, strings.Join(l.runIDs, "+"), rows, offered, o)
-	if scrapes, err := readScrapes(l.dirs); err == nil {
+	scrapes, err := readScrapes(l.dirs)
+	st := step(l.cols, strings.Join(l.runIDs, "+"), rows, offered, o, scrapes)
+	if err == nil {
 		st.Energy = energyOf(scrapes, st.OutputTokens)
 	}
 	return st, nil
 }
 
-// stepEnergy is the GPU energy of one run of a sweep, where it was scraped.
-func stepEnergy(l *loaded, runID string, st Step) *Energy {
+// runDirsOf lists the directories of one run id of a sweep.
+func runDirsOf(l *loaded, runID string) []string {
 	var dirs []string
 	for _, r := range l.runs {
 		if r.RunID == runID && r.Dir != "" {
 			dirs = append(dirs, r.Dir)
 		}
 	}
-	scrapes, err := readScrapes(dirs)
-	if err != nil {
-		return nil
-	}
-	return energyOf(scrapes, st.OutputTokens)
+	return dirs
 }
 
-// step summarises one load level.
-func step(c *resultColumns, name string, rows []int32, offered float64, o EnvelopeOptions) Step {
+// step summarises one load level; scrapes are its engine's, if scraped.
+func step(c *resultColumns, name string, rows []int32, offered float64, o EnvelopeOptions, scrapes []scrape) Step {
 	x := extractRows(c, o.Options, rows)
 	s := Step{Name: name, Counted: x.counts.Counted}
 	var first, last int64 = math.MaxInt64, math.MinInt64
@@ -255,7 +260,8 @@ func step(c *resultColumns, name string, rows []int32, offered float64, o Envelo
 	if x.counts.Counted > 0 {
 		s.Attainment = float64(good) / float64(x.counts.Counted)
 	}
-	s.MeetsSLO = s.Attainment >= o.Attainment
+	s.Steadiness = steadiness(x.timed["ttft_ms"], x.timed["tpot_ms"], x.timed["e2e_ms"], scrapes)
+	s.MeetsSLO = s.Attainment >= o.Attainment && s.Steadiness.Steady
 	s.TTFT = Summarize(x.values("ttft_ms"), o.Percentiles)
 	s.E2E = Summarize(x.values("e2e_ms"), o.Percentiles)
 	return s
@@ -291,6 +297,11 @@ func (e *Envelope) findMaxRate() {
 			break
 		}
 		last = k
+	}
+	for _, s := range e.Steps {
+		if st := s.Steadiness; st != nil && !st.Steady {
+			e.Notes = append(e.Notes, fmt.Sprintf("step %s (%.2f req/s) fails: %s", s.Name, s.OfferedRate, st.Reason))
+		}
 	}
 	if last < 0 {
 		if len(e.Steps) > 0 {
@@ -386,7 +397,7 @@ func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
 		}
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f [%.2f, %.2f]\t%.2f [%.2f, %.2f]\t%.1f%%\t%s\t%s\t%s\t%v%s\t\n", s.Name, s.OfferedRate, s.AcceptedRate,
 			s.CompletedRate, s.CompletedCI[0], s.CompletedCI[1], s.GoodputRate, s.GoodputCI[0], s.GoodputCI[1], 100*s.Attainment,
-			pct(s.TTFT, 50), pct(s.TTFT, 99), pct(s.E2E, 99), s.MeetsSLO, mark)
+			pct(s.TTFT, 50), pct(s.TTFT, 99), pct(s.E2E, 99), passesText(s), mark)
 	}
 	tw.Flush()
 	if e.Knee >= 0 {
@@ -407,6 +418,15 @@ func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// passesText says whether a step passes, and "not steady" when it fails
+// for that.
+func passesText(s Step) string {
+	if st := s.Steadiness; st != nil && !st.Steady {
+		return "false (not steady)"
+	}
+	return fmt.Sprint(s.MeetsSLO)
 }
 
 // pct prints a distribution's percentile, marked as a floor where the

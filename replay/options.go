@@ -77,6 +77,12 @@ type Options struct {
 	Arrival    Arrival
 	Burstiness float64
 	Seed       uint64
+	// PromptSalt, when not 0, is mixed into the text of every prompt
+	// (tokenize.PromptBuilder.Salted): the run's prompts are then new to
+	// a server's prefix cache that an earlier run of the same workload
+	// warmed, while prompts sharing prefix blocks still share them within
+	// the run. A sweep salts each step.
+	PromptSalt uint64
 	// Concurrency, when positive, runs closed loop: that many requests in
 	// flight, a new one as soon as one finishes; the workload's timing is
 	// ignored.

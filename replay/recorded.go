@@ -52,6 +52,7 @@ type RecordedOptions struct {
 	Arrival           Arrival           `json:"arrival"`
 	Burstiness        float64           `json:"burstiness"`
 	Seed              uint64            `json:"seed"`
+	PromptSalt        uint64            `json:"prompt_salt,omitempty"`
 	Concurrency       int               `json:"concurrency"`
 	MaxConcurrency    int               `json:"max_concurrency"`
 	From              string            `json:"from"`
@@ -102,7 +103,7 @@ type RecordedOptions struct {
 func (o *Options) Recorded() RecordedOptions {
 	r := RecordedOptions{
 		Target: RedactURL(o.Target), Model: o.Model, ModelMap: o.ModelMap, API: o.API, Stream: o.Stream,
-		Speed: o.Speed, Rate: o.Rate, Arrival: o.Arrival, Burstiness: o.Burstiness, Seed: o.Seed,
+		Speed: o.Speed, Rate: o.Rate, Arrival: o.Arrival, Burstiness: o.Burstiness, Seed: o.Seed, PromptSalt: o.PromptSalt,
 		Concurrency: o.Concurrency, MaxConcurrency: o.MaxConcurrency, From: o.From, To: o.To, LeadIn: Duration(o.LeadIn),
 		Duration: Duration(o.Duration), MaxRequests: o.MaxRequests, WarmupDuration: Duration(o.WarmupDuration), WarmupRequests: o.WarmupRequests,
 		ConnectTimeout: Duration(o.ConnectTimeout), FirstTokenTimeout: Duration(o.FirstTokenTimeout), Timeout: Duration(o.Timeout),

@@ -273,6 +273,7 @@ func (r *Runner) preparePrompts(blockSize int, counts bool) (counter tokenize.Co
 	if r.prompt, err = tokenize.NewPromptBuilder(counter, max(blockSize, 1)); err != nil {
 		return nil, nil, opterr.New("Tokenizer", r.opts.Tokenizer, "%v", err)
 	}
+	r.prompt = r.prompt.Salted(r.opts.PromptSalt)
 	return counter, serverTok, nil
 }
 

@@ -67,7 +67,8 @@ type Options struct {
 	Attainment float64
 	Confidence float64
 	TTFTMode   analyze.TTFTMode
-	// StepDuration is each step's measured time, after StepWarmup.
+	// StepDuration is each step's measured time, after StepWarmup; 0
+	// sizes each step from the level and the workload (stepLength).
 	StepDuration time.Duration
 	StepWarmup   time.Duration
 	// Repeats runs every fixed level this many times per configuration,
@@ -97,7 +98,7 @@ type Options struct {
 // DefaultOptions returns a sweep a newcomer can live with.
 func DefaultOptions() Options {
 	return Options{Replay: replay.DefaultOptions(), Mode: ModeRate, Attainment: 0.99, Confidence: 0.95, TTFTMode: analyze.TTFTFirstContent,
-		StepDuration: 30 * time.Second, Repeats: 1, MaxExtensions: 2, IdleTimeout: 5 * time.Minute, Recovery: true}
+		Repeats: 1, MaxExtensions: 2, IdleTimeout: 5 * time.Minute, Recovery: true}
 }
 
 // DefaultSearch returns the search used when only its start is given.
@@ -181,8 +182,8 @@ func (o *Options) validate() error {
 	if o.TTFTMode == "" {
 		o.TTFTMode = def.TTFTMode
 	}
-	if o.StepDuration <= 0 {
-		return opterr.New("StepDuration", o.StepDuration, "must be positive")
+	if o.StepDuration < 0 {
+		return opterr.New("StepDuration", o.StepDuration, "must be positive (0: sized from each level and the workload)")
 	}
 	if o.StepWarmup < 0 || o.Budget < 0 || o.IdleTimeout < 0 || o.MaxExtensions < 0 || o.CostPerHour < 0 {
 		return opterr.New("StepWarmup", nil, "StepWarmup, Budget, IdleTimeout, MaxExtensions and CostPerHour must not be negative")

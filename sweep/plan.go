@@ -54,6 +54,9 @@ type level struct {
 	// no extension left (then judged by the point estimate, and verdict
 	// is pass or fail).
 	final bool
+	// notSteady is the reason of the first of its steps whose queue was
+	// still growing: the level fails, whatever its attainment.
+	notSteady string
 }
 
 // levels pools each level's measuring steps of a configuration.
@@ -71,8 +74,15 @@ func (o *Options) levels(done []Step, config string) map[float64]*level {
 		l.good += s.Good
 		l.count += s.Counted
 		l.runs++
+		if st := s.Steadiness; st != nil && !st.Steady && l.notSteady == "" {
+			l.notSteady = fmt.Sprintf("step %d %s", s.Index, st.Reason)
+		}
 	}
 	for _, l := range out {
+		if l.notSteady != "" {
+			l.verdict, l.final = fail, true
+			continue
+		}
 		l.verdict, _ = o.judge(l.good, l.count)
 		// Fixed levels are never extended: their runs are all there is.
 		l.final = l.verdict != undecided || o.Search == nil || l.runs > o.MaxExtensions

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/internal/regfile"
@@ -48,7 +49,7 @@ type Plan struct {
 	Attainment    float64     `json:"attainment"`
 	Confidence    float64     `json:"confidence"`
 	TTFTMode      string      `json:"ttft_mode"`
-	StepDurationS float64     `json:"step_duration_s"`
+	StepDurationS float64     `json:"step_duration_s"` // 0: automatic, per step
 	StepWarmupS   float64     `json:"step_warmup_s"`
 	Repeats       int         `json:"repeats"`
 	MaxExtensions int         `json:"max_extensions"`
@@ -93,11 +94,22 @@ type Step struct {
 	OfferedRate  float64    `json:"offered_rps"`
 	GoodputRate  float64    `json:"goodput_rps"`
 	TTFTP99Ms    float64    `json:"ttft_p99_ms"`
+	E2EP99Ms     float64    `json:"e2e_p99_ms"`
 	Complete     bool       `json:"complete"`
+	// DurationS is the step's measured time as planned: StepDuration, or
+	// the automatic length (StepDuration 0) and why, in DurationWhy.
+	DurationS   float64 `json:"step_duration_s"`
+	DurationWhy string  `json:"step_duration_why,omitempty"`
+	// Steadiness says whether the step's queue held still; a step that
+	// is not steady fails whatever its attainment.
+	Steadiness *analyze.Steadiness `json:"steadiness,omitempty"`
 	// Cold is the step's warmup (StepWarmup), apart from the verdict.
 	Cold  *ColdStart `json:"cold_start,omitempty"`
 	Notes []string   `json:"notes,omitempty"`
 }
+
+// length is the step's measured time.
+func (s *Step) length() time.Duration { return time.Duration(s.DurationS * float64(time.Second)) }
 
 // writeRecord writes sweep.json atomically.
 func writeRecord(dir string, r *Record) error {

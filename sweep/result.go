@@ -46,8 +46,11 @@ type LevelStat struct {
 	// Verdict is pass or fail; Judged says how: "interval", or "point
 	// estimate" when the interval still straddled the target after every
 	// extension.
-	Verdict          string     `json:"verdict"`
-	Judged           string     `json:"judged"`
+	Verdict string `json:"verdict"`
+	Judged  string `json:"judged"`
+	// NotSteady says why the level failed for a queue still growing over
+	// one of its steps ("not steady" in Judged).
+	NotSteady        string     `json:"not_steady,omitempty"`
 	OfferedRate      float64    `json:"offered_rps"`
 	GoodputRate      float64    `json:"goodput_rps"`
 	GoodputCI        [2]float64 `json:"goodput_ci95"`
@@ -167,7 +170,10 @@ func (s *sweeper) levelStat(done []Step, config string, l *level) (LevelStat, []
 	}
 	v, ci := s.o.judge(l.good, l.count)
 	stat.AttainmentCI = ci
-	if v == undecided {
+	switch {
+	case l.notSteady != "":
+		stat.Judged, stat.NotSteady = "not steady", l.notSteady
+	case v == undecided:
 		stat.Judged = "point estimate"
 	}
 	m, err := analyze.MeasureStep(dirs, s.envelopeOptions())
@@ -285,6 +291,9 @@ func WriteSummary(w io.Writer, rec *Record) error {
 	if rec.Reason != "" {
 		fmt.Fprintf(&b, "  %s\n", rec.Reason)
 	}
+	if lo, hi := stepLengths(rec.Steps); rec.Plan.StepDurationS == 0 && hi > 0 {
+		fmt.Fprintf(&b, "  steps sized from each level and the workload: %.0f to %.0f s (sweep.json's step_duration_why says how)\n", lo, hi)
+	}
 	for _, r := range rec.Results {
 		fmt.Fprintf(&b, "configuration %s, by %s:\n", r.Config, r.Mode)
 		for _, l := range r.Levels {
@@ -295,6 +304,9 @@ func WriteSummary(w io.Writer, rec *Record) error {
 			fmt.Fprintf(&b, "  %8s: %s (%s) attainment %.2f%% [%.2f, %.2f] of %d; goodput %.2f req/s [%.2f, %.2f]; %.0f output tok/s; TTFT p50 %.0f p99 %.0f ms%s\n",
 				fmtLevel(l.Level), l.Verdict, l.Judged, 100*l.Attainment, 100*l.AttainmentCI[0], 100*l.AttainmentCI[1], l.Counted,
 				l.GoodputRate, l.GoodputCI[0], l.GoodputCI[1], l.OutputTokensPerS, l.TTFTP50Ms, l.TTFTP99Ms, energy)
+			if l.NotSteady != "" {
+				fmt.Fprintf(&b, "            %s\n", l.NotSteady)
+			}
 		}
 		switch {
 		case r.MaxLevel != nil && r.Bracket[1] > 0:
@@ -332,6 +344,17 @@ func WriteSummary(w io.Writer, rec *Record) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// stepLengths are the shortest and longest measured times of the steps.
+func stepLengths(steps []Step) (lo, hi float64) {
+	for _, st := range steps {
+		if st.DurationS > 0 && (lo == 0 || st.DurationS < lo) {
+			lo = st.DurationS
+		}
+		hi = max(hi, st.DurationS)
+	}
+	return lo, hi
 }
 
 // writeHTML writes envelope.html: each configuration's envelope plot.

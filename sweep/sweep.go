@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"os"
 	"path/filepath"
@@ -163,7 +164,8 @@ func (s *sweeper) run(ctx context.Context) (*Record, error) {
 			s.rec.Decisions = append(s.rec.Decisions, "done: "+why)
 			break
 		}
-		if b := s.o.Budget; b > 0 && s.wall()+(s.o.StepDuration+s.o.StepWarmup).Seconds() > b.Seconds() {
+		length, _ := s.stepLength(n)
+		if b := s.o.Budget; b > 0 && s.wall()+(length+s.o.StepWarmup).Seconds() > b.Seconds() {
 			reason := fmt.Sprintf("the next step (%s) would end past the budget of %s", why, b)
 			s.rec.Decisions = append(s.rec.Decisions, "stopped: "+reason)
 			if err := s.stop("budget", reason); err != nil {
@@ -209,16 +211,20 @@ func (s *sweeper) config(name string) Config {
 func (s *sweeper) step(ctx context.Context, n next) error {
 	cfg := s.config(n.Config)
 	idx := len(s.rec.Steps) + 1
+	length, why := s.stepLength(n)
 	st := Step{Index: idx, Config: n.Config, Level: n.Level, Purpose: n.Purpose, Repeat: n.Repeat,
 		RunDir: fmt.Sprintf("step-%03d-%s-%s-%s", idx, n.Config, s.o.Mode, fmtLevel(n.Level)), RunID: fmt.Sprintf("%s-step-%03d", s.rec.SweepID, idx),
-		Status: "running", StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+		Status: "running", StartedAt: time.Now().UTC().Format(time.RFC3339Nano), DurationS: length.Seconds(), DurationWhy: why}
+	if why != "" {
+		s.rec.Decisions = append(s.rec.Decisions, fmt.Sprintf("step %d lasts %s: %s", idx, length, why))
+	}
 	s.rec.Steps = append(s.rec.Steps, st)
 	if err := s.save(); err != nil {
 		return err
 	}
 	rec := &s.rec.Steps[len(s.rec.Steps)-1]
 	ro := s.replayOptions(cfg, n, rec)
-	s.progress("step %d (%s): %s at %s %s for %s%s", idx, n.Purpose, n.Config, fmtLevel(n.Level), unit(s.o.Mode), s.o.StepDuration, waitNote(ro.WaitIdle))
+	s.progress("step %d (%s): %s at %s %s for %s%s", idx, n.Purpose, n.Config, fmtLevel(n.Level), unit(s.o.Mode), length, waitNote(ro.WaitIdle))
 	began := time.Now()
 	var info *trace.RunInfo
 	var err error
@@ -248,14 +254,14 @@ func (s *sweeper) step(ctx context.Context, n next) error {
 		return errors.Join(err, s.stop("failed", err.Error()))
 	}
 	rec.Status = "done"
-	s.rec.Decisions = append(s.rec.Decisions, fmt.Sprintf("step %d: %d of %d requests met the SLO (%.2f%%, %.0f%% interval [%.2f%%, %.2f%%]): %s", idx, rec.Good, rec.Counted,
-		100*rec.Attainment, 100*s.o.Confidence, 100*rec.AttainmentCI[0], 100*rec.AttainmentCI[1], rec.Verdict))
+	s.rec.Decisions = append(s.rec.Decisions, fmt.Sprintf("step %d: %d of %d requests met the SLO (%.2f%%, %.0f%% interval [%.2f%%, %.2f%%]): %s%s", idx, rec.Good, rec.Counted,
+		100*rec.Attainment, 100*s.o.Confidence, 100*rec.AttainmentCI[0], 100*rec.AttainmentCI[1], rec.Verdict, steadyNote(rec)))
 	idle := ""
 	if rec.IdleWaitS != nil {
 		idle = fmt.Sprintf("; waited %.1f s for the server to drain", *rec.IdleWaitS)
 	}
-	s.progress("step %d: %d requests, attainment %.2f%% [%.2f, %.2f] → %s; p99 TTFT %.0f ms%s", idx, rec.Counted, 100*rec.Attainment,
-		100*rec.AttainmentCI[0], 100*rec.AttainmentCI[1], rec.Verdict, rec.TTFTP99Ms, idle)
+	s.progress("step %d: %d requests, attainment %.2f%% [%.2f, %.2f] → %s%s; p99 TTFT %.0f ms%s", idx, rec.Counted, 100*rec.Attainment,
+		100*rec.AttainmentCI[0], 100*rec.AttainmentCI[1], rec.Verdict, steadyNote(rec), rec.TTFTP99Ms, idle)
 	return s.save()
 }
 
@@ -268,7 +274,7 @@ func (s *sweeper) runRecovery(ctx context.Context, cfg Config, n next, rec *Step
 	over.Level = n.Overload
 	rec.OverloadLevel, rec.OverloadRunDir = n.Overload, rec.RunDir+"-overload"
 	oo := s.replayOptions(cfg, over, rec)
-	oo.RunID, oo.WarmupDuration, oo.Duration = rec.RunID+"-overload", 0, s.o.StepDuration
+	oo.RunID, oo.WarmupDuration, oo.Duration = rec.RunID+"-overload", 0, rec.length()
 	oo.Labels["sweep_purpose"] = "recovery-overload"
 	// The overload's idle wait and setup come first; both schedules are
 	// then pinned to the wall clock, the recovery's zero at the overload's
@@ -281,7 +287,7 @@ func (s *sweeper) runRecovery(ctx context.Context, cfg Config, n next, rec *Step
 		rec.IdleWaitS, oo.WaitIdle = new(waited.Seconds()), 0
 	}
 	zero := time.Now().Add(2 * time.Second)
-	oo.StartAt, ro.StartAt, ro.WaitIdle = zero, zero.Add(s.o.StepDuration), 0
+	oo.StartAt, ro.StartAt, ro.WaitIdle = zero, zero.Add(rec.length()), 0
 	type result struct {
 		info *trace.RunInfo
 		err  error
@@ -306,6 +312,12 @@ func (s *sweeper) runRecovery(ctx context.Context, cfg Config, n next, rec *Step
 func (s *sweeper) replayOptions(cfg Config, n next, rec *Step) replay.Options {
 	ro := s.o.Replay
 	ro.Target, ro.RunID, ro.Progress = cfg.Target, rec.RunID, nil
+	// Each step's prompts are new to the server's prefix cache: replaying
+	// the same requests at each level, a later step met the prompts an
+	// earlier one had cached, and passed levels it could not sustain.
+	h := fnv.New64a()
+	h.Write([]byte(rec.RunID))
+	ro.PromptSalt = h.Sum64() | 1
 	ro.Rate, ro.Concurrency, ro.Speed = 0, 0, 1
 	switch s.o.Mode {
 	case ModeRate:
@@ -316,7 +328,7 @@ func (s *sweeper) replayOptions(cfg Config, n next, rec *Step) replay.Options {
 	case ModeConcurrency:
 		ro.Concurrency = int(n.Level)
 	}
-	ro.Duration, ro.WarmupDuration, ro.WarmupRequests = s.o.StepDuration+s.o.StepWarmup, s.o.StepWarmup, 0
+	ro.Duration, ro.WarmupDuration, ro.WarmupRequests = rec.length()+s.o.StepWarmup, s.o.StepWarmup, 0
 	ro.WaitIdle = 0
 	if s.o.engineMetrics() {
 		ro.WaitIdle = max(s.o.IdleTimeout, time.Second)
@@ -338,10 +350,15 @@ func (s *sweeper) judgeStep(rec *Step, info *trace.RunInfo) error {
 	}
 	rec.Counted, rec.Good, rec.Attainment = m.Counted, m.Good, m.Attainment
 	rec.Verdict, rec.AttainmentCI = s.o.judge(m.Good, m.Counted)
-	rec.OfferedRate, rec.GoodputRate, rec.TTFTP99Ms = m.OfferedRate, m.GoodputRate, quantile(m.TTFT, 99)
+	rec.OfferedRate, rec.GoodputRate, rec.TTFTP99Ms, rec.E2EP99Ms = m.OfferedRate, m.GoodputRate, quantile(m.TTFT, 99), quantile(m.E2E, 99)
+	if rec.Steadiness = m.Steadiness; rec.Steadiness != nil && !rec.Steadiness.Steady {
+		// A queue still growing at the step's end meets, for a while, an
+		// SLO that a longer step at the same level fails.
+		rec.Verdict = fail
+	}
 	rec.Complete = info.Complete
 	if m, err := trace.ReadManifest(s.config(rec.Config).Workload); err == nil && s.o.Mode != ModeConcurrency && info.Scheduled >= m.Rows {
-		rec.Notes = append(rec.Notes, fmt.Sprintf("the step used all %d requests of the workload before its %s were up: it ran short; generate a longer workload", m.Rows, s.o.StepDuration+s.o.StepWarmup))
+		rec.Notes = append(rec.Notes, fmt.Sprintf("the step used all %d requests of the workload before its %s were up: it ran short; generate a longer workload", m.Rows, rec.length()+s.o.StepWarmup))
 	}
 	if s.o.StepWarmup > 0 {
 		if rec.Cold, err = coldStart(filepath.Join(s.dir, rec.RunDir)); err != nil {
@@ -384,6 +401,15 @@ func unit(m Mode) string {
 func waitNote(d time.Duration) string {
 	if d > 0 {
 		return ", after the server drains"
+	}
+	return ""
+}
+
+// steadyNote is ", not steady: …" for a step whose queue was still
+// growing, else "".
+func steadyNote(rec *Step) string {
+	if st := rec.Steadiness; st != nil && !st.Steady {
+		return " (" + st.Reason + ")"
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -325,6 +326,64 @@ func TestTimingSearchMatchesExhaustiveSweep(t *testing.T) {
 	}
 	if bound := se.Search.BoundFor(found.Bracket[1], se.MaxExtensions); len(seRec.Steps) > bound {
 		t.Errorf("the search ran %d steps, more than its bound %d", len(seRec.Steps), bound)
+	}
+}
+
+// TestTimingShortStepAboveCapacityFails (issue 41): a 4-second step at
+// 1.3 times the token-cost simulator's capacity (26.4 ms of work a
+// request: 37.9 req/s) meets an SLO of TTFT ≤ 3 s for 90% of its
+// requests, its queue not yet grown to it; it must fail as not steady,
+// never pass, while a step at 0.6 times capacity passes, steady.
+func TestTimingShortStepAboveCapacityFails(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing test: run without -race (make test-timing)")
+	}
+	target := serveSim(t, tokenCostSim(), nil)
+	wl := workload(t, 1000, 100, 20)
+	capacity := 1 / (100*150e-6 + 19*600e-6)
+	o := baseOptions(Config{Name: "A", Target: target, Workload: wl})
+	o.SLO, o.Attainment, o.StepDuration, o.Recovery = analyze.SLO{TTFT: 3 * time.Second}, 0.9, 4*time.Second, false
+	o.Levels = []float64{round4(0.6 * capacity), round4(1.3 * capacity)}
+	o.Replay.Arrival = replay.ArrivalConstant
+	dir := filepath.Join(t.TempDir(), "sweep")
+	rec, err := Run(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	under, over := rec.Steps[0], rec.Steps[1]
+	t.Logf("0.6×: %s, attainment %.3f, steadiness %+v", under.Verdict, under.Attainment, under.Steadiness)
+	t.Logf("1.3×: %s, attainment %.3f, steadiness %+v", over.Verdict, over.Attainment, over.Steadiness)
+	if under.Verdict != pass || under.Steadiness == nil || !under.Steadiness.Steady {
+		t.Errorf("0.6× capacity: %s, steadiness %+v; want a steady pass", under.Verdict, under.Steadiness)
+	}
+	if over.Verdict == pass || over.Steadiness == nil || over.Steadiness.Steady {
+		t.Errorf("1.3× capacity for 4 s: %s (attainment %.3f), steadiness %+v; want it failed as not steady", over.Verdict, over.Attainment, over.Steadiness)
+	}
+	lv := rec.Results[0].Levels[1]
+	if lv.Verdict != fail || lv.Judged != "not steady" || !strings.Contains(lv.NotSteady, "not steady") {
+		t.Errorf("the level at 1.3×: %+v", lv)
+	}
+	var summary strings.Builder
+	if err := WriteSummary(&summary, rec); err != nil || !strings.Contains(summary.String(), "fail (not steady)") {
+		t.Errorf("summary: %v\n%s", err, summary.String())
+	}
+	// Each step's prompts are other text: a server's prefix cache keeps
+	// none of an earlier step's for a later one.
+	salts := map[float64]bool{}
+	for _, st := range rec.Steps {
+		var ri struct {
+			Options struct {
+				PromptSalt float64 `json:"prompt_salt"`
+			} `json:"options"`
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, st.RunDir, trace.RunInfoName))
+		if err != nil || json.Unmarshal(raw, &ri) != nil || ri.Options.PromptSalt == 0 {
+			t.Errorf("step %d: prompt_salt %v (%v)", st.Index, ri.Options.PromptSalt, err)
+		}
+		salts[ri.Options.PromptSalt] = true
+	}
+	if len(salts) != len(rec.Steps) {
+		t.Errorf("%d steps share %d prompt salts", len(rec.Steps), len(salts))
 	}
 }
 

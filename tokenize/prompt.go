@@ -56,6 +56,19 @@ type PromptBuilder struct {
 	// of its few bytes (a runtime call a word) was a third of its time.
 	padded    [][wordPad]byte
 	spacedLen []uint8
+	// salt is mixed into every block's and seed's key (Salted).
+	salt uint64
+}
+
+// Salted returns a builder whose prompts are other text than b's: every
+// block id and seed is keyed with salt, so equal blocks still make equal
+// text within the salted builder's prompts, and none of b's. A replay
+// salts its prompts so that a server's prefix cache, warmed by an earlier
+// run of the same workload, finds none of them; salt 0 is b itself.
+func (b *PromptBuilder) Salted(salt uint64) *PromptBuilder {
+	c := *b
+	c.salt = salt
+	return &c
 }
 
 // wordPad bounds a spaced word's length for the padded copies.
@@ -207,11 +220,11 @@ func (b *PromptBuilder) build(tokens int, blocks []int64, seed uint64) string {
 	written := 0
 	for i := 0; written < tokens && i < len(blocks); i++ {
 		n := min(b.blockSize, tokens-written)
-		buf = b.appendWords(buf, written, n, uint64(blocks[i]), 0x9e3779b97f4a7c15)
+		buf = b.appendWords(buf, written, n, uint64(blocks[i])^b.salt, 0x9e3779b97f4a7c15)
 		written += n
 	}
 	if written < tokens {
-		buf = b.appendWords(buf, written, tokens-written, seed, 0xc2b2ae3d27d4eb4f)
+		buf = b.appendWords(buf, written, tokens-written, seed^b.salt, 0xc2b2ae3d27d4eb4f)
 	}
 	// buf is not written after: the string shares its bytes, where a
 	// copy of a long prompt took a tenth of its build. It keeps buf's

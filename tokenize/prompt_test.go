@@ -77,6 +77,32 @@ func TestSharedBlocksShareText(t *testing.T) {
 	}
 }
 
+// TestSaltedPromptsAreOtherText: a salted builder's prompts share none of
+// the unsalted one's text, block or seed, keep the shared blocks shared
+// among themselves, and count the same tokens; salt 0 changes nothing.
+func TestSaltedPromptsAreOtherText(t *testing.T) {
+	tok, _ := Get(CL100K)
+	b, _ := NewPromptBuilder(tok, 8)
+	s := b.Salted(0x5a17)
+	plain, salted := b.Build(24, []int64{5, 6}, 1), s.Build(24, []int64{5, 6}, 1)
+	wp, ws := strings.Fields(plain), strings.Fields(salted)
+	for _, part := range [][2]int{{0, 8}, {8, 16}, {16, 24}} { // two blocks, then the seed's words
+		if strings.Join(wp[part[0]:part[1]], " ") == strings.Join(ws[part[0]:part[1]], " ") {
+			t.Errorf("words %v: salted and unsalted prompts share their text", part)
+		}
+	}
+	other := strings.Fields(s.Build(24, []int64{5, 7}, 2))
+	if strings.Join(ws[:8], " ") != strings.Join(other[:8], " ") {
+		t.Error("salted prompts with the same first block no longer share it")
+	}
+	if n := tok.Count(salted); n != 24 {
+		t.Errorf("a salted prompt of 24 tokens counts %d", n)
+	}
+	if b.Salted(0).Build(24, []int64{5, 6}, 1) != plain {
+		t.Error("salt 0 changed the text")
+	}
+}
+
 func BenchmarkBuild4kTokens(b *testing.B) {
 	tok, _ := Get(CL100K)
 	pb, _ := NewPromptBuilder(tok, 512)

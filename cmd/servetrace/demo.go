@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/sweep"
 	"github.com/servetrace/servetrace/synth"
+	"github.com/servetrace/servetrace/trace"
 )
 
 // demoMarker marks a directory the demo wrote, so a rerun may replace it.
@@ -32,12 +35,13 @@ against it, and prints the analysis; then sweeps the simulator at rising
 rates and prints its service envelope. Needs no network and no GPU.
 
 Example:
-   servetrace demo --out demo-out --duration 60s`,
+   servetrace demo --out demo-out --duration 45s`,
 		Flags: []cli.Flag{
 			outFlag("directory for every artifact (replaced if an earlier demo wrote it)", false),
-			&cli.DurationFlag{Name: "duration", Value: time.Minute, Usage: "length of the generated workload"},
+			&cli.DurationFlag{Name: "duration", Value: 45 * time.Second, Usage: "length of the generated workload"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "workload seed"},
 			&cli.Float64Flag{Name: "speed", Value: 1, Usage: "replay time scale"},
+			&cli.DurationFlag{Name: "sweep-step", Value: demoStepLength, Usage: "measured time of each sweep step (a queue above capacity needs time to show its growth)"},
 		},
 		Action: runDemo,
 	}
@@ -124,7 +128,15 @@ func runDemo(c *cli.Context) error {
 		return fmt.Errorf("demo report: %w", err)
 	}
 	sweepDir := filepath.Join(out, "sweep")
-	if err := demoSweep(c, w, rs.URL, workloadDir, sweepDir); err != nil {
+	capacity, err := workloadCapacity(ctx, workloadDir, p.Engine)
+	if err != nil {
+		return fmt.Errorf("demo sweep: %w", err)
+	}
+	rec, err := demoSweep(c, w, rs.URL, workloadDir, sweepDir, capacity)
+	if err != nil {
+		return err
+	}
+	if err := demoAgreement(w, rec, rep, runDir, capacity); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nartifacts:\n  trace bucket  %s/\n  model         %s\n  workload      %s/\n  run           %s/ (results/*.parquet, run.json)\n  report        %s (open in a browser)\n  sweep         %s/ (sweep.json, a run per step, envelope.html)\n",
@@ -133,15 +145,49 @@ func runDemo(c *cli.Context) error {
 	return nil
 }
 
+// The demo's sweep: Poisson rates at demoLevelShares of the simulator's
+// capacity for the demo's workload (from its cost model), two below and
+// two above, steps of demoStepLength after demoStepWarmup, judged against
+// demoSLO; a sweep that does not know the capacity must find it between
+// its second and third level.
+var (
+	demoLevelShares = []float64{0.35, 0.7, 1.3, 1.6}
+	demoStepLength  = 8 * time.Second
+	demoStepWarmup  = 2 * time.Second
+	demoSLO         = analyze.SLO{TTFT: time.Second}
+)
+
+// demoAttainment is the share of requests the demo's SLO asks for.
+const demoAttainment = 0.9
+
+// workloadCapacity is the requests a second the simulator's engine
+// completes of the workload's requests when saturated.
+func workloadCapacity(ctx context.Context, workloadDir string, engine sim.EngineOptions) (float64, error) {
+	b, err := trace.OpenBucket(workloadDir)
+	if err != nil {
+		return 0, err
+	}
+	var prompts, outputs []int64
+	err = b.Scan(ctx, func(q *trace.Request) error {
+		prompts, outputs = append(prompts, q.InputTokens), append(outputs, q.OutputTokens)
+		return nil
+	})
+	return engine.Capacity(prompts, outputs), err
+}
+
 // demoSweep runs a short sweep of the workload against the simulator,
 // scraping its engine and DCGM metrics, and prints the envelope.
-func demoSweep(c *cli.Context, w io.Writer, target, workloadDir, dir string) error {
+func demoSweep(c *cli.Context, w io.Writer, target, workloadDir, dir string, capacity float64) (*sweep.Record, error) {
 	t0 := time.Now()
 	o := sweep.DefaultOptions()
 	o.Configs = []sweep.Config{{Name: "sim", Target: target, Workload: workloadDir}}
-	o.Levels, o.StepDuration, o.Attainment = []float64{2, 4, 8, 12}, 4*time.Second, 0.9
-	o.SLO = analyze.SLO{TTFT: time.Second}
-	o.CostPerHour = 3 // an H100's hourly price, roughly
+	for _, share := range demoLevelShares {
+		o.Levels = append(o.Levels, math.Round(10*share*capacity)/10)
+	}
+	o.StepDuration, o.StepWarmup, o.Attainment = c.Duration("sweep-step"), demoStepWarmup, demoAttainment
+	o.SLO = demoSLO
+	o.CostPerHour = 3  // an H100's hourly price, roughly
+	o.Recovery = false // its step would take the demo past two minutes
 	o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}, {Role: replay.RoleGPU, URL: target + "/dcgm/metrics"}}
 	o.Replay.MetricsInterval = 500 * time.Millisecond
 	if isTerminal(os.Stderr) {
@@ -149,11 +195,56 @@ func demoSweep(c *cli.Context, w io.Writer, target, workloadDir, dir string) err
 	}
 	rec, err := sweep.Run(c.Context, dir, o)
 	if err != nil {
-		return fmt.Errorf("demo sweep: %w", err)
+		return nil, fmt.Errorf("demo sweep: %w", err)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  %-9s %5.1fs  rates 2, 4, 8, 12 req/s, %s each, SLO TTFT ≤ 1 s for 90%% of requests → %s\n", "sweep", time.Since(t0).Seconds(), o.StepDuration, dir)
-	return sweep.WriteSummary(w, rec)
+	fmt.Fprintf(w, "  %-9s %5.1fs  Poisson rates %v req/s (%v of the simulator's capacity for this workload, %.1f req/s by its cost model), %s each after %s of warmup, SLO TTFT ≤ 1 s for 90%% of requests; a step whose queue was still growing fails → %s\n",
+		"sweep", time.Since(t0).Seconds(), o.Levels, demoLevelShares, capacity, o.StepDuration, demoStepWarmup, dir)
+	return rec, sweep.WriteSummary(w, rec)
+}
+
+// demoAgreement sets the sweep's bracket beside what else says where the
+// limit lies: the capacity the simulator's cost model gives for the
+// workload's requests, and the main replay's own attainment of the SLO at
+// its mean and busiest rates.
+func demoAgreement(w io.Writer, rec *sweep.Record, rep *analyze.Report, runDir string, capacity float64) error {
+	if len(rec.Results) == 0 {
+		return nil
+	}
+	lo, hi := rec.Results[0].Bracket[0], rec.Results[0].Bracket[1]
+	holds := "holds it"
+	if !(capacity >= lo && (hi == 0 || capacity < hi)) {
+		holds = "does not hold it"
+	}
+	limit := fmt.Sprintf("[%g, %g) req/s", lo, hi)
+	if hi == 0 {
+		limit = fmt.Sprintf("above %g req/s", lo)
+	}
+	fmt.Fprintf(w, "  capacity: the simulator's cost model serves this workload's requests at %.1f req/s when saturated; the sweep's limit %s %s\n", capacity, limit, holds)
+	main, err := analyze.MeasureStep([]string{runDir}, analyze.EnvelopeOptions{Options: analyze.Options{SLO: demoSLO}, Attainment: demoAttainment})
+	if err != nil {
+		return err
+	}
+	peak := 0.0
+	if rep.Series != nil {
+		for _, win := range rep.Series.Windows {
+			peak = max(peak, win.SendRate)
+		}
+	}
+	verdict := "agrees"
+	switch met := main.Attainment >= demoAttainment; {
+	case met && hi > 0 && main.OfferedRate >= hi:
+		verdict = "disagrees: it met the SLO at a mean rate the sweep failed"
+	case !met && lo > 0 && peak < lo:
+		verdict = "disagrees: it missed the SLO though even its busiest window stayed under the limit"
+	case !met:
+		verdict += ": its bursts pass the limit"
+	default:
+		verdict += ": its rate stays under the limit"
+	}
+	fmt.Fprintf(w, "  the replay above: a mean %.2f req/s, its busiest window %.1f req/s, met the SLO for %.0f%% of its requests (%s); the sweep's limit %s\n",
+		main.OfferedRate, peak, 100*main.Attainment, map[bool]string{true: "a pass", false: "a fail"}[main.Attainment >= demoAttainment], verdict)
+	return nil
 }
 
 // prepareDemoDir empties out if an earlier demo wrote it and refuses any

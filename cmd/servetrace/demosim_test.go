@@ -107,12 +107,19 @@ func TestLongDemoRunsEndToEnd(t *testing.T) {
 		t.Skip("a long check: runs without -race in make test-timing")
 	}
 	dir := filepath.Join(t.TempDir(), "demo")
-	code, out, errOut := runCLI(t, "demo", "--out", dir, "--duration", "5s")
+	code, out, errOut := runCLI(t, "demo", "--out", dir, "--duration", "5s", "--sweep-step", "2s")
 	if code != 0 {
 		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if !strings.Contains(out, "success rate 100.0%") {
 		t.Errorf("demo: not every request answered:\n%s", out)
+	}
+	// A 5-second workload cannot fill the sweep's steps (make demo's can):
+	// the lines must be there, not their verdicts.
+	for _, line := range []string{"capacity: the simulator's cost model serves this workload's requests at", "the replay above: a mean"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("demo: no line %q:\n%s", line, out)
+		}
 	}
 	for _, f := range []string{"model.json", "report.html", "run/run.json", "sweep/sweep.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
