@@ -195,7 +195,11 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		rejects := w.Rejects()
 		if rejects == 0 {
 			abort()
-			return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): %w", inputs, rejects, ErrNothingConverted)
+			why := ""
+			if len(m.Notes) > 0 { // what the readers skipped, and why
+				why = ": " + strings.Join(m.Notes, "; ")
+			}
+			return nil, fmt.Errorf("no rows converted from %v (%d lines rejected)%s: %w", inputs, rejects, why, ErrNothingConverted)
 		}
 		summary := rl.summary()
 		return nil, fmt.Errorf("no rows converted from %v (%d lines rejected): %s%s: %w", inputs, rejects, summary, abort(), ErrNothingConverted)

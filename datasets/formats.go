@@ -202,6 +202,30 @@ func detectJSON(head []byte, complete bool) (string, error) {
 	return "", fmt.Errorf("%w: the first JSON document is neither Mooncake (input_length, hash_ids), a request log (request, messages, request_body, startTime), Batch API output (custom_id, response) nor OTLP (resourceSpans); name the format", ErrUnknownFormat)
 }
 
+// presetByKeys names the mapping preset a request log's first object is
+// shaped for, by keys only its gateway writes, and why; "" for none.
+// LiteLLM's StandardLoggingPayload and SpendLogs rows time a call by
+// startTime beside its call_type, model_group or spend; Helicone's
+// records by request_created_at beside request_body or response_status.
+func presetByKeys(head []byte) (preset, why string) {
+	keys, _, _ := firstObjectKeys(head)
+	has := func(ks ...string) bool {
+		for _, k := range ks {
+			if keys[k] {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("startTime") && has("call_type", "model_group", "spend", "response_cost", "api_base"):
+		return "litellm", "its keys (startTime beside call_type, model_group, spend or response_cost) being LiteLLM's"
+	case has("request_created_at") && has("request_body", "response_status", "delay_ms"):
+		return "helicone", "its keys (request_created_at beside request_body, response_status or delay_ms) being Helicone's"
+	}
+	return "", ""
+}
+
 // errNotObject: a JSON array whose first element is not an object.
 var errNotObject = errors.New("not an object")
 
@@ -271,6 +295,11 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		if err != nil && otlpHead(br) { // a pretty-printed or long OTLP/JSON document
 			f, err = FormatOTLP, nil
 		}
+		if keys, _, kerr := firstObjectKeys(head); errors.Is(err, ErrUnknownFormat) && opts.Log.Mapping != nil && kerr == nil && len(keys) > 0 {
+			// JSON records of keys no format names, given with a mapping:
+			// the mapping says where their fields are.
+			f, err = FormatOpenAILog, nil
+		}
 		if err != nil {
 			return Stats{}, fmt.Errorf("%s line 1: %w", opts.Name, err)
 		}
@@ -284,7 +313,18 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 		st, err = readMooncake(ctx, br, opts, sink)
 	case FormatOpenAILog:
 		opts.Log.BatchInput = nil // joined to Batch API output only
+		var note string
+		if opts.Log.Mapping == nil {
+			// No mapping named: a gateway's own log shape picks its preset.
+			if preset, why := presetByKeys(head); preset != "" {
+				opts.Log.Mapping, _ = LoadMapping(preset) // a preset: parses
+				note = fmt.Sprintf("%s: read with the %s mapping preset, %s; name a mapping to read it otherwise", opts.Name, preset, why)
+			}
+		}
 		st, err = readOpenAILog(ctx, br, opts, sink)
+		if note != "" {
+			st.Notes = append(st.Notes, note)
+		}
 	case FormatOpenAIBatch:
 		if opts.Log.Mapping == nil {
 			opts.Log.Mapping, _ = LoadMapping(FormatOpenAIBatch) // a preset: parses

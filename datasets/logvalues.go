@@ -20,6 +20,33 @@ type message struct {
 
 func (m message) render() string { return m.role + "\n" + m.text + "\n" }
 
+// storedMessages reads a messages value as a gateway stores it: a list,
+// the JSON text of one, or nothing stored: LiteLLM's SpendLogs keep
+// messages as the text "{}" unless told to store prompts, which is no
+// messages (ok false), the length then coming from usage.
+func storedMessages(v any) (any, bool, error) {
+	switch x := v.(type) {
+	case string:
+		t := strings.TrimSpace(x)
+		if t == "" || t == "{}" || t == "[]" || t == "null" {
+			return nil, false, nil
+		}
+		d, isJSON, err := decodeJSONText(t)
+		if !isJSON {
+			return nil, false, bad("messages", "a string that is not the JSON text of a messages array")
+		}
+		if err != nil {
+			return nil, false, bad("messages", "a string holding JSON that does not parse (%s)", jsonReason(err))
+		}
+		return storedMessages(d)
+	case map[string]any:
+		if len(x) == 0 {
+			return nil, false, nil
+		}
+	}
+	return v, true, nil
+}
+
 // parseMessages reads an OpenAI messages array: content as a string or as
 // parts (text parts kept for tokenizing, image parts flagged), tool calls as
 // their function names and arguments.
@@ -187,8 +214,13 @@ func parseStatus(v any, get func(string) (any, bool)) (int32, error) {
 }
 
 // logTimeLayouts are the date shapes parseLogTime accepts: RFC 3339, with a
-// space for the T, and without a zone (UTC).
-var logTimeLayouts = []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"}
+// space for the T, with a zone of +hhmm, and without a zone (UTC); the
+// Common Log Format's time (nginx's $time_local, Apache's %t, with or
+// without its brackets); RFC 1123 (HTTP's Date); and nginx's error-log
+// "2006/01/02 15:04:05".
+var logTimeLayouts = []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999Z0700", "2006-01-02 15:04:05.999999999Z0700",
+	"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "02/Jan/2006:15:04:05.999999999 -0700", "[02/Jan/2006:15:04:05.999999999 -0700]",
+	time.RFC1123, time.RFC1123Z, "2006/01/02 15:04:05.999999999"}
 
 // parseLogTime reads a timestamp as microseconds since the epoch: epoch
 // seconds, milliseconds, microseconds or nanoseconds by magnitude, or one
@@ -211,7 +243,7 @@ func parseLogTime(v any) (int64, error) {
 				return t.UnixMicro(), nil
 			}
 		}
-		return 0, errors.New("not an RFC 3339 date or epoch number")
+		return 0, errors.New("not an RFC 3339 date, a common log time or an epoch number")
 	}
 	return 0, errors.New("not a number or a date")
 }
@@ -228,6 +260,9 @@ func epochMicros(f float64) (int64, error) {
 		return int64(f), nil
 	case f >= 1e18 && f < 1e19:
 		return int64(f / 1e3), nil
+	}
+	if f >= 0 && f < 1e7 {
+		return 0, errors.New("an epoch number outside 2001-2286 in s, ms, µs or ns: a duration (nginx's request_time is one), not a time")
 	}
 	return 0, errors.New("an epoch number outside 2001-2286 in s, ms, µs or ns")
 }

@@ -12,10 +12,13 @@ import (
 
 // LogFields are the fields a request-log mapping can bind to JSON paths.
 // Times (ts, first_token_ts, end_ts) are epoch seconds, milliseconds,
-// microseconds or nanoseconds (told apart by magnitude) or RFC 3339 text;
-// ttft_ms and e2e_ms are durations where the log has them directly.
+// microseconds or nanoseconds (told apart by magnitude), RFC 3339 text or
+// another common log time (logTimeLayouts); ttft_ms, e2e_ms and e2e_s
+// are durations where the log has them directly. A log without ts that
+// times a request by its end (end_ts) and keeps its duration arrives at
+// the end less the duration.
 var LogFields = []string{
-	"ts", "first_token_ts", "end_ts", "ttft_ms", "e2e_ms",
+	"ts", "first_token_ts", "end_ts", "ttft_ms", "e2e_ms", "e2e_s",
 	"request_id", "session_id", "tenant", "user", "model", "adapter",
 	"messages", "instructions", "prompt", "response_text",
 	"max_tokens", "temperature", "top_p", "n", "stream", "response_format", "tools", "logprobs",
@@ -42,11 +45,12 @@ var mappingPresets = map[string]string{
 	// A plain request/response log: the OpenAI request body under
 	// "request", the response body under "response", timing beside them.
 	"openai": `
-ts: timestamp | start_time | created_at | request_time
+ts: timestamp | start_time | created_at | @timestamp
 first_token_ts: first_token_time
-end_ts: end_time | response_time
+end_ts: end_time | response_time | time_local | time_iso8601
 ttft_ms: ttft_ms
 e2e_ms: e2e_ms | latency_ms | duration_ms
+e2e_s: request_time | duration_s
 request_id: id | request_id
 session_id: conversation_id | session_id
 tenant: tenant | organization | org_id
@@ -212,6 +216,7 @@ func LoadMapping(nameOrFile string) (*Mapping, error) {
 // parseMapping reads mapping text; errors name the line.
 func parseMapping(name, text string) (*Mapping, error) {
 	m := &Mapping{Name: name, Paths: map[string][][]string{}}
+	fromPreset := map[string]bool{} // fields whose paths a preset line gave
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for line := 1; sc.Scan(); line++ {
 		s := strings.TrimSpace(sc.Text())
@@ -227,6 +232,9 @@ func parseMapping(name, text string) (*Mapping, error) {
 			if err := m.extend(name, line, strings.TrimSpace(paths)); err != nil {
 				return nil, err
 			}
+			for f := range m.Paths {
+				fromPreset[f] = true
+			}
 			continue
 		}
 		if field == "adapter_of" {
@@ -241,6 +249,12 @@ func parseMapping(name, text string) (*Mapping, error) {
 		if !slices.Contains(LogFields, field) {
 			return nil, fmt.Errorf("mapping %s line %d: unknown field %q (fields: %s)", name, line, field, strings.Join(LogFields, ", "))
 		}
+		if fromPreset[field] {
+			// A file that starts from a preset and names a field says
+			// where its log keeps it: its paths replace the preset's.
+			delete(m.Paths, field)
+			delete(fromPreset, field)
+		}
 		for _, p := range strings.Split(paths, "|") {
 			p = strings.Trim(strings.TrimSpace(p), `"'`)
 			if p == "" {
@@ -249,15 +263,16 @@ func parseMapping(name, text string) (*Mapping, error) {
 			m.Paths[field] = append(m.Paths[field], strings.Split(p, "."))
 		}
 	}
-	if len(m.Paths["ts"]) == 0 {
-		return nil, fmt.Errorf("mapping %s: no path for ts (the request's arrival time), which every row needs", name)
+	if len(m.Paths["ts"]) == 0 && (len(m.Paths["end_ts"]) == 0 || len(m.Paths["e2e_ms"])+len(m.Paths["e2e_s"]) == 0) {
+		return nil, fmt.Errorf("mapping %s: no path for ts (the request's arrival time), which every row needs, nor for end_ts and e2e_ms or e2e_s to take it from", name)
 	}
 	return m, nil
 }
 
 // extend reads a "preset: NAME" line, which starts the mapping from a
-// preset's paths (lines after it add paths or adapters), so a file can
-// say only what its log does differently.
+// preset's paths (a field named after it replaces the preset's paths for
+// that field; adapters add), so a file can say only what its log does
+// differently.
 func (m *Mapping) extend(name string, line int, preset string) error {
 	text, ok := mappingPresets[preset]
 	if !ok {

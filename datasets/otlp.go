@@ -35,6 +35,7 @@ const FormatOTLP = "otlp"
 type otlpSpan struct {
 	TraceID    string         `json:"traceId"`
 	SpanID     string         `json:"spanId"`
+	Name       string         `json:"name"`
 	Start      otlpUint       `json:"startTimeUnixNano"`
 	End        otlpUint       `json:"endTimeUnixNano"`
 	Attributes otlpAttributes `json:"attributes"`
@@ -259,6 +260,8 @@ type otlpReader struct {
 	ctx     context.Context
 	skipped map[string]int64
 	spans   int64
+	// vllm counts vLLM's own llm_request spans read as requests.
+	vllm int64
 }
 
 // readOTLP converts an OTLP/JSON export. A first line that is a whole JSON
@@ -535,18 +538,26 @@ func (o *otlpReader) span(s *spanAt, resource otlpAttributes) error {
 func (o *otlpReader) convert(sp *otlpSpan, resource otlpAttributes, line int64) (req trace.Request, endUs int64, skip string, err error) {
 	a := sp.Attributes
 	op, ok, err := a.str("gen_ai.operation.name")
+	keys, api := genAIKeys, ""
 	switch {
 	case err != nil:
 		return req, 0, "gen_ai.operation.name not a string", nil
-	case !ok:
-		return req, 0, "no gen_ai.operation.name", nil
-	}
-	api, inference := otlpAPI[op]
-	if !inference {
-		if slices.Contains(otlpKnownOps, op) {
-			return req, 0, "gen_ai.operation.name " + op, nil
+	case !ok && isVLLMRequestSpan(sp):
+		keys, api = vllmSpanKeys, o.lr.opts.API
+		if api == "" {
+			api = trace.APIChat
 		}
-		return req, 0, "another gen_ai.operation.name", nil
+		o.vllm++
+	case !ok:
+		return req, 0, "no gen_ai.operation.name (not an inference span, nor vLLM's llm_request)", nil
+	default:
+		var inference bool
+		if api, inference = otlpAPI[op]; !inference {
+			if slices.Contains(otlpKnownOps, op) {
+				return req, 0, "gen_ai.operation.name " + op, nil
+			}
+			return req, 0, "another gen_ai.operation.name", nil
+		}
 	}
 	lo, salt := o.lr.lo, o.lr.lo.Salt
 	if !sp.Start.set || sp.Start.v == 0 {
@@ -608,15 +619,15 @@ func (o *otlpReader) convert(sp *otlpSpan, resource otlpAttributes, line int64) 
 
 	// Shape: usage, the request's parameters, features.
 	req.API, req.Stream, req.N = api, o.lr.opts.Stream, 1
-	in, ok, err := a.count("gen_ai.usage.input_tokens")
+	in, ok, err := a.count(keys.input)
 	if err != nil {
 		return req, 0, "", err
 	}
 	if !ok {
-		return req, 0, "", bad("gen_ai.usage.input_tokens", "missing (the instrumentation recorded no usage)")
+		return req, 0, "", bad(keys.input, "missing (the instrumentation recorded no usage)")
 	}
 	req.InputTokens = in
-	if n, ok, err := a.count("gen_ai.usage.output_tokens"); err != nil {
+	if n, ok, err := a.count(keys.output); err != nil {
 		return req, 0, "", err
 	} else if ok {
 		req.OutputTokens = n
@@ -632,11 +643,11 @@ func (o *otlpReader) convert(sp *otlpSpan, resource otlpAttributes, line int64) 
 	} else if ok {
 		req.Stream = b
 	}
-	if n, ok, err := a.count("gen_ai.request.choice.count"); err != nil {
+	if n, ok, err := a.count(keys.n); err != nil {
 		return req, 0, "", err
 	} else if ok {
 		if n < 1 || n > math.MaxInt32 {
-			return req, 0, "", bad("gen_ai.request.choice.count", "not a positive count")
+			return req, 0, "", bad(keys.n, "not a positive count")
 		}
 		req.N = int32(n)
 	}
@@ -690,28 +701,67 @@ func (o *otlpReader) convert(sp *otlpSpan, resource otlpAttributes, line int64) 
 		}
 		req.Status = new(int32(code))
 	}
-	if s, ok, err := a.float("gen_ai.response.time_to_first_chunk"); err != nil {
+	if s, ok, err := a.float(keys.ttft); err != nil {
 		return req, 0, "", err
 	} else if ok {
 		if s < 0 {
-			return req, 0, "", bad("gen_ai.response.time_to_first_chunk", "negative")
+			return req, 0, "", bad(keys.ttft, "negative")
 		}
 		req.TTFTMs = new(s * 1000)
 	}
 	return req, endUs, "", nil
 }
 
+// spanKeys are the attributes a kind of span keeps its usage, choice
+// count and time to first token under.
+type spanKeys struct{ input, output, n, ttft string }
+
+// genAIKeys are the GenAI semantic conventions' (gen-ai-spans.md).
+var genAIKeys = spanKeys{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.request.choice.count", "gen_ai.response.time_to_first_chunk"}
+
+// vllmSpanKeys are vLLM's own, for the llm_request span its engine exports
+// with --otlp-traces-endpoint (vllm/tracing.py, SpanAttributes: the
+// conventions' older usage names, and latencies in seconds; the span's
+// start is the request's arrival, written by
+// vllm/v1/engine/output_processor.py).
+var vllmSpanKeys = spanKeys{"gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens", "gen_ai.request.n", "gen_ai.latency.time_to_first_token"}
+
+// isVLLMRequestSpan tells vLLM's llm_request span: its name, or its
+// prompt-token usage beside one of its gen_ai.latency.* timings.
+func isVLLMRequestSpan(sp *otlpSpan) bool {
+	if sp.Name == "llm_request" {
+		return true
+	}
+	if _, ok := sp.Attributes.get("gen_ai.usage.prompt_tokens"); !ok {
+		return false
+	}
+	for _, k := range []string{"gen_ai.latency.time_to_first_token", "gen_ai.latency.e2e", "gen_ai.latency.time_in_queue"} {
+		if _, ok := sp.Attributes.get(k); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // skipNote says how many spans were not inference requests, and why, for
 // the manifest's notes.
 func (o *otlpReader) skipNote() []string {
+	var notes []string
+	if o.vllm > 0 {
+		api := o.lr.opts.API
+		if api == "" {
+			api = trace.APIChat
+		}
+		notes = append(notes, fmt.Sprintf("%s: %d spans are vLLM's own llm_request spans, read as requests; they do not say which API was called: taken as %s", o.lr.opts.Name, o.vllm, api))
+	}
 	var total int64
 	for _, n := range o.skipped {
 		total += n
 	}
-	if total == 0 {
-		return nil
+	if total > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d spans were not GenAI inference spans (chat, text_completion, generate_content) nor vLLM's llm_request, and were skipped: %s", o.lr.opts.Name, total, ReasonsText(o.skipped)))
 	}
-	return []string{fmt.Sprintf("%s: %d spans were not GenAI inference spans (chat, text_completion, generate_content) and were skipped: %s", o.lr.opts.Name, total, ReasonsText(o.skipped))}
+	return notes
 }
 
 // otlpHead reports whether the input opens an OTLP/JSON document, for

@@ -311,3 +311,50 @@ func FuzzReadOTLP(f *testing.F) {
 		}
 	})
 }
+
+// TestOTLPVLLMRequestSpans converts a fixture of vLLM's own llm_request
+// spans, written for this test in the shape vLLM exports them with
+// --otlp-traces-endpoint: the span named llm_request, started at the
+// request's arrival, its attributes those of vllm/tracing.py's
+// SpanAttributes as vllm/v1/engine/output_processor.py sets them
+// (gen_ai.usage.prompt_tokens and completion_tokens, gen_ai.request.n,
+// gen_ai.latency.* in seconds), and no gen_ai.operation.name. Each becomes
+// a request; the worker's span beside them is skipped and counted; a
+// file holding only such spans fails saying how many it skipped and why.
+func TestOTLPVLLMRequestSpans(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bucket")
+	m, err := Convert(context.Background(), []string{"testdata/otlp/vllm-llm-request.jsonl"}, out, ConvertOptions{Options: Options{Stream: true, Log: LogOptions{Salt: testSalt(t)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := trace.ReadAll(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2025, 1, 14, 11, 6, 14, 0, time.UTC)
+	want := []struct {
+		at        time.Duration
+		in, out   int64
+		ttft, e2e float64
+	}{{0, 512, 64, 125, 1500}, {250 * time.Millisecond, 1024, 16, 250, 500}, {900 * time.Millisecond, 300, 200, 50, 2250}}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	}
+	for i, w := range want {
+		r := rows[i]
+		if !r.Time().Equal(t0.Add(w.at)) || r.InputTokens != w.in || r.OutputTokens != w.out || r.MaxTokens != 256 || r.N != 1 || r.API != trace.APIChat ||
+			r.Model != "meta-llama/Llama-3.1-8B-Instruct" || r.TTFTMs == nil || *r.TTFTMs != w.ttft || r.E2EMs == nil || *r.E2EMs != w.e2e || r.Temperature == nil || *r.Temperature != 0.7 {
+			t.Errorf("row %d: %+v, want %+v", i, r, w)
+		}
+	}
+	notes := strings.Join(m.Notes, "\n")
+	for _, n := range []string{"3 spans are vLLM's own llm_request spans, read as requests", "1 spans were not GenAI inference spans"} {
+		if !strings.Contains(notes, n) {
+			t.Errorf("notes %q lack %q", m.Notes, n)
+		}
+	}
+	_, err = Convert(context.Background(), []string{"testdata/otlp/vllm-worker-only.jsonl"}, filepath.Join(t.TempDir(), "none"), ConvertOptions{Options: Options{Log: LogOptions{Salt: testSalt(t)}}})
+	if err == nil || !strings.Contains(err.Error(), "1 spans were not GenAI inference spans") || !strings.Contains(err.Error(), "no gen_ai.operation.name") {
+		t.Errorf("a file of no request spans: %v; want an error saying how many spans were skipped and why", err)
+	}
+}

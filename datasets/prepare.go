@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -74,13 +75,9 @@ func (lr *logReader) prepare(rec map[string]any, lineNo int64) (prepared, error)
 		return prepared{}, err
 	}
 	var req trace.Request
-	tsV, ok := r.get("ts")
-	if !ok {
-		return prepared{}, bad("ts", "no timestamp at %s (the arrival time)", r.m.pathsText("ts"))
-	}
-	ts, err := parseLogTime(tsV)
+	ts, err := arrivalTime(r)
 	if err != nil {
-		return prepared{}, bad("ts", "%v", err)
+		return prepared{}, err
 	}
 	req.TS = ts
 	rawID, tenant := lr.prepareIdentity(&req, r, lineNo)
@@ -174,7 +171,13 @@ func (lr *logReader) prepareShape(req *trace.Request, r logRecord, rawID string,
 // returns) or else the completions prompt; tokens is nil when the record
 // has neither.
 func (lr *logReader) promptTokens(req *trace.Request, r logRecord, st *mediaStats) (tokens []int, msgs []message, mediaTokens int64, err error) {
-	if v, ok := r.get("messages"); ok {
+	v, ok := r.get("messages")
+	if ok {
+		if v, ok, err = storedMessages(v); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	if ok {
 		req.API = trace.APIChat
 		msgs, err = parseMessages(v)
 		if err != nil {
@@ -333,6 +336,46 @@ func prepareOutcome(req *trace.Request, r logRecord) (endUs int64, err error) {
 	return endUs, nil
 }
 
+// arrivalTime is the request's arrival: its ts, or, where the log times a
+// request by its end (an access log's time, written as the response
+// ends: nginx's $time_local) and keeps its duration, the end less the
+// duration.
+func arrivalTime(r logRecord) (int64, error) {
+	if v, ok := r.get("ts"); ok {
+		ts, err := parseLogTime(v)
+		if err != nil {
+			return 0, bad("ts", "%v", err)
+		}
+		return ts, nil
+	}
+	end, hasEnd := r.get("end_ts")
+	dur, unit, hasDur := r.duration()
+	if !hasEnd || !hasDur {
+		return 0, bad("ts", "no timestamp at %s (the arrival time), nor an end time and a duration to take it from", r.m.pathsText("ts"))
+	}
+	endUs, err := parseLogTime(end)
+	if err != nil {
+		return 0, bad("end_ts", "%v", err)
+	}
+	x, err := parseFloat(dur)
+	if err != nil || !(x >= 0 && x*unit <= trace.MaxClientMs*1e3) {
+		return 0, bad("ts", "no timestamp, and the duration to take it from the end time is not a non-negative time")
+	}
+	return endUs - int64(math.Round(x*unit)), nil
+}
+
+// duration is the logged end-to-end duration and its unit in µs: e2e_ms,
+// else e2e_s (nginx's $request_time).
+func (r logRecord) duration() (v any, unitUs float64, ok bool) {
+	if v, ok := r.get("e2e_ms"); ok {
+		return v, 1e3, true
+	}
+	if v, ok := r.get("e2e_s"); ok {
+		return v, 1e6, true
+	}
+	return nil, 0, false
+}
+
 // prepareTiming sets TTFT and end-to-end time from logged instants, then
 // from logged durations, which win where both are present.
 func prepareTiming(req *trace.Request, r logRecord) (endUs int64, err error) {
@@ -348,6 +391,9 @@ func prepareTiming(req *trace.Request, r logRecord) (endUs int64, err error) {
 		}
 		req.E2EMs = new(float64(endUs-ts) / 1000)
 	}
+	if _, ok := r.get("ts"); !ok && endUs >= 0 {
+		req.E2EMs = nil // the arrival was the end less the logged duration, which stands
+	}
 	if v, ok := r.get("first_token_ts"); ok {
 		if firstUs, err = parseLogTime(v); err != nil {
 			return -1, bad("first_token_ts", "%v", err)
@@ -362,6 +408,15 @@ func prepareTiming(req *trace.Request, r logRecord) (endUs int64, err error) {
 	}
 	if err := r.nonNegative("e2e_ms", &req.E2EMs, ms); err != nil {
 		return -1, err
+	}
+	if req.E2EMs == nil {
+		var s *float64
+		if err := r.nonNegative("e2e_s", &s, "not a non-negative number of seconds"); err != nil {
+			return -1, err
+		}
+		if s != nil {
+			req.E2EMs = new(*s * 1000)
+		}
 	}
 	if endUs < 0 && req.E2EMs != nil {
 		endUs = ts + int64(*req.E2EMs*1000)
