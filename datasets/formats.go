@@ -170,14 +170,7 @@ func detectJSON(head []byte, complete bool) (string, error) {
 	case inArray && keys == nil:
 		return FormatShareGPT, nil // an empty array: ShareGPT, as it always was
 	}
-	has := func(ks ...string) bool {
-		for _, k := range ks {
-			if keys[k] {
-				return true
-			}
-		}
-		return false
-	}
+	has := keySet(keys).hasAny
 	switch {
 	case has("resourceSpans"):
 		return FormatOTLP, nil
@@ -209,14 +202,7 @@ func detectJSON(head []byte, complete bool) (string, error) {
 // records by request_created_at beside request_body or response_status.
 func presetByKeys(head []byte) (preset, why string) {
 	keys, _, _ := firstObjectKeys(head)
-	has := func(ks ...string) bool {
-		for _, k := range ks {
-			if keys[k] {
-				return true
-			}
-		}
-		return false
-	}
+	has := keySet(keys).hasAny
 	switch {
 	case has("startTime") && has("call_type", "model_group", "spend", "response_cost", "api_base"):
 		return "litellm", "its keys (startTime beside call_type, model_group, spend or response_cost) being LiteLLM's"
@@ -224,6 +210,19 @@ func presetByKeys(head []byte) (preset, why string) {
 		return "helicone", "its keys (request_created_at beside request_body, response_status or delay_ms) being Helicone's"
 	}
 	return "", ""
+}
+
+// keySet is an object's top-level keys.
+type keySet map[string]bool
+
+// hasAny reports whether the object has one of ks.
+func (k keySet) hasAny(ks ...string) bool {
+	for _, key := range ks {
+		if k[key] {
+			return true
+		}
+	}
+	return false
 }
 
 // errNotObject: a JSON array whose first element is not an object.
