@@ -355,6 +355,12 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 // from the sends it reconstructs, a file without send times gave 4.73
 // req/s where vLLM reported 8.40), none for files without timing.
 func (rep *Report) peerThroughput() {
+	if peerOnly(rep.Runs) {
+		// A peer tool records no schedule apart from its sends: a lateness
+		// or queue wait of 0 would be no measurement.
+		delete(rep.Metrics, "lateness_ms")
+		delete(rep.Metrics, "queue_wait_ms")
+	}
 	if len(rep.Runs) == 1 && rep.Runs[0].fileDurationS > 0 && rep.Throughput.DurationS > 0 {
 		rep.rescaleThroughput(rep.Runs[0].fileDurationS)
 	}
@@ -365,6 +371,16 @@ func (rep *Report) peerThroughput() {
 		}
 		rep.Notes = append(rep.Notes, "no throughput is reported: the result files keep neither send times nor a duration")
 	}
+}
+
+// peerOnly reports whether every run is another tool's.
+func peerOnly(runs []RunSummary) bool {
+	for _, r := range runs {
+		if r.Tool == "" {
+			return false
+		}
+	}
+	return len(runs) > 0
 }
 
 // untimed reports whether every run is a peer run without timing.
@@ -756,6 +772,14 @@ func (rep *Report) setCounts(t *tally) {
 		c.SuccessRate = float64(c.Outcomes[trace.OutcomeOK]) / float64(c.Counted)
 	}
 	rep.Requests = c
+	if ok := c.Outcomes[trace.OutcomeOK]; c.Counted > 0 && ok == 0 {
+		var classes []string
+		for _, o := range slices.Sorted(maps.Keys(c.Outcomes)) {
+			classes = append(classes, fmt.Sprintf("%s %d", o, c.Outcomes[o]))
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("every one of the %d counted requests failed (%s): no latency, throughput or goodput can be given, and the zeros shown are no measurement",
+			c.Counted, strings.Join(classes, ", ")))
+	}
 }
 
 // metricNotes adds the notes on TTFT's and E2E's precision: the highest

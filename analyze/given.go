@@ -21,7 +21,7 @@ func offeredText(r RunSummary) string {
 // achievedText is a peer run's completed rate, where its file gives a
 // duration.
 func achievedText(r RunSummary) string {
-	if r.AchievedRate <= 0 {
+	if r.fileDurationS <= 0 {
 		return "no duration recorded"
 	}
 	return fmt.Sprintf("completed %.2f req/s (the file's completed / duration)", r.AchievedRate)

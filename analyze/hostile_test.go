@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,4 +80,49 @@ func TestHostilePeerFiles(t *testing.T) {
 			t.Errorf("notes %q", rep.Notes)
 		}
 	})
+}
+
+// TestPeerFilesSayWhatTheyHold (issue 41): a result file whose requests
+// all failed says so, rather than show zeros as latencies; a peer file's
+// report holds no client lateness (the tool records none), and its JSON
+// gives null, not 0, for the figures the file does not hold; a mean E2E
+// from the records that strays from the file's own is noted, with why.
+func TestPeerFilesSayWhatTheyHold(t *testing.T) {
+	dir := t.TempDir()
+	failed := filepath.Join(dir, "failed.json")
+	os.WriteFile(failed, []byte(`{"backend": "vllm", "model_id": "m", "request_rate": 4.0, "duration": 3.0, "completed": 0, "request_throughput": 0.0, "mean_ttft_ms": 0.0,
+		"input_lens": [10, 10, 10], "output_lens": [0, 0, 0], "ttfts": [0.0, 0.0, 0.0], "itls": [[], [], []], "start_times": [1.0, 1.5, 2.0],
+		"errors": ["Bad Gateway", "Bad Gateway", "Bad Gateway"]}`), 0o644)
+	rep, err := Analyze([]string{failed}, Options{Bootstrap: BootstrapOptions{Resamples: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "every one of the 3 counted requests failed (http_error 3)") {
+		t.Errorf("notes %q", rep.Notes)
+	}
+	if _, ok := rep.Metrics["lateness_ms"]; ok {
+		t.Error("a peer file's report holds a client lateness of 0")
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Throughput json.RawMessage `json:"throughput"`
+		Runs       []map[string]json.RawMessage
+	}
+	json.Unmarshal(b, &back)
+	if string(back.Throughput) != "null" || string(back.Runs[0]["lateness"]) != "null" || string(back.Runs[0]["client"]) != "null" || string(back.Runs[0]["offered_rate_rps"]) == "null" {
+		t.Errorf("JSON throughput %s, run %v: want null for what the file does not hold", back.Throughput, back.Runs[0])
+	}
+	e2e := filepath.Join(dir, "e2e.json")
+	os.WriteFile(e2e, []byte(`{"backend": "vllm", "model_id": "m", "request_rate": "inf", "duration": 1, "completed": 2, "request_throughput": 2, "mean_latency_ms": 130.65,
+		"input_lens": [5, 5], "output_lens": [3, 3], "ttfts": [0.1, 0.1], "itls": [[0.01, 0.02], [0.01, 0.02]], "errors": ["", ""]}`), 0o644)
+	rep, err = Analyze([]string{e2e}, Options{Bootstrap: BootstrapOptions{Resamples: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "mean E2E 130.00 ms from its records, where the file's mean_latency_ms says 130.65 ms (-0.50%)") {
+		t.Errorf("notes %q", rep.Notes)
+	}
 }

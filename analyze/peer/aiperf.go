@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // AIPerf (github.com/ai-dynamo/aiperf) writes two files read here, their
@@ -49,15 +50,29 @@ func readAIPerfSummary(o object) ([]Run, error) {
 	return []Run{r}, nil
 }
 
-// aiperfModel is the first model an AIPerf summary's input_config names.
+// aiperfModel is the first model an AIPerf summary's input_config names:
+// its own model_names (a list, or one name) in AIPerf's UserConfig, else
+// its endpoint's (aiperf/common/config/user_config.py and
+// endpoint_config.py, over its versions).
 func aiperfModel(o object) string {
 	var cfg struct {
-		Endpoint struct {
-			ModelNames []string `json:"model_names"`
+		ModelNames json.RawMessage `json:"model_names"`
+		Endpoint   struct {
+			ModelNames json.RawMessage `json:"model_names"`
 		} `json:"endpoint"`
 	}
-	if json.Unmarshal(o.raw("input_config"), &cfg) == nil && len(cfg.Endpoint.ModelNames) > 0 {
-		return cfg.Endpoint.ModelNames[0]
+	if json.Unmarshal(o.raw("input_config"), &cfg) != nil {
+		return ""
+	}
+	for _, raw := range []json.RawMessage{cfg.ModelNames, cfg.Endpoint.ModelNames} {
+		var list []string
+		if json.Unmarshal(raw, &list) == nil && len(list) > 0 {
+			return list[0]
+		}
+		var one string
+		if json.Unmarshal(raw, &one) == nil && one != "" {
+			return strings.TrimSpace(strings.Split(one, ",")[0])
+		}
 	}
 	return ""
 }

@@ -208,47 +208,70 @@ func (r *Run) runChecks(ok int64) {
 }
 
 // meanNotes compares the means a run's records give with the tool's own
-// figures, where they differ by more than 1%: a tool that counts TPOT
-// from its own end-of-request time (vLLM does) gives another mean than
-// its token events; a file whose mean counts values left out here as out
-// of range differs for that reason, and says so.
+// figures, where they differ by more than meanTolerance: a tool that
+// counts TPOT or E2E to its own end of the request (vLLM does) gives
+// another mean than its token events, when its file keeps no latencies;
+// a file whose mean counts values left out here as out of range differs
+// for that reason, and says so.
 func (r *Run) meanNotes(m *means, t *tally) []string {
 	var notes []string
+	gaps := t.count(leftGapRange) + t.count(leftGapCount) + t.count(leftGapsTooLong)
+	ends := t.count(leftE2E) + t.count(leftE2EBefore)
 	for _, c := range []struct {
-		metric, why, name string
-		sum               float64
-		n                 int64
-		dropped           int64
+		metric, why string
+		names       []string
+		sum         float64
+		n           int64
+		dropped     int64
 	}{
-		{"TTFT", "its records are rounded or cut", "mean_ttft_ms", m.ttftMs, m.ttftN, t.count(leftTTFT)},
-		{"TPOT", "the tool counts it from its own end-of-request time, which its records do not hold", "mean_tpot_ms", m.tpotMs, m.tpotN,
-			t.count(leftTTFT) + t.count(leftGapRange) + t.count(leftGapCount) + t.count(leftGapsTooLong) + t.count(leftE2E) + t.count(leftE2EBefore)},
+		{"TTFT", "its records are rounded or cut", []string{"mean_ttft_ms"}, m.ttftMs, m.ttftN, t.count(leftTTFT)},
+		{"TPOT", "the tool counts it from its own end-of-request time, which its records do not hold", []string{"mean_tpot_ms"}, m.tpotMs, m.tpotN,
+			t.count(leftTTFT) + gaps + ends},
+		{"E2E", "the records end at their last token where the file keeps no latencies, and the tool counts to its own end of the request, after it", []string{"mean_e2el_ms", "mean_latency_ms"}, m.e2eMs, m.e2eN, t.count(leftTTFT) + gaps + ends},
 	} {
-		given, ok := r.Figure(c.name)
+		given, name, ok := 0.0, "", false
+		for _, n := range c.names {
+			if given, ok = r.Figure(n); ok {
+				name = n
+				break
+			}
+		}
 		if !ok || !(given > 0) || c.n == 0 {
 			continue
 		}
 		ours := c.sum / float64(c.n)
-		if math.Abs(ours-given) <= 0.01*given {
+		if math.Abs(ours-given) <= meanTolerance*given {
 			continue
 		}
 		why := c.why
 		if c.dropped > 0 {
 			why = fmt.Sprintf("the file's mean counts the %d value(s) left out here as out of range", c.dropped)
 		}
-		notes = append(notes, fmt.Sprintf("%s: mean %s %.2f ms from its records, where the file says %.2f ms (%+.1f%%): %s",
-			r.Source, c.metric, ours, given, 100*(ours-given)/given, why))
+		notes = append(notes, fmt.Sprintf("%s: mean %s %.2f ms from its records, where the file's %s says %.2f ms (%+.2f%%): %s",
+			r.Source, c.metric, ours, name, given, 100*(ours-given)/given, why))
 	}
 	return notes
 }
 
-// means sums what meanNotes compares: TTFT and TPOT over ok requests.
+// meanTolerance is how far a mean from a file's records may stray from
+// the file's own, relatively, without a note: a file's times are written
+// to the microsecond, so more is a difference of definition, not rounding.
+const meanTolerance = 0.001
+
+// means sums what meanNotes compares: TTFT, TPOT and E2E over ok
+// requests.
 type means struct {
-	ttftMs, tpotMs float64
-	ttftN, tpotN   int64
+	ttftMs, tpotMs, e2eMs float64
+	ttftN, tpotN, e2eN    int64
 }
 
 func (m *means) add(q *Request) {
+	if q.OK && !q.EndUnknown {
+		if end := q.LastEventNs(); end >= 0 {
+			m.e2eMs += float64(end) / 1e6
+			m.e2eN++
+		}
+	}
 	if !q.OK || q.TTFTNs < 0 {
 		return
 	}

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -92,8 +93,16 @@ func readGuidellm(o object) ([]Run, error) {
 	var md struct {
 		Version string `json:"guidellm_version"`
 	}
-	if err := o.decode("metadata", &md); err != nil {
+	var args struct {
+		Model   *string `json:"model"`
+		Backend any     `json:"backend"`
+	}
+	if err := errors.Join(o.decode("metadata", &md), o.decode("args", &args)); err != nil {
 		return nil, fmt.Errorf("fields of the wrong type: %w", err)
+	}
+	model := ""
+	if args.Model != nil {
+		model = *args.Model // the report's args (BenchmarkGenerativeTextArgs), as guidellm ran
 	}
 	tool := "guidellm"
 	if md.Version != "" {
@@ -127,7 +136,7 @@ func readGuidellm(o object) ([]Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("benchmark %d: %w", bi, err)
 		}
-		r := Run{Tool: tool, Source: label, ID: runID("guidellm", label) + "-" + bm.Config.Strategy.Type, DurationS: bm.Duration, Completed: -1, sampled: true}
+		r := Run{Tool: tool, Source: label, ID: runID("guidellm", label) + "-" + bm.Config.Strategy.Type, Model: model, DurationS: bm.Duration, Completed: -1, sampled: true}
 		if bm.Config.Strategy.Rate != nil {
 			r.OfferedRate = *bm.Config.Strategy.Rate
 		}

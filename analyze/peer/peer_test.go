@@ -256,6 +256,38 @@ func TestUnsupportedNamed(t *testing.T) {
 	}
 }
 
+// TestModelsAndSummariesAsWritten (issue 41): the model a file records is
+// read where its tool writes it (guidellm's args.model; AIPerf's
+// input_config.model_names, beside or instead of its endpoint's), and a
+// vLLM summary without completed or duration is read as a summary saying
+// which it lacks, not refused as no result file.
+func TestModelsAndSummariesAsWritten(t *testing.T) {
+	gl, err := Read("testdata/guidellm/benchmarks.json")
+	if err != nil || gl[0].Model != "Qwen/Qwen3-8B" {
+		t.Errorf("guidellm model %q, %v", gl[0].Model, err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct{ name, text, want string }{
+		{"aiperf.json", `{"aiperf_version": "0.4.0", "benchmark_duration": {"unit": "sec", "avg": 10}, "request_throughput": {"unit": "requests/sec", "avg": 3},
+			"input_config": {"model_names": ["meta-llama/Llama-3.1-8B-Instruct"], "endpoint": {"type": "chat"}}}`, "meta-llama/Llama-3.1-8B-Instruct"},
+		{"aiperf-endpoint.json", `{"aiperf_version": "0.3.0", "benchmark_duration": {"unit": "sec", "avg": 10}, "request_throughput": {"unit": "requests/sec", "avg": 3},
+			"input_config": {"endpoint": {"model_names": "m-a,m-b"}}}`, "m-a"},
+	} {
+		p := filepath.Join(dir, c.name)
+		os.WriteFile(p, []byte(c.text), 0o644)
+		runs, err := Read(p)
+		if err != nil || runs[0].Model != c.want {
+			t.Errorf("%s: model %q, %v; want %q", c.name, runs[0].Model, err, c.want)
+		}
+	}
+	p := filepath.Join(dir, "vllm-summary.json")
+	os.WriteFile(p, []byte(`{"backend": "vllm", "model_id": "m", "request_throughput": 8.2, "mean_ttft_ms": 41.5, "p99_ttft_ms": 80.1}`), 0o644)
+	runs, err := Read(p)
+	if err != nil || runs[0].HasRecords() || !strings.Contains(strings.Join(runs[0].Notes, "\n"), "has no duration or completed") {
+		t.Errorf("a vLLM summary without duration and completed: %v, %+v", err, runs)
+	}
+}
+
 // TestVLLMPooling reads an embedding benchmark's result: latencies, no
 // tokens.
 func TestVLLMPooling(t *testing.T) {

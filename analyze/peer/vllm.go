@@ -34,7 +34,7 @@ type vllmResult struct {
 var vllmLists = []string{"input_lens", "output_lens", "ttfts", "itls", "start_times", "latencies", "errors"}
 
 // vllmFigure matches the aggregate fields vLLM writes beside the lists.
-var vllmFigure = regexp.MustCompile(`^((mean|median|std|p[0-9.]+)_(ttft|tpot|itl|e2el)_ms|request_throughput|request_inthroughput|input_throughput|request_goodput:?|output_throughput|total_token_throughput|max_output_tokens_per_s|max_concurrent_requests|duration|completed|failed|total_input_tokens|total_output_tokens)$`)
+var vllmFigure = regexp.MustCompile(`^((mean|median|std|p[0-9.]+)_(ttft|tpot|itl|e2el|latency)_ms|request_throughput|request_inthroughput|input_throughput|request_goodput:?|output_throughput|total_token_throughput|max_output_tokens_per_s|max_concurrent_requests|duration|completed|failed|total_input_tokens|total_output_tokens)$`)
 
 func init() {
 	register(format{tool: "vLLM bench serve", match: isVLLM, read: readVLLM})
@@ -48,11 +48,12 @@ func isVLLM(o object) bool {
 	if isSGLang(o) {
 		return false
 	}
-	if o.has("ttfts", "itls", "input_lens") {
+	if o.has("ttfts") && o.hasAny("itls", "input_lens", "output_lens") {
 		return true
 	}
-	return o.has("duration", "completed") && o.hasAny("request_throughput", "request_inthroughput") &&
-		o.hasAny("mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "mean_tpot_ms")
+	_, tput := number(o.raw("request_throughput"))
+	_, old := number(o.raw("request_inthroughput"))
+	return (tput || old) && o.hasAny("mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "mean_tpot_ms")
 }
 
 // EveryAtOnce reports whether a request_rate says every request was sent
@@ -107,6 +108,9 @@ func readVLLM(o object) ([]Run, error) {
 	if n == 0 && inputs == 0 {
 		run.Remedy = "rerun vllm bench serve with --save-result --save-detailed"
 		run.Notes = append(run.Notes, fmt.Sprintf("%s is a summary (vllm bench serve without --save-detailed): its figures are reported as given, and no interval can be computed", src))
+		if missing := missingKeys(o, "duration", "completed"); missing != "" {
+			run.Notes = append(run.Notes, fmt.Sprintf("%s has no %s (a vllm bench serve summary writes both): no rate follows from it", src, missing))
+		}
 		return []Run{run}, nil
 	}
 	if o.elems("itls") != n || inputs != n || o.elems("output_lens") != n {
@@ -179,6 +183,17 @@ func vllmSends(run *Run, o object, n int64) (func() vllmSend, error) {
 	return func() vllmSend {
 		return func(i int64, _, _ float64) int64 { return int64(float64(i) / float64(n) * d * 1e9) }
 	}, nil
+}
+
+// missingKeys names the keys o lacks, "" when it has them all.
+func missingKeys(o object, keys ...string) string {
+	var out []string
+	for _, k := range keys {
+		if !o.has(k) {
+			out = append(out, k)
+		}
+	}
+	return strings.Join(out, " or ")
 }
 
 // minOfList is the least number of a list read element by element.
