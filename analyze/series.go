@@ -1,8 +1,6 @@
 package analyze
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"fmt"
 	"math"
@@ -11,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/servetrace/servetrace/internal/promtext"
 	"github.com/servetrace/servetrace/internal/regfile"
+	"github.com/servetrace/servetrace/internal/servermetrics"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -144,30 +144,6 @@ type scrape struct {
 	hasSpec                                   bool
 }
 
-// Gauge names of vLLM, SGLang and TGI.
-var (
-	runningGauges = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"}
-	waitingGauges = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"}
-	kvGauges      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
-)
-
-// vLLM's counters of preemptions and of prefix cache lookups, in tokens.
-const (
-	vllmPreemptions   = "vllm:num_preemptions_total"
-	vllmPrefixHits    = "vllm:prefix_cache_hits_total"
-	vllmPrefixQueries = "vllm:prefix_cache_queries_total"
-)
-
-// DCGM exporter field names (NVIDIA dcgm-exporter's default counters,
-// default-counters.csv): utilisation in %, power in W, frame buffer used in
-// MiB, and total energy in mJ since boot.
-const (
-	dcgmUtil   = "DCGM_FI_DEV_GPU_UTIL"
-	dcgmPower  = "DCGM_FI_DEV_POWER_USAGE"
-	dcgmFBUsed = "DCGM_FI_DEV_FB_USED"
-	dcgmEnergy = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
-)
-
 // maxScrapeFileBytes bounds a scrape file: replay keeps at most 32 MiB of
 // an endpoint's answer, and a header line.
 const maxScrapeFileBytes = 33 << 20
@@ -213,23 +189,21 @@ func scrapeNotes(scrapes []scrape) []string {
 }
 
 // parseScrape reads a scrape file: the servetrace header's run_ns and the
-// busy and KV gauges, summed over label sets. A failed scrape is skipped.
+// server metrics servermetrics names, summed over label sets. A failed
+// scrape is skipped.
 func parseScrape(b []byte) (scrape, bool) {
 	var s scrape
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	header := false
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, trace.ScrapeCutPrefix) {
+	header, failed := false, false
+	comment := func(line string) {
+		switch {
+		case strings.HasPrefix(line, trace.ScrapeCutPrefix):
 			s.cut = true
-			continue
-		}
-		if strings.HasPrefix(line, "# servetrace scrape ") {
+		case strings.HasPrefix(line, "# scrape failed"):
+			failed = true
+		case strings.HasPrefix(line, "# servetrace scrape "):
 			for _, f := range strings.Fields(line) {
 				if v, ok := strings.CutPrefix(f, "run_ns="); ok {
-					n, err := strconv.ParseInt(v, 10, 64)
-					if err == nil {
+					if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 						s.atNs, header = n, true
 					}
 				}
@@ -237,61 +211,43 @@ func parseScrape(b []byte) (scrape, bool) {
 					s.role = v
 				}
 			}
-			continue
-		}
-		if strings.HasPrefix(line, "# scrape failed") {
-			return s, false
-		}
-
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name := line
-		if i := strings.IndexAny(line, "{ "); i >= 0 {
-			name = line[:i]
-		}
-		rest := line[len(name):] // the labels, if any, then the value
-		if i := strings.LastIndexByte(rest, '}'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case slices.Contains(runningGauges, name):
-			s.running, s.hasRunning = s.running+v, true
-		case slices.Contains(waitingGauges, name):
-			s.waiting, s.hasWaiting = s.waiting+v, true
-		case slices.Contains(kvGauges, name):
-			s.kvUsed, s.hasKV = s.kvUsed+v, true
-		case name == dcgmUtil:
-			s.gpuUtil, s.gpus = s.gpuUtil+v, s.gpus+1
-		case name == dcgmPower:
-			s.powerW, s.hasPower = s.powerW+v, true
-		case name == dcgmFBUsed:
-			s.fbUsedMiB, s.hasFB = s.fbUsedMiB+v, true
-		case name == dcgmEnergy:
-			s.energyMJ, s.hasEnergy = s.energyMJ+v, true
-		case name == vllmPreemptions:
-			s.preemptions, s.hasPreemptions = s.preemptions+v, true
-		case name == vllmPrefixHits:
-			s.prefixHits, s.hasPrefix = s.prefixHits+v, true
-		case name == vllmPrefixQueries:
-			s.prefixQueries = s.prefixQueries + v
-		case name == vllmSpecDrafts:
-			s.specDrafts, s.hasSpec = s.specDrafts+v, true
-		case name == vllmSpecDraftTokens:
-			s.specDraftTokens, s.hasSpec = s.specDraftTokens+v, true
-		case name == vllmSpecAccepted:
-			s.specAccepted, s.hasSpec = s.specAccepted+v, true
 		}
 	}
-	return s, header
+	promtext.Scan(string(b), func(m promtext.Sample) { s.add(m) }, comment)
+	return s, header && !failed
+}
+
+// add sums one sample into the scrape by what servermetrics says it is.
+func (s *scrape) add(m promtext.Sample) {
+	v := m.Value
+	switch servermetrics.KindOf(m.Name) {
+	case servermetrics.Running:
+		s.running, s.hasRunning = s.running+v, true
+	case servermetrics.Waiting:
+		s.waiting, s.hasWaiting = s.waiting+v, true
+	case servermetrics.KVUsage:
+		s.kvUsed, s.hasKV = s.kvUsed+v, true
+	case servermetrics.GPUUtil:
+		s.gpuUtil, s.gpus = s.gpuUtil+v, s.gpus+1
+	case servermetrics.GPUPower:
+		s.powerW, s.hasPower = s.powerW+v, true
+	case servermetrics.GPUMemUsed:
+		s.fbUsedMiB, s.hasFB = s.fbUsedMiB+v, true
+	case servermetrics.GPUEnergy:
+		s.energyMJ, s.hasEnergy = s.energyMJ+v, true
+	case servermetrics.Preemptions:
+		s.preemptions, s.hasPreemptions = s.preemptions+v, true
+	case servermetrics.PrefixHits:
+		s.prefixHits, s.hasPrefix = s.prefixHits+v, true
+	case servermetrics.PrefixQueries:
+		s.prefixQueries += v
+	case servermetrics.SpecDrafts:
+		s.specDrafts, s.hasSpec = s.specDrafts+v, true
+	case servermetrics.SpecDraftTokens:
+		s.specDraftTokens, s.hasSpec = s.specDraftTokens+v, true
+	case servermetrics.SpecAccepted:
+		s.specAccepted, s.hasSpec = s.specAccepted+v, true
+	}
 }
 
 // timeSeries builds the windows, labels regions and measures recovery.

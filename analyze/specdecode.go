@@ -7,14 +7,6 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// vLLM's speculative decoding counters: draft steps, draft tokens proposed
-// and draft tokens accepted.
-const (
-	vllmSpecDrafts      = "vllm:spec_decode_num_drafts_total"
-	vllmSpecDraftTokens = "vllm:spec_decode_num_draft_tokens_total"
-	vllmSpecAccepted    = "vllm:spec_decode_num_accepted_tokens_total"
-)
-
 // SpecDecode is speculative decoding as the engine counted it over the run
 // (each counter's rise from its first scrape, before the run, to its last,
 // after it) and as the stream showed it (tokens per token event).

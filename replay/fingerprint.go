@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/promtext"
+	"github.com/servetrace/servetrace/internal/servermetrics"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -114,14 +116,14 @@ var cacheConfigLabels = []string{"block_size", "cache_dtype", "gpu_memory_utiliz
 // vllm:cache_config_info gauge (vllm/v1/metrics/loggers.py
 // log_metrics_info) to a vLLM identity.
 func addCacheConfig(id *trace.ServerIdentity, text string) {
-	for _, line := range strings.Split(text, "\n") {
-		rest, ok := strings.CutPrefix(line, "vllm:cache_config_info{")
-		if !ok {
-			continue
+	found := false
+	promtext.Scan(text, func(s promtext.Sample) {
+		if found || servermetrics.KindOf(s.Name) != servermetrics.CacheConfig {
+			return
 		}
-		labels := promLabels(rest)
+		found = true
 		for _, k := range cacheConfigLabels {
-			if v, ok := labels[k]; ok && v != "" && v != "None" {
+			if v, ok := s.Label(k); ok && v != "" && v != "None" {
 				if id.Details == nil {
 					id.Details = map[string]string{}
 				}
@@ -129,43 +131,7 @@ func addCacheConfig(id *trace.ServerIdentity, text string) {
 			}
 		}
 		id.Sources = uniqueSorted(append(id.Sources, "GET /metrics (vllm:cache_config_info)"))
-		return
-	}
-}
-
-// promLabels parses the label pairs of a Prometheus text sample after its
-// opening brace, up to the closing one: name="value" with \\, \" and \n
-// escaped.
-func promLabels(s string) map[string]string {
-	out := map[string]string{}
-	for {
-		s = strings.TrimLeft(s, " ,")
-		eq := strings.Index(s, "=\"")
-		if eq <= 0 || strings.HasPrefix(s, "}") {
-			return out
-		}
-		name := strings.TrimSpace(s[:eq])
-		var v strings.Builder
-		i := eq + 2
-		for ; i < len(s) && s[i] != '"'; i++ {
-			if s[i] == '\\' && i+1 < len(s) {
-				i++
-				switch s[i] {
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					v.WriteByte(s[i])
-				}
-				continue
-			}
-			v.WriteByte(s[i])
-		}
-		if i >= len(s) {
-			return out // cut: what was read so far
-		}
-		out[name] = v.String()
-		s = s[i+1:]
-	}
+	}, nil)
 }
 
 // identify tells the engine from the info routes' answers (by route) and

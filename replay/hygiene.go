@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,12 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/internal/promtext"
+	"github.com/servetrace/servetrace/internal/servermetrics"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -147,41 +147,14 @@ func (s *scraper) run(ctx context.Context, interval time.Duration, clock func() 
 	}
 }
 
-// busyGauges are the server metrics that count requests running or waiting
-// (vLLM, SGLang and TGI names).
-var busyGauges = []string{
-	"vllm:num_requests_running", "vllm:num_requests_waiting",
-	"sglang:num_running_reqs", "sglang:num_queue_reqs",
-	"tgi_queue_size", "tgi_batch_current_size",
-}
-
-// busyCount sums the busy gauges in a Prometheus text exposition; found is
-// false when none of them appears.
+// busyCount sums the gauges of requests running or waiting in a
+// Prometheus text exposition; found is false when none of them appears.
 func busyCount(text []byte) (total float64, found bool) {
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
+	promtext.Scan(string(text), func(s promtext.Sample) {
+		if k := servermetrics.KindOf(s.Name); k == servermetrics.Running || k == servermetrics.Waiting {
+			total, found = total+s.Value, true
 		}
-		name := line
-		if i := strings.IndexAny(line, "{ "); i >= 0 {
-			name = line[:i]
-		}
-		for _, g := range busyGauges {
-			if name != g {
-				continue
-			}
-			fields := strings.Fields(line[strings.LastIndex(line, "}")+1:])
-			if len(fields) > 0 {
-				if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-					total += v
-					found = true
-				}
-			}
-		}
-	}
+	}, nil)
 	return total, found
 }
 
@@ -195,7 +168,7 @@ func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
 		if err == nil {
 			n, found := busyCount(body)
 			if !found {
-				return opterr.New("WaitIdle", nil, "%s reports none of %s; it cannot tell when the server is idle", RedactURL(s.url), strings.Join(busyGauges, ", "))
+				return opterr.New("WaitIdle", nil, "%s reports none of %s; it cannot tell when the server is idle", RedactURL(s.url), servermetrics.Names(servermetrics.Running, servermetrics.Waiting))
 			}
 			if n == 0 {
 				return nil

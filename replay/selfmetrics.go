@@ -63,19 +63,19 @@ func (m *selfMetrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	defer m.mu.Unlock()
 	base := promtext.Labels("run_id", m.runID, "shard", fmt.Sprint(m.shard))
 	sent, done := m.stats.sent.Load(), m.stats.done.Load()
-	promtext.Header(w, "servetrace_requests_sent_total", "counter", "Requests handed to the HTTP transport.")
-	promtext.Sample(w, "servetrace_requests_sent_total", base, float64(sent))
-	promtext.Header(w, "servetrace_requests_in_flight", "gauge", "Requests sent and not finished.")
-	promtext.Sample(w, "servetrace_requests_in_flight", base, float64(max(0, sent-done)))
-	promtext.Header(w, "servetrace_requests_total", "counter", "Finished requests by outcome.")
+	promtext.WriteHeader(w, "servetrace_requests_sent_total", "counter", "Requests handed to the HTTP transport.")
+	promtext.WriteSample(w, "servetrace_requests_sent_total", base, float64(sent))
+	promtext.WriteHeader(w, "servetrace_requests_in_flight", "gauge", "Requests sent and not finished.")
+	promtext.WriteSample(w, "servetrace_requests_in_flight", base, float64(max(0, sent-done)))
+	promtext.WriteHeader(w, "servetrace_requests_total", "counter", "Finished requests by outcome.")
 	for _, o := range trace.Outcomes {
-		promtext.Sample(w, "servetrace_requests_total", base+","+promtext.Labels("outcome", o), float64(m.outcomes[o]))
+		promtext.WriteSample(w, "servetrace_requests_total", base+","+promtext.Labels("outcome", o), float64(m.outcomes[o]))
 	}
-	promtext.Header(w, "servetrace_ttft_seconds", "histogram", "Time to first token, from send.")
+	promtext.WriteHeader(w, "servetrace_ttft_seconds", "histogram", "Time to first token, from send.")
 	m.ttft.Write(w, "servetrace_ttft_seconds", base)
-	promtext.Header(w, "servetrace_itl_seconds", "histogram", "Gap between token events.")
+	promtext.WriteHeader(w, "servetrace_itl_seconds", "histogram", "Gap between token events.")
 	m.itl.Write(w, "servetrace_itl_seconds", base)
-	promtext.Header(w, "servetrace_send_lateness_seconds", "histogram", "Send time minus admitted time: the client's own lateness.")
+	promtext.WriteHeader(w, "servetrace_send_lateness_seconds", "histogram", "Send time minus admitted time: the client's own lateness.")
 	m.lateness.Write(w, "servetrace_send_lateness_seconds", base)
 }
 

@@ -1,5 +1,7 @@
-// Package promtext writes Prometheus text exposition (version 0.0.4):
-// counters, gauges and fixed-bucket histograms, with no client library.
+// Package promtext writes and reads Prometheus text exposition (version
+// 0.0.4): it writes counters, gauges and fixed-bucket histograms with no
+// client library, and reads any exposition line by line (read.go), the
+// one reader every scrape servetrace takes goes through.
 package promtext
 
 import (
@@ -54,13 +56,13 @@ func Labels(kv ...string) string {
 	return b.String()
 }
 
-// Header writes the HELP and TYPE lines of a metric family.
-func Header(w io.Writer, name, typ, help string) {
+// WriteHeader writes the HELP and TYPE lines of a metric family.
+func WriteHeader(w io.Writer, name, typ, help string) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 }
 
-// Sample writes one sample line.
-func Sample(w io.Writer, name, labels string, v float64) {
+// WriteSample writes one sample line.
+func WriteSample(w io.Writer, name, labels string, v float64) {
 	if labels == "" {
 		fmt.Fprintf(w, "%s %g\n", name, v)
 		return
@@ -80,6 +82,6 @@ func (h *Histogram) Write(w io.Writer, name, labels string) {
 		fmt.Fprintf(w, "%s_bucket{%s%sle=\"%g\"} %d\n", name, labels, sep, b, cum)
 	}
 	fmt.Fprintf(w, "%s_bucket{%s%sle=\"+Inf\"} %d\n", name, labels, sep, h.n)
-	Sample(w, name+"_sum", labels, h.sum)
-	Sample(w, name+"_count", labels, float64(h.n))
+	WriteSample(w, name+"_sum", labels, h.sum)
+	WriteSample(w, name+"_count", labels, float64(h.n))
 }

@@ -13,15 +13,15 @@ import (
 func TestExpositionParsesWithPrometheus(t *testing.T) {
 	var b bytes.Buffer
 	lbl := Labels("model_name", `a "quoted" name`, "shard", "2")
-	Header(&b, "x:requests_total", "counter", "Requests.")
-	Sample(&b, "x:requests_total", lbl, 7)
-	Header(&b, "x_in_flight", "gauge", "In flight.")
-	Sample(&b, "x_in_flight", "", 3)
+	WriteHeader(&b, "x:requests_total", "counter", "Requests.")
+	WriteSample(&b, "x:requests_total", lbl, 7)
+	WriteHeader(&b, "x_in_flight", "gauge", "In flight.")
+	WriteSample(&b, "x_in_flight", "", 3)
 	h := NewHistogram(0.1, 1, 10)
 	for _, v := range []float64{0.05, 0.5, 0.5, 5, 50} {
 		h.Observe(v)
 	}
-	Header(&b, "x_latency_seconds", "histogram", "Latency.")
+	WriteHeader(&b, "x_latency_seconds", "histogram", "Latency.")
 	h.Write(&b, "x_latency_seconds", lbl)
 
 	p := expfmt.NewTextParser(model.LegacyValidation)

@@ -131,11 +131,11 @@ func (s *Server) serveDCGM(w http.ResponseWriter, _ *http.Request) {
 		{"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", r.PowerW},
 		{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).", float64(int64(r.EnergyMJ))},
 	} {
-		promtext.Header(w, m.name, m.typ, m.help)
+		promtext.WriteHeader(w, m.name, m.typ, m.help)
 		for _, l := range labels {
-			promtext.Sample(w, m.name, l, m.v)
+			promtext.WriteSample(w, m.name, l, m.v)
 		}
 	}
-	promtext.Header(w, "servetrace_sim_busy_seconds_total", "counter", "Engine busy time, the power model's input (simulator).")
-	promtext.Sample(w, "servetrace_sim_busy_seconds_total", "", r.BusyS)
+	promtext.WriteHeader(w, "servetrace_sim_busy_seconds_total", "counter", "Engine busy time, the power model's input (simulator).")
+	promtext.WriteSample(w, "servetrace_sim_busy_seconds_total", "", r.BusyS)
 }

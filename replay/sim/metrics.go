@@ -77,12 +77,12 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	es := s.engine.snapshot()
 	lbl := promtext.Labels("model_name", s.opts.Models[0])
 	gauge := func(name, help string, v float64) {
-		promtext.Header(w, name, "gauge", help)
-		promtext.Sample(w, name, lbl, v)
+		promtext.WriteHeader(w, name, "gauge", help)
+		promtext.WriteSample(w, name, lbl, v)
 	}
 	counter := func(name, help string, v float64) {
-		promtext.Header(w, name, "counter", help)
-		promtext.Sample(w, name, lbl, v)
+		promtext.WriteHeader(w, name, "counter", help)
+		promtext.WriteSample(w, name, lbl, v)
 	}
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(es.running))
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(es.waiting))
@@ -97,8 +97,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	if len(s.adapters) > 0 {
 		// vLLM's info gauge: the adapters in its labels, the scrape's
 		// unix time as its value.
-		promtext.Header(w, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.")
-		promtext.Sample(w, "vllm:lora_requests_info", promtext.Labels("max_lora", strconv.Itoa(s.opts.MaxLoRAs),
+		promtext.WriteHeader(w, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.")
+		promtext.WriteSample(w, "vllm:lora_requests_info", promtext.Labels("max_lora", strconv.Itoa(s.opts.MaxLoRAs),
 			"running_lora_adapters", strings.Join(es.loraRunning, ","), "waiting_lora_adapters", strings.Join(es.loraWaiting, ",")),
 			float64(time.Now().UnixNano())/1e9)
 		counter("servetrace_sim:lora_loads_total", "LoRA adapters loaded into a GPU slot (simulator).", float64(es.loraLoads))
@@ -108,12 +108,12 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 		counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", float64(es.specDrafts))
 		counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", float64(es.specDraftTokens))
 		counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", float64(es.specAccepted))
-		promtext.Header(w, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.")
+		promtext.WriteHeader(w, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.")
 		for i, n := range es.specAcceptedPos {
-			promtext.Sample(w, "vllm:spec_decode_num_accepted_tokens_per_pos_total", lbl+","+promtext.Labels("position", strconv.Itoa(i)), float64(n))
+			promtext.WriteSample(w, "vllm:spec_decode_num_accepted_tokens_per_pos_total", lbl+","+promtext.Labels("position", strconv.Itoa(i)), float64(n))
 		}
 	}
-	promtext.Header(w, "servetrace_sim_iteration_overrun_seconds", "histogram", "How late engine iterations ended past their planned end (the simulator's own health).")
+	promtext.WriteHeader(w, "servetrace_sim_iteration_overrun_seconds", "histogram", "How late engine iterations ended past their planned end (the simulator's own health).")
 	es.overrun.Write(w, "servetrace_sim_iteration_overrun_seconds", lbl)
 
 	m := s.metrics
@@ -121,21 +121,21 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	defer m.mu.Unlock()
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed (finished requests).", float64(m.promptTokens))
 	counter("vllm:generation_tokens_total", "Number of generation tokens processed (finished requests).", float64(m.genTokens))
-	promtext.Header(w, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
+	promtext.WriteHeader(w, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
 	reasons := make([]string, 0, len(m.success))
 	for r := range m.success {
 		reasons = append(reasons, r)
 	}
 	sort.Strings(reasons)
 	for _, r := range reasons {
-		promtext.Sample(w, "vllm:request_success_total", lbl+","+promtext.Labels("finished_reason", r), float64(m.success[r]))
+		promtext.WriteSample(w, "vllm:request_success_total", lbl+","+promtext.Labels("finished_reason", r), float64(m.success[r]))
 	}
 	counter("vllm:request_aborted_total", "Requests whose client went away before they finished (simulator).", float64(m.abortedN))
 	counter("vllm:request_rejected_total", "Requests refused with 429 because the waiting queue was full (simulator).", float64(m.rejectedN))
-	promtext.Header(w, "vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.")
+	promtext.WriteHeader(w, "vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.")
 	m.ttft.Write(w, "vllm:time_to_first_token_seconds", lbl)
-	promtext.Header(w, "vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.")
+	promtext.WriteHeader(w, "vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.")
 	m.itl.Write(w, "vllm:inter_token_latency_seconds", lbl)
-	promtext.Header(w, "vllm:e2e_request_latency_seconds", "histogram", "Histogram of end to end request latency in seconds.")
+	promtext.WriteHeader(w, "vllm:e2e_request_latency_seconds", "histogram", "Histogram of end to end request latency in seconds.")
 	m.e2.Write(w, "vllm:e2e_request_latency_seconds", lbl)
 }
