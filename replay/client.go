@@ -13,6 +13,7 @@ import (
 
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay/h1"
+	"github.com/servetrace/servetrace/replay/scrub"
 )
 
 // newHTTPClient returns a client tuned for load generation: one protocol
@@ -101,7 +102,7 @@ func (o *Options) redirectNote(resp *http.Response) string {
 	if err != nil {
 		return "a redirect without a usable Location, not followed"
 	}
-	to := RedactURL(loc.Scheme + "://" + loc.Host)
+	to := scrub.URL(loc.Scheme + "://" + loc.Host)
 	from := resp.Request.URL
 	switch {
 	case !o.FollowRedirects:

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -99,7 +100,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	}
 	defer func() {
 		if res.Error != "" {
-			res.Error = strings.ToValidUTF8(shortenTo(scrubError(res.Error, body, r.scrub), maxErrorText), "")
+			res.Error = strings.ToValidUTF8(shortenTo(scrub.Message(res.Error, body, r.scrub), maxErrorText), "")
 		}
 		res.ObservedFinishReason = r.recordedFinish(res.ObservedFinishReason, body)
 	}()

@@ -2,11 +2,12 @@ package replay
 
 import (
 	"context"
-	"github.com/servetrace/servetrace/replay/h1"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/servetrace/servetrace/replay/h1"
 )
 
 // slowReads delays every read of its connection: a client whose read path

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -208,7 +209,7 @@ func (r *Runner) recordedFinish(s string, body []byte) string {
 	if s == "" || knownFinishReasons[s] {
 		return s
 	}
-	return cleanString(scrubError(s, body, r.scrub), maxFinishReason)
+	return cleanString(scrub.Message(s, body, r.scrub), maxFinishReason)
 }
 
 // origin is a URL's scheme, host and port, the port made explicit.

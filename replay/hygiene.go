@@ -16,6 +16,7 @@ import (
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/internal/promtext"
 	"github.com/servetrace/servetrace/internal/servermetrics"
+	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -42,7 +43,7 @@ func (r *Runner) waitReady(ctx context.Context, limit time.Duration) (time.Durat
 		}
 		select {
 		case <-ctx.Done():
-			return 0, opterr.New("WaitReady", limit, "endpoint %s was not ready within it (polled /health and /v1/models)", RedactURL(r.opts.Target))
+			return 0, opterr.New("WaitReady", limit, "endpoint %s was not ready within it (polled /health and /v1/models)", scrub.URL(r.opts.Target))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -58,8 +59,8 @@ type scraper struct {
 	prefix string
 	dir    string
 	client *http.Client
-	opts   *Options  // for redirect notes
-	scrub  *Scrubber // what a scrape file holds is scrubbed first
+	opts   *Options        // for redirect notes
+	scrub  *scrub.Scrubber // what a scrape file holds is scrubbed first
 	mu     sync.Mutex
 	seq    int
 	files  []string
@@ -81,7 +82,7 @@ func newScraper(i int, runDir string, r *Runner) *scraper {
 func (s *scraper) fetch(ctx context.Context) (body []byte, cutAt int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	where := RedactURL(s.url)
+	where := scrub.URL(s.url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("metrics URL %s: %v", where, s.scrub.Scrub(err.Error()))
@@ -168,7 +169,7 @@ func (s *scraper) waitIdle(ctx context.Context, limit time.Duration) error {
 		if err == nil {
 			n, found := busyCount(body)
 			if !found {
-				return opterr.New("WaitIdle", nil, "%s reports none of %s; it cannot tell when the server is idle", RedactURL(s.url), servermetrics.Names(servermetrics.Running, servermetrics.Waiting))
+				return opterr.New("WaitIdle", nil, "%s reports none of %s; it cannot tell when the server is idle", scrub.URL(s.url), servermetrics.Names(servermetrics.Running, servermetrics.Waiting))
 			}
 			if n == 0 {
 				return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -323,14 +324,14 @@ func (o *Options) validate() error {
 	}
 	o.Target = strings.TrimRight(o.Target, "/")
 	if u, err := url.Parse(o.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return opterr.New("Target", RedactURL(o.Target), "must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000")
+		return opterr.New("Target", scrub.URL(o.Target), "must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000")
 	}
 	for _, m := range o.Metrics {
 		if !slices.Contains(MetricsRoles, m.Role) {
 			return opterr.New("Metrics", string(m.Role), "is not a role; use engine, gpu or node")
 		}
 		if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return opterr.New("Metrics", RedactURL(m.URL), "must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics")
+			return opterr.New("Metrics", scrub.URL(m.URL), "must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics")
 		}
 	}
 	if !validHeaderValue(o.APIKey) {
@@ -351,7 +352,8 @@ func validHeaderName(k string) bool {
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
-		if !isAlnum(c) && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
 			return false
 		}
 	}

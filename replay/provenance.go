@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -85,7 +86,7 @@ var urlFlags = map[string]bool{"target": true, "metrics-url": true}
 
 // RedactArgs returns a command line with secrets replaced: --header values
 // (Name=value keeps Name), and the user info and query values of every URL
-// (RedactURL), whether given to --target and --metrics-url or anywhere
+// (scrub.URL), whether given to --target and --metrics-url or anywhere
 // else. API keys never appear as flag values to begin with (--api-key-env
 // and --api-key-file name where they are).
 func RedactArgs(args []string) []string {
@@ -103,12 +104,12 @@ func RedactArgs(args []string) []string {
 			out[i+1] = redactHeader(out[i+1])
 			i++
 		case isFlag && urlFlags[flag] && inline:
-			out[i] = name + "=" + RedactURL(value)
+			out[i] = name + "=" + scrub.URL(value)
 		case isFlag && urlFlags[flag] && i+1 < len(out):
-			out[i+1] = RedactURL(out[i+1])
+			out[i+1] = scrub.URL(out[i+1])
 			i++
 		default:
-			out[i] = RedactURLs(a)
+			out[i] = scrub.URLs(a)
 		}
 	}
 	return out

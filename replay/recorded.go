@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/servetrace/servetrace/replay/scrub"
 )
 
 // Duration is a time.Duration that JSON holds as a string ("10s"), as the
@@ -40,7 +42,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // RecordedOptions is what run.json's "options" records of a replay's
 // Options: every setting, in snake case, durations as strings, URLs
-// redacted (RedactURL), and of the secrets only the extra headers' names.
+// redacted (scrub.URL), and of the secrets only the extra headers' names.
 type RecordedOptions struct {
 	Target            string            `json:"target"`
 	Model             string            `json:"model"`
@@ -102,7 +104,7 @@ type RecordedOptions struct {
 // Recorded returns what run.json records of o.
 func (o *Options) Recorded() RecordedOptions {
 	r := RecordedOptions{
-		Target: RedactURL(o.Target), Model: o.Model, ModelMap: o.ModelMap, API: o.API, Stream: o.Stream,
+		Target: scrub.URL(o.Target), Model: o.Model, ModelMap: o.ModelMap, API: o.API, Stream: o.Stream,
 		Speed: o.Speed, Rate: o.Rate, Arrival: o.Arrival, Burstiness: o.Burstiness, Seed: o.Seed, PromptSalt: o.PromptSalt,
 		Concurrency: o.Concurrency, MaxConcurrency: o.MaxConcurrency, From: o.From, To: o.To, LeadIn: Duration(o.LeadIn),
 		Duration: Duration(o.Duration), MaxRequests: o.MaxRequests, WarmupDuration: Duration(o.WarmupDuration), WarmupRequests: o.WarmupRequests,
@@ -116,10 +118,10 @@ func (o *Options) Recorded() RecordedOptions {
 		ServeMetrics: o.ServeMetrics, Labels: o.Labels,
 	}
 	for _, m := range o.Metrics {
-		r.Metrics = append(r.Metrics, RecordedMetrics{Role: m.Role, URL: RedactURL(m.URL)})
+		r.Metrics = append(r.Metrics, RecordedMetrics{Role: m.Role, URL: scrub.URL(m.URL)})
 	}
 	if eps := o.metricsOf(RoleEngine); len(eps) > 0 {
-		r.MetricsURL = RedactURL(eps[0].URL)
+		r.MetricsURL = scrub.URL(eps[0].URL)
 	}
 	if len(o.Headers) > 0 {
 		r.HeaderNames = slices.Sorted(maps.Keys(o.Headers))

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -47,7 +48,7 @@ type Runner struct {
 	self         *selfMetrics // nil unless ServeMetrics is set
 	// scrub removes secrets (the API key, header values, URL credentials)
 	// from whatever server-provided or user-provided text is written.
-	scrub *Scrubber
+	scrub *scrub.Scrubber
 	// notes tallies workload values replay ignored, capped or cleaned.
 	notes notes
 	// chatURL and completionsURL are the generation endpoints.
@@ -69,7 +70,7 @@ func newRunner(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, client: client, scrub: NewScrubber(opts.secrets()...), media: newMediaCache(mediaCacheBytes),
+	return &Runner{opts: opts, client: client, scrub: scrub.New(opts.secrets()...), media: newMediaCache(mediaCacheBytes),
 		chatURL: opts.endpoint("/v1/chat/completions"), completionsURL: opts.endpoint("/v1/completions")}, nil
 }
 
@@ -112,10 +113,10 @@ func Run(ctx context.Context, workloadDir, runDir string, opts Options) (*trace.
 func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir, runDir string, opts Options) (info *trace.RunInfo, err error) {
 	// Errors quote URLs and what servers answered: scrubbed before anyone
 	// prints them.
-	scrub := NewScrubber(opts.secrets()...)
+	scrubber := scrub.New(opts.secrets()...)
 	defer func() {
 		if err != nil {
-			err = scrubbedError(err, scrub)
+			err = scrub.Err(err, scrubber)
 		}
 	}()
 	// The runner's own context: the prefetcher stops with it on any return.
@@ -305,9 +306,9 @@ func (r *Runner) prepareScrapers(ctx context.Context, runDir string) (scrapers, 
 func (r *Runner) newRunInfo(ctx context.Context, workloadDir string, m *trace.Manifest, timeToReady any, tokenizer string) *trace.RunInfo {
 	models, server := r.modelsAnswer(ctx)
 	return &trace.RunInfo{SchemaVersion: trace.SchemaVersion, ToolVersion: trace.ToolVersion, RunID: r.opts.RunID, Shard: r.opts.Shard, ShardCount: r.opts.ShardCount,
-		Target: RedactURL(r.opts.Target), Workload: workloadDir, Options: r.opts.Recorded(), MaxLatenessMs: ms(r.opts.MaxLateness),
+		Target: scrub.URL(r.opts.Target), Workload: workloadDir, Options: r.opts.Recorded(), MaxLatenessMs: ms(r.opts.MaxLateness),
 		ToolCommit: toolCommit(), GoVersion: runtime.Version(), HostCPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: RedactURL(r.opts.Target),
+		CommandLine: r.opts.CommandLine, Labels: r.opts.Labels, Endpoint: scrub.URL(r.opts.Target),
 		ServerHeader: server, ServerModels: models, Server: r.fingerprint(ctx, models), Host: hostInfo(),
 		TimeToReadyMs: timeToReady, WorkloadSHA256: workloadDigest(workloadDir, m), Tokenizer: tokenizer}
 }
@@ -404,12 +405,12 @@ func (r *Runner) preflight(ctx context.Context) (string, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.endpoint("/v1/models"), nil)
 	if err != nil {
-		return "", opterr.New("Target", RedactURL(r.opts.Target), "%v", err)
+		return "", opterr.New("Target", scrub.URL(r.opts.Target), "%v", err)
 	}
 	r.setHeaders(req)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return "", opterr.New("Target", nil, "cannot reach endpoint %s (%v); start one with 'servetrace sim' or point Target at a running server", RedactURL(r.opts.Target), shortTransport(err))
+		return "", opterr.New("Target", nil, "cannot reach endpoint %s (%v); start one with 'servetrace sim' or point Target at a running server", scrub.URL(r.opts.Target), shortTransport(err))
 	}
 	defer resp.Body.Close()
 	var list struct {
@@ -421,7 +422,7 @@ func (r *Runner) preflight(ctx context.Context) (string, error) {
 		if r.opts.Model != "" {
 			return "", nil // the endpoint answers; the user named the model
 		}
-		return "", opterr.New("Model", nil, "endpoint %s did not list a model at /v1/models (%s); name one with Model", RedactURL(r.opts.Target), r.opts.httpStatusError(resp))
+		return "", opterr.New("Model", nil, "endpoint %s did not list a model at /v1/models (%s); name one with Model", scrub.URL(r.opts.Target), r.opts.httpStatusError(resp))
 	}
 	return list.Data[0].ID, nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/servetrace/servetrace/replay/scrub"
 )
 
 // TokenizerServer is the --tokenizer value that counts tokens with the
@@ -30,7 +32,7 @@ type serverCounter struct {
 	failed  atomic.Int64
 }
 
-func (s *serverCounter) Name() string { return "server:" + RedactURL(s.url) }
+func (s *serverCounter) Name() string { return "server:" + scrub.URL(s.url) }
 
 func (s *serverCounter) Count(text string) int {
 	n, err := s.count(text)
@@ -58,7 +60,7 @@ func (s *serverCounter) count(text string) (int, error) {
 	s.headers(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("POST %s: %v", RedactURL(s.url), shortTransport(err))
+		return 0, fmt.Errorf("POST %s: %v", scrub.URL(s.url), shortTransport(err))
 	}
 	defer func() {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
@@ -69,14 +71,14 @@ func (s *serverCounter) count(text string) (int, error) {
 		Tokens []int `json:"tokens"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("POST %s: %s, not a /tokenize answer", RedactURL(s.url), s.opts.httpStatusError(resp))
+		return 0, fmt.Errorf("POST %s: %s, not a /tokenize answer", scrub.URL(s.url), s.opts.httpStatusError(resp))
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
-		return 0, fmt.Errorf("POST %s: HTTP %d, not a /tokenize answer", RedactURL(s.url), resp.StatusCode)
+		return 0, fmt.Errorf("POST %s: HTTP %d, not a /tokenize answer", scrub.URL(s.url), resp.StatusCode)
 	}
 	if out.Count != nil {
 		if *out.Count < 0 || *out.Count > maxUsageTokens {
-			return 0, fmt.Errorf("POST %s: impossible count %d", RedactURL(s.url), *out.Count)
+			return 0, fmt.Errorf("POST %s: impossible count %d", scrub.URL(s.url), *out.Count)
 		}
 		return *out.Count, nil
 	}

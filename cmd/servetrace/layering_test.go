@@ -14,16 +14,17 @@ import (
 // library imports a sibling on its own level.
 func TestLayering(t *testing.T) {
 	const module = "github.com/servetrace/servetrace/"
-	internal := []string{"internal/rank", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media", "internal/loghist", "internal/procstat", "internal/regfile"}
+	internal := []string{"internal/rank", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media", "internal/loghist", "internal/procstat", "internal/regfile", "internal/servermetrics"}
 	allowed := map[string][]string{
-		"internal/rank": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil, "internal/loghist": nil, "internal/procstat": nil, "internal/regfile": nil,
+		"internal/rank": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil, "internal/loghist": nil, "internal/procstat": nil, "internal/regfile": nil, "internal/servermetrics": nil,
 		"tokenize":        nil,
 		"trace/anon":      nil,
 		"trace/arrowread": nil, // no code; its test imports trace
 		"trace":           internal,
 		"datasets":        append([]string{"trace", "trace/anon", "tokenize"}, internal...),
 		"synth":           append([]string{"trace"}, internal...),
-		"replay":          append([]string{"trace", "tokenize", "replay/chunk", "replay/h1"}, internal...),
+		"replay":          append([]string{"trace", "tokenize", "replay/chunk", "replay/h1", "replay/scrub"}, internal...),
+		"replay/scrub":    internal,
 		"replay/h1":       nil,
 		"replay/chunk":    nil,
 		"replay/sim":      append([]string{"trace", "tokenize"}, internal...),

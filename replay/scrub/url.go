@@ -1,4 +1,4 @@
-package replay
+package scrub
 
 import (
 	"net/url"
@@ -10,8 +10,8 @@ import (
 // api-version) are redacted in URLs but not hunted for in free text.
 var credentialParams = []string{"key", "token", "secret", "sig", "pass", "auth", "cred", "code", "session"}
 
-// urlSecrets returns a URL's password and credential-like query values.
-func urlSecrets(raw string) []string {
+// URLSecrets returns a URL's password and credential-like query values.
+func URLSecrets(raw string) []string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil
@@ -32,14 +32,14 @@ func urlSecrets(raw string) []string {
 	return out
 }
 
-// RedactedValue stands in for a URL's user info and query values.
-const RedactedValue = "REDACTED"
+// Redacted stands in for a URL's user info and query values.
+const Redacted = "REDACTED"
 
-// RedactURL returns raw with its user info replaced by REDACTED, every query
+// URL returns raw with its user info replaced by REDACTED, every query
 // value by REDACTED (names are kept) and a fragment by REDACTED. It works on
 // the text, so a URL that does not parse is redacted too; anything before
 // the last '@' ahead of the query counts as user info.
-func RedactURL(raw string) string {
+func URL(raw string) string {
 	prefix, rest := "", raw
 	if i := strings.Index(raw, "://"); i >= 0 {
 		prefix, rest = raw[:i+3], raw[i+3:]
@@ -50,7 +50,7 @@ func RedactURL(raw string) string {
 	}
 	head, tail := rest[:end], rest[end:]
 	if at := strings.LastIndexByte(head, '@'); at >= 0 {
-		head = RedactedValue + "@" + head[at+1:]
+		head = Redacted + "@" + head[at+1:]
 	}
 	var b strings.Builder
 	b.WriteString(prefix)
@@ -70,25 +70,25 @@ func RedactURL(raw string) string {
 			}
 			switch k, _, ok := strings.Cut(p, "="); {
 			case ok:
-				b.WriteString(k + "=" + RedactedValue)
+				b.WriteString(k + "=" + Redacted)
 			case p != "":
-				b.WriteString(RedactedValue)
+				b.WriteString(Redacted)
 			}
 		}
 	}
 	if hasFrag {
 		b.WriteByte('#')
 		if frag != "" {
-			b.WriteString(RedactedValue)
+			b.WriteString(Redacted)
 		}
 	}
 	return b.String()
 }
 
-// RedactURLs redacts (RedactURL) every http:// or https:// URL in text; a
+// URLs redacts (URL) every http:// or https:// URL in text; a
 // URL ends at white space, a quote or an angle bracket, and trailing
 // punctuation is left outside it.
-func RedactURLs(text string) string {
+func URLs(text string) string {
 	if !strings.Contains(text, "://") {
 		return text
 	}
@@ -117,7 +117,7 @@ func RedactURLs(text string) string {
 			end--
 		}
 		out.WriteString(text[last:start])
-		out.WriteString(RedactURL(text[start:end]))
+		out.WriteString(URL(text[start:end]))
 		last, i = end, end
 	}
 	if last == 0 {

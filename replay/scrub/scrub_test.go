@@ -1,4 +1,4 @@
-package replay
+package scrub
 
 import (
 	"encoding/base64"
@@ -10,7 +10,7 @@ import (
 
 func TestScrubError(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"The quick brown fox jumps over the lazy dog near the riverbank"}],"max_tokens":"ten"}`)
-	s := NewScrubber("sk-live-4f9a8b7c6d", "tok", "hdr-XY-77q1")
+	s := New("sk-live-4f9a8b7c6d", "tok", "hdr-XY-77q1")
 	key := "sk-live-4f9a8b7c6d"
 	b64 := func(enc *base64.Encoding, s string) string { return enc.EncodeToString([]byte(s)) }
 	tests := []struct {
@@ -36,13 +36,13 @@ func TestScrubError(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := scrubError(tc.msg, body, s); got != tc.want {
-				t.Errorf("scrubError(%q)\n got %q\nwant %q", tc.msg, got, tc.want)
+			if got := Message(tc.msg, body, s); got != tc.want {
+				t.Errorf("Message(%q)\n got %q\nwant %q", tc.msg, got, tc.want)
 			}
 		})
 	}
 	// A cut through a multi-byte character leaves valid UTF-8.
-	got := scrubError("é"+"quick brown fox jumps", []byte("\xa9quick brown fox jumps"), nil)
+	got := Message("é"+"quick brown fox jumps", []byte("\xa9quick brown fox jumps"), nil)
 	if !utf8.ValidString(got) || !strings.Contains(got, "<request text>") {
 		t.Errorf("multi-byte boundary: %q", got)
 	}
@@ -52,7 +52,7 @@ func TestScrubError(t *testing.T) {
 // bytes, in both alphabets, padded or not, is removed.
 func TestScrubEveryAlignment(t *testing.T) {
 	const key = "sk-proj-Zq81xPlm04"
-	s := NewScrubber(key)
+	s := New(key)
 	for pre := range 6 {
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 			text := "v " + enc.EncodeToString([]byte(strings.Repeat("\xfb", pre)+key+"\xff\xfe")) + " end"
@@ -63,7 +63,7 @@ func TestScrubEveryAlignment(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
+func TestURL(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"http://127.0.0.1:8000", "http://127.0.0.1:8000"},
 		{"https://user:pw@host:8443/base?api-key=k&x=1#frag", "https://REDACTED@host:8443/base?api-key=REDACTED&x=REDACTED#REDACTED"},
@@ -73,26 +73,8 @@ func TestRedactURL(t *testing.T) {
 		{"http://us er:pa ss@host", "http://REDACTED@host"},
 		{"", ""},
 	} {
-		if got := RedactURL(c.in); got != c.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-// TestErrorMessageShapes: the message is found in each error shape servers
-// answer with.
-func TestErrorMessageShapes(t *testing.T) {
-	for _, tc := range []struct{ body, want string }{
-		{`{"error":{"message":"model not found","type":"invalid_request_error"}}`, "model not found"},                          // OpenAI, Ollama, new vLLM
-		{`{"object":"error","message":"prompt too long","type":"BadRequestError","param":null,"code":400}`, "prompt too long"}, // older vLLM, Ray Serve
-		{`{"detail":"Not authenticated"}`, "Not authenticated"},                                                                // FastAPI
-		{`{"detail":[{"loc":["body","max_tokens"],"msg":"bad"}]}`, `[{"loc":["body","max_tokens"],"msg":"bad"}]`},
-		{`{"error":"overloaded"}`, "overloaded"},
-		{`not json`, ""},
-		{`{"id":"x"}`, ""},
-	} {
-		if got := errorMessage([]byte(tc.body)); got != tc.want {
-			t.Errorf("errorMessage(%s) = %q, want %q", tc.body, got, tc.want)
+		if got := URL(c.in); got != c.want {
+			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -128,7 +110,7 @@ func TestRedactCopiesLeavesNoCopy(t *testing.T) {
 // TestScrubKeepsNumbers: a key's few digits are not hunted in numbers,
 // whose text (metrics, counts) must survive, raw or with separators.
 func TestScrubKeepsNumbers(t *testing.T) {
-	s := NewScrubber("sk-proj-abcdefgh12345678", "Zq8x5")
+	s := New("sk-proj-abcdefgh12345678", "Zq8x5")
 	for _, text := range []string{
 		`vllm:request_prompt_tokens_bucket{le="1234"} 5678`, "served 12,345 of 345678 tokens",
 	} {

@@ -1,4 +1,7 @@
-package replay
+// Package scrub removes secrets from what a run writes or prints: an API
+// key, header values and URL credentials, whole, in part, spaced out or
+// base64-encoded, and request text a server's error message copied.
+package scrub
 
 import (
 	"bytes"
@@ -47,7 +50,7 @@ const (
 // Scrubber removes secrets from text: raw copies of one, in whole or in part,
 // spaced-out copies, base64-encoded copies (standard or URL alphabet,
 // padded or not, at any alignment), and credentials and query values of
-// URLs in the text (RedactURLs). A part of a secret that is only a few
+// URLs in the text (URLs). A part of a secret that is only a few
 // digits (fewer than longSecret) is left: server text is full of numbers
 // (a metrics scrape would lose its values), and they tell little of a key.
 // It is safe for concurrent use. A nil Scrubber only redacts URLs.
@@ -98,9 +101,9 @@ func (g grams) at(b []byte, i int) bool {
 	return false
 }
 
-// NewScrubber returns a scrubber for the given secrets (empty ones are
+// New returns a scrubber for the given secrets (empty ones are
 // ignored).
-func NewScrubber(secrets ...string) *Scrubber {
+func New(secrets ...string) *Scrubber {
 	s := &Scrubber{grams: map[string]struct{}{}}
 	for _, sec := range secrets {
 		b := []byte(sec)
@@ -134,7 +137,7 @@ func NewScrubber(secrets ...string) *Scrubber {
 // Scrub returns text with URLs redacted and every copy of a secret replaced
 // by "<redacted>". Invalid UTF-8 a cut left behind is dropped.
 func (s *Scrubber) Scrub(text string) string {
-	text = RedactURLs(text)
+	text = URLs(text)
 	if s == nil || len(s.long)+len(s.short) == 0 {
 		return text
 	}
@@ -434,10 +437,10 @@ func (s *Scrubber) base64(text string) string {
 	return out.String()
 }
 
-// scrubError returns msg scrubbed of secrets, with every run of at least
+// Message returns msg scrubbed of secrets, with every run of at least
 // minCopiedText bytes copied from the request body replaced by
 // "<request text>".
-func scrubError(msg string, body []byte, s *Scrubber) string {
+func Message(msg string, body []byte, s *Scrubber) string {
 	msg = s.Scrub(msg)
 	return redactCopies(msg, body, minCopiedText, requestLabel)
 }
@@ -507,24 +510,6 @@ func redactCopies(msg string, src []byte, minRun int, label string) string {
 	return strings.ToValidUTF8(out.String(), "")
 }
 
-// secrets lists what a run must never write: the API key, the values of
-// the extra headers, and the passwords and credential-like query values of
-// the target and metrics URLs.
-func (o *Options) secrets() []string {
-	s := make([]string, 0, 1+len(o.Headers))
-	if o.APIKey != "" {
-		s = append(s, o.APIKey)
-	}
-	for _, v := range o.Headers {
-		s = append(s, v)
-	}
-	s = append(s, urlSecrets(o.Target)...)
-	for _, m := range o.Metrics {
-		s = append(s, urlSecrets(m.URL)...)
-	}
-	return s
-}
-
 // scrubbed is an error whose message was scrubbed; it unwraps to the
 // original, for errors.Is and errors.As, but prints only the scrubbed text.
 type scrubbed struct {
@@ -535,10 +520,10 @@ type scrubbed struct {
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
 
-// scrubbedError returns err with its message scrubbed, or err itself when
+// Err returns err with its message scrubbed, or err itself when
 // there was nothing to scrub. An *opterr.Error in its chain is scrubbed in
 // place, since a caller reads its Value and Reason.
-func scrubbedError(err error, s *Scrubber) error {
+func Err(err error, s *Scrubber) error {
 	if oe, ok := opterr.As(err); ok {
 		oe.Value, oe.Reason = s.Scrub(oe.Value), s.Scrub(oe.Reason)
 	}
