@@ -87,13 +87,18 @@ func TestTimingWroteNsReusedConnection(t *testing.T) {
 	skipUnderRace(t)
 	const handshake = 80 * time.Millisecond
 	rows, info := dialRun(t, handshake)
+	reused := 0
 	for _, r := range rows {
 		if r.SentNs == nil || r.WroteNs == nil || !r.ConnReused {
 			continue
 		}
+		reused++
 		if toWire := time.Duration(*r.WroteNs - *r.SentNs); toWire > handshake/2 {
 			t.Errorf("%s on a reused connection reached the wire %v after the transport got it", r.RequestID, toWire)
 		}
+	}
+	if reused == 0 {
+		t.Fatal("no request went on a reused connection; the test needs one")
 	}
 	if info.Lateness.MaxMs >= float64(handshake.Milliseconds()) {
 		t.Errorf("lateness %+v holds the handshake: only the wire figure should", info.Lateness)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -387,7 +388,7 @@ func (o object) child(key, src string) (object, error) {
 // keyList names up to n of o's keys, sorted, for an error message.
 func (o object) keyList(n int) string {
 	keys := append([]string(nil), o.keys...)
-	sortStrings(keys)
+	slices.Sort(keys)
 	more := ""
 	if len(keys) > n {
 		keys, more = keys[:n], fmt.Sprintf(", … (%d in all)", len(o.keys))

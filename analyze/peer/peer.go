@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/servetrace/servetrace/internal/regfile"
@@ -587,9 +586,6 @@ func (j *jsonFile) recordRun(first object, l layout) (Run, bool, error) {
 	}
 	return Run{}, false, nil
 }
-
-// sortStrings sorts s in place.
-func sortStrings(s []string) { sort.Strings(s) }
 
 // runID is a run's label: the tool's short name and the source's path
 // without its extension, keeping a line or element suffix. The path, not

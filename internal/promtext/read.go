@@ -10,15 +10,15 @@ import (
 type Sample struct {
 	Name  string
 	Value float64
-	// labels is the text between the braces (a quoted metric name in it
-	// included), checked well formed when the line was read.
+	// labels is the label block, braces included (a metric name in it
+	// too), checked well formed when the line was read.
 	labels string
 }
 
 // Label returns the value of the named label, unescaped.
 func (s Sample) Label(name string) (string, bool) {
 	found, value := false, ""
-	eachLabel(s.labels, func(n, v string) {
+	scanLabels(s.labels, func(n, v string) {
 		if n == name && !found {
 			found, value = true, v
 		}
@@ -29,7 +29,7 @@ func (s Sample) Label(name string) (string, bool) {
 // Labels returns every label, unescaped.
 func (s Sample) Labels() map[string]string {
 	out := map[string]string{}
-	eachLabel(s.labels, func(n, v string) { out[n] = v })
+	scanLabels(s.labels, func(n, v string) { out[n] = v })
 	return out
 }
 
@@ -87,14 +87,14 @@ func parseSample(line string) (Sample, bool) {
 	}
 	rest = strings.TrimLeft(rest, " \t")
 	if rest != "" && rest[0] == '{' {
-		end, inName, ok := scanLabels(rest)
+		end, inName, ok := scanLabels(rest, nil)
 		if !ok || (inName != "" && s.Name != "") {
 			return s, false
 		}
 		if inName != "" {
 			s.Name = inName
 		}
-		s.labels, rest = rest[1:end], rest[end+1:]
+		s.labels, rest = rest[:end+1], rest[end+1:]
 	}
 	if s.Name == "" {
 		return s, false
@@ -142,10 +142,11 @@ func isNameStart(b byte) bool {
 
 func isLabelNameStart(b byte) bool { return isNameStart(b) && b != ':' }
 
-// scanLabels checks the label block that opens s and returns the index of
-// its closing brace and the metric name it holds, if any: an element with
-// no '=' (quoted or bare) names the metric, at most once.
-func scanLabels(s string) (end int, name string, ok bool) {
+// scanLabels checks the label block that opens s, calling fn (when not
+// nil) with each label unescaped, and returns the index of its closing
+// brace and the metric name it holds, if any: an element with no '='
+// (quoted or bare) names the metric, at most once.
+func scanLabels(s string, fn func(name, value string)) (end int, name string, ok bool) {
 	i := 1
 	for {
 		i = skipBlanks(s, i)
@@ -195,9 +196,13 @@ func scanLabels(s string) (end int, name string, ok bool) {
 		if i >= len(s) || s[i] != '"' {
 			return 0, "", false
 		}
-		_, n, ok = quoted(s[i:])
+		var value string
+		value, n, ok = quoted(s[i:])
 		if !ok {
 			return 0, "", false
+		}
+		if fn != nil {
+			fn(elem, value)
 		}
 		i = skipBlanks(s, i+n)
 		if i >= len(s) {
@@ -265,39 +270,4 @@ func quoted(s string) (string, int, bool) {
 		}
 	}
 	return "", 0, false
-}
-
-// eachLabel calls fn with each label of a block scanLabels accepted,
-// skipping the metric name an element without '=' gives.
-func eachLabel(block string, fn func(name, value string)) {
-	i := 0
-	for {
-		i = skipBlanks(block, i)
-		if i >= len(block) {
-			return
-		}
-		var name string
-		var n int
-		if block[i] == '"' {
-			name, n, _ = quoted(block[i:])
-		} else {
-			n = max(labelNameLen(block[i:]), metricNameLen(block[i:]))
-			name = block[i : i+n]
-		}
-		i = skipBlanks(block, i+n)
-		if i >= len(block) {
-			return
-		}
-		if block[i] == ',' {
-			i++
-			continue
-		}
-		i = skipBlanks(block, i+1) // past '='
-		value, n, _ := quoted(block[i:])
-		fn(name, value)
-		i = skipBlanks(block, i+n)
-		if i < len(block) && block[i] == ',' {
-			i++
-		}
-	}
 }
