@@ -12,10 +12,13 @@ build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
 
 ## test: everything CI runs — vet, gofmt check, timing tests without -race, then every test under -race
-test: vet fmt-check test-timing test-unit test-interop test-fuzz
+## (each fuzzer's seeds and saved failures in testdata/fuzz/ included)
+test: vet fmt-check test-timing test-unit test-interop
 
 ## test-fuzz: every input parser under the fuzzer for FUZZTIME each (seeds in
-## testdata/ and testdata/fuzz/; a failure leaves its input there).
+## testdata/ and testdata/fuzz/; a failure leaves its input there, to commit
+## as a regression seed). Not part of `test`: a mutating fuzzer explores at
+## random, and CI must give the same verdict on the same commit.
 ## FUZZTIME is a count of executions, not a duration: with a duration, Go
 ## 1.26's fuzz coordinator can report "context deadline exceeded" as a
 ## failure when the time runs out (go.dev/issue/75804, fixed in Go 1.27);
