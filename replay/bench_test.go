@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -94,7 +95,7 @@ func BenchmarkScheduleLag(b *testing.B) {
 // machine. Each step replays 3 s.
 func BenchmarkOpenLoopMaxRate(b *testing.B) {
 	url := startSimChild(b, nil)
-	defer TuneProcess()() // as servetrace replay runs
+	defer pacing.TuneProcess()() // as servetrace replay runs
 	best1, best2 := 0.0, 0.0
 	for b.Loop() {
 		under1 := true // every step so far under 1 ms

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -33,7 +33,7 @@ type healthSampler struct {
 	samples []metrics.Sample
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	gen     atomic.Int64 // the run's heap bound (boundHeap), 0 until set
+	gen     atomic.Int64 // the run's heap bound (pacing.BoundHeap), 0 until set
 }
 
 const (
@@ -69,10 +69,7 @@ func (h *healthSampler) loop() {
 	// The collector's share of the CPU the process used (not of what it
 	// could have: on a shared machine that would hide a busy collector).
 	prevGC, prevUsed := h.samples[4].Value.Float64(), h.samples[5].Value.Float64()-h.samples[6].Value.Float64()
-	// The last gcWindow seconds of collector and used CPU under the run's
-	// bound, for the valve.
-	var winGC, winUsed [gcWindow]float64
-	tick, winGen := 0, int64(0)
+	var valve pacing.GCValve // lifts the run's heap bound should the collector take over
 	for {
 		select {
 		case <-h.stop:
@@ -98,28 +95,21 @@ func (h *healthSampler) loop() {
 				"heap_goal_bytes":      uint64Value(h.samples[7].Value), // the collector's heap goal, which a heap bound lowers
 				"gc_cpu_share":         share,
 			})
-			if gen := h.gen.Load(); gen != winGen { // the window starts with the run's bound
-				winGC, winUsed, tick, winGen = [gcWindow]float64{}, [gcWindow]float64{}, 0, gen
-			}
-			tick++
-			winGC[tick%gcWindow], winUsed[tick%gcWindow] = gcCPU-prevGC, usedCPU-prevUsed
-			if sumGC, sumUsed := sumFloats(winGC[:]), sumFloats(winUsed[:]); winGen != 0 && tick >= gcWindow && sumUsed > 0 && sumGC/sumUsed > gcShareToLift {
-				liftHeapBound(winGen, fmt.Sprintf("the collector used %.0f%% of the CPU over %d s under the heap bound: bound lifted", 100*sumGC/sumUsed, gcWindow))
-			}
+			valve.Observe(h.gen.Load(), gcCPU-prevGC, usedCPU-prevUsed)
 			h.noteLift(enc)
 			prevCPU, prevAt, prevSched, prevGC, prevUsed = cpu, now, sched, gcCPU, usedCPU
 		}
 	}
 }
 
-// bound tells the sampler its run's heap bound (boundHeap's generation).
+// bound tells the sampler its run's heap bound (pacing.BoundHeap's generation).
 func (h *healthSampler) bound(gen int64) { h.gen.Store(gen) }
 
 // noteLift writes the lift of the run's bound, if there was one since the
 // last call; a lift of another run's is not this run's to report.
 func (h *healthSampler) noteLift(enc *json.Encoder) {
-	if lift := takeLiftNote(); lift != nil && lift.gen == h.gen.Load() { // a lift's gen is never 0
-		enc.Encode(map[string]any{"t_s": lift.at.Sub(h.start).Seconds(), "note": lift.why})
+	if lift := pacing.TakeLift(); lift != nil && lift.Gen == h.gen.Load() { // a lift's gen is never 0
+		enc.Encode(map[string]any{"t_s": lift.At.Sub(h.start).Seconds(), "note": lift.Why})
 	}
 }
 
@@ -217,13 +207,4 @@ func residentBytes() int64 {
 	}
 	pages, _ := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize())
-}
-
-// sumFloats adds x up.
-func sumFloats(x []float64) float64 {
-	s := 0.0
-	for _, v := range x {
-		s += v
-	}
-	return s
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/servetrace/servetrace/replay/pacing"
 )
 
 // TestHeapBoundLiftsUnderGCPressure: when live state outgrows the heap
@@ -16,10 +18,8 @@ import (
 func TestHeapBoundLiftsUnderGCPressure(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
-	gen := boundGen.Add(1) // a bound of its own: no watcher of an earlier one acts on it
-	heapBound.Store(32 << 20)
-	debug.SetMemoryLimit(32 << 20)
-	defer heapBound.Store(0)
+	gen := pacing.SetHeapBound(32 << 20) // a bound of its own: no watcher of an earlier one acts on it
+	defer pacing.EndHeapBound(gen)
 	dir := t.TempDir()
 	h := newHealthSampler(dir)
 	h.bound(gen)
@@ -30,7 +30,7 @@ func TestHeapBoundLiftsUnderGCPressure(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	var sink []byte
-	for heapBound.Load() != 0 && time.Now().Before(deadline) {
+	for pacing.HeapBound() != 0 && time.Now().Before(deadline) {
 		for range 1000 {
 			sink = make([]byte, 64<<10)
 		}
@@ -41,7 +41,7 @@ func TestHeapBoundLiftsUnderGCPressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if heapBound.Load() != 0 {
+	if pacing.HeapBound() != 0 {
 		t.Fatalf("the bound was not lifted in 20 s with %d MB live over a 32 MB bound; client.jsonl:\n%s", len(keep), b)
 	}
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/replay/sim"
 )
 
@@ -93,7 +94,7 @@ func runShardChild(spec string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer TuneProcess()()
+	defer pacing.TuneProcess()()
 	o := DefaultOptions()
 	o.Target, o.Rate, o.Arrival, o.RunID = f[0], rate, ArrivalConstant, f[6]
 	o.Shard, o.ShardCount, o.StartAt = int32(i), int32(n), start

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/internal/procstat"
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -28,7 +29,7 @@ func runReplayChild(spec string) {
 		os.Exit(1)
 	}
 	rate, _ := strconv.ParseFloat(f[4], 64)
-	defer TuneProcess()()
+	defer pacing.TuneProcess()()
 	o := DefaultOptions()
 	o.Target, o.Rate, o.Arrival, o.Duration = f[0], rate, ArrivalConstant, d
 	info, err := Run(context.Background(), f[1], f[2], o)

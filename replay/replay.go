@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
@@ -169,7 +170,7 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 		return nil, err
 	}
 	defer w.Close()
-	w.SetEncoder(inBackground)
+	w.SetEncoder(pacing.InBackground)
 	info = r.newRunInfo(ctx, workloadDir, m, timeToReady, counter.Name())
 	info.Scheduled = check.planned // what the check counted; the run's own count replaces it
 	if r.opts.WaitIdle > 0 {
@@ -202,9 +203,9 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	case <-ctx.Done():
 	}
 	scrs.scrape(ctx, "before", 0)
-	gen := boundHeap()
+	gen := pacing.BoundHeap()
 	health.bound(gen)
-	defer endHeapBound(gen)
+	defer pacing.EndHeapBound(gen)
 	r.startClock()
 	close(clockStarted)
 	if err := writeProvisional(runDir, info, r.start); err != nil {

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/servetrace/servetrace/replay/pacing"
 )
 
 // TestSoak replays at a steady 1,000 req/s (SERVETRACE_SOAK_RATE) for
@@ -51,14 +53,14 @@ func TestSoak(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "run")
 	opts := DefaultOptions()
 	opts.Target, opts.Rate, opts.Arrival, opts.Duration = url, float64(rate), ArrivalPoisson, d
-	defer TuneProcess()()
+	defer pacing.TuneProcess()()
 	// What the process really retains: the live heap right after a full
 	// collection, at 30% and at 95% of the run. The live heap the
 	// collector reports after its own cycles also counts what was
 	// allocated while it marked (at GOGC 400, up to twice what is
 	// retained), so it drifts up as the pacer settles without any leak.
 	var retained [2]float64
-	var bound float64 // the memory limit boundHeap set, read during the run
+	var bound float64 // the memory limit pacing.BoundHeap set, read during the run
 	var profileErr error
 	for i, at := range []time.Duration{d * 3 / 10, d * 95 / 100} {
 		timer := time.AfterFunc(at, func() {
@@ -66,7 +68,7 @@ func TestSoak(t *testing.T) {
 			sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 			metrics.Read(sample)
 			retained[i] = float64(sample[0].Value.Uint64())
-			bound = float64(heapBound.Load())
+			bound = float64(pacing.HeapBound())
 			if path := os.Getenv("SERVETRACE_SOAK_HEAPPROFILE"); path != "" {
 				f, err := os.Create(fmt.Sprintf("%s.%d", path, i)) // for go tool pprof -base
 				if err == nil {
@@ -113,7 +115,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	t.Logf("the collector's largest share of the CPU used in one second: %.1f%%; least heap goal %.2f times the live heap (the bound is lifted under %g); lateness p99 %.2f ms, max %.2f ms; client CPU %.0f%%",
-		100*maxGC, minGoal, minGoalRatio, info.Lateness.P99Ms, info.Lateness.MaxMs, 100*info.Client.CPUUtilization)
+		100*maxGC, minGoal, pacing.MinGoalRatio, info.Lateness.P99Ms, info.Lateness.MaxMs, 100*info.Client.CPUUtilization)
 	if len(rss) < 10 {
 		t.Fatalf("%d samples in client.jsonl", len(rss))
 	}
@@ -136,7 +138,7 @@ func TestSoak(t *testing.T) {
 	}
 	// What the process holds must not grow with run time; RSS settles at
 	// the collector's headroom over that (GOGC 400 during a replay, held by
-	// the memory limit boundHeap sets).
+	// the memory limit pacing.BoundHeap sets).
 	if retained[0] == 0 || retained[1] > 1.1*retained[0]+5e6 {
 		t.Errorf("retained heap grew from %.1f to %.1f MB over the run: a leak", retained[0]/1e6, retained[1]/1e6)
 	}
@@ -156,7 +158,7 @@ func TestSoak(t *testing.T) {
 	// long it runs (issue 15's budget for a day-long replay on one machine).
 	// Whether the ceiling holds follows from the live heap the test
 	// measured, not from the bound the code under test set.
-	if peak := slices.Max(rss[k:]); 3*retained[0] <= heapCeiling && peak > maxSteadyRSS {
+	if peak := slices.Max(rss[k:]); 3*retained[0] <= pacing.HeapCeiling && peak > maxSteadyRSS {
 		t.Errorf("RSS reached %.0f MB past the first fifth of the run: over the %.0f MB a steady replay may hold", peak/1e6, maxSteadyRSS/1e6)
 	}
 	if gLate > 1.1*gEarly+5 {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/replay/sim"
 )
 
@@ -28,7 +29,7 @@ func skipUnderRace(t *testing.T) {
 		t.Skip("timing figures are distorted by -race; run by make test-timing")
 	}
 	runtime.GC()
-	t.Cleanup(TuneProcess())
+	t.Cleanup(pacing.TuneProcess())
 }
 
 // TestTimingOpenLoopLateness replays 200 req/s for 2 s against a simulator

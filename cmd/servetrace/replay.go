@@ -16,6 +16,7 @@ import (
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay"
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/sweep"
 	"github.com/servetrace/servetrace/tokenize"
@@ -50,7 +51,7 @@ Examples:
 			if err != nil {
 				return usageError(inFlags(c.App, err).Error())
 			}
-			defer replay.TuneProcess()() // this process only replays
+			defer pacing.TuneProcess()() // this process only replays
 			info, err := replay.Run(c.Context, c.Args().First(), c.String("out"), opts)
 			if err != nil {
 				return inFlags(c.App, err)

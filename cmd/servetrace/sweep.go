@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/servetrace/servetrace/analyze"
-	"github.com/servetrace/servetrace/replay"
+	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/sweep"
 )
 
@@ -83,7 +83,7 @@ Examples:
 			if err != nil {
 				return usageError(err.Error())
 			}
-			defer replay.TuneProcess()()
+			defer pacing.TuneProcess()()
 			rec, err := sweep.Run(c.Context, c.String("out"), o)
 			if errors.Is(err, sweep.ErrInterrupted) {
 				return cli.Exit(fmt.Sprintf("sweep interrupted; %s records it: finish it with the same command and --resume", c.String("out")+"/"+sweep.FileName), exitInterrupted)

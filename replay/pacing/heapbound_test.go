@@ -1,4 +1,4 @@
-package replay
+package pacing
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestHeapBoundLiftsWhenItSqueezesTheGoal: the bound boundHeap sets stays
+// TestHeapBoundLiftsWhenItSqueezesTheGoal: the bound BoundHeap sets stays
 // through the watcher's checks while the live heap is small, and is lifted
 // within a few collections after the live heap grows to most of it (as
 // thousands of open streams do when a server falls behind), with the
@@ -21,16 +21,16 @@ func TestHeapBoundLiftsWhenItSqueezesTheGoal(t *testing.T) {
 		t.Skip("GOMEMLIMIT is set: replay sets no heap bound")
 	}
 	defer TuneProcess()()
-	boundHeap()
+	BoundHeap()
 	limit := heapBound.Load()
 	if limit == 0 {
-		t.Fatal("boundHeap set no bound")
+		t.Fatal("BoundHeap set no bound")
 	}
 	// Cleanups run after their collection, in no order: collect until the
 	// watcher has checked three times.
 	checks := goalChecks.Load()
 	collectUntil(t, func() bool { return goalChecks.Load() >= checks+3 }, "three checks of a small live heap")
-	if heapBound.Load() != limit || takeLiftNote() != nil {
+	if heapBound.Load() != limit || TakeLift() != nil {
 		t.Fatalf("bound %d MB after three checks of a small live heap, want %d MB kept", heapBound.Load()>>20, limit>>20)
 	}
 
@@ -38,8 +38,8 @@ func TestHeapBoundLiftsWhenItSqueezesTheGoal(t *testing.T) {
 	for int64(len(keep))<<20 < limit*3/4 {
 		keep = append(keep, make([]byte, 1<<20))
 	}
-	var lift *heapLift
-	collectUntil(t, func() bool { lift = takeLiftNote(); return lift != nil }, "the bound lifted")
+	var lift *Lift
+	collectUntil(t, func() bool { lift = TakeLift(); return lift != nil }, "the bound lifted")
 	runtime.KeepAlive(keep)
 	if heapBound.Load() != 0 {
 		t.Errorf("bound %d MB still recorded after the lift", heapBound.Load()>>20)
@@ -47,8 +47,8 @@ func TestHeapBoundLiftsWhenItSqueezesTheGoal(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("memory limit %d after the lift, want none", got)
 	}
-	if !strings.Contains(lift.why, "goal") || !strings.Contains(lift.why, "bound lifted") {
-		t.Errorf("lift note %q, want the heap goal named and the bound said lifted", lift.why)
+	if !strings.Contains(lift.Why, "goal") || !strings.Contains(lift.Why, "bound lifted") {
+		t.Errorf("lift note %q, want the heap goal named and the bound said lifted", lift.Why)
 	}
 }
 
@@ -61,7 +61,7 @@ func TestHeapBoundRestoredIsNotLifted(t *testing.T) {
 	}
 	old := debug.SetMemoryLimit(-1)
 	restore := TuneProcess()
-	boundHeap()
+	BoundHeap()
 	limit := heapBound.Load()
 	restore()
 	keep := make([][]byte, 0, limit>>20)
@@ -77,8 +77,8 @@ func TestHeapBoundRestoredIsNotLifted(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != old {
 		t.Errorf("memory limit %d after restore and collections, want %d", got, old)
 	}
-	if n := goalChecks.Load() - checks; n != 0 || takeLiftNote() != nil {
-		t.Errorf("the watcher checked %d times after restore (note %v), want none", n, takeLiftNote())
+	if n := goalChecks.Load() - checks; n != 0 || TakeLift() != nil {
+		t.Errorf("the watcher checked %d times after restore (note %v), want none", n, TakeLift())
 	}
 }
 
@@ -104,16 +104,16 @@ func TestHeapBoundEndsWithItsRun(t *testing.T) {
 		t.Skip("GOMEMLIMIT is set: replay sets no heap bound")
 	}
 	defer TuneProcess()()
-	first := boundHeap()
-	endHeapBound(first)
+	first := BoundHeap()
+	EndHeapBound(first)
 	if heapBound.Load() != 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		t.Fatalf("bound %d, memory limit %d after its run ended, want none", heapBound.Load(), debug.SetMemoryLimit(-1))
 	}
-	second := boundHeap()
+	second := BoundHeap()
 	limit := heapBound.Load()
-	endHeapBound(first)
+	EndHeapBound(first)
 	if heapBound.Load() != limit || debug.SetMemoryLimit(-1) != limit {
 		t.Errorf("ending the first run's bound changed the second's: bound %d, limit %d, want %d", heapBound.Load(), debug.SetMemoryLimit(-1), limit)
 	}
-	endHeapBound(second)
+	EndHeapBound(second)
 }

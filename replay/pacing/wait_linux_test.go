@@ -1,4 +1,4 @@
-package replay
+package pacing
 
 import (
 	"context"
@@ -26,9 +26,9 @@ func TestWaitSleepsOncePerWaitWithProcessorsToSpare(t *testing.T) {
 	wait900 := func(procs int) {
 		runtime.GOMAXPROCS(procs)
 		start := time.Now()
-		r := &Runner{start: start, clock: monotonicClock(start)}
+		clock := func() int64 { return int64(time.Since(start)) }
 		asked = asked[:0]
-		r.waitUntil(context.Background(), r.clock()+int64(wait))
+		WaitUntil(context.Background(), clock, clock()+int64(wait))
 		if late := time.Since(start) - wait; late < 0 {
 			t.Errorf("GOMAXPROCS %d: woke %v early", procs, -late)
 		}

@@ -1,4 +1,9 @@
-package replay
+// Package pacing sets a replaying process's runtime up and paces it: the
+// collector and processors (TuneProcess), the heap bound and the valves
+// that lift it, background threads at the lowest priority, and waits that
+// end within microseconds of a due time. Its state is the process's, as
+// the runtime's is.
+package pacing
 
 import (
 	"os"
@@ -11,7 +16,7 @@ import (
 // at least minProcs processors (tuneProcs). It changes process-wide
 // runtime state: call it where the process is owned (a command, a test).
 // While it is in force, Run also bounds the heap once the workload is
-// loaded (boundHeap).
+// loaded (BoundHeap).
 func TuneProcess() (restore func()) {
 	old := debug.SetGCPercent(GCPercent)
 	oldLimit := debug.SetMemoryLimit(-1)

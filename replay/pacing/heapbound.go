@@ -1,4 +1,4 @@
-package replay
+package pacing
 
 import (
 	"fmt"
@@ -20,31 +20,31 @@ const GCPercent = 400
 // tunedGC is set while TuneProcess's setting is in force.
 var tunedGC atomic.Bool
 
-// heapHeadroom is what boundHeap allows above GCPercent's goal.
+// heapHeadroom is what BoundHeap allows above GCPercent's goal.
 const heapHeadroom = 128 << 20
 
-// heapCeiling caps boundHeap's limit while the live heap is under a third
+// HeapCeiling caps BoundHeap's limit while the live heap is under a third
 // of it, so that a steady replay's RSS (the heap, stacks and the runtime's
 // own memory) stays within 300 MB however long it runs; a larger live
 // state keeps GCPercent's goal plus heapHeadroom. The limit jumps there
 // (224 MiB to about 500 MiB at a 75 MiB live heap) on purpose: a live
 // state that large is no steady replay's, and squeezing it would only
 // make the collector run.
-const heapCeiling = 224 << 20
+const HeapCeiling = 224 << 20
 
-// boundHeap, under TuneProcess and unless the user set GOMEMLIMIT, collects once
+// BoundHeap, under TuneProcess and unless the user set GOMEMLIMIT, collects once
 // before the schedule starts, with the stream's look-ahead full (the
 // workload check's garbage would otherwise be collected mid-run) and gives
 // the freed memory back to the system, and sets a soft memory limit of
 // (1 + GCPercent/100) times what is then live, plus heapHeadroom, at most
-// heapCeiling for a live heap under a third of it. At
+// HeapCeiling for a live heap under a third of it. At
 // GOGC 400 the collector counts what is allocated while it marks as live,
 // so its heap goal drifts up run after run while the live heap stays flat;
 // the limit holds RSS where the first cycles put it (docs/measurements.md,
 // "Replay heap bound"). Should the live state really grow past it, the
-// bound is lifted (liftHeapBound): by its watcher (watchHeapGoal) or by
+// bound is lifted (LiftHeapBound): by its watcher (watchHeapGoal) or by
 // the health sampler's CPU-share valve.
-func boundHeap() (gen int64) {
+func BoundHeap() (gen int64) {
 	// A new generation first: before the collection below, which would
 	// otherwise run the previous bound's watcher against this one, and
 	// before the check that TuneProcess is in force, which its restore
@@ -58,8 +58,8 @@ func boundHeap() (gen int64) {
 	metrics.Read(sample)
 	live := int64(sample[0].Value.Uint64())
 	limit := live*(1+GCPercent/100) + heapHeadroom
-	if 3*live <= heapCeiling {
-		limit = min(limit, heapCeiling)
+	if 3*live <= HeapCeiling {
+		limit = min(limit, HeapCeiling)
 	}
 	boundMu.Lock()
 	defer boundMu.Unlock()
@@ -73,10 +73,10 @@ func boundHeap() (gen int64) {
 	return gen
 }
 
-// endHeapBound ends bound gen when its run ends, and its watcher: no
+// EndHeapBound ends bound gen when its run ends, and its watcher: no
 // limit is left, as before a run sets one. A later bound, or none (gen
 // 0), is left as it is.
-func endHeapBound(gen int64) {
+func EndHeapBound(gen int64) {
 	boundMu.Lock()
 	defer boundMu.Unlock()
 	if gen != 0 && boundGen.Load() == gen {
@@ -92,8 +92,8 @@ func clearHeapBound(limit int64) {
 	debug.SetMemoryLimit(limit)
 }
 
-// boundMu orders what changes the bound: boundHeap setting it,
-// liftHeapBound lifting it and dropHeapBound ending it. The watcher's
+// boundMu orders what changes the bound: BoundHeap setting it,
+// LiftHeapBound lifting it and dropHeapBound ending it. The watcher's
 // checks run on the runtime's cleanup goroutines, in no order with them.
 var boundMu sync.Mutex
 
@@ -106,25 +106,30 @@ func dropHeapBound(limit int64) {
 	liftNote.Store(nil)
 }
 
-// heapBound is the memory limit boundHeap set, 0 when none is in force.
+// heapBound is the memory limit BoundHeap set, 0 when none is in force.
 var heapBound atomic.Int64
 
-// gcShareToLift is the share of the CPU the process used, over the last
-// gcWindow seconds, that the collector may take before the heap bound is
-// lifted: a run whose live state really grows (long histories, many large
-// prompts in flight) must not have its collector run flat out, or the
-// client's own lateness would be the GC's. It lies between what a binding
-// bound and a steady replay cost (docs/measurements.md, "Heap-bound
-// valve").
-const gcShareToLift = 0.15
+// HeapBound is the memory limit of the bound in force, 0 when none is.
+func HeapBound() int64 { return heapBound.Load() }
 
-// gcWindow is the valve's window in seconds (health samples).
-const gcWindow = 5
+// SetHeapBound puts a bound of limit bytes in force now, replacing any,
+// without BoundHeap's collection and watcher (its valve, GCValve, still
+// lifts it), and returns its generation: for a caller that knows the
+// limit it wants.
+func SetHeapBound(limit int64) (gen int64) {
+	boundMu.Lock()
+	defer boundMu.Unlock()
+	gen = boundGen.Add(1)
+	heapBound.Store(limit)
+	debug.SetMemoryLimit(limit)
+	liftNote.Store(nil)
+	return gen
+}
 
-// liftHeapBound removes bound gen's limit, once, keeping why for
-// client.jsonl (takeLiftNote); it reports whether it did. A bound set
+// LiftHeapBound removes bound gen's limit, once, keeping why for
+// client.jsonl (TakeLift); it reports whether it did. A bound set
 // after gen, or none, is left as it is.
-func liftHeapBound(gen int64, why string) bool {
+func LiftHeapBound(gen int64, why string) bool {
 	boundMu.Lock()
 	defer boundMu.Unlock()
 	if boundGen.Load() != gen || heapBound.Load() == 0 {
@@ -132,29 +137,29 @@ func liftHeapBound(gen int64, why string) bool {
 	}
 	heapBound.Store(0)
 	debug.SetMemoryLimit(math.MaxInt64)
-	liftNote.Store(&heapLift{gen: gen, why: why, at: time.Now()})
+	liftNote.Store(&Lift{Gen: gen, Why: why, At: time.Now()})
 	return true
 }
 
-// heapLift is which bound was lifted, why and when.
-type heapLift struct {
-	gen int64
-	why string
-	at  time.Time
+// Lift is which bound was lifted, why and when.
+type Lift struct {
+	Gen int64
+	Why string
+	At  time.Time
 }
 
 // liftNote is the bound's lift, until the health sampler takes it.
-var liftNote atomic.Pointer[heapLift]
+var liftNote atomic.Pointer[Lift]
 
-// takeLiftNote returns the bound's lift since the last call, nil if there
+// TakeLift returns the bound's lift since the last call, nil if there
 // was none.
-func takeLiftNote() *heapLift { return liftNote.Swap(nil) }
+func TakeLift() *Lift { return liftNote.Swap(nil) }
 
-// boundGen counts boundHeap's bounds: a watcher armed for one stops once
+// boundGen counts BoundHeap's bounds: a watcher armed for one stops once
 // another replaces it.
 var boundGen atomic.Int64
 
-// minGoalRatio is the least heap goal, as a multiple of the live heap, the
+// MinGoalRatio is the least heap goal, as a multiple of the live heap, the
 // bound may leave the collector: below it, the collector runs each time
 // the process allocates half its live heap, twice as often as at Go's
 // default GOGC of 100 (a steady replay at 1,000 req/s keeps it above 2.4).
@@ -164,10 +169,10 @@ var boundGen atomic.Int64
 // before the CPU-share valve's window ends, and the client would fall
 // behind on its schedule because of the bound (docs/measurements.md,
 // "Heap-bound valve").
-const minGoalRatio = 1.5
+const MinGoalRatio = 1.5
 
 // goalChecksToLift is how many checks in a row must find the goal under
-// minGoalRatio: the live heap the collector reports counts what was
+// MinGoalRatio: the live heap the collector reports counts what was
 // allocated while it marked, and one cycle's drift must not lift a steady
 // replay's bound.
 const goalChecksToLift = 2
@@ -184,7 +189,7 @@ var goalChecks atomic.Int64
 
 // watchHeapGoal checks the collector's heap goal after collections while
 // bound w.gen is in force, and lifts the bound once the goal has fallen
-// under minGoalRatio times the live heap goalChecksToLift checks in a row.
+// under MinGoalRatio times the live heap goalChecksToLift checks in a row.
 // A cleanup on an unreachable sentinel runs after the collection that
 // frees it, at no cost between collections; a sentinel made while the
 // collector marks survives that cycle, so with collections back to back
@@ -206,14 +211,14 @@ func checkHeapGoal(w goalWatch) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
 	metrics.Read(sample)
 	live, goal := sample[0].Value.Uint64(), sample[1].Value.Uint64()
-	if live > 0 && float64(goal) < minGoalRatio*float64(live) {
+	if live > 0 && float64(goal) < MinGoalRatio*float64(live) {
 		w.under++
 	} else {
 		w.under = 0
 	}
 	if w.under >= goalChecksToLift {
-		liftHeapBound(w.gen, fmt.Sprintf("the heap bound left the collector a goal of %d MB for a live heap of %d MB (under %g times, %d checks in a row): bound lifted",
-			goal>>20, live>>20, minGoalRatio, goalChecksToLift))
+		LiftHeapBound(w.gen, fmt.Sprintf("the heap bound left the collector a goal of %d MB for a live heap of %d MB (under %g times, %d checks in a row): bound lifted",
+			goal>>20, live>>20, MinGoalRatio, goalChecksToLift))
 		return
 	}
 	watchHeapGoal(w)

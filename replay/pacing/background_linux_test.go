@@ -1,4 +1,4 @@
-package replay
+package pacing
 
 import (
 	"runtime"
@@ -18,7 +18,7 @@ func nice(t *testing.T) int {
 	return 20 - p
 }
 
-// TestInBackgroundRunsAtTheLowestPriority: f runs, before inBackground
+// TestInBackgroundRunsAtTheLowestPriority: f runs, before InBackground
 // returns, on a thread of its own at backgroundNice, and the caller's
 // thread keeps its priority.
 func TestInBackgroundRunsAtTheLowestPriority(t *testing.T) {
@@ -26,13 +26,13 @@ func TestInBackgroundRunsAtTheLowestPriority(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	before, caller := nice(t), unix.Gettid()
 	ran, niceInside, tid := false, 0, 0
-	inBackground(func() {
+	InBackground(func() {
 		// Not nice(t): t.Fatal is for the test's goroutine only.
 		p, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
 		ran, niceInside, tid = true, 20-p, unix.Gettid()
 	})
 	if !ran {
-		t.Fatal("f had not run when inBackground returned")
+		t.Fatal("f had not run when InBackground returned")
 	}
 	if tid == caller || niceInside != backgroundNice {
 		t.Errorf("f ran on thread %d (the caller's %d) at nice %d, want another thread at %d", tid, caller, niceInside, backgroundNice)
@@ -43,17 +43,17 @@ func TestInBackgroundRunsAtTheLowestPriority(t *testing.T) {
 }
 
 // TestBackgroundThreadKeepsOneLowPriorityThread: every function given to
-// a backgroundThread runs, before run returns, on the same thread, not
+// a BackgroundThread runs, before run returns, on the same thread, not
 // the caller's, at backgroundNice.
 func TestBackgroundThreadKeepsOneLowPriorityThread(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	caller := unix.Gettid()
-	bg := newBackgroundThread()
-	defer bg.close()
+	bg := NewBackgroundThread()
+	defer bg.Close()
 	var tids, nices []int
 	for range 3 {
-		bg.run(func() {
+		bg.Run(func() {
 			p, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
 			tids, nices = append(tids, unix.Gettid()), append(nices, 20-p)
 		})

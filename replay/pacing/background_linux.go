@@ -1,4 +1,4 @@
-package replay
+package pacing
 
 import (
 	"runtime"
@@ -11,17 +11,18 @@ import (
 // and reads first whenever both want the CPU.
 const backgroundNice = 19
 
-// backgroundThread runs functions, one at a time, on one OS thread at
+// BackgroundThread runs functions, one at a time, on one OS thread at
 // backgroundNice that it keeps for its life. Its goroutine never unlocks
 // the thread, so the thread ends with it and the priority goes with the
 // thread. With one Go processor it still holds that processor while a
 // function runs.
-type backgroundThread struct {
+type BackgroundThread struct {
 	jobs chan func()
 }
 
-func newBackgroundThread() *backgroundThread {
-	t := &backgroundThread{jobs: make(chan func())}
+// NewBackgroundThread starts the thread; Close ends it.
+func NewBackgroundThread() *BackgroundThread {
+	t := &BackgroundThread{jobs: make(chan func())}
 	go func() {
 		runtime.LockOSThread()
 		// Raising one's own nice value needs no privilege; should it fail,
@@ -35,11 +36,11 @@ func newBackgroundThread() *backgroundThread {
 }
 
 // run runs f on the thread and returns when f has.
-func (t *backgroundThread) run(f func()) {
+func (t *BackgroundThread) Run(f func()) {
 	done := make(chan struct{})
 	t.jobs <- func() { f(); close(done) }
 	<-done
 }
 
 // close ends the thread once it has run what it was given.
-func (t *backgroundThread) close() { close(t.jobs) }
+func (t *BackgroundThread) Close() { close(t.jobs) }
