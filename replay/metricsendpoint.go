@@ -41,7 +41,7 @@ func ParseMetricsEndpoint(s string) (MetricsEndpoint, error) {
 }
 
 // metricsOf returns the endpoints of a role.
-func (o *Options) metricsOf(role MetricsRole) []MetricsEndpoint {
+func (o *Watch) metricsOf(role MetricsRole) []MetricsEndpoint {
 	var out []MetricsEndpoint
 	for _, m := range o.Metrics {
 		if m.Role == role {

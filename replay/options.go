@@ -52,11 +52,43 @@ const (
 	HTTP2 HTTPVersion = "2" // h2 by ALPN over TLS, by prior knowledge over http://
 )
 
-// Options configures a replay. The zero value of a field means "not set";
+// Options configures a replay, in groups that each check their own fields
+// (validate): where to connect, what the requests carry, when they are
+// sent, how long anything may take, what to watch on the server, and what
+// the run writes. The zero value of a field means "not set";
 // DefaultOptions fills the ones that need a value.
 type Options struct {
+	Endpoint
+	Requests
+	Schedule
+	Limits
+	Watch
+	Output
+}
+
+// Endpoint is where the replay connects and how.
+type Endpoint struct {
 	// Target is the endpoint's base URL, e.g. http://127.0.0.1:8000.
 	Target string
+	// APIKey is sent as a bearer token; it is never written anywhere.
+	APIKey string `json:"-"`
+	// Headers are extra request headers; their values are never written.
+	Headers map[string]string `json:"-"`
+	// HTTP is "1.1" (default) or "2"; CACert trusts a PEM certificate for
+	// https endpoints; Insecure skips certificate verification.
+	HTTP     HTTPVersion
+	CACert   string
+	Insecure bool
+	// FollowRedirects follows a redirect within the target's origin
+	// (scheme, host and port), without the Authorization header and
+	// Headers. Unset, or to another origin, a redirect is not followed: the
+	// request is recorded http_error.
+	FollowRedirects bool
+}
+
+// Requests is what each request carries, and how the workload's rows
+// become requests.
+type Requests struct {
 	// Model overrides every request's model; when both are empty the
 	// endpoint's first listed model is used. ModelMap renames the rows'
 	// models (a=b) and applies before Model's fallback.
@@ -67,55 +99,12 @@ type Options struct {
 	// Stream forces streaming on ("true") or off ("false"); "" or "auto"
 	// uses each request's stream flag.
 	Stream StreamMode
-
-	// Speed scales the workload's timing: 2 sends twice as fast.
-	Speed float64
-	// Rate, when positive, replaces the workload's timing with an arrival
-	// process of that many requests per second: Arrival "poisson"
-	// (default), "gamma" with shape Burstiness (1 = Poisson, below 1
-	// burstier), or "constant". Seed makes it reproducible.
-	Rate       float64
-	Arrival    Arrival
-	Burstiness float64
-	Seed       uint64
 	// PromptSalt, when not 0, is mixed into the text of every prompt
 	// (tokenize.PromptBuilder.Salted): the run's prompts are then new to
 	// a server's prefix cache that an earlier run of the same workload
 	// warmed, while prompts sharing prefix blocks still share them within
 	// the run. A sweep salts each step.
 	PromptSalt uint64
-	// Concurrency, when positive, runs closed loop: that many requests in
-	// flight, a new one as soon as one finishes; the workload's timing is
-	// ignored.
-	Concurrency int
-	// MaxConcurrency caps requests in flight in open loop: a request that
-	// finds the cap full waits, and admitted_ns records when it left.
-	MaxConcurrency int
-
-	// From and To cut a window out of the workload: each an RFC 3339 time
-	// or an offset from the workload's first request ("10m"). LeadIn
-	// prepends that much of the workload before From, marked warmup.
-	From, To string
-	LeadIn   time.Duration
-	// Duration and MaxRequests cut the schedule (0 = no limit).
-	Duration    time.Duration
-	MaxRequests int
-	// WarmupDuration and WarmupRequests mark the first part of the schedule
-	// as warmup: recorded, but excluded by analyze.
-	WarmupDuration time.Duration
-	WarmupRequests int
-
-	// ConnectTimeout bounds dialing; FirstTokenTimeout bounds send to the
-	// first token event; Timeout bounds send to the end of the response.
-	ConnectTimeout    time.Duration
-	FirstTokenTimeout time.Duration
-	Timeout           time.Duration
-	// Grace is how long in-flight requests may finish after the run is
-	// interrupted before they are aborted.
-	Grace time.Duration
-	// MaxLateness marks the run client-saturated when lateness p99 exceeds
-	// it beyond sampling doubt (see saturatedBy).
-	MaxLateness time.Duration
 	// Strip names features (Features) never to send, on purpose: each
 	// request that carried one records it as stripped.
 	Strip []string
@@ -141,28 +130,46 @@ type Options struct {
 	// where the server supports both.
 	IgnoreEOS      bool
 	ForceOutputLen bool
-	// HTTP is "1.1" (default) or "2"; CACert trusts a PEM certificate for
-	// https endpoints; Insecure skips certificate verification.
-	HTTP     HTTPVersion
-	CACert   string
-	Insecure bool
-	// FollowRedirects follows a redirect within the target's origin
-	// (scheme, host and port), without the Authorization header and
-	// Headers. Unset, or to another origin, a redirect is not followed: the
-	// request is recorded http_error.
-	FollowRedirects bool
 	// Tokenizer synthesizes prompts of exact token counts: a bundled
 	// encoding (cl100k_base, o200k_base, p50k_base), a tiktoken-format rank
 	// file path (Llama 3 style, with TokenizerPattern, default Llama 3's), or
 	// "server" to count with the endpoint's /tokenize route.
 	Tokenizer        string
 	TokenizerPattern string
-	// APIKey is sent as a bearer token; it is never written anywhere.
-	APIKey string `json:"-"`
-	// Headers are extra request headers; their values are never written.
-	Headers map[string]string `json:"-"`
-	// RunID names the run (default: generated); shards of one run share it.
-	RunID string
+}
+
+// Schedule is when requests are sent: the workload's own timing, scaled or
+// replaced, cut to a window, and split among shards.
+type Schedule struct {
+	// Speed scales the workload's timing: 2 sends twice as fast.
+	Speed float64
+	// Rate, when positive, replaces the workload's timing with an arrival
+	// process of that many requests per second: Arrival "poisson"
+	// (default), "gamma" with shape Burstiness (1 = Poisson, below 1
+	// burstier), or "constant". Seed makes it reproducible.
+	Rate       float64
+	Arrival    Arrival
+	Burstiness float64
+	Seed       uint64
+	// Concurrency, when positive, runs closed loop: that many requests in
+	// flight, a new one as soon as one finishes; the workload's timing is
+	// ignored.
+	Concurrency int
+	// MaxConcurrency caps requests in flight in open loop: a request that
+	// finds the cap full waits, and admitted_ns records when it left.
+	MaxConcurrency int
+	// From and To cut a window out of the workload: each an RFC 3339 time
+	// or an offset from the workload's first request ("10m"). LeadIn
+	// prepends that much of the workload before From, marked warmup.
+	From, To string
+	LeadIn   time.Duration
+	// Duration and MaxRequests cut the schedule (0 = no limit).
+	Duration    time.Duration
+	MaxRequests int
+	// WarmupDuration and WarmupRequests mark the first part of the schedule
+	// as warmup: recorded, but excluded by analyze.
+	WarmupDuration time.Duration
+	WarmupRequests int
 	// Shard and ShardCount split the workload: this process sends the
 	// requests (whole sessions) whose key hashes to Shard modulo
 	// ShardCount, at their times in the full schedule. ShardCount 0 or 1:
@@ -172,10 +179,27 @@ type Options struct {
 	// StartAt, when set, is the wall-clock time of the schedule's zero, so
 	// that shards started apart send on one timeline.
 	StartAt time.Time
-	// RotateRows and RotateEvery close a results part after that many rows
-	// or that much time, whichever comes first.
-	RotateRows  int
-	RotateEvery time.Duration
+}
+
+// Limits bound how long a request, and the run's end, may take, and how
+// late the client may send before the run is called client-saturated.
+type Limits struct {
+	// ConnectTimeout bounds dialing; FirstTokenTimeout bounds send to the
+	// first token event; Timeout bounds send to the end of the response.
+	ConnectTimeout    time.Duration
+	FirstTokenTimeout time.Duration
+	Timeout           time.Duration
+	// Grace is how long in-flight requests may finish after the run is
+	// interrupted before they are aborted.
+	Grace time.Duration
+	// MaxLateness marks the run client-saturated when lateness p99 exceeds
+	// it beyond sampling doubt (see saturatedBy).
+	MaxLateness time.Duration
+}
+
+// Watch is what the replay watches on the server, before and during the
+// run, and what it serves of its own.
+type Watch struct {
 	// WaitReady polls the endpoint for up to this long before starting
 	// (0 = check once). Metrics are Prometheus endpoints scraped before,
 	// every MetricsInterval during, and after the run, each in its role;
@@ -188,6 +212,16 @@ type Options struct {
 	// ServeMetrics, when set, serves the replayer's own Prometheus metrics
 	// at http://ADDR/metrics during the run.
 	ServeMetrics string
+}
+
+// Output is what names the run and how it is written and reported.
+type Output struct {
+	// RunID names the run (default: generated); shards of one run share it.
+	RunID string
+	// RotateRows and RotateEvery close a results part after that many rows
+	// or that much time, whichever comes first.
+	RotateRows  int
+	RotateEvery time.Duration
 	// Labels are free key=value pairs recorded in run.json.
 	Labels map[string]string
 	// CommandLine is recorded in run.json; redact it first (RedactArgs).
@@ -199,18 +233,40 @@ type Options struct {
 // DefaultOptions returns options a newcomer can live with.
 func DefaultOptions() Options {
 	return Options{
-		Speed: 1, Arrival: ArrivalPoisson, Burstiness: 1,
-		ConnectTimeout: 10 * time.Second, Timeout: 10 * time.Minute, Grace: 10 * time.Second,
-		MaxLateness: 5 * time.Millisecond, Tokenizer: tokenize.DefaultEncoding,
-		RotateRows: 10_000, RotateEvery: 10 * time.Second, MetricsInterval: 5 * time.Second,
+		Requests: Requests{Tokenizer: tokenize.DefaultEncoding},
+		Schedule: Schedule{Speed: 1, Arrival: ArrivalPoisson, Burstiness: 1},
+		Limits:   Limits{ConnectTimeout: 10 * time.Second, Timeout: 10 * time.Minute, Grace: 10 * time.Second, MaxLateness: 5 * time.Millisecond},
+		Watch:    Watch{MetricsInterval: 5 * time.Second},
+		Output:   Output{RotateRows: 10_000, RotateEvery: 10 * time.Second},
 	}
 }
 
-// validate checks options and fills unset ones from DefaultOptions. An
-// error is an *opterr.Error naming the Options field at fault (its reason
-// names other fields by their Go names); the caller names them its way.
+// validate checks options group by group and fills unset ones from
+// DefaultOptions. An error is an *opterr.Error naming the Options field at
+// fault (its reason names other fields by their Go names); the caller
+// names them its way.
 func (o *Options) validate() error {
 	def := DefaultOptions()
+	if err := o.Schedule.validate(def.Schedule); err != nil {
+		return err
+	}
+	if err := o.Limits.validate(def.Limits); err != nil {
+		return err
+	}
+	if err := o.Output.validate(def.Output); err != nil {
+		return err
+	}
+	if err := o.Watch.validate(def.Watch); err != nil {
+		return err
+	}
+	if err := o.Requests.validate(def.Requests); err != nil {
+		return err
+	}
+	return o.Endpoint.validate()
+}
+
+// validate checks the schedule and fills its unset fields from def.
+func (o *Schedule) validate(def Schedule) error {
 	if o.ShardCount < 0 || o.Shard < 0 || (o.ShardCount > 1 && o.Shard >= o.ShardCount) || (o.ShardCount <= 1 && o.Shard > 0) {
 		return opterr.New("Shard", fmt.Sprintf("%d/%d", o.Shard, o.ShardCount), "want i/N with 0 <= i < N")
 	}
@@ -254,14 +310,14 @@ func (o *Options) validate() error {
 	case o.LeadIn > 0 && o.From == "":
 		return opterr.New("LeadIn", o.LeadIn, "needs From: it is taken from just before the window")
 	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{{"ConnectTimeout", o.ConnectTimeout}, {"Timeout", o.Timeout}, {"Grace", o.Grace}, {"RotateEvery", o.RotateEvery},
-		{"FirstTokenTimeout", o.FirstTokenTimeout}, {"WaitReady", o.WaitReady}, {"WaitIdle", o.WaitIdle}} {
-		if d.v < 0 {
-			return opterr.New(d.field, d.v, "must not be negative")
-		}
+	return nil
+}
+
+// validate checks the limits and fills their unset fields from def.
+func (o *Limits) validate(def Limits) error {
+	if err := notNegative(namedDuration{"ConnectTimeout", o.ConnectTimeout}, namedDuration{"Timeout", o.Timeout}, namedDuration{"Grace", o.Grace},
+		namedDuration{"FirstTokenTimeout", o.FirstTokenTimeout}); err != nil {
+		return err
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = def.ConnectTimeout
@@ -272,20 +328,51 @@ func (o *Options) validate() error {
 	if o.MaxLateness <= 0 {
 		o.MaxLateness = def.MaxLateness
 	}
+	return nil
+}
+
+// validate checks the output settings and fills their unset fields from
+// def.
+func (o *Output) validate(def Output) error {
+	if err := notNegative(namedDuration{"RotateEvery", o.RotateEvery}); err != nil {
+		return err
+	}
 	if o.RotateRows <= 0 {
 		o.RotateRows = def.RotateRows
 	}
 	if o.RotateEvery == 0 {
 		o.RotateEvery = def.RotateEvery
 	}
-	if o.Tokenizer == "" {
-		o.Tokenizer = def.Tokenizer
+	return nil
+}
+
+// validate checks what to watch and fills its unset fields from def.
+func (o *Watch) validate(def Watch) error {
+	if err := notNegative(namedDuration{"WaitReady", o.WaitReady}, namedDuration{"WaitIdle", o.WaitIdle}); err != nil {
+		return err
 	}
 	if o.MetricsInterval <= 0 {
 		o.MetricsInterval = def.MetricsInterval
 	}
 	if o.WaitIdle > 0 && len(o.metricsOf(RoleEngine)) == 0 {
 		return opterr.New("WaitIdle", o.WaitIdle, "needs Metrics with an engine endpoint: the server's metrics say when it is idle")
+	}
+	for _, m := range o.Metrics {
+		if !slices.Contains(MetricsRoles, m.Role) {
+			return opterr.New("Metrics", string(m.Role), "is not a role; use engine, gpu or node")
+		}
+		if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return opterr.New("Metrics", scrub.URL(m.URL), "must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics")
+		}
+	}
+	return nil
+}
+
+// validate checks what requests carry and fills its unset fields from
+// def.
+func (o *Requests) validate(def Requests) error {
+	if o.Tokenizer == "" {
+		o.Tokenizer = def.Tokenizer
 	}
 	switch o.API {
 	case "", trace.APIChat, trace.APICompletions:
@@ -317,6 +404,11 @@ func (o *Options) validate() error {
 	if len(o.Adapters) > 0 && len(o.AdapterMap) > 0 {
 		return opterr.New("Adapters", strings.Join(o.Adapters, ","), "does not combine with AdapterMap: rename adapters one way")
 	}
+	return nil
+}
+
+// validate checks the endpoint, trimming the target's trailing slashes.
+func (o *Endpoint) validate() error {
 	switch o.HTTP {
 	case "", HTTP1, HTTP2:
 	default:
@@ -326,20 +418,29 @@ func (o *Options) validate() error {
 	if u, err := url.Parse(o.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return opterr.New("Target", scrub.URL(o.Target), "must be an http:// or https:// base URL, e.g. http://127.0.0.1:8000")
 	}
-	for _, m := range o.Metrics {
-		if !slices.Contains(MetricsRoles, m.Role) {
-			return opterr.New("Metrics", string(m.Role), "is not a role; use engine, gpu or node")
-		}
-		if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return opterr.New("Metrics", scrub.URL(m.URL), "must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/metrics")
-		}
-	}
 	if !validHeaderValue(o.APIKey) {
 		return opterr.New("APIKey", nil, "holds a control character (a line break?): no Authorization header can carry it")
 	}
 	for k, v := range o.Headers {
 		if !validHeaderName(k) || !validHeaderValue(v) {
 			return opterr.New("Headers", cleanString(k, 64), "the name must be a token (letters, digits, -) and the value free of control characters")
+		}
+	}
+	return nil
+}
+
+// namedDuration is an Options field's name and value, for notNegative.
+type namedDuration struct {
+	field string
+	v     time.Duration
+}
+
+// notNegative returns an error naming the first of the durations that is
+// negative.
+func notNegative(ds ...namedDuration) error {
+	for _, d := range ds {
+		if d.v < 0 {
+			return opterr.New(d.field, d.v, "must not be negative")
 		}
 	}
 	return nil

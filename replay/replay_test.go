@@ -221,16 +221,16 @@ func TestBuildPlan(t *testing.T) {
 		last   time.Duration
 		warmup int // how many are marked warmup
 	}{
-		{"as logged", Options{Speed: 1}, 10, 0, 9 * time.Second, 0},
-		{"twice as fast", Options{Speed: 2}, 10, 0, 4500 * time.Millisecond, 0},
-		{"duration cut", Options{Speed: 1, Duration: 3 * time.Second}, 3, 0, 2 * time.Second, 0},
-		{"max requests", Options{Speed: 0.5, MaxRequests: 4}, 4, 0, 6 * time.Second, 0},
-		{"constant rate replaces timing", Options{Speed: 1, Rate: 4, Arrival: ArrivalConstant}, 10, 0, 2250 * time.Millisecond, 0},
-		{"warmup by count", Options{Speed: 1, WarmupRequests: 3}, 10, 0, 9 * time.Second, 3},
-		{"warmup by time", Options{Speed: 1, WarmupDuration: 2500 * time.Millisecond}, 10, 0, 9 * time.Second, 3},
-		{"window by offsets", Options{Speed: 1, From: "3s", To: "6s"}, 3, 0, 2 * time.Second, 0},
-		{"window by RFC 3339", Options{Speed: 1, From: "2024-01-01T10:00:05Z"}, 5, 0, 4 * time.Second, 0},
-		{"window with lead-in", Options{Speed: 1, From: "5s", To: "7s", LeadIn: 2 * time.Second}, 4, 0, 3 * time.Second, 2},
+		{"as logged", Options{Schedule: Schedule{Speed: 1}}, 10, 0, 9 * time.Second, 0},
+		{"twice as fast", Options{Schedule: Schedule{Speed: 2}}, 10, 0, 4500 * time.Millisecond, 0},
+		{"duration cut", Options{Schedule: Schedule{Speed: 1, Duration: 3 * time.Second}}, 3, 0, 2 * time.Second, 0},
+		{"max requests", Options{Schedule: Schedule{Speed: 0.5, MaxRequests: 4}}, 4, 0, 6 * time.Second, 0},
+		{"constant rate replaces timing", Options{Schedule: Schedule{Speed: 1, Rate: 4, Arrival: ArrivalConstant}}, 10, 0, 2250 * time.Millisecond, 0},
+		{"warmup by count", Options{Schedule: Schedule{Speed: 1, WarmupRequests: 3}}, 10, 0, 9 * time.Second, 3},
+		{"warmup by time", Options{Schedule: Schedule{Speed: 1, WarmupDuration: 2500 * time.Millisecond}}, 10, 0, 9 * time.Second, 3},
+		{"window by offsets", Options{Schedule: Schedule{Speed: 1, From: "3s", To: "6s"}}, 3, 0, 2 * time.Second, 0},
+		{"window by RFC 3339", Options{Schedule: Schedule{Speed: 1, From: "2024-01-01T10:00:05Z"}}, 5, 0, 4 * time.Second, 0},
+		{"window with lead-in", Options{Schedule: Schedule{Speed: 1, From: "5s", To: "7s", LeadIn: 2 * time.Second}}, 4, 0, 3 * time.Second, 2},
 	}
 	for _, c := range cases {
 		plan, err := collectPlan(reqs, &c.opts)
@@ -248,7 +248,7 @@ func TestBuildPlan(t *testing.T) {
 				time.Duration(plan[0].scheduledNs), time.Duration(plan[len(plan)-1].scheduledNs), warm, c.count, c.first, c.last, c.warmup)
 		}
 	}
-	for _, bad := range []Options{{Speed: 1, From: "yesterday"}, {Speed: 1, From: "20s"}, {Speed: 1, From: "5s", To: "2s"}} {
+	for _, bad := range []Options{{Schedule: Schedule{Speed: 1, From: "yesterday"}}, {Schedule: Schedule{Speed: 1, From: "20s"}}, {Schedule: Schedule{Speed: 1, From: "5s", To: "2s"}}} {
 		if _, err := collectPlan(reqs, &bad); err == nil {
 			t.Errorf("plan with from %q to %q: no error", bad.From, bad.To)
 		}

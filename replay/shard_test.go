@@ -109,7 +109,7 @@ func TestShardPlansPartitionTheSchedule(t *testing.T) {
 		}
 		reqs = append(reqs, q)
 	}
-	full, err := collectPlan(reqs, &Options{Speed: 1})
+	full, err := collectPlan(reqs, &Options{Schedule: Schedule{Speed: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestShardPlansPartitionTheSchedule(t *testing.T) {
 	seen := map[string]int32{}
 	sessionShard := map[string]int32{}
 	for i := range int32(3) {
-		plan, err := collectPlan(reqs, &Options{Speed: 1, Shard: i, ShardCount: 3})
+		plan, err := collectPlan(reqs, &Options{Schedule: Schedule{Speed: 1, Shard: i, ShardCount: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}

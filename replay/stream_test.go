@@ -73,7 +73,7 @@ func TestStreamReadsABoundedLookAhead(t *testing.T) {
 			return fn(q)
 		})
 	}
-	o := &Options{Speed: 1}
+	o := &Options{Schedule: Schedule{Speed: 1}}
 	s := newStream(context.Background(), counting, o, false, false, units)
 	taken := int64(0)
 	var ahead int64

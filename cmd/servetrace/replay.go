@@ -162,19 +162,21 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		maps.Copy(headers, kv)
 	}
 	o := replay.Options{
-		Target: c.String("target"), Model: c.String("model"), ModelMap: modelMap, API: c.String("api"), Stream: replay.StreamMode(c.String("stream")),
-		Speed: c.Float64("speed"), Rate: c.Float64("rate"), Arrival: replay.Arrival(c.String("arrival")), Burstiness: c.Float64("burstiness"), Seed: c.Uint64("seed"),
-		Concurrency: c.Int("concurrency"), MaxConcurrency: c.Int("max-concurrency"),
-		From: c.String("from"), To: c.String("to"), LeadIn: c.Duration("lead-in"),
-		Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"), WarmupDuration: warmDur, WarmupRequests: warmN,
-		ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
-		Grace: c.Duration("grace"), RotateEvery: c.Duration("rotate-every"), MaxLateness: c.Duration("max-lateness"), IgnoreEOS: c.Bool("ignore-eos"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern"),
-		ForceOutputLen: c.Bool("force-output-len"), HTTP: replay.HTTPVersion(c.String("http")), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"), FollowRedirects: c.Bool("follow-redirects"),
-		APIKey: key, Headers: headers, RunID: c.String("run-id"),
-		WaitReady: c.Duration("wait-ready"), MetricsInterval: c.Duration("metrics-interval"),
-		WaitIdle: c.Duration("wait-idle"), Labels: labels, ServeMetrics: c.String("serve-metrics"),
-		Strip: splitList(c.String("strip")), ImageTransport: c.String("image-transport"), ImageFormat: c.String("image-format"),
-		GuidedDecoding: c.Bool("guided-decoding"), AdapterMap: adapterMap, Adapters: splitList(c.String("adapters")),
+		Endpoint: replay.Endpoint{Target: c.String("target"), APIKey: key, Headers: headers,
+			HTTP: replay.HTTPVersion(c.String("http")), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"), FollowRedirects: c.Bool("follow-redirects")},
+		Requests: replay.Requests{Model: c.String("model"), ModelMap: modelMap, API: c.String("api"), Stream: replay.StreamMode(c.String("stream")),
+			Strip: splitList(c.String("strip")), ImageTransport: c.String("image-transport"), ImageFormat: c.String("image-format"),
+			GuidedDecoding: c.Bool("guided-decoding"), AdapterMap: adapterMap, Adapters: splitList(c.String("adapters")),
+			IgnoreEOS: c.Bool("ignore-eos"), ForceOutputLen: c.Bool("force-output-len"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern")},
+		Schedule: replay.Schedule{Speed: c.Float64("speed"), Rate: c.Float64("rate"), Arrival: replay.Arrival(c.String("arrival")), Burstiness: c.Float64("burstiness"), Seed: c.Uint64("seed"),
+			Concurrency: c.Int("concurrency"), MaxConcurrency: c.Int("max-concurrency"),
+			From: c.String("from"), To: c.String("to"), LeadIn: c.Duration("lead-in"),
+			Duration: c.Duration("duration"), MaxRequests: c.Int("max-requests"), WarmupDuration: warmDur, WarmupRequests: warmN},
+		Limits: replay.Limits{ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
+			Grace: c.Duration("grace"), MaxLateness: c.Duration("max-lateness")},
+		Watch: replay.Watch{WaitReady: c.Duration("wait-ready"), MetricsInterval: c.Duration("metrics-interval"),
+			WaitIdle: c.Duration("wait-idle"), ServeMetrics: c.String("serve-metrics")},
+		Output: replay.Output{RunID: c.String("run-id"), RotateEvery: c.Duration("rotate-every"), Labels: labels},
 	}
 	for _, v := range c.StringSlice("metrics-url") {
 		ep, err := replay.ParseMetricsEndpoint(v)
