@@ -368,10 +368,29 @@ const (
 	grammarCacheEntries = 1024
 )
 
+// clock is the engine's time: when an iteration starts, the wait for its
+// end, and the idle wait. The engine reads no other time, so a test can
+// step it with a fake clock that jumps to an iteration's end instead of
+// waiting for it (iterate_test.go); the simulator runs on realClock.
+type clock interface {
+	now() time.Time
+	sleepUntil(t time.Time)
+	// after is time.After: the idle wait's timer.
+	after(d time.Duration) <-chan time.Time
+}
+
+// realClock is wall-clock time, with sleepUntilTime's precise wait.
+type realClock struct{}
+
+func (realClock) now() time.Time                         { return time.Now() }
+func (realClock) sleepUntil(t time.Time)                 { sleepUntilTime(t) }
+func (realClock) after(d time.Duration) <-chan time.Time { return time.After(d) }
+
 // engine runs the batching loop in its own goroutine.
 type engine struct {
 	opts     EngineOptions
 	feat     engineFeatures
+	clock    clock
 	kv       *kvCache
 	submitC  chan *seq
 	abortC   chan *seq
@@ -401,13 +420,23 @@ type engine struct {
 func newEngine(o EngineOptions) *engine { return newEngineWith(o, engineFeatures{}) }
 
 func newEngineWith(o EngineOptions, f engineFeatures) *engine {
-	e := &engine{opts: o, feat: f, kv: newKVCache(o.KVBlocks), submitC: make(chan *seq, 1024), abortC: make(chan *seq, 1024),
-		stopC: make(chan struct{}), seed: maphash.MakeSeed(), waiting: list.New(), busy: newBusyMeter(),
+	e := newSteppedEngine(o, f, realClock{})
+	e.wg.Go(e.loop)
+	return e
+}
+
+// newSteppedEngine builds an engine on clock c without starting its loop:
+// the caller is then the engine goroutine, submitting with submit and
+// drain and running each iteration with iterate. It lets a test step the
+// scheduler one iteration at a time on a fake clock, with no goroutine
+// and no wall-clock wait.
+func newSteppedEngine(o EngineOptions, f engineFeatures, c clock) *engine {
+	e := &engine{opts: o, feat: f, clock: c, kv: newKVCache(o.KVBlocks), submitC: make(chan *seq, 1024), abortC: make(chan *seq, 1024),
+		stopC: make(chan struct{}), seed: maphash.MakeSeed(), waiting: list.New(), busy: newBusyMeter(c.now()),
 		rng: rand.New(rand.NewPCG(f.seed, 0x5bec)), encoder: newLRU[struct{}](encoderCacheEntries), grammars: newLRU[time.Time](grammarCacheEntries),
 		loaded: map[string]uint64{}, active: map[string]bool{}, batchAd: map[string]bool{}}
 	e.stats.overrun = promtext.NewHistogram(1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 7.5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1)
 	e.stats.specAcceptedPos = make([]uint64, f.specTokens)
-	e.wg.Go(e.loop)
 	return e
 }
 
@@ -511,7 +540,7 @@ func (e *engine) enqueue(s *seq) {
 		until, hit := e.grammars.get(s.grammar)
 		if !hit {
 			c := e.opts.Cost.GrammarCompileCost
-			until = time.Now().Add(c)
+			until = e.clock.now().Add(c)
 			e.grammars.put(s.grammar, until)
 			e.mu.Lock()
 			e.stats.grammarCompiles++
@@ -696,7 +725,7 @@ func (e *engine) useAdapter(a string, w *iterWork, d *statDelta) {
 }
 
 func (e *engine) iterate() {
-	start := time.Now()
+	start := e.clock.now()
 	e.tick++
 	var p plan
 	var w iterWork
@@ -822,7 +851,7 @@ func (e *engine) iterate() {
 		// request waits for its grammar): wait for a change.
 		wait := 10 * time.Millisecond
 		if !nextReady.IsZero() {
-			wait = min(wait, time.Until(nextReady))
+			wait = min(wait, nextReady.Sub(e.clock.now()))
 		}
 		if wait <= 0 {
 			return
@@ -833,7 +862,7 @@ func (e *engine) iterate() {
 		case s := <-e.abortC:
 			e.drop(s)
 		case <-e.stopC:
-		case <-time.After(wait):
+		case <-e.clock.after(wait):
 		}
 		return
 	}
@@ -841,10 +870,10 @@ func (e *engine) iterate() {
 	if cost == 0 {
 		runtime.Gosched() // a free iteration still lets the process's other goroutines run
 	}
-	sleepUntilTime(end)
-	overrun := time.Since(end)
+	e.clock.sleepUntil(end)
+	overrun := e.clock.now().Sub(end)
 	e.commit(&p)
-	e.busy.add(time.Now(), time.Since(start))
+	e.busy.add(e.clock.now(), e.clock.now().Sub(start))
 	e.mu.Lock()
 	e.stats.iterations++
 	e.stats.overrun.Observe(overrun.Seconds())
@@ -956,7 +985,7 @@ func (e *engine) fork(s *seq, now time.Time) {
 
 // commit applies an iteration's results and tells the handlers.
 func (e *engine) commit(p *plan) {
-	now := time.Now()
+	now := e.clock.now()
 	for i, s := range p.decodes {
 		if s.isAborted() {
 			continue

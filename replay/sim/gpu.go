@@ -54,7 +54,9 @@ type busyMeter struct {
 	index   [nBuckets + 1]int64 // which bucket (time since start / utilBucket) each slot holds
 }
 
-func newBusyMeter() *busyMeter { return &busyMeter{start: time.Now()} }
+// newBusyMeter starts a meter at start, the engine clock's now: its buckets
+// count from there, so the iterations it records must end after it.
+func newBusyMeter(start time.Time) *busyMeter { return &busyMeter{start: start} }
 
 // add records an iteration of busy time that ended at end.
 func (m *busyMeter) add(end time.Time, busy time.Duration) {
