@@ -677,8 +677,8 @@ func (e *engine) schedulePrefill(p *plan, w *iterWork, d *statDelta, s *seq, chu
 			w.encoderTokens += im.tokens
 		}
 	}
-	if s.computed+chunk >= s.target && s.generated == 0 {
-		produced(w, s, s.seqsNeeded())
+	if s.computed+chunk >= s.target {
+		produced(w, s, s.seqsNeeded()) // a recompute's last chunk samples a token too
 	}
 }
 
@@ -734,7 +734,9 @@ func (e *engine) iterate() {
 	k := e.feat.specTokens
 	// Decodes first: every running sequence past its prefill gets a token
 	// (and, under speculative decoding, its drafts verified), preempting
-	// the youngest when the cache runs out.
+	// the youngest when the cache runs out. An iteration that preempted
+	// admits nothing, as in vLLM: the cache is short already.
+	preempted := false
 	for i := 0; i < len(e.running); i++ {
 		s := e.running[i]
 		if s.computed < s.target {
@@ -744,7 +746,9 @@ func (e *engine) iterate() {
 		// reserves lookahead slots, within the sequence's length.
 		need := min(s.computed+1+k, s.promptLen+s.stopAt)
 		for !e.ensureBlocks(s, need) {
-			if v := e.preempt(); v == s || v == nil {
+			v := e.preempt()
+			preempted = preempted || v != nil
+			if v == s || v == nil {
 				s = nil
 				break
 			}
@@ -793,7 +797,7 @@ func (e *engine) iterate() {
 		}
 	}
 	var nextReady time.Time // the earliest compile a waiting request waits for
-	for el := e.waiting.Front(); el != nil && budget > 0 && len(e.running) < e.opts.MaxNumSeqs; {
+	for el := e.waiting.Front(); !preempted && el != nil && budget > 0 && len(e.running) < e.opts.MaxNumSeqs; {
 		s := el.Value.(*seq)
 		next := el.Next()
 		if s.readyAt.After(start) {
@@ -1006,11 +1010,12 @@ func (e *engine) commit(p *plan) {
 					}
 				}
 			}
-			if s.generated == 0 {
-				e.emit(s, 1, now) // the first token comes with the last prefill chunk
-				if s.n > 1 && s.parent == nil && s.children == nil {
-					e.fork(s, now)
-				}
+			// The last prefill chunk yields a token: the first, or after a
+			// recompute the next, as vLLM samples once every token has its KV.
+			first := s.generated == 0
+			e.emit(s, 1, now)
+			if first && s.n > 1 && s.parent == nil && s.children == nil {
+				e.fork(s, now)
 			}
 		}
 	}
