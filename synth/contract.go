@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/servetrace/servetrace/internal/media"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -495,49 +494,13 @@ func copyContract(r, prev *trace.Request) {
 	r.PresencePenalty, r.FrequencyPenalty = prev.PresencePenalty, prev.FrequencyPenalty
 }
 
-// stormState is what the contract scenarios keep between requests: the
-// churn law's weights and the counter that makes images and schemas new.
+// stormState is what the contract scenarios (adapter-churn, image-storm,
+// schema-storm) keep between requests: the churn law's weights and the
+// counter that makes images and schemas new. It lives in the generator,
+// not in their parameters, so one scenario value may serve two runs.
 type stormState struct {
 	churnCum []float64
 	fresh    int64
-}
-
-// contractStorm applies an adapter-churn, image-storm or schema-storm
-// scenario to r, at t seconds from the workload's start.
-func (g *generator) contractStorm(s *Scenario, r *trace.Request, t float64) {
-	rng := g.scenRng
-	switch s.Name {
-	case ScenarioAdapterChurn:
-		if g.storm.churnCum == nil {
-			g.storm.churnCum = (&Zipf{N: s.Adapters, S: s.Exponent}).cumulative()
-		}
-		k := zipfRank(g.storm.churnCum, rng) - 1
-		if s.Rotate > 0 {
-			period := int((t - s.At.Seconds()) / s.Rotate.Seconds())
-			k += period * max(1, s.Adapters/4)
-		}
-		r.Adapter = fmt.Sprintf("churn-%d", k%s.Adapters)
-	case ScenarioImageStorm:
-		r.Features = addLabel(r.Features, trace.FeatureImage)
-		r.ImageCount = int32(s.Images)
-		r.ImageWidthsPx, r.ImageHeightsPx, r.ImageIDs = nil, nil, nil
-		for range s.Images {
-			g.storm.fresh++
-			r.ImageWidthsPx = append(r.ImageWidthsPx, s.Width)
-			r.ImageHeightsPx = append(r.ImageHeightsPx, s.Height)
-			r.ImageIDs = append(r.ImageIDs, -g.storm.fresh) // negative: never a fitted or drawn id
-			r.InputTokens = min(r.InputTokens+int64(media.ImageTokens(int(s.Width), int(s.Height))), MaxModelTokens)
-		}
-	case ScenarioSchemaStorm:
-		r.Features = addLabel(r.Features, trace.FeatureSchema)
-		r.OutputFormat, r.SchemaTokens = trace.OutputJSONSchema, s.SchemaTokens
-		if s.Schemas > 0 {
-			r.SchemaID = -int64(1 + rng.IntN(s.Schemas))
-		} else {
-			g.storm.fresh++
-			r.SchemaID = -(1 << 40) - g.storm.fresh
-		}
-	}
 }
 
 // addLabel returns labels with l added, sorted, without touching the

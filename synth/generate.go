@@ -62,9 +62,10 @@ func (o *GenerateOptions) EffectiveDuration(m *Model) time.Duration {
 	if o.Duration > 0 {
 		return o.Duration
 	}
-	for _, s := range o.Scenarios {
-		if s.Name == ScenarioRamp {
-			return secondsDuration(s.At.Seconds() + s.rampLength())
+	for i := range o.Scenarios {
+		s := &o.Scenarios[i]
+		if end, ok := s.hooks().length(s); ok {
+			return secondsDuration(end)
 		}
 	}
 	return secondsDuration(m.Source.SpanS() / o.withDefaults().TimeScale)
@@ -99,33 +100,12 @@ func (o *GenerateOptions) bound(m *Model, dur time.Duration) error {
 	}
 	mean := m.MeanRatePerS() * o.RateScale
 	base := m.Arrivals.Intensity.peakRate() * o.RateScale
-	ramp, flash := 0.0, 1.0
-	first := mean * durS
-	overlap := func(from, to float64) float64 { return max(0, min(to, durS)-max(from, 0)) }
+	b := rateBound{mean: mean, rateScale: o.RateScale, durS: durS, flash: 1, first: mean * durS}
 	for i := range o.Scenarios {
 		s := &o.Scenarios[i]
-		switch s.Name {
-		case ScenarioRamp:
-			for k := range max(len(s.Rates), len(s.Factors)) {
-				r := 0.0
-				if len(s.Rates) > 0 {
-					r = s.Rates[k] * o.RateScale
-				} else {
-					r = s.Factors[k] * mean
-				}
-				ramp = max(ramp, r)
-				from := s.At.Seconds() + float64(k)*(s.Step.Seconds()+s.Gap.Seconds())
-				first += r * overlap(from, from+s.Step.Seconds())
-			}
-		case ScenarioFlashCrowd:
-			flash *= max(s.Factor, 1)
-			to := durS
-			if s.For > 0 {
-				to = s.At.Seconds() + s.For.Seconds()
-			}
-			first += (max(s.Factor, 1) - 1) * mean * overlap(s.At.Seconds(), to)
-		}
+		s.Params.bound(s, &b)
 	}
+	ramp, flash, first := b.ramp, b.flash, b.first
 	switch peak := max(base, ramp) * flash; {
 	case peak <= MaxRatePerS:
 	case max(base, ramp) <= MaxRatePerS:
@@ -142,6 +122,36 @@ func (o *GenerateOptions) bound(m *Model, dur time.Duration) error {
 			rows, first, turns, float64(MaxGenerateRows))
 	}
 	return nil
+}
+
+// rateBound is what bound adds up over the scenarios: the inputs they
+// read, the highest ramp step (requests/s), the flash crowds' product of
+// factors and the expected first turns.
+type rateBound struct {
+	mean, rateScale, durS float64
+	ramp, flash, first    float64
+}
+
+// overlap returns the seconds of [from, to) inside the workload.
+func (b *rateBound) overlap(from, to float64) float64 { return max(0, min(to, b.durS)-max(from, 0)) }
+
+// arrivalPlan is how the scenarios shape the arrival intensity: rate
+// replaces it where it answers ok (the last scenario to set it wins),
+// poisson drops the fitted burstiness, and scale multiplies the rate, in
+// scenario order, after rate.
+type arrivalPlan struct {
+	rate    func(t float64) (float64, bool)
+	poisson bool
+	scale   []func(t, r float64) float64
+}
+
+// inputDraw is how a first turn's input is drawn: u maps the uniform draw
+// (nil: the fitted law, a block at a time), then the input is multiplied
+// by factor and capped at cap.
+type inputDraw struct {
+	u      func(float64) float64
+	factor float64
+	cap    int64
 }
 
 // meanTurns is the mean number of requests per session start.
@@ -319,30 +329,23 @@ func newGenerator(m *Model, opts GenerateOptions) *generator {
 		return in.Rate(t*opts.TimeScale) * opts.RateScale
 	}
 	renewal, latent := m.Arrivals.Renewal, m.Arrivals.Latent
-	var ramp *Scenario
-	var flashes []*Scenario
+	var plan arrivalPlan
 	for i := range opts.Scenarios {
 		s := &opts.Scenarios[i]
-		switch s.Name {
-		case ScenarioRamp:
-			ramp = s
-		case ScenarioFlashCrowd:
-			flashes = append(flashes, s)
-		}
+		s.Params.arrivals(s, g, &plan)
 	}
-	if ramp != nil && !ramp.Bursty {
+	if plan.poisson {
 		renewal, latent = Renewal{Dist: "exponential", Shape: 1}, Latent{Kind: "none"}
 	}
 	base := func(t float64) float64 {
 		r := profile(t)
-		if ramp != nil && t >= ramp.At.Seconds() && t < ramp.At.Seconds()+ramp.rampLength() {
-			r, _ = ramp.rampRate(t-ramp.At.Seconds(), in.MeanRatePerS)
-			r *= opts.RateScale
-		}
-		for _, f := range flashes {
-			if f.active(t) {
-				r *= f.Factor
+		if plan.rate != nil {
+			if v, ok := plan.rate(t); ok {
+				r = v
 			}
+		}
+		for _, f := range plan.scale {
+			r = f(t, r)
 		}
 		return r
 	}
@@ -351,12 +354,7 @@ func newGenerator(m *Model, opts GenerateOptions) *generator {
 		g.prefix = newPrefixGen(m.Prefix, opts.Seed)
 		for i := range opts.Scenarios {
 			s := &opts.Scenarios[i]
-			switch s.Name {
-			case ScenarioHotPrefixShift:
-				g.prefix.shiftAt = s.At.Seconds()
-			case ScenarioColdCache:
-				g.prefix.cold = s.active
-			}
+			s.Params.prefix(s, g.prefix)
 		}
 	}
 	return g
@@ -383,32 +381,23 @@ func (g *generator) hourAt(t float64) int {
 func (g *generator) firstTurn(t float64) trace.Request {
 	ci := g.pickClass()
 	c := &g.m.Lengths[ci]
-	var inputU func(float64) float64
-	inFactor := 1.0
-	capIn := int64(c.Input.Knots[len(c.Input.Knots)-1])
+	d := inputDraw{factor: 1, cap: int64(c.Input.Knots[len(c.Input.Knots)-1])}
 	for i := range g.opts.Scenarios {
 		s := &g.opts.Scenarios[i]
-		if s.Name == ScenarioLongContextStorm && s.active(t) {
-			q := s.Quantile
-			inputU = func(u float64) float64 { return q + (1-q)*u }
-			inFactor = s.Factor
-			if s.MaxInputTokens > 0 {
-				capIn = s.MaxInputTokens
-			}
-		}
+		s.Params.input(s, t, &d)
 	}
 	var in, out int64
-	if inputU == nil {
+	if d.u == nil {
 		if g.blocks[ci] == nil {
 			g.blocks[ci] = newLengthBlocks(c, rand.New(rand.NewPCG(g.opts.Seed, 100+uint64(ci))))
 		}
 		in, out = g.blocks[ci].next()
 	} else {
 		// A storm reshapes the input law in its window: drawn one by one.
-		in, out = c.sample(g.lengths.Float64(), g.lengths.Float64(), inputU)
+		in, out = c.sample(g.lengths.Float64(), g.lengths.Float64(), d.u)
 	}
-	if inFactor != 1 {
-		in = min(max(1, int64(math.Round(float64(in)*inFactor))), max(capIn, in))
+	if d.factor != 1 {
+		in = min(max(1, int64(math.Round(float64(in)*d.factor))), max(d.cap, in))
 	}
 	if g.opts.MaxInputTokens > 0 {
 		in = min(in, g.opts.MaxInputTokens)
@@ -519,61 +508,19 @@ func (g *generator) attributes(r *trace.Request, c *LengthClass, t float64) {
 	}
 }
 
-// applyScenarios applies the scenarios active at t to r and labels its
-// phase with their names.
+// applyScenarios applies the scenarios that label r at t, in order (their
+// draws share scenRng, so the order is part of the seed's workload), and
+// joins their labels into its phase.
 func (g *generator) applyScenarios(r *trace.Request, t float64) {
 	var phases []string
-	rng := g.scenRng
 	for i := range g.opts.Scenarios {
 		s := &g.opts.Scenarios[i]
-		switch s.Name {
-		case ScenarioRamp:
-			if _, step := s.rampRate(t-s.At.Seconds(), 1); step > 0 {
-				phases = append(phases, fmt.Sprintf("step-%d", step))
-			}
+		phase := s.Params.phase(s, t)
+		if phase == "" {
 			continue
-		case ScenarioHotPrefixShift, ScenarioVersionSwitch:
-			if t < s.At.Seconds() {
-				continue
-			}
-		default:
-			if !s.active(t) {
-				continue
-			}
 		}
-		switch s.Name {
-		case ScenarioCancelStorm:
-			if rng.Float64() < s.Share {
-				if s.AfterTokens > 0 {
-					k := s.AfterTokens
-					r.CancelAfterTokens = &k
-				}
-				if s.AfterMs > 0 {
-					ms := s.AfterMs
-					r.CancelAfterMs = &ms
-				}
-			}
-		case ScenarioSlowConsumer:
-			if rng.Float64() < s.Share {
-				d := s.ReadDelayMs
-				r.ReadDelayMs = &d
-			}
-		case ScenarioTenantSkew:
-			if rng.Float64() < s.Share {
-				r.Tenant = s.Tenant
-			}
-		case ScenarioVersionSwitch:
-			if s.From == "" || r.Model == s.From {
-				r.Model = s.To
-			}
-		case ScenarioMixedSampling:
-			applySampling(r, pickShare(rng, s.Sampling))
-		case ScenarioAdapterChurn, ScenarioImageStorm, ScenarioSchemaStorm:
-			if rng.Float64() < s.Share {
-				g.contractStorm(s, r, t)
-			}
-		}
-		phases = append(phases, s.Name)
+		s.Params.apply(s, g, r, t)
+		phases = append(phases, phase)
 	}
 	if len(phases) > 0 {
 		r.Phase = strings.Join(phases, "+")

@@ -276,10 +276,10 @@ func TestGenerateRefusesHostileOptions(t *testing.T) {
 		{"ten billion rows", nil, GenerateOptions{Duration: 100 * 365 * 24 * time.Hour, RateScale: 10}, "rows"},
 		{"past the year 2200", func(m *Model) { m.Arrivals.Intensity.MeanRatePerS = 1e-6 }, GenerateOptions{Duration: 250 * 365 * 24 * time.Hour}, "2200"},
 		{"model rate 1e308", func(m *Model) { m.Arrivals.Intensity.MeanRatePerS = 1e308 }, GenerateOptions{Duration: 10 * time.Second}, "mean_rate_per_s"},
-		{"flash crowd factor 1e12", nil, GenerateOptions{Duration: 10 * time.Second, Scenarios: []Scenario{{Name: ScenarioFlashCrowd, Factor: 1e12}}}, "flash-crowd"},
-		{"ramp rate 1e308", nil, GenerateOptions{Scenarios: []Scenario{{Name: ScenarioRamp, Rates: []float64{1e308}}}}, "ramp"},
-		{"ramp step negative", nil, GenerateOptions{Scenarios: []Scenario{{Name: ScenarioRamp, Rates: []float64{1, 2}, Step: Duration(-20 * time.Second), Gap: Duration(20 * time.Second)}}}, "step"},
-		{"flash crowd factor NaN", nil, GenerateOptions{Duration: 10 * time.Second, Scenarios: []Scenario{{Name: ScenarioFlashCrowd, Factor: math.NaN()}}}, "factor"},
+		{"flash crowd factor 1e12", nil, GenerateOptions{Duration: 10 * time.Second, Scenarios: []Scenario{{Name: ScenarioFlashCrowd, Params: &FlashCrowd{Factor: 1e12}}}}, "flash-crowd"},
+		{"ramp rate 1e308", nil, GenerateOptions{Scenarios: []Scenario{{Name: ScenarioRamp, Params: &Ramp{Rates: []float64{1e308}}}}}, "ramp"},
+		{"ramp step negative", nil, GenerateOptions{Scenarios: []Scenario{{Name: ScenarioRamp, Params: &Ramp{Rates: []float64{1, 2}, Step: Duration(-20 * time.Second), Gap: Duration(20 * time.Second)}}}}, "step"},
+		{"flash crowd factor NaN", nil, GenerateOptions{Duration: 10 * time.Second, Scenarios: []Scenario{{Name: ScenarioFlashCrowd, Params: &FlashCrowd{Factor: math.NaN()}}}}, "factor"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,10 +1,13 @@
 package synth
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,28 +17,6 @@ import (
 
 	"github.com/servetrace/servetrace/trace"
 )
-
-// Scenario names.
-const (
-	ScenarioFlashCrowd       = "flash-crowd"
-	ScenarioRamp             = "ramp"
-	ScenarioLongContextStorm = "long-context-storm"
-	ScenarioHotPrefixShift   = "hot-prefix-shift"
-	ScenarioColdCache        = "cold-cache"
-	ScenarioCancelStorm      = "cancel-storm"
-	ScenarioSlowConsumer     = "slow-consumer"
-	ScenarioMixedSampling    = "mixed-sampling"
-	ScenarioVersionSwitch    = "version-switch"
-	ScenarioTenantSkew       = "tenant-skew"
-	ScenarioAdapterChurn     = "adapter-churn"
-	ScenarioImageStorm       = "image-storm"
-	ScenarioSchemaStorm      = "schema-storm"
-)
-
-// ScenarioNames lists every scenario.
-var ScenarioNames = []string{ScenarioFlashCrowd, ScenarioRamp, ScenarioLongContextStorm, ScenarioHotPrefixShift, ScenarioColdCache,
-	ScenarioCancelStorm, ScenarioSlowConsumer, ScenarioMixedSampling, ScenarioVersionSwitch, ScenarioTenantSkew,
-	ScenarioAdapterChurn, ScenarioImageStorm, ScenarioSchemaStorm}
 
 // Duration is a time.Duration written as "90s" or "10m" in YAML and JSON.
 type Duration time.Duration
@@ -65,64 +46,197 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 // Seconds returns d in seconds.
 func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }
 
-// Scenario is one edge case layered on a generated workload. Fields that a
-// scenario does not use are ignored; each row a scenario touches gets its
-// name in the phase column (ramp: "step-N").
+// Scenario is one edge case layered on a generated workload: a registered
+// kind (Name), its window (At, For) and the kind's own parameters. Each
+// row a scenario touches gets its name in the phase column (ramp:
+// "step-N"). In YAML and JSON it is one flat object, the window and the
+// kind's keys side by side, as it always was.
 type Scenario struct {
-	Name string `json:"name"`
+	Name string
 	// At and For bound the scenario's window from the workload's start
 	// (For 0: to the end).
-	At  Duration `json:"at,omitempty"`
-	For Duration `json:"for,omitempty"`
-	// Factor: flash-crowd rate multiplier (default 5); long-context-storm
-	// input multiplier (default 1).
-	Factor float64 `json:"factor,omitempty"`
-	// Quantile: long-context-storm draws inputs from above this quantile of
-	// the fitted input distribution (default 0.9).
-	Quantile float64 `json:"quantile,omitempty"`
-	// MaxInputTokens caps inflated inputs (default: the fitted maximum).
-	MaxInputTokens int64 `json:"max_input_tokens,omitempty"`
-	// Ramp: Rates (requests/s) or Factors (of the model's mean rate,
-	// default 0.5, 1, 2, 4, 8) held for Step each (default 60s), with Gap
-	// (default 20s) of silence between steps for recovery. Bursty keeps the
-	// fitted burstiness; by default steps are Poisson.
-	Rates   []float64 `json:"rates,omitempty"`
-	Factors []float64 `json:"factors,omitempty"`
-	Step    Duration  `json:"step,omitempty"`
-	Gap     Duration  `json:"gap,omitempty"`
-	Bursty  bool      `json:"bursty,omitempty"`
-	// Share of the window's requests affected (cancel-storm default 0.5,
-	// slow-consumer 0.2, tenant-skew 0.8).
-	Share float64 `json:"share,omitempty"`
-	// AfterTokens and AfterMs: cancel-storm cancels after that many tokens
-	// or milliseconds (default 16 tokens).
-	AfterTokens int64   `json:"after_tokens,omitempty"`
-	AfterMs     float64 `json:"after_ms,omitempty"`
-	// ReadDelayMs: slow-consumer delay between reads (default 200).
-	ReadDelayMs float64 `json:"read_delay_ms,omitempty"`
-	// From and To: version-switch model names (From empty: every model).
-	From string `json:"from,omitempty"`
-	To   string `json:"to,omitempty"`
-	// Tenant: tenant-skew's hot tenant (default "tenant-hot").
-	Tenant string `json:"tenant,omitempty"`
-	// Sampling: mixed-sampling shares of greedy, sampling, json_schema and
-	// logprobs requests (default equal).
-	Sampling map[string]float64 `json:"sampling,omitempty"`
-	// Adapters: adapter-churn's distinct adapters (default 16), drawn by a
-	// Zipf law of Exponent (default 1) whose ranking rotates by a quarter
-	// of the adapters every Rotate (default 60s), so the hot set moves.
-	Adapters int      `json:"adapters,omitempty"`
-	Exponent float64  `json:"exponent,omitempty"`
-	Rotate   Duration `json:"rotate,omitempty"`
-	// Images, Width and Height: image-storm's images per request (default
-	// 4) and their size (default 1536×1536), each image new.
-	Images int   `json:"images,omitempty"`
-	Width  int32 `json:"width,omitempty"`
-	Height int32 `json:"height,omitempty"`
-	// Schemas and SchemaTokens: schema-storm's distinct schemas (default
-	// 0: every request a new one) of that size (default 400 tokens).
-	Schemas      int   `json:"schemas,omitempty"`
-	SchemaTokens int64 `json:"schema_tokens,omitempty"`
+	At  Duration
+	For Duration
+	// Params holds the parameters of the kind registered under Name (a
+	// *FlashCrowd for flash-crowd, …); nil takes the kind's defaults, which
+	// Check fills in.
+	Params ScenarioParams
+}
+
+// ScenarioParams is one scenario kind: its parameters (a struct whose json
+// tags are its keys) and the hooks the generator calls. The generator
+// loops over the scenarios calling the hooks in order, so a kind changes
+// generation only through them; the methods are unexported because the
+// kinds are this package's own, one scenario_*.go file each.
+type ScenarioParams interface {
+	// check validates the parameters and fills their defaults; s is the
+	// scenario holding them (its name and window).
+	check(s *Scenario) error
+	// length returns the workload length, in seconds, the scenario implies
+	// when none is given (ok false: none; the first that gives one wins).
+	length(s *Scenario) (seconds float64, ok bool)
+	// bound adds the scenario's peak rate and expected arrivals to b, so
+	// a workload past the ceilings is refused before its first row.
+	bound(s *Scenario, b *rateBound)
+	// arrivals shapes the arrival intensity before generation starts.
+	arrivals(s *Scenario, g *generator, a *arrivalPlan)
+	// prefix sets up the prefix generator (called only with one).
+	prefix(s *Scenario, p *prefixGen)
+	// input reshapes the input-length draw of a first turn at t.
+	input(s *Scenario, t float64, d *inputDraw)
+	// phase returns the label of a row at t, "" when the scenario leaves it
+	// alone; apply is called only for a row so labelled.
+	phase(s *Scenario, t float64) string
+	// apply changes a row at t; draws come from g.scenRng, in scenario
+	// order, so the same seed gives the same rows.
+	apply(s *Scenario, g *generator, r *trace.Request, t float64)
+}
+
+// baseHooks gives a kind the hooks it does not need: no effect, and its
+// name on the rows in its window. Kinds embed it and override the rest.
+type baseHooks struct{}
+
+func (baseHooks) check(*Scenario) error                                { return nil }
+func (baseHooks) length(*Scenario) (float64, bool)                     { return 0, false }
+func (baseHooks) bound(*Scenario, *rateBound)                          {}
+func (baseHooks) arrivals(*Scenario, *generator, *arrivalPlan)         {}
+func (baseHooks) prefix(*Scenario, *prefixGen)                         {}
+func (baseHooks) input(*Scenario, float64, *inputDraw)                 {}
+func (baseHooks) apply(*Scenario, *generator, *trace.Request, float64) {}
+func (baseHooks) phase(s *Scenario, t float64) string {
+	if s.active(t) {
+		return s.Name
+	}
+	return ""
+}
+
+// scenarioKinds maps each scenario name to a constructor of its zero
+// parameters. Each scenario_*.go file registers its kind from init, as
+// analyze/peer's format files do, so adding a scenario touches one file.
+var scenarioKinds = map[string]func() ScenarioParams{}
+
+// registerScenario adds a kind; a name registered twice is a programming
+// error and panics at start-up.
+func registerScenario(name string, zero func() ScenarioParams) {
+	if _, dup := scenarioKinds[name]; dup {
+		panic("synth: scenario " + name + " registered twice")
+	}
+	scenarioKinds[name] = zero
+}
+
+// ScenarioNames lists every registered scenario, sorted (the registry is a
+// map, so sorting gives one stable order for messages and docs checks).
+func ScenarioNames() []string { return slices.Sorted(maps.Keys(scenarioKinds)) }
+
+func unknownScenario(name string) error {
+	return fmt.Errorf("unknown scenario %q; known: %s", name, strings.Join(ScenarioNames(), ", "))
+}
+
+// windowKeys are the keys every scenario takes.
+var windowKeys = []string{"name", "at", "for"}
+
+// scenarioWindow is the part of a scenario's object every kind shares.
+type scenarioWindow struct {
+	Name string   `json:"name"`
+	At   Duration `json:"at,omitempty"`
+	For  Duration `json:"for,omitempty"`
+}
+
+// paramKeys returns the JSON keys of a kind's parameters, in field order.
+func paramKeys(p ScenarioParams) []string {
+	t := reflect.TypeOf(p).Elem()
+	var keys []string
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+// hasKey reports whether keys holds k, ignoring case as encoding/json does.
+func hasKey(keys []string, k string) bool {
+	return slices.ContainsFunc(keys, func(x string) bool { return strings.EqualFold(x, k) })
+}
+
+// keyError says that scenario name has no key k and which scenarios do,
+// since a key moved to the wrong scenario is the likely slip.
+func keyError(name, k string, keys []string) error {
+	takes := strings.Join(append(slices.Clone(windowKeys[1:]), keys...), ", ")
+	var owners []string
+	for _, other := range ScenarioNames() {
+		if other != name && hasKey(paramKeys(scenarioKinds[other]()), k) {
+			owners = append(owners, other)
+		}
+	}
+	if len(owners) == 0 {
+		return fmt.Errorf("%s: unknown field %q (%s takes %s)", name, k, name, takes)
+	}
+	return fmt.Errorf("%s: unknown field %q: a key of %s, not of %s (%s takes %s)", name, k, strings.Join(owners, ", "), name, name, takes)
+}
+
+// UnmarshalJSON reads the flat object strictly: the name picks the
+// registered kind, and every key other than name, at and for must be one
+// of that kind's (an error names the key and the scenarios that take it).
+func (s *Scenario) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil
+	}
+	var w scenarioWindow
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	zero, ok := scenarioKinds[w.Name]
+	if !ok {
+		return unknownScenario(w.Name)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
+	}
+	p := zero()
+	keys := paramKeys(p)
+	rest := map[string]json.RawMessage{}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		switch {
+		case hasKey(windowKeys, k):
+		case hasKey(keys, k):
+			rest[k] = fields[k]
+		default:
+			return keyError(w.Name, k, keys)
+		}
+	}
+	if len(rest) > 0 {
+		rb, err := json.Marshal(rest)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.Name, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(rb))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(p); err != nil {
+			return fmt.Errorf("%s: %w", w.Name, err)
+		}
+	}
+	*s = Scenario{Name: w.Name, At: w.At, For: w.For, Params: p}
+	return nil
+}
+
+// MarshalJSON writes the flat object: name, at and for, then the kind's
+// keys in field order (the manifest's generator section records it).
+func (s Scenario) MarshalJSON() ([]byte, error) {
+	head, err := json.Marshal(scenarioWindow{Name: s.Name, At: s.At, For: s.For})
+	if err != nil || s.Params == nil {
+		return head, err
+	}
+	params, err := json.Marshal(s.Params)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
+	}
+	if string(params) == "{}" {
+		return head, nil
+	}
+	return append(append(head[:len(head)-1], ','), params[1:]...), nil
 }
 
 // ScenarioFile is the YAML file of scenarios: `scenarios: [...]`.
@@ -131,25 +245,32 @@ type ScenarioFile struct {
 }
 
 // ReadScenarioFile reads a YAML (or JSON) scenario file strictly: unknown
-// fields are errors naming the field.
+// fields are errors naming the field. Each scenario is decoded on its own
+// so an error says which one.
 func ReadScenarioFile(path string) ([]Scenario, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read scenarios: %w", err)
 	}
-	var f ScenarioFile
+	var f struct {
+		Scenarios []json.RawMessage `json:"scenarios"`
+	}
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
 		return nil, fmt.Errorf("read scenarios %s: %w", path, err)
 	}
 	if len(f.Scenarios) == 0 {
 		return nil, fmt.Errorf("read scenarios %s: no scenarios (want a list under 'scenarios:')", path)
 	}
-	for i := range f.Scenarios {
-		if err := f.Scenarios[i].Check(); err != nil {
+	out := make([]Scenario, len(f.Scenarios))
+	for i, raw := range f.Scenarios {
+		if err := json.Unmarshal(raw, &out[i]); err != nil {
+			return nil, fmt.Errorf("read scenarios %s: scenario %d: %w", path, i+1, err)
+		}
+		if err := out[i].Check(); err != nil {
 			return nil, fmt.Errorf("read scenarios %s: scenario %d: %w", path, i+1, err)
 		}
 	}
-	return f.Scenarios, nil
+	return out, nil
 }
 
 // ParseScenario reads a scenario given on the command line as
@@ -181,9 +302,7 @@ func ParseScenario(s string) (Scenario, error) {
 	}
 	b, _ := json.Marshal(obj)
 	var sc Scenario
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sc); err != nil {
+	if err := json.Unmarshal(b, &sc); err != nil {
 		return Scenario{}, fmt.Errorf("scenario %q: %w", s, err)
 	}
 	if err := sc.Check(); err != nil {
@@ -202,138 +321,35 @@ func scalar(v string) any {
 	return v
 }
 
-// Check validates the scenario and fills its defaults.
+// Check validates the scenario and fills its defaults: the window here,
+// the parameters in their kind's check. Params of another kind than Name's
+// are refused, since the name labels the rows the parameters shape.
 func (s *Scenario) Check() error {
-	if !slices.Contains(ScenarioNames, s.Name) {
-		return fmt.Errorf("unknown scenario %q; known: %s", s.Name, strings.Join(ScenarioNames, ", "))
+	zero, ok := scenarioKinds[s.Name]
+	if !ok {
+		return unknownScenario(s.Name)
 	}
 	if s.At < 0 || s.For < 0 {
 		return fmt.Errorf("%s: at and for must not be negative", s.Name)
 	}
-	if !(s.Share >= 0 && s.Share <= 1) {
-		return fmt.Errorf("%s: share %v must be within [0, 1]", s.Name, s.Share)
+	if s.Params == nil {
+		s.Params = zero()
+	} else if want := reflect.TypeOf(zero()); reflect.TypeOf(s.Params) != want {
+		return fmt.Errorf("%s: parameters are a %T, want a %v", s.Name, s.Params, want)
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"factor", s.Factor}, {"quantile", s.Quantile}, {"after_ms", s.AfterMs}, {"read_delay_ms", s.ReadDelayMs}} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("%s: %s %v must be a finite number", s.Name, f.name, f.v)
-		}
+	return s.Params.check(s)
+}
+
+// hooks returns the scenario's parameters, or its kind's zero ones before
+// Check has filled them (EffectiveDuration may be asked first).
+func (s *Scenario) hooks() ScenarioParams {
+	if s.Params != nil {
+		return s.Params
 	}
-	if s.AfterTokens < 0 || s.AfterTokens > MaxModelTokens || s.MaxInputTokens < 0 || s.MaxInputTokens > MaxModelTokens {
-		return fmt.Errorf("%s: after_tokens and max_input_tokens must be within [0, %d]", s.Name, MaxModelTokens)
+	if zero, ok := scenarioKinds[s.Name]; ok {
+		return zero()
 	}
-	if s.AfterMs < 0 || s.AfterMs > trace.MaxClientMs || s.ReadDelayMs < 0 || s.ReadDelayMs > trace.MaxClientMs {
-		return fmt.Errorf("%s: after_ms and read_delay_ms must be within [0, %d] (a week)", s.Name, trace.MaxClientMs)
-	}
-	if err := (&trace.Request{Identity: trace.Identity{RequestID: "probe", Tenant: s.Tenant, Model: s.To}}).Validate(); err != nil {
-		return fmt.Errorf("%s: %w", s.Name, err)
-	}
-	def := func(p *float64, v float64) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	switch s.Name {
-	case ScenarioFlashCrowd:
-		def(&s.Factor, 5)
-		if s.Factor <= 0 || s.Factor > MaxRatePerS {
-			return fmt.Errorf("%s: factor %v must be positive and at most %g", s.Name, s.Factor, float64(MaxRatePerS))
-		}
-	case ScenarioLongContextStorm:
-		def(&s.Factor, 1)
-		def(&s.Quantile, 0.9)
-		if s.Quantile <= 0 || s.Quantile >= 1 || s.Factor <= 0 || s.Factor > MaxModelTokens {
-			return fmt.Errorf("%s: quantile must be within (0, 1) and factor positive (at most %d)", s.Name, MaxModelTokens)
-		}
-	case ScenarioRamp:
-		if len(s.Rates) == 0 && len(s.Factors) == 0 {
-			s.Factors = []float64{0.5, 1, 2, 4, 8}
-		}
-		for _, r := range append(slices.Clone(s.Rates), s.Factors...) {
-			if !(r > 0 && r <= MaxRatePerS) {
-				return fmt.Errorf("%s: rate or factor %v: every rate and factor must be positive and at most %g (MaxRatePerS)", s.Name, r, float64(MaxRatePerS))
-			}
-		}
-		if s.Step == 0 {
-			s.Step = Duration(time.Minute)
-		}
-		if s.Gap == 0 {
-			s.Gap = Duration(20 * time.Second)
-		}
-		if s.Step < 0 || s.Gap < 0 {
-			return fmt.Errorf("%s: step %v and gap %v must not be negative", s.Name, time.Duration(s.Step), time.Duration(s.Gap))
-		}
-	case ScenarioCancelStorm:
-		def(&s.Share, 0.5)
-		if s.AfterTokens == 0 && s.AfterMs == 0 {
-			s.AfterTokens = 16
-		}
-	case ScenarioSlowConsumer:
-		def(&s.Share, 0.2)
-		def(&s.ReadDelayMs, 200)
-	case ScenarioTenantSkew:
-		def(&s.Share, 0.8)
-		if s.Tenant == "" {
-			s.Tenant = "tenant-hot"
-		}
-	case ScenarioVersionSwitch:
-		if s.To == "" {
-			return fmt.Errorf("%s: needs to=MODEL (the model requests switch to)", s.Name)
-		}
-		if s.At == 0 {
-			return fmt.Errorf("%s: needs at=DURATION (when the switch happens)", s.Name)
-		}
-	case ScenarioHotPrefixShift:
-		if s.At == 0 {
-			return fmt.Errorf("%s: needs at=DURATION (when the hot prefixes rotate)", s.Name)
-		}
-	case ScenarioAdapterChurn:
-		def(&s.Share, 1)
-		def(&s.Exponent, 1)
-		if s.Adapters == 0 {
-			s.Adapters = 16
-		}
-		if s.Rotate == 0 {
-			s.Rotate = Duration(time.Minute)
-		}
-		if s.Adapters < 1 || s.Adapters > MaxZipfN || !(s.Exponent >= 0 && s.Exponent <= 20) || s.Rotate < 0 {
-			return fmt.Errorf("%s: adapters must be 1 to %d, exponent 0 to 20 and rotate not negative", s.Name, MaxZipfN)
-		}
-	case ScenarioImageStorm:
-		def(&s.Share, 0.5)
-		if s.Images == 0 {
-			s.Images = 4
-		}
-		if s.Width == 0 {
-			s.Width = 1536
-		}
-		if s.Height == 0 {
-			s.Height = 1536
-		}
-		if s.Images < 1 || s.Images > trace.MaxMediaParts || s.Width < 1 || s.Width > trace.MaxImageSidePx || s.Height < 1 || s.Height > trace.MaxImageSidePx {
-			return fmt.Errorf("%s: images must be 1 to %d and width and height 1 to %d pixels", s.Name, trace.MaxMediaParts, trace.MaxImageSidePx)
-		}
-	case ScenarioSchemaStorm:
-		def(&s.Share, 0.5)
-		if s.SchemaTokens == 0 {
-			s.SchemaTokens = 400
-		}
-		if s.Schemas < 0 || s.Schemas > MaxZipfN || s.SchemaTokens < 1 || s.SchemaTokens > MaxModelTokens {
-			return fmt.Errorf("%s: schemas must be 0 to %d and schema_tokens 1 to %d", s.Name, MaxZipfN, MaxModelTokens)
-		}
-	case ScenarioMixedSampling:
-		if len(s.Sampling) == 0 {
-			s.Sampling = map[string]float64{"greedy": 1, "sampling": 1, "json_schema": 1, "logprobs": 1}
-		}
-		for k, v := range s.Sampling {
-			if !slices.Contains([]string{"greedy", "sampling", "json_schema", "logprobs"}, k) || !(v >= 0) || math.IsInf(v, 0) {
-				return fmt.Errorf("%s: sampling %q=%v: keys are greedy, sampling, json_schema, logprobs with shares ≥ 0", s.Name, k, v)
-			}
-		}
-	}
-	return nil
+	return baseHooks{}
 }
 
 // active reports whether t (seconds from the workload's start) is inside
@@ -346,26 +362,62 @@ func (s *Scenario) active(t float64) bool {
 	return s.For == 0 || t < at+s.For.Seconds()
 }
 
-// rampLength returns the ramp's total length in seconds.
-func (s *Scenario) rampLength() float64 {
-	n := max(len(s.Rates), len(s.Factors))
-	return float64(n)*s.Step.Seconds() + float64(max(n-1, 0))*s.Gap.Seconds()
+// started reports whether t is at or after the scenario's start: the
+// window of a switch that, once made, stays (For is ignored).
+func (s *Scenario) started(t float64) bool { return t >= s.At.Seconds() }
+
+// orDefault sets *p to v when it is the zero value (the key was not given).
+func orDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
 }
 
-// rampRate returns the ramp's rate at t (seconds since the ramp began) and
-// its step number (1-based), or 0 in a gap or after the ramp.
-func (s *Scenario) rampRate(t, meanRate float64) (float64, int) {
-	period := s.Step.Seconds() + s.Gap.Seconds()
-	if t < 0 {
-		return 0, 0
+// checkShare refuses a share outside [0, 1] and fills its default: a
+// share is a probability drawn per request.
+func checkShare(s *Scenario, share *float64, def float64) error {
+	if !(*share >= 0 && *share <= 1) {
+		return fmt.Errorf("%s: share %v must be within [0, 1]", s.Name, *share)
 	}
-	k := int(t / period)
-	n := max(len(s.Rates), len(s.Factors))
-	if k >= n || t-float64(k)*period >= s.Step.Seconds() {
-		return 0, 0
+	orDefault(share, def)
+	return nil
+}
+
+// checkFiniteKey refuses NaN and infinities, which pass every range check
+// written as a comparison that fails.
+func checkFiniteKey(s *Scenario, key string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%s: %s %v must be a finite number", s.Name, key, v)
 	}
-	if len(s.Rates) > 0 {
-		return s.Rates[k], k + 1
+	return nil
+}
+
+// checkClientMs refuses a client-side delay outside [0, a week], the
+// range a trace row may hold.
+func checkClientMs(s *Scenario, key string, v float64) error {
+	if err := checkFiniteKey(s, key, v); err != nil {
+		return err
 	}
-	return s.Factors[k] * meanRate, k + 1
+	if v < 0 || v > trace.MaxClientMs {
+		return fmt.Errorf("%s: %s must be within [0, %d] (a week)", s.Name, key, trace.MaxClientMs)
+	}
+	return nil
+}
+
+// checkTokens refuses a token count outside [0, MaxModelTokens].
+func checkTokens(s *Scenario, key string, v int64) error {
+	if v < 0 || v > MaxModelTokens {
+		return fmt.Errorf("%s: %s must be within [0, %d]", s.Name, key, MaxModelTokens)
+	}
+	return nil
+}
+
+// checkLabel refuses a tenant or model name a trace row could not hold.
+func checkLabel(s *Scenario, id trace.Identity) error {
+	id.RequestID = "probe"
+	if err := (&trace.Request{Identity: id}).Validate(); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return nil
 }
