@@ -26,6 +26,9 @@ type Ramp struct {
 }
 
 func (p *Ramp) check(s *Scenario) error {
+	if len(p.Rates) > 0 && len(p.Factors) > 0 {
+		return fmt.Errorf("%s: give rates or factors, not both (rates are requests/s, factors multiply the model's mean rate)", s.Name)
+	}
 	if len(p.Rates) == 0 && len(p.Factors) == 0 {
 		p.Factors = []float64{0.5, 1, 2, 4, 8}
 	}

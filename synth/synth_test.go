@@ -400,6 +400,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"cancel-storm:share=2", "share"},
 		{"version-switch:at=1m", "to=MODEL"},
 		{"ramp:rates=1/-2", "positive"},
+		{"ramp:rates=1/2,factors=1/2/3", "not both"}, // once an index out of range in bound
 	} {
 		if _, err := ParseScenario(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one containing %q", tc.spec, err, tc.want)
