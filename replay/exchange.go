@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/traceid"
 	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -147,6 +148,9 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	}
 	r.setHeaders(req)
 	req.Header.Set("X-Request-Id", requestID)
+	// W3C trace context, so the server's span of this request carries an
+	// id analyze can recompute from the result row (internal/traceid).
+	req.Header["Traceparent"] = []string{traceid.Traceparent(r.opts.RunID, res.RequestID)}
 
 	res.SentNs = trace.Ptr(r.clock())
 	r.stats.sent.Add(1)

@@ -132,6 +132,8 @@ func recordKind[T any]() string {
 		return "trace or workload"
 	case Result:
 		return "results"
+	case ServerPhases:
+		return "server phases"
 	}
 	return "record"
 }

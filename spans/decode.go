@@ -1,0 +1,118 @@
+// Package spans collects what servers say about each request: the spans
+// an engine exports over OTLP (vLLM's llm_request), received on loopback
+// during a replay or read from a collector's file export afterwards, kept
+// for one run only and turned into trace.ServerPhases.
+package spans
+
+import (
+	"math"
+
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// vLLM's llm_request span attributes (vllm/tracing.py, SpanAttributes;
+// set in vllm/v1/engine/output_processor.py, do_tracing): latencies in
+// seconds, token counts as integers.
+const (
+	attrQueue      = "gen_ai.latency.time_in_queue"
+	attrTTFT       = "gen_ai.latency.time_to_first_token"
+	attrE2E        = "gen_ai.latency.e2e"
+	attrPrefill    = "gen_ai.latency.time_in_model_prefill"
+	attrDecode     = "gen_ai.latency.time_in_model_decode"
+	attrInference  = "gen_ai.latency.time_in_model_inference"
+	attrPrompt     = "gen_ai.usage.prompt_tokens"
+	attrCompletion = "gen_ai.usage.completion_tokens"
+	attrRequestID  = "gen_ai.request.id"
+)
+
+// vllmSpanName is the name of vLLM's per-request span.
+const vllmSpanName = "llm_request"
+
+// isRequestSpan tells vLLM's llm_request span: by its name, or, for an
+// exporter that renamed it, by its queue or first-token latency beside a
+// prompt-token count.
+func isRequestSpan(sp *tracepb.Span) bool {
+	if sp.GetName() == vllmSpanName {
+		return true
+	}
+	var latency, prompt bool
+	for _, kv := range sp.GetAttributes() {
+		switch kv.GetKey() {
+		case attrQueue, attrTTFT:
+			latency = true
+		case attrPrompt:
+			prompt = true
+		}
+	}
+	return latency && prompt
+}
+
+// phasesOf reads a request span's phases. bad names the first attribute
+// that is present but not a number within bounds; the row is then not
+// kept.
+func phasesOf(sp *tracepb.Span, traceID string) (p trace.ServerPhases, bad string) {
+	p = trace.ServerPhases{TraceID: traceID, Source: "vllm"}
+	for _, kv := range sp.GetAttributes() {
+		var dst **float64
+		var count **int64
+		switch kv.GetKey() {
+		case attrQueue:
+			dst = &p.QueueS
+		case attrTTFT:
+			dst = &p.TTFTS
+		case attrE2E:
+			dst = &p.E2ES
+		case attrPrefill:
+			dst = &p.PrefillS
+		case attrDecode:
+			dst = &p.DecodeS
+		case attrInference:
+			dst = &p.InferenceS
+		case attrPrompt:
+			count = &p.PromptTokens
+		case attrCompletion:
+			count = &p.CompletionTokens
+		case attrRequestID:
+			if s, ok := kv.GetValue().GetValue().(*commonpb.AnyValue_StringValue); ok && len(s.StringValue) <= 256 {
+				p.ServerRequestID = s.StringValue
+			}
+			continue
+		default:
+			continue
+		}
+		v, ok := number(kv.GetValue())
+		switch {
+		case !ok:
+			return p, kv.GetKey()
+		case dst != nil:
+			if !(v >= 0 && v <= trace.MaxServerS) {
+				return p, kv.GetKey()
+			}
+			*dst = trace.Ptr(v)
+		default:
+			if !(v >= 0 && v <= trace.MaxTokens) || v != math.Trunc(v) {
+				return p, kv.GetKey()
+			}
+			*count = trace.Ptr(int64(v))
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return p, err.Error()
+	}
+	return p, ""
+}
+
+// number reads an OTLP value that holds a number: Python's SDK writes a
+// float as a double and an int as an int.
+func number(v *commonpb.AnyValue) (float64, bool) {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_DoubleValue:
+		return x.DoubleValue, !math.IsNaN(x.DoubleValue) && !math.IsInf(x.DoubleValue, 0)
+	case *commonpb.AnyValue_IntValue:
+		return float64(x.IntValue), true
+	}
+	return 0, false
+}
