@@ -170,6 +170,9 @@ type Report struct {
 	Curves map[string]Curve `json:"curves,omitempty"`
 	// ITLHistogram bins the pooled inter-token gaps (Options.Curves).
 	ITLHistogram *Histogram `json:"itl_histogram,omitempty"`
+	// Phases is where the time went inside the server, from its
+	// request spans (replay --collect-spans, servetrace spans).
+	Phases *Phases `json:"phases,omitempty"`
 	// Streamed is set when the rows were too many to hold and were
 	// streamed: how exact the figures are.
 	Streamed *Streamed `json:"streamed,omitempty"`
@@ -289,11 +292,14 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		if err != nil {
 			return nil, err
 		}
+		if hasServerPhases(runDirs) {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("server phases are not joined when the rows (%d) are streamed: raise --in-memory-rows to see where the time went", rows))
+		}
 		rep.peerThroughput()
 		return rep, nil
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
-	l, err := loadColumnsWith(ctx, runDirs, opts.VsLogged != "", peers)
+	l, err := loadColumnsWith(ctx, runDirs, opts.VsLogged != "" || hasServerPhases(runDirs), peers)
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +309,12 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	phases, notes, err := serverPhases(l, opts)
+	if err != nil {
+		return nil, err
+	}
+	rep.Phases = phases
+	rep.Notes = append(rep.Notes, notes...)
 	rep.Sent = summarizeSent(l.cols)
 	rep.Features = featureUses(l.cols)
 	rep.Reasoning = reasoningOf(l.cols)

@@ -41,6 +41,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if s := rep.SpecDecode; s != nil {
 		fmt.Fprintf(&b, "- %s\n", specDecodeText(s))
 	}
+	if p := rep.Phases; p != nil && p.Joined > 0 {
+		fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(phasesText(p), "\n  ", "\n  - "))
+	}
 	if e := rep.Energy; e != nil {
 		fmt.Fprintf(&b, "- %s\n", energyText(e))
 	}

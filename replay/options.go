@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -212,6 +213,13 @@ type Watch struct {
 	// ServeMetrics, when set, serves the replayer's own Prometheus metrics
 	// at http://ADDR/metrics during the run.
 	ServeMetrics string
+	// CollectSpans, when set, receives the server's request spans over
+	// OTLP (gRPC and HTTP) at this host:port (no host: 127.0.0.1) during
+	// the run, keeps the run's, and writes their phases to the run dir;
+	// SpansWait (default 10s) is how long the run's end waits for the
+	// last batch.
+	CollectSpans string
+	SpansWait    time.Duration
 }
 
 // Output is what names the run and how it is written and reported.
@@ -236,7 +244,7 @@ func DefaultOptions() Options {
 		Requests: Requests{Tokenizer: tokenize.DefaultEncoding},
 		Schedule: Schedule{Speed: 1, Arrival: ArrivalPoisson, Burstiness: 1},
 		Limits:   Limits{ConnectTimeout: 10 * time.Second, Timeout: 10 * time.Minute, Grace: 10 * time.Second, MaxLateness: 5 * time.Millisecond},
-		Watch:    Watch{MetricsInterval: 5 * time.Second},
+		Watch:    Watch{MetricsInterval: 5 * time.Second, SpansWait: 10 * time.Second},
 		Output:   Output{RotateRows: 10_000, RotateEvery: 10 * time.Second},
 	}
 }
@@ -348,8 +356,16 @@ func (o *Output) validate(def Output) error {
 
 // validate checks what to watch and fills its unset fields from def.
 func (o *Watch) validate(def Watch) error {
-	if err := notNegative(namedDuration{"WaitReady", o.WaitReady}, namedDuration{"WaitIdle", o.WaitIdle}); err != nil {
+	if err := notNegative(namedDuration{"WaitReady", o.WaitReady}, namedDuration{"WaitIdle", o.WaitIdle}, namedDuration{"SpansWait", o.SpansWait}); err != nil {
 		return err
+	}
+	if o.SpansWait == 0 {
+		o.SpansWait = def.SpansWait
+	}
+	if o.CollectSpans != "" {
+		if _, port, err := net.SplitHostPort(o.CollectSpans); err != nil || port == "" {
+			return opterr.New("CollectSpans", o.CollectSpans, "want host:port, e.g. 127.0.0.1:4317 (the engine exports its spans there)")
+		}
 	}
 	if o.MetricsInterval <= 0 {
 		o.MetricsInterval = def.MetricsInterval

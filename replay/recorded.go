@@ -98,6 +98,8 @@ type RecordedOptions struct {
 	MetricsInterval Duration          `json:"metrics_interval"`
 	WaitIdle        Duration          `json:"wait_idle"`
 	ServeMetrics    string            `json:"serve_metrics"`
+	CollectSpans    string            `json:"collect_spans,omitempty"`
+	SpansWait       Duration          `json:"spans_wait,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
 }
 
@@ -116,6 +118,9 @@ func (o *Options) Recorded() RecordedOptions {
 		RotateRows: o.RotateRows, RotateEvery: Duration(o.RotateEvery), WaitReady: Duration(o.WaitReady),
 		MetricsInterval: Duration(o.MetricsInterval), WaitIdle: Duration(o.WaitIdle),
 		ServeMetrics: o.ServeMetrics, Labels: o.Labels,
+	}
+	if o.CollectSpans != "" {
+		r.CollectSpans, r.SpansWait = o.CollectSpans, Duration(o.SpansWait)
 	}
 	for _, m := range o.Metrics {
 		r.Metrics = append(r.Metrics, RecordedMetrics{Role: m.Role, URL: scrub.URL(m.URL)})

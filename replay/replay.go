@@ -171,6 +171,10 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	}
 	defer w.Close()
 	w.SetEncoder(pacing.InBackground)
+	spanRun, err := r.startSpans(runDir, check.planned)
+	if err != nil {
+		return nil, err
+	}
 	info = r.newRunInfo(ctx, workloadDir, m, timeToReady, counter.Name())
 	info.Scheduled = check.planned // what the check counted; the run's own count replaces it
 	if r.opts.WaitIdle > 0 {
@@ -223,6 +227,9 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	info.Metrics = stopScrape()
 	info.Client = health.finish()
 	info.Client.BuiltAtSend = r.stats.builtLate.Load()
+	if err := spanRun.finish(ctx, runDir, info, r.opts.SpansWait, func(s string) { r.notes.add(s, "") }); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
 	return info, r.finish(runDir, info, w, serverTok, runErr)
 }
 

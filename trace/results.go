@@ -50,6 +50,9 @@ type RunInfo struct {
 	Reason   string `json:"reason,omitempty"`
 
 	Lateness LatenessSummary `json:"lateness"`
+	// Spans says what the run's span receiver (--collect-spans) took and
+	// dropped; absent when it ran none.
+	Spans *SpanCounts `json:"spans,omitempty"`
 	// ClientFloor is the latency this client adds to a TTFT on an idle
 	// machine, measured before the run (once per process and protocol)
 	// against a loopback server in the same process; absent where it

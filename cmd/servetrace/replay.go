@@ -124,6 +124,8 @@ func replayFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "wait-idle", Usage: "with an engine --metrics-url: wait up to this long for no running or waiting requests before starting"},
 		&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
 		&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
+		&cli.StringFlag{Name: "collect-spans", Usage: "receive the server's request spans over OTLP (gRPC and HTTP /v1/traces) at HOST:PORT (no host: 127.0.0.1) and write their phases (queue, prefill, decode) to the run dir; point the engine there (vLLM: --otlp-traces-endpoint http://HOST:PORT)"},
+		&cli.DurationFlag{Name: "spans-wait", Value: 10 * time.Second, Usage: "how long the run's end waits for the server's last spans (engines export in batches)"},
 	}
 }
 
@@ -175,7 +177,8 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		Limits: replay.Limits{ConnectTimeout: c.Duration("connect-timeout"), FirstTokenTimeout: c.Duration("first-token-timeout"), Timeout: c.Duration("timeout"),
 			Grace: c.Duration("grace"), MaxLateness: c.Duration("max-lateness")},
 		Watch: replay.Watch{WaitReady: c.Duration("wait-ready"), MetricsInterval: c.Duration("metrics-interval"),
-			WaitIdle: c.Duration("wait-idle"), ServeMetrics: c.String("serve-metrics")},
+			WaitIdle: c.Duration("wait-idle"), ServeMetrics: c.String("serve-metrics"),
+			CollectSpans: c.String("collect-spans"), SpansWait: c.Duration("spans-wait")},
 		Output: replay.Output{RunID: c.String("run-id"), RotateEvery: c.Duration("rotate-every"), Labels: labels},
 	}
 	for _, v := range c.StringSlice("metrics-url") {
