@@ -5,7 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/servetrace/servetrace/internal/traceid"
+	"github.com/servetrace/servetrace/trace"
 )
 
 // TestReadFileVLLMFixture reads a file of vLLM's llm_request spans as the
@@ -249,5 +253,32 @@ func TestWriteKeptIsOTLPJSON(t *testing.T) {
 	again := NewCollector("run", 10)
 	if err := addJSON([]byte(lines[0]), again); err != nil || again.Counts().Kept != 1 {
 		t.Errorf("the written line reads back as %+v (%v)", again.Counts(), err)
+	}
+}
+
+// TestJoinFiles joins the fixture's spans to a run named run-fixture,
+// refuses to replace the phases without force, and refuses a file that
+// is not an export, naming its line.
+func TestJoinFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), trace.RunInfo{SchemaVersion: 1, RunID: "run-fixture", Scheduled: 3}); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := JoinFiles(dir, []string{"testdata/vllm-llm-request.jsonl"}, false)
+	if err != nil || counts.Kept != 2 {
+		t.Fatalf("join: %+v, %v; want 2 kept", counts, err)
+	}
+	rows, ok, err := trace.ReadServerPhases(dir)
+	if err != nil || !ok || len(rows) != 2 {
+		t.Fatalf("phases read back: %d rows, %v, %v", len(rows), ok, err)
+	}
+	if _, err := JoinFiles(dir, []string{"testdata/vllm-llm-request.jsonl"}, false); !errors.Is(err, trace.ErrOutputExists) {
+		t.Errorf("a second join without force: %v, want ErrOutputExists", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	good, _ := os.ReadFile("testdata/vllm-llm-request.jsonl")
+	os.WriteFile(bad, append(good, []byte("{\"resourceSpans\": 7}\n")...), 0o644)
+	if _, err := JoinFiles(dir, []string{bad}, true); err == nil || !strings.Contains(err.Error(), "bad.jsonl:3") {
+		t.Errorf("a bad third line: %v, want an error naming bad.jsonl:3", err)
 	}
 }

@@ -78,7 +78,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 trace against the built-in simulator. Each command below has --help with an
 example.`,
 		Commands: []*cli.Command{
-			convertCmd(), exportCmd(), fitCmd(), generateCmd(), validateCmd(), replayCmd(), sweepCmd(), simCmd(), analyzeCmd(), datasetsCmd(), demoCmd(),
+			convertCmd(), exportCmd(), fitCmd(), generateCmd(), validateCmd(), replayCmd(), sweepCmd(), simCmd(), analyzeCmd(), spansCmd(), datasetsCmd(), demoCmd(),
 		},
 		// run prints errors and picks the exit code; urfave's default
 		// handler would call os.Exit itself.
