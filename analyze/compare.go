@@ -124,6 +124,19 @@ func Compare(aDirs, bDirs []string, o CompareOptions) (*Comparison, error) {
 	for _, m := range ComparedMetrics {
 		a[m], b[m] = xa.values(m), xb.values(m)
 	}
+	pa, err := phaseSamples(la, o.TTFTMode)
+	if err != nil {
+		return nil, fmt.Errorf("side A: %w", err)
+	}
+	pb, err := phaseSamples(lb, o.TTFTMode)
+	if err != nil {
+		return nil, fmt.Errorf("side B: %w", err)
+	}
+	for _, m := range PhaseMetrics {
+		if len(pa[m]) > 0 && len(pb[m]) > 0 {
+			a[m], b[m] = pa[m], pb[m]
+		}
+	}
 	cmpn.Rows = compareSamples(a, b, o)
 	if !cmpn.Comparable {
 		for i := range cmpn.Rows {
@@ -138,7 +151,7 @@ func Compare(aDirs, bDirs []string, o CompareOptions) (*Comparison, error) {
 // loadCompared loads one side of a comparison, which needs per-request
 // results: a peer tool's summary has only its own figures.
 func loadCompared(dirs []string) (*loaded, error) {
-	l, err := load(dirs)
+	l, err := loadColumns(dirs, hasServerPhases(dirs))
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +320,9 @@ func errorRatesDiffer(a, b Counts, conf float64) (ea, eb float64, differ bool) {
 }
 
 // compareSamples compares per-request metric samples (time-ordered) of A
-// and B at comparedPercentiles, with Holm's correction across every row.
+// and B at comparedPercentiles, with Holm's correction across every row:
+// ComparedMetrics, and PhaseMetrics where both sides have server phases,
+// so that the row that moved names the phase.
 //
 // Each side's percentile has a standard error from a Woodruff interval
 // (the standard error of the empirical CDF at the estimate, mapped through
@@ -322,7 +337,10 @@ func compareSamples(a, b map[string][]float64, o CompareOptions) []ComparisonRow
 	for i, pc := range comparedPercentiles {
 		ps[i] = pc / 100
 	}
-	for _, m := range ComparedMetrics {
+	for _, m := range append(slices.Clone(ComparedMetrics), PhaseMetrics...) {
+		if _, ok := a[m]; !ok && slices.Contains(PhaseMetrics, m) {
+			continue // the runs have no server phases
+		}
 		sa, sb := a[m], b[m]
 		ea, eb := percentileSEs(sa, ps, o.Bootstrap), percentileSEs(sb, ps, o.Bootstrap)
 		for i, pc := range comparedPercentiles {

@@ -94,27 +94,25 @@ func hasServerPhases(dirs []string) bool {
 	return false
 }
 
-// serverPhases joins the loaded runs' rows to their server phases and
-// sums up where the time went; nil when no run has phases.
-func serverPhases(l *loaded, opts Options) (*Phases, []string, error) {
+// joinPhases joins the loaded runs' counted ok rows with a first token
+// to their server phases, in send order; ok counts those rows, and found
+// is false when no run has phases.
+func joinPhases(l *loaded, mode TTFTMode) (joined []joinedRequest, ok int, found bool, err error) {
 	byID := map[string]trace.ServerPhases{}
-	found := false
 	for _, d := range l.dirs {
-		rows, ok, err := trace.ReadServerPhases(d)
+		rows, has, err := trace.ReadServerPhases(d)
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, false, err
 		}
-		found = found || ok
+		found = found || has
 		for _, p := range rows {
 			byID[p.TraceID] = p
 		}
 	}
 	if !found || l.cols.requestID == nil {
-		return nil, nil, nil
+		return nil, 0, false, nil
 	}
 	c := l.cols
-	out := &Phases{}
-	var joined []joinedRequest
 	for _, run := range l.runIDs {
 		for _, i32 := range l.runRows[run] {
 			i := int(i32)
@@ -122,21 +120,32 @@ func serverPhases(l *loaded, opts Options) (*Phases, []string, error) {
 				continue
 			}
 			at := c.firstToken[i]
-			if opts.TTFTMode == TTFTFirstChunk {
+			if mode == TTFTFirstChunk {
 				at = c.firstChunk[i]
 			}
 			if at == null {
 				continue
 			}
-			out.OK++
-			p, ok := byID[traceid.For(run, c.requestID[i]).String()]
-			if !ok || p.TTFTS == nil {
+			ok++
+			p, has := byID[traceid.For(run, c.requestID[i]).String()]
+			if !has || p.TTFTS == nil {
 				continue
 			}
 			joined = append(joined, joinedRequest{sentNs: c.sent[i], ttftMs: nsToMs(at - c.sent[i]), e2eMs: nsToMs(c.done[i] - c.sent[i]), p: p})
 		}
 	}
-	out.Joined = len(joined)
+	slices.SortFunc(joined, func(a, b joinedRequest) int { return cmp.Compare(a.sentNs, b.sentNs) })
+	return joined, ok, true, nil
+}
+
+// serverPhases joins the loaded runs' rows to their server phases and
+// sums up where the time went; nil when no run has phases.
+func serverPhases(l *loaded, opts Options) (*Phases, []string, error) {
+	joined, ok, found, err := joinPhases(l, opts.TTFTMode)
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	out := &Phases{OK: ok, Joined: len(joined)}
 	var notes []string
 	if out.Joined < out.OK {
 		notes = append(notes, fmt.Sprintf("server phases: %d of %d ok requests have their server's span; the rest are left out of \"where the time went\"", out.Joined, out.OK))
@@ -144,7 +153,6 @@ func serverPhases(l *loaded, opts Options) (*Phases, []string, error) {
 	if out.Joined == 0 {
 		return out, notes, nil
 	}
-	slices.SortFunc(joined, func(a, b joinedRequest) int { return cmp.Compare(a.sentNs, b.sentNs) })
 	residual := make([]float64, len(joined))
 	for k, j := range joined {
 		residual[k] = j.ttftMs - *j.p.TTFTS*1e3
@@ -158,6 +166,33 @@ func serverPhases(l *loaded, opts Options) (*Phases, []string, error) {
 	}
 	out.Verdict = phaseVerdict(out.TTFT)
 	return out, notes, nil
+}
+
+// PhaseMetrics are the per-request server phases compare compares when
+// both sides have them: which phase moved.
+var PhaseMetrics = []string{"server_queue_ms", "server_prefill_ms", "server_decode_ms", "outside_server_ttft_ms"}
+
+// phaseSamples returns each of PhaseMetrics per joined request, in send
+// order; nil when the runs have no phases.
+func phaseSamples(l *loaded, mode TTFTMode) (map[string][]float64, error) {
+	joined, _, found, err := joinPhases(l, mode)
+	if err != nil || !found || len(joined) == 0 {
+		return nil, err
+	}
+	out := map[string][]float64{}
+	for _, j := range joined {
+		if j.p.QueueS != nil {
+			out["server_queue_ms"] = append(out["server_queue_ms"], *j.p.QueueS*1e3)
+		}
+		if j.p.PrefillS != nil {
+			out["server_prefill_ms"] = append(out["server_prefill_ms"], *j.p.PrefillS*1e3)
+		}
+		if j.p.DecodeS != nil {
+			out["server_decode_ms"] = append(out["server_decode_ms"], *j.p.DecodeS*1e3)
+		}
+		out["outside_server_ttft_ms"] = append(out["outside_server_ttft_ms"], j.ttftMs-*j.p.TTFTS*1e3)
+	}
+	return out, nil
 }
 
 // ttftParts splits a request's client TTFT (ms) into ttftPhases.

@@ -107,3 +107,57 @@ func TestPhasesSplitByHand(t *testing.T) {
 
 // within reports whether a is within tol of b.
 func within(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+// TestCompareNamesThePhaseThatMoved: B's server queues 200 ms longer
+// than A's at every request while prefill, decode and what lies outside
+// the server stay as they were; compare finds server_queue_ms worse and
+// the other phases not distinguishable.
+func TestCompareNamesThePhaseThatMoved(t *testing.T) {
+	side := func(id string, extraQueue float64) string {
+		dir := t.TempDir()
+		var rows []trace.Result
+		var phases []trace.ServerPhases
+		for i := range 400 {
+			jitter := float64(i%7) * 0.001 // 0-6 ms, the same on both sides
+			q, pf, dc := 0.010+jitter+extraQueue, 0.050+jitter, 0.500
+			ttft := int64((q + pf + 0.002) * 1e9)
+			e2e := ttft + int64(dc*1e9)
+			sent := int64(i) * 50e6
+			first, done := sent+ttft, sent+e2e
+			rid := fmt.Sprintf("r%d", i)
+			rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: rid}, ScheduledNs: sent, AdmittedNs: sent, SentNs: &sent,
+				FirstTokenNs: &first, FirstChunkNs: &first, DoneNs: &done, TokenTimesNs: []int64{ttft, e2e}, ObservedOutputTokens: 2,
+				Outcome: trace.OutcomeOK, Shape: trace.Shape{Stream: true}})
+			phases = append(phases, trace.ServerPhases{TraceID: traceid.For(id, rid).String(), Source: "vllm", QueueS: trace.Ptr(q),
+				PrefillS: trace.Ptr(pf), DecodeS: trace.Ptr(dc), TTFTS: trace.Ptr(q + pf + 0.001)})
+		}
+		writeRun(t, dir, id, rows, 20)
+		if err := trace.WriteServerPhases(dir, phases); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	c, err := Compare([]string{side("run-a", 0)}, []string{side("run-b", 0.2)}, CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Rows {
+		if r.Stat != "p50" {
+			continue
+		}
+		seen[r.Metric] = true
+		want := VerdictInconclusive
+		if r.Metric == "server_queue_ms" || r.Metric == "ttft_ms" || r.Metric == "e2e_ms" {
+			want = VerdictWorse
+		}
+		if r.Verdict != want {
+			t.Errorf("%s p50: %s (A %.2f, B %.2f), want %s", r.Metric, r.Verdict, r.A, r.B, want)
+		}
+	}
+	for _, m := range PhaseMetrics {
+		if !seen[m] {
+			t.Errorf("no row for %s", m)
+		}
+	}
+}
