@@ -24,6 +24,7 @@ func (g *windowGauges) fill(win *Window) {
 	var running, waiting, kv, util, power, fb, preempt, hits, queries float64
 	var hasRunning, hasWaiting, hasKV, hasPower, hasFB, hasPreempt, hasPrefix bool
 	gpus := 0
+	var phaseSum, phaseCount [4]float64
 	for src := range g.inWin {
 		s := g.latest[src]
 		if s.hasRunning {
@@ -53,6 +54,13 @@ func (g *windowGauges) fill(win *Window) {
 			if s.hasPrefix && b.hasPrefix && s.prefixQueries > b.prefixQueries {
 				hits, queries, hasPrefix = hits+s.prefixHits-b.prefixHits, queries+s.prefixQueries-b.prefixQueries, true
 			}
+			for i := range phaseSum {
+				// A histogram that went back (an engine restart) says nothing.
+				if s.hasPhase[i] && b.hasPhase[i] && s.phaseCount[i] > b.phaseCount[i] && s.phaseSum[i] >= b.phaseSum[i] {
+					phaseSum[i] += s.phaseSum[i] - b.phaseSum[i]
+					phaseCount[i] += s.phaseCount[i] - b.phaseCount[i]
+				}
+			}
 		}
 	}
 	if hasRunning {
@@ -78,6 +86,11 @@ func (g *windowGauges) fill(win *Window) {
 	}
 	if hasPrefix {
 		win.PrefixHitRate = new(hits / queries)
+	}
+	for i, dst := range []**float64{&win.AggQueueMs, &win.AggPrefillMs, &win.AggDecodeMs, &win.AggE2EMs} {
+		if phaseCount[i] > 0 {
+			*dst = new(1e3 * phaseSum[i] / phaseCount[i])
+		}
 	}
 	g.before = maps.Clone(g.latest)
 	clear(g.inWin)

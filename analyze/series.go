@@ -82,6 +82,15 @@ type Window struct {
 	// over queried tokens).
 	Preemptions   *float64 `json:"server_preemptions,omitempty"`
 	PrefixHitRate *float64 `json:"server_prefix_hit_rate,omitempty"`
+	// The engine's request-phase histograms over the window (vLLM's
+	// vllm:request_queue_time_seconds, _prefill_, _decode_ and
+	// e2e_request_latency_seconds): the mean of each phase over the
+	// requests that finished in it, Δsum/Δcount, in ms. Aggregate: no
+	// request's own split, and by finishing time, not send time.
+	AggQueueMs   *float64 `json:"server_agg_queue_mean_ms,omitempty"`
+	AggPrefillMs *float64 `json:"server_agg_prefill_mean_ms,omitempty"`
+	AggDecodeMs  *float64 `json:"server_agg_decode_mean_ms,omitempty"`
+	AggE2EMs     *float64 `json:"server_agg_e2e_mean_ms,omitempty"`
 	// GPU gauges of a DCGM exporter in the last scrape: utilisation (mean
 	// over GPUs, %), power (W) and memory used (MiB), summed over GPUs (and
 	// over exporters, with several --metrics-url gpu=).
@@ -142,7 +151,14 @@ type scrape struct {
 	// Speculative decoding counters (specdecode.go).
 	specDrafts, specDraftTokens, specAccepted float64
 	hasSpec                                   bool
+	// The engine's request-phase histograms' _sum (s) and _count, by
+	// aggregatePhases' order: queue, prefill, decode, end to end.
+	phaseSum, phaseCount [4]float64
+	hasPhase             [4]bool
 }
+
+// aggregatePhases are the histogram kinds of a scrape's phaseSum, in order.
+var aggregatePhases = [4]servermetrics.Kind{servermetrics.QueueTime, servermetrics.PrefillTime, servermetrics.DecodeTime, servermetrics.E2ETime}
 
 // maxScrapeFileBytes bounds a scrape file: replay keeps at most 32 MiB of
 // an endpoint's answer, and a header line.
@@ -220,7 +236,17 @@ func parseScrape(b []byte) (scrape, bool) {
 // add sums one sample into the scrape by what servermetrics says it is.
 func (s *scrape) add(m promtext.Sample) {
 	v := m.Value
-	switch servermetrics.KindOf(m.Name) {
+	kind, part := servermetrics.Classify(m.Name)
+	if i := slices.Index(aggregatePhases[:], kind); i >= 0 {
+		switch part {
+		case servermetrics.Sum:
+			s.phaseSum[i], s.hasPhase[i] = s.phaseSum[i]+v, true
+		case servermetrics.Count:
+			s.phaseCount[i] += v
+		}
+		return
+	}
+	switch kind {
 	case servermetrics.Running:
 		s.running, s.hasRunning = s.running+v, true
 	case servermetrics.Waiting:

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -182,4 +183,71 @@ func TestRegionTTFTKeepsSteadyApartFromSaturated(t *testing.T) {
 		t.Errorf("saturated requests (a growing queue) should test dependent and get batch means: %+v", saturated.Dependence)
 	}
 	t.Logf("TTFT p90: steady %s (%s), saturated %s (%s), whole run %.1f ms", quantileCell(sp90), intervalText(steady), quantileCell(qp90), intervalText(saturated), whole)
+}
+
+// TestSeriesAggregatePhases: the engine's phase histograms give each
+// window the mean phase of the requests that finished in it, from the
+// rise of _sum over the rise of _count since the scrape before the window
+// (hand-computed below); buckets are not counted, labelled series are
+// summed, and a histogram that went back (a restart) gives nothing.
+func TestSeriesAggregatePhases(t *testing.T) {
+	rows := queueRun(50*time.Millisecond, []struct {
+		until time.Duration
+		rate  float64
+	}{{15 * time.Second, 10}})
+	text := func(runNs int64, body string) scrape {
+		s, ok := parseScrape([]byte(fmt.Sprintf("# servetrace scrape phase=during run_ns=%d\n%s", runNs, body)))
+		if !ok {
+			t.Fatalf("scrape at %d not read", runNs)
+		}
+		return s
+	}
+	scrapes := []scrape{
+		text(1e9, `vllm:request_queue_time_seconds_bucket{le="+Inf"} 10
+vllm:request_queue_time_seconds_sum 0.5
+vllm:request_queue_time_seconds_count 10
+vllm:request_prefill_time_seconds_sum 0.2
+vllm:request_prefill_time_seconds_count 10
+vllm:request_decode_time_seconds_sum 2
+vllm:request_decode_time_seconds_count 10
+vllm:e2e_request_latency_seconds_sum 2.7
+vllm:e2e_request_latency_seconds_count 10
+`),
+		// Queue: (1.5 + 1.0 − 0.5) s over (20 + 10 − 10) requests = 100 ms;
+		// prefill 0.4/20 = 20 ms; decode 4/20 = 200 ms; e2e 6.4/20 = 320 ms.
+		text(6e9, `vllm:request_queue_time_seconds_bucket{model_name="a",le="+Inf"} 20
+vllm:request_queue_time_seconds_sum{model_name="a"} 1.5
+vllm:request_queue_time_seconds_count{model_name="a"} 20
+vllm:request_queue_time_seconds_sum{model_name="b"} 1.0
+vllm:request_queue_time_seconds_count{model_name="b"} 10
+vllm:request_prefill_time_seconds_sum 0.6
+vllm:request_prefill_time_seconds_count 30
+vllm:request_decode_time_seconds_sum 6
+vllm:request_decode_time_seconds_count 30
+vllm:e2e_request_latency_seconds_sum 9.1
+vllm:e2e_request_latency_seconds_count 30
+`),
+		// A restart: every count went back.
+		text(11e9, `vllm:request_queue_time_seconds_sum 0.1
+vllm:request_queue_time_seconds_count 2
+vllm:e2e_request_latency_seconds_sum 0.3
+vllm:e2e_request_latency_seconds_count 2
+`),
+	}
+	ser := timeSeries(columnsOf(rows), scrapes, Options{Window: 5 * time.Second})
+	if len(ser.Windows) < 3 {
+		t.Fatalf("%d windows", len(ser.Windows))
+	}
+	near := func(p *float64, want float64) bool { return p != nil && math.Abs(*p-want) < 1e-9 }
+	w0, w1, w2 := ser.Windows[0], ser.Windows[1], ser.Windows[2]
+	if w0.AggQueueMs != nil || w0.AggE2EMs != nil {
+		t.Errorf("window 0 has no scrape before it, yet gives queue %v e2e %v", w0.AggQueueMs, w0.AggE2EMs)
+	}
+	if !near(w1.AggQueueMs, 100) || !near(w1.AggPrefillMs, 20) || !near(w1.AggDecodeMs, 200) || !near(w1.AggE2EMs, 320) {
+		t.Errorf("window 1: queue %v prefill %v decode %v e2e %v ms; want 100, 20, 200, 320",
+			deref(w1.AggQueueMs), deref(w1.AggPrefillMs), deref(w1.AggDecodeMs), deref(w1.AggE2EMs))
+	}
+	if w2.AggQueueMs != nil || w2.AggE2EMs != nil {
+		t.Errorf("window 2 follows a restart, yet gives queue %v e2e %v", deref(w2.AggQueueMs), deref(w2.AggE2EMs))
+	}
 }

@@ -373,10 +373,11 @@ func writeSeries(b *strings.Builder, rep *Report) {
 		return num(*p)
 	}
 	// Engine counters and GPU gauges get columns only where scraped.
-	var engine, gpu bool
+	var engine, gpu, agg bool
 	for _, w := range ser.Windows {
 		engine = engine || w.Preemptions != nil || w.PrefixHitRate != nil
 		gpu = gpu || w.GPUUtilPct != nil || w.GPUPowerW != nil
+		agg = agg || w.AggE2EMs != nil
 	}
 	head := "start s\tsent/s\tdone/s\tfailed\tout tok/s\tttft p50\tttft p99\tin flight\trunning\twaiting\tkv\t"
 	if engine {
@@ -384,6 +385,9 @@ func writeSeries(b *strings.Builder, rep *Report) {
 	}
 	if gpu {
 		head += "gpu %\tpower W\tmem MiB\t"
+	}
+	if agg {
+		head += "agg queue\tagg prefill\tagg decode\tagg e2e\t"
 	}
 	fmt.Fprint(tw, head+"region\t\n")
 	for _, w := range ser.Windows {
@@ -399,9 +403,15 @@ func writeSeries(b *strings.Builder, rep *Report) {
 		if gpu {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t", opt(w.GPUUtilPct), opt(w.GPUPowerW), opt(w.GPUMemUsedMiB))
 		}
+		if agg {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", opt(w.AggQueueMs), opt(w.AggPrefillMs), opt(w.AggDecodeMs), opt(w.AggE2EMs))
+		}
 		fmt.Fprintf(tw, "%s\t\n", region)
 	}
 	tw.Flush()
+	if agg {
+		b.WriteString("agg: the engine's request-phase histograms, the mean ms of the requests that finished in the window (aggregate: no request's own split; spans give that)\n")
+	}
 	if len(ser.RegionTTFT) > 0 {
 		fmt.Fprint(b, "TTFT by region (requests sent in its windows; a whole-run percentile mixes them):\n")
 		tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)

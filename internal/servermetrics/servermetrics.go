@@ -42,6 +42,28 @@ const (
 	GPUPower
 	GPUMemUsed
 	GPUEnergy
+	// QueueTime, PrefillTime, DecodeTime and E2ETime are histograms of
+	// each finished request's time waiting, in prefill, in decode and end
+	// to end, in seconds: their _sum and _count give the mean phase of the
+	// requests that finished between two scrapes.
+	QueueTime
+	PrefillTime
+	DecodeTime
+	E2ETime
+)
+
+// histograms are the kinds whose samples are a histogram's series.
+var histograms = []Kind{QueueTime, PrefillTime, DecodeTime, E2ETime}
+
+// Part is which series of a metric a sample is.
+type Part int
+
+// A gauge's or counter's Value, or a histogram's _sum, _count or _bucket.
+const (
+	Value Part = iota
+	Sum
+	Count
+	Bucket
 )
 
 // table maps each metric name to its kind. Sources: vLLM
@@ -75,11 +97,41 @@ var table = map[string]Kind{
 	"DCGM_FI_DEV_POWER_USAGE":              GPUPower,
 	"DCGM_FI_DEV_FB_USED":                  GPUMemUsed,
 	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": GPUEnergy,
+
+	"vllm:request_queue_time_seconds":   QueueTime,
+	"vllm:request_prefill_time_seconds": PrefillTime,
+	"vllm:request_decode_time_seconds":  DecodeTime,
+	"vllm:e2e_request_latency_seconds":  E2ETime,
 }
 
 // KindOf says what the named metric measures, Other for names not in the
 // table.
-func KindOf(name string) Kind { return table[name] }
+func KindOf(name string) Kind {
+	if k := table[name]; !slices.Contains(histograms, k) {
+		return k
+	}
+	return Other // a histogram's samples carry a suffix: see Classify
+}
+
+// Classify says what a sample measures and which of its metric's series
+// it is: a histogram's samples are named by the histogram with _sum,
+// _count or _bucket after it.
+func Classify(name string) (Kind, Part) {
+	if k := KindOf(name); k != Other {
+		return k, Value
+	}
+	for _, s := range []struct {
+		suffix string
+		part   Part
+	}{{"_sum", Sum}, {"_count", Count}, {"_bucket", Bucket}} {
+		if base, ok := strings.CutSuffix(name, s.suffix); ok {
+			if k := table[base]; slices.Contains(histograms, k) {
+				return k, s.part
+			}
+		}
+	}
+	return Other, Value
+}
 
 // Names lists the metric names of the given kinds, sorted, for messages
 // that say what a server did not report.

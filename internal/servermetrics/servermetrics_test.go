@@ -16,11 +16,22 @@ func TestEngineExposition(t *testing.T) {
 		t.Fatal(err)
 	}
 	sums, seen := map[Kind]float64{}, map[Kind]int{}
+	counts := map[Kind]float64{}
 	promtext.Scan(string(b), func(s promtext.Sample) {
-		k := KindOf(s.Name)
-		sums[k] += s.Value
+		k, part := Classify(s.Name)
+		switch part {
+		case Value, Sum:
+			sums[k] += s.Value
+		case Count:
+			counts[k] += s.Value
+		}
 		seen[k]++
 	}, nil)
+	for _, k := range histograms {
+		if counts[k] != 100 {
+			t.Errorf("histogram kind %d counts %v requests, want 100", k, counts[k])
+		}
+	}
 	want := map[Kind]float64{
 		Running:         7 + 5 + 4 + 2, // two vLLM engines, SGLang, TGI
 		Waiting:         2 + 0 + 6 + 1,
@@ -36,6 +47,10 @@ func TestEngineExposition(t *testing.T) {
 		GPUPower:        612.5 + 598.25,
 		GPUMemUsed:      72011,
 		GPUEnergy:       9123456789,
+		QueueTime:       12.5, // the histograms' _sum
+		PrefillTime:     6.25,
+		DecodeTime:      250,
+		E2ETime:         270,
 	}
 	for k, v := range want {
 		if sums[k] != v {
