@@ -64,6 +64,8 @@ type Comparison struct {
 	Rows     []ComparisonRow `json:"rows"`
 	// KS holds the token-distribution distances checked.
 	KS map[string]float64 `json:"ks_distance"`
+	// Outputs compares the answers, where asked (CompareOutputs).
+	Outputs *OutputComparison `json:"outputs,omitempty"`
 }
 
 // ComparisonRow compares one statistic of one metric. Diff is B − A and

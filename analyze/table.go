@@ -277,8 +277,24 @@ func WriteComparisonTable(w io.Writer, c *Comparison) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "token distributions (Kolmogorov–Smirnov distance): prompt %.3f, output %.3f\n", c.KS["prompt_tokens"], c.KS["output_tokens"])
+	if o := c.Outputs; o != nil {
+		writeOutputComparison(&b, o)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeOutputComparison prints whether B's answers are A's.
+func writeOutputComparison(b *strings.Builder, o *OutputComparison) {
+	fmt.Fprintf(b, "\nanswers (%d ok requests paired by id, salt %s):\n", o.Paired, o.SaltFingerprint)
+	fmt.Fprintf(b, "  greedy:  %s: %s\n", strings.ToUpper(o.Greedy.Verdict), o.Greedy.Why)
+	if len(o.Greedy.FirstChanged) > 0 {
+		fmt.Fprintf(b, "           changed first: %s\n", strings.Join(o.Greedy.FirstChanged, ", "))
+	}
+	fmt.Fprintf(b, "  sampled: %s: %s\n", strings.ToUpper(o.Sampled.Verdict), o.Sampled.Why)
+	for _, n := range o.Notes {
+		fmt.Fprintf(b, "  note: %s\n", n)
+	}
 }
 
 func writeSentAndSmoothness(b *strings.Builder, rep *Report) {

@@ -24,6 +24,7 @@ import (
 // wholeResponse is a non-streamed completions or chat response.
 type wholeResponse struct {
 	Choices []struct {
+		Index        int32   `json:"index"`
 		FinishReason *string `json:"finish_reason"`
 		Text         string  `json:"text"`
 		Message      *struct {
@@ -190,9 +191,10 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		return
 	}
 	ct := resp.Header.Get("Content-Type")
+	hashes := newOutputHashes(r.opts.OutputSalt, res.N)
 	if stream && strings.HasPrefix(ct, "text/event-stream") {
 		b := behaviour{firstToken: firstToken, cancel: func() { cancel(errWorkloadCancel) }, collect: collect,
-			choices: slices.Contains(res.FeaturesSent, FeatureN)}
+			choices: slices.Contains(res.FeaturesSent, FeatureN), hashes: hashes}
 		if q != nil {
 			if q.CancelAfterTokens != nil {
 				b.cancelAfterTokens = *q.CancelAfterTokens
@@ -201,7 +203,10 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		}
 		r.readStream(ctx, resp.Body, res, b)
 	} else {
-		r.readWhole(ctx, resp.Body, res, collect)
+		r.readWhole(ctx, resp.Body, res, collect, hashes)
+	}
+	if res.Outcome == trace.OutcomeOK {
+		res.OutputHashes = hashes.sums()
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 // Arrival is the arrival process of Options.Rate.
@@ -236,6 +237,10 @@ type Output struct {
 	CommandLine []string `json:"-"`
 	// Progress, when set, receives a status line about once a second.
 	Progress io.Writer `json:"-"`
+	// OutputSalt keys each answer's fingerprint (trace.Result's
+	// OutputHashes); only its fingerprint reaches run.json. Runs compare
+	// answer for answer only under one salt; unset, a random one.
+	OutputSalt anon.Salt `json:"-"`
 }
 
 // DefaultOptions returns options a newcomer can live with.
@@ -350,6 +355,9 @@ func (o *Output) validate(def Output) error {
 	}
 	if o.RotateEvery == 0 {
 		o.RotateEvery = def.RotateEvery
+	}
+	if o.OutputSalt.IsZero() {
+		o.OutputSalt = anon.RandomSalt()
 	}
 	return nil
 }

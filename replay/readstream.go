@@ -20,8 +20,9 @@ type behaviour struct {
 	cancelAfterTokens int64         // cancel once this many token events arrived (0 = never)
 	readDelay         time.Duration // wait before each socket read after the first
 	cancel            func()
-	collect           *[]byte // when set, the streamed text is appended here
-	choices           bool    // n > 1 was sent: record each event's choice index
+	collect           *[]byte       // when set, the streamed text is appended here
+	hashes            *outputHashes // each choice's text is fingerprinted here
+	choices           bool          // n > 1 was sent: record each event's choice index
 }
 
 // usageCount is one count of a usage object, named by its JSON path.
@@ -100,7 +101,7 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			}
 			break
 		}
-		if err := chunk.Decode(data, &ev, b.collect != nil); err != nil {
+		if err := chunk.Decode(data, &ev, true); err != nil {
 			res.DoneNs = trace.Ptr(at)
 			res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON in SSE event: "+shorten(err.Error())
 			break
@@ -113,6 +114,7 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 		if b.collect != nil {
 			*b.collect = append(*b.collect, ev.Text...)
 		}
+		b.hashes.add(&ev)
 		if ev.Choices > 0 && res.FirstChunkNs == nil {
 			res.FirstChunkNs = trace.Ptr(at)
 		}
@@ -186,7 +188,7 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 
 // readWhole consumes a non-streamed JSON response. Without a stream there is
 // no first-token time: only done_ns is set.
-func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Result, collect *[]byte) {
+func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Result, collect *[]byte, hashes *outputHashes) {
 	b, err := io.ReadAll(io.LimitReader(body, maxWholeBody+1))
 	res.DoneNs = trace.Ptr(r.clock())
 	if err != nil {
@@ -210,11 +212,13 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 		if ch.FinishReason != nil {
 			res.ObservedFinishReason = *ch.FinishReason
 		}
+		text := ch.Text
+		if ch.Message != nil {
+			text += ch.Message.Content
+		}
+		hashes.write(ch.Index, []byte(text))
 		if collect != nil {
-			*collect = append(*collect, ch.Text...)
-			if ch.Message != nil {
-				*collect = append(*collect, ch.Message.Content...)
-			}
+			*collect = append(*collect, text...)
 		}
 	}
 	if u := c.Usage; u != nil {

@@ -123,7 +123,10 @@ type Result struct {
 	Shape
 	Temperature *float64 `parquet:"temperature,optional" json:"temperature,omitempty"`
 	TopP        *float64 `parquet:"top_p,optional" json:"top_p,omitempty"`
-	Phase       string   `parquet:"phase,dict" json:"phase,omitempty"`
+	// Seed is the sampling seed sent; with temperature 0 it marks a
+	// request whose answer should repeat exactly.
+	Seed  *int64 `parquet:"seed,optional" json:"seed,omitempty"`
+	Phase string `parquet:"phase,dict" json:"phase,omitempty"`
 
 	ScheduledNs int64  `parquet:"scheduled_ns" json:"scheduled_ns"`
 	AdmittedNs  int64  `parquet:"admitted_ns" json:"admitted_ns"`
@@ -146,6 +149,12 @@ type Result struct {
 	// ChoiceIndex, for a request of n > 1, names the choice of each
 	// TokenTimesNs entry; empty for n = 1.
 	ChoiceIndex []int32 `parquet:"choice_index,list" json:"choice_index,omitempty"`
+	// OutputHashes fingerprints each choice's output text (content and
+	// text, not reasoning or tool calls), in choice order, for ok
+	// requests: HMAC-SHA256 keyed by the run's output salt, 32 hex digits.
+	// The text itself is never kept; equal hashes under one salt mean
+	// equal answers.
+	OutputHashes []string `parquet:"output_hashes,list" json:"output_hashes,omitempty"`
 
 	// What replay did with the request's features (Shape.Features labels):
 	// sent with the request, dropped on purpose (--strip), or refused by

@@ -163,11 +163,23 @@ func (r *Result) Validate() error {
 	if len(r.ChoiceIndex) != 0 && len(r.ChoiceIndex) != len(r.TokenTimesNs) {
 		return &FieldError{"choice_index", strconv.Itoa(len(r.ChoiceIndex)) + " entries", fmt.Sprintf("must be empty or one per token_times_ns entry (%d)", len(r.TokenTimesNs))}
 	}
+	if len(r.OutputHashes) > MaxOutputHashes {
+		return &FieldError{"output_hashes", strconv.Itoa(len(r.OutputHashes)) + " entries", fmt.Sprintf("at most %d", MaxOutputHashes)}
+	}
+	for i, h := range r.OutputHashes {
+		if len(h) != 32 || !isLowerHex(h) {
+			return &FieldError{"output_hashes", fmt.Sprintf("[%d] = %q", i, clip(h)), "must be 32 lowercase hex digits"}
+		}
+	}
 	if err := checkString("observed_finish_reason", r.ObservedFinishReason); err != nil {
 		return err
 	}
 	return checkString("run_id", r.RunID)
 }
+
+// MaxOutputHashes bounds a result's answer fingerprints: one per choice,
+// and replay fingerprints at most this many choices.
+const MaxOutputHashes = 128
 
 func knownOutcome(o string) bool {
 	for _, k := range Outcomes {

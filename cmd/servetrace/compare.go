@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 func compareCmd() *cli.Command {
@@ -25,8 +27,15 @@ comparable: different workload sha256, token distributions that differ
 client-saturated run, or run.json labels or server fingerprints that differ
 in anything but the label named by --testing.
 
+With --outputs it also says whether B's answers are A's: requests sent
+greedy (temperature 0 or a seed) answer for answer by their fingerprints,
+with the changed share's exact interval ("identical" or "changed"), and
+sampled ones by output length (Kolmogorov–Smirnov) and finish reasons (χ²).
+Both runs need one output salt (replay --salt-file, or $SERVETRACE_SALT).
+
 Example:
-   servetrace analyze compare runs/base runs/new --testing config`,
+   servetrace analyze compare runs/base runs/new --testing config
+   servetrace analyze compare runs/unloaded runs/loaded --outputs`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},
 			&cli.Float64Flag{Name: "confidence", Value: 0.95, Usage: "confidence of intervals and verdicts (family-wise)"},
@@ -34,6 +43,7 @@ Example:
 			&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk"},
 			&cli.IntFlag{Name: "resamples", Value: 2000, Usage: "bootstrap replicates per metric"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed"},
+			&cli.BoolFlag{Name: "outputs", Usage: "also compare the answers (one run a side, replayed under one --salt-file): greedy ones answer for answer, sampled ones by length and finish reason"},
 			&cli.Float64Flag{Name: "max-ks", Value: 0.05, Usage: "largest token-distribution KS distance still comparable"},
 		},
 		Action: func(c *cli.Context) error {
@@ -57,6 +67,17 @@ Example:
 			})
 			if err != nil {
 				return err
+			}
+			if c.Bool("outputs") {
+				if len(a) != 1 || len(b) != 1 {
+					return usageError(fmt.Sprintf("--outputs compares one run with one run; A has %d, B %d", len(a), len(b)))
+				}
+				if res.Outputs, err = analyze.CompareOutputs(a[0], b[0], c.Float64("confidence")); err != nil {
+					if errors.Is(err, analyze.ErrSaltsDiffer) {
+						return fmt.Errorf("%w (replay --salt-file FILE, or $%s, the same for both)", err, anon.SaltEnv)
+					}
+					return err
+				}
 			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, res)

@@ -23,7 +23,7 @@ func TestLayering(t *testing.T) {
 		"trace":           internal,
 		"datasets":        append([]string{"trace", "trace/anon", "tokenize"}, internal...),
 		"synth":           append([]string{"trace"}, internal...),
-		"replay":          append([]string{"trace", "tokenize", "replay/chunk", "replay/h1", "replay/scrub", "replay/pacing", "spans"}, internal...),
+		"replay":          append([]string{"trace", "trace/anon", "tokenize", "replay/chunk", "replay/h1", "replay/scrub", "replay/pacing", "spans"}, internal...),
 		"replay/scrub":    internal,
 		"replay/pacing":   nil,
 		"spans":           {"trace", "internal/traceid", "internal/regfile"},

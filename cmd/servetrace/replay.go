@@ -21,6 +21,7 @@ import (
 	"github.com/servetrace/servetrace/sweep"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 func replayCmd() *cli.Command {
@@ -125,6 +126,7 @@ func replayFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
 		&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
 		&cli.StringFlag{Name: "collect-spans", Usage: "receive the server's request spans over OTLP (gRPC and HTTP /v1/traces) at HOST:PORT (no host: 127.0.0.1) and write their phases (queue, prefill, decode) to the run dir; point the engine there (vLLM: --otlp-traces-endpoint http://HOST:PORT)"},
+		&cli.StringFlag{Name: "salt-file", Usage: "file holding the salt (hex or base64, at least 128 bits) that keys each answer's fingerprint; default $" + anon.SaltEnv + ", else random (then no other run's answers compare with this one's)"},
 		&cli.DurationFlag{Name: "spans-wait", Value: 10 * time.Second, Usage: "how long the run's end waits for the server's last spans (engines export in batches)"},
 	}
 }
@@ -163,6 +165,10 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		}
 		maps.Copy(headers, kv)
 	}
+	salt, err := anon.LoadSalt(c.String("salt-file"))
+	if err != nil {
+		return replay.Options{}, fmt.Errorf("--salt-file: %w", err)
+	}
 	o := replay.Options{
 		Endpoint: replay.Endpoint{Target: c.String("target"), APIKey: key, Headers: headers,
 			HTTP: replay.HTTPVersion(c.String("http")), CACert: c.String("ca-cert"), Insecure: c.Bool("insecure"), FollowRedirects: c.Bool("follow-redirects")},
@@ -179,7 +185,7 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		Watch: replay.Watch{WaitReady: c.Duration("wait-ready"), MetricsInterval: c.Duration("metrics-interval"),
 			WaitIdle: c.Duration("wait-idle"), ServeMetrics: c.String("serve-metrics"),
 			CollectSpans: c.String("collect-spans"), SpansWait: c.Duration("spans-wait")},
-		Output: replay.Output{RunID: c.String("run-id"), RotateEvery: c.Duration("rotate-every"), Labels: labels},
+		Output: replay.Output{RunID: c.String("run-id"), RotateEvery: c.Duration("rotate-every"), Labels: labels, OutputSalt: salt},
 	}
 	for _, v := range c.StringSlice("metrics-url") {
 		ep, err := replay.ParseMetricsEndpoint(v)

@@ -35,8 +35,17 @@ type Event struct {
 	PromptTokens, CompletionTokens      int64
 	HasPromptTokens, HasReasoningTokens bool
 	ReasoningTokens                     int64
-	// Text holds the content and text fields, unescaped, when collected.
-	Text []byte
+	// Text holds the content and text fields, unescaped, when collected;
+	// Pieces says which choice each stretch of it belongs to, in order.
+	Text   []byte
+	Pieces []Piece
+}
+
+// Piece is the stretch of Event.Text from the previous piece's End (or
+// 0) to End, one choice's text: with n > 1 an event can carry several.
+type Piece struct {
+	Index int32
+	End   int
 }
 
 // Decode parses one SSE data payload into ev with a single validating
@@ -46,7 +55,7 @@ type Event struct {
 // encoding/json accepts (checked by a differential fuzz test). When
 // collectText is set, content and text are appended, unescaped, to ev.Text.
 func Decode(data []byte, ev *Event, collectText bool) error {
-	*ev = Event{Text: ev.Text[:0]}
+	*ev = Event{Text: ev.Text[:0], Pieces: ev.Pieces[:0]}
 	s := scanner{b: data}
 	s.ws()
 	if !s.consume('{') {
@@ -326,7 +335,7 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 		if !s.consume('{') {
 			return s.value()
 		}
-		before, index := ev.Content, int64(0)
+		before, index, textStart := ev.Content, int64(0), len(ev.Text)
 		ev.Content = false
 		err := s.members(func(key []byte) error {
 			switch string(key) {
@@ -385,6 +394,9 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 		})
 		if ev.Content {
 			ev.Index = int32(index)
+		}
+		if len(ev.Text) > textStart {
+			ev.Pieces = append(ev.Pieces, Piece{Index: int32(index), End: len(ev.Text)})
 		}
 		ev.Content = ev.Content || before
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,7 +56,7 @@ func referenceEvent(data []byte) (ev Event, ok, comparable bool) {
 			if !isObj {
 				continue
 			}
-			before := ev.Content
+			before, textStart := ev.Content, len(ev.Text)
 			ev.Content = false
 			if nonEmpty(ch["text"]) {
 				ev.Content, ev.Answer = true, true
@@ -76,13 +77,17 @@ func referenceEvent(data []byte) (ev Event, ok, comparable bool) {
 			if nonEmpty(ch["finish_reason"]) {
 				ev.Finish = ch["finish_reason"].(string)
 			}
-			if ev.Content {
-				ev.Index = 0
-				if n, isNum := ch["index"].(json.Number); isNum {
-					if i, err := n.Int64(); err == nil && i >= 0 && i <= 1<<20 {
-						ev.Index = int32(i)
-					}
+			index := int32(0)
+			if n, isNum := ch["index"].(json.Number); isNum {
+				if i, err := n.Int64(); err == nil && i >= 0 && i <= 1<<20 {
+					index = int32(i)
 				}
+			}
+			if ev.Content {
+				ev.Index = index
+			}
+			if len(ev.Text) > textStart {
+				ev.Pieces = append(ev.Pieces, Piece{Index: index, End: len(ev.Text)})
 			}
 			ev.Content = ev.Content || before
 		}
@@ -161,7 +166,7 @@ func compareWithReference(t *testing.T, data []byte) {
 		got.HasUsage != want.HasUsage || got.CompletionTokens != want.CompletionTokens ||
 		got.HasPromptTokens != want.HasPromptTokens || got.PromptTokens != want.PromptTokens ||
 		got.HasReasoningTokens != want.HasReasoningTokens || got.ReasoningTokens != want.ReasoningTokens ||
-		string(got.Text) != string(want.Text) || got.Index != want.Index || got.Answer != want.Answer {
+		string(got.Text) != string(want.Text) || !slices.Equal(got.Pieces, want.Pieces) || got.Index != want.Index || got.Answer != want.Answer {
 		t.Fatalf("%q:\n scanner   %+v\n reference %+v", data, got, want)
 	}
 }
@@ -183,6 +188,7 @@ func eventCorpus(t testing.TB) []string {
 		`{"choices":[{"delta":{"tool_calls":[]}}]}`,
 		`{"choices":[{"index":1,"delta":{"content":"b"}}]}`, `{"choices":[{"delta":{"content":"b"},"index":3}]}`,
 		`{"choices":[{"index":2,"delta":{"content":"x"}},{"index":1,"delta":{"content":""}}]}`,
+		`{"choices":[{"index":1,"delta":{"content":"ab"}},{"delta":{"content":"c"},"index":0},{"index":2,"text":"d"}]}`,
 		`{"choices":[{"index":1.0,"delta":{"content":"x"}}]}`, `{"choices":[{"index":-1,"text":"x"}]}`, `{"choices":[{"index":1e400,"text":"x"}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6,"completion_tokens_details":{"reasoning_tokens":2}}}`,
 		`{"usage":{"completion_tokens":1e2,"prompt_tokens":-0.0}}`,
@@ -226,4 +232,18 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		compareWithReference(t, data)
 	})
+}
+
+// TestDecodePieces: each choice's text is told apart, in the event's
+// order, whatever the order of its keys.
+func TestDecodePieces(t *testing.T) {
+	var ev Event
+	data := `{"choices":[{"index":1,"delta":{"content":"ab"}},{"delta":{"content":"c\u00e9"},"index":0},{"index":2,"delta":{"content":""}},{"index":3,"text":"d"}]}`
+	if err := Decode([]byte(data), &ev, true); err != nil {
+		t.Fatal(err)
+	}
+	want := []Piece{{Index: 1, End: 2}, {Index: 0, End: 5}, {Index: 3, End: 6}}
+	if string(ev.Text) != "abcéd" || !slices.Equal(ev.Pieces, want) {
+		t.Errorf("text %q pieces %+v; want \"abcéd\" and %+v", ev.Text, ev.Pieces, want)
+	}
 }

@@ -111,6 +111,10 @@ func (s Salt) mac(domain string) hash.Hash {
 	return m
 }
 
+// MAC returns a fresh keyed hash of a domain to stream a long value into
+// (a replay's output text), where the value is too large to hold whole.
+func (s Salt) MAC(domain string) hash.Hash { return s.mac(domain) }
+
 // ID64 is the salted 64-bit id of a raw value in a domain, non-negative
 // (63 bits), as Mooncake's ids are.
 func (s Salt) ID64(domain, raw string) int64 {

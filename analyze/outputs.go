@@ -1,0 +1,346 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/servetrace/servetrace/internal/rank"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// Verdicts of an answers comparison.
+const (
+	OutputsIdentical    = "identical"
+	OutputsChanged      = "changed"
+	OutputsSimilar      = "similar"
+	OutputsDiffer       = "differ"
+	OutputsInconclusive = "inconclusive"
+)
+
+// OutputComparison says whether the answers of B are those of A: the
+// greedy ones (temperature 0 or a seed sent) answer for answer by their
+// fingerprints, the sampled ones by their lengths and finish reasons.
+type OutputComparison struct {
+	Confidence float64 `json:"confidence"`
+	// SaltFingerprint is the output salt's fingerprint both runs share.
+	SaltFingerprint string `json:"salt_fingerprint"`
+	// Paired counts the ok requests of B with an ok request of the same
+	// id in A; the rest are left out.
+	Paired  int           `json:"paired"`
+	Greedy  GreedyAnswers `json:"greedy"`
+	Sampled SampledAnswer `json:"sampled"`
+	Notes   []string      `json:"notes,omitempty"`
+}
+
+// GreedyAnswers compares the answers that should repeat exactly, choice
+// by choice.
+type GreedyAnswers struct {
+	Compared  int `json:"compared"`
+	Identical int `json:"identical"`
+	// ChangedShare is the share of compared answers that changed, with
+	// its exact (Clopper–Pearson) interval.
+	ChangedShare float64 `json:"changed_share"`
+	ChangedLo    float64 `json:"changed_lo"`
+	ChangedHi    float64 `json:"changed_hi"`
+	// FirstChanged names up to five requests whose answers changed.
+	FirstChanged []string `json:"first_changed,omitempty"`
+	Verdict      string   `json:"verdict"`
+	Why          string   `json:"why"`
+}
+
+// SampledAnswer compares sampled answers, which may differ one by one,
+// by distribution: output length by a two-sample Kolmogorov–Smirnov test
+// and finish reasons by a χ² test of homogeneity.
+type SampledAnswer struct {
+	A        int            `json:"a_count"`
+	B        int            `json:"b_count"`
+	LengthKS float64        `json:"length_ks"`
+	LengthP  float64        `json:"length_p"`
+	FinishA  map[string]int `json:"finish_a"`
+	FinishB  map[string]int `json:"finish_b"`
+	FinishP  float64        `json:"finish_p"`
+	Verdict  string         `json:"verdict"`
+	Why      string         `json:"why"`
+}
+
+// ErrSaltsDiffer: two runs fingerprinted their answers under different
+// output salts, so no answer of one can match the other's.
+var ErrSaltsDiffer = errors.New("the answers were fingerprinted under different output salts: none can match; replay both under one salt")
+
+// answer is what a result row says of its answer.
+type answer struct {
+	greedy bool
+	hashes []string
+	length int64
+	finish string
+}
+
+// CompareOutputs compares the answers of run b against run a, request by
+// request id. Both runs must carry answer fingerprints under one output
+// salt (replay --salt-file): under two salts no answer could match.
+func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, error) {
+	if confidence <= 0 || confidence >= 1 {
+		confidence = 0.95
+	}
+	saltA, err := outputSalt(aDir)
+	if err != nil {
+		return nil, err
+	}
+	saltB, err := outputSalt(bDir)
+	if err != nil {
+		return nil, err
+	}
+	if saltA != saltB {
+		return nil, fmt.Errorf("%s and %s (salts %s, %s): %w", aDir, bDir, saltA, saltB, ErrSaltsDiffer)
+	}
+	a, err := readAnswers(aDir)
+	if err != nil {
+		return nil, err
+	}
+	b, err := readAnswers(bDir)
+	if err != nil {
+		return nil, err
+	}
+	c := &OutputComparison{Confidence: confidence, SaltFingerprint: saltA}
+	var lenA, lenB []float64
+	c.Sampled.FinishA, c.Sampled.FinishB = map[string]int{}, map[string]int{}
+	unpaired := 0
+	for _, id := range slices.Sorted(maps.Keys(b)) {
+		rb := b[id]
+		ra, ok := a[id]
+		if !ok {
+			unpaired++
+			continue
+		}
+		c.Paired++
+		if ra.greedy && rb.greedy {
+			changed := len(ra.hashes) != len(rb.hashes)
+			for i := range min(len(ra.hashes), len(rb.hashes)) {
+				c.Greedy.Compared++
+				if ra.hashes[i] == rb.hashes[i] {
+					c.Greedy.Identical++
+				} else {
+					changed = true
+				}
+			}
+			if changed && len(c.Greedy.FirstChanged) < 5 {
+				c.Greedy.FirstChanged = append(c.Greedy.FirstChanged, id)
+			}
+			continue
+		}
+		lenA, lenB = append(lenA, float64(ra.length)), append(lenB, float64(rb.length))
+		c.Sampled.FinishA[ra.finish]++
+		c.Sampled.FinishB[rb.finish]++
+	}
+	if unpaired > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d ok request(s) of B have no ok request of the same id in A: left out", unpaired))
+	}
+	c.Greedy.judge(confidence)
+	c.Sampled.judge(lenA, lenB, 1-confidence)
+	return c, nil
+}
+
+// judge gives the greedy verdict: identical when no compared answer
+// changed, changed when some did, with the changed share's interval.
+func (g *GreedyAnswers) judge(confidence float64) {
+	n, k := g.Compared, g.Compared-g.Identical
+	if n == 0 {
+		g.Verdict, g.Why = OutputsInconclusive, "no request was sent greedy (temperature 0 or a seed) in both runs"
+		return
+	}
+	g.ChangedShare = float64(k) / float64(n)
+	g.ChangedLo, g.ChangedHi = clopperPearson(k, n, confidence)
+	if k == 0 {
+		g.Verdict = OutputsIdentical
+		g.Why = fmt.Sprintf("all %d greedy answers identical; at most %.2f%% change at %.0f%% confidence", n, 100*g.ChangedHi, 100*confidence)
+		return
+	}
+	g.Verdict = OutputsChanged
+	g.Why = fmt.Sprintf("%d of %d greedy answers changed: %.2f%% [%.2f%%, %.2f%%]", k, n, 100*g.ChangedShare, 100*g.ChangedLo, 100*g.ChangedHi)
+}
+
+// judge gives the sampled verdict: differ when the lengths or the finish
+// reasons differ at level alpha, else similar.
+func (s *SampledAnswer) judge(lenA, lenB []float64, alpha float64) {
+	s.A, s.B = len(lenA), len(lenB)
+	if s.A < 20 {
+		s.Verdict, s.Why = OutputsInconclusive, fmt.Sprintf("%d sampled pairs; at least 20 are needed", s.A)
+		return
+	}
+	s.LengthKS = rank.KS(lenA, lenB)
+	s.LengthP = ksPValue(s.LengthKS, s.A, s.B)
+	s.FinishP = homogeneityP(s.FinishA, s.FinishB)
+	var why []string
+	if s.LengthP < alpha {
+		why = append(why, fmt.Sprintf("output lengths differ (KS %.3f, p %.2g)", s.LengthKS, s.LengthP))
+	}
+	if s.FinishP < alpha {
+		why = append(why, fmt.Sprintf("finish reasons differ (χ² p %.2g)", s.FinishP))
+	}
+	if len(why) > 0 {
+		s.Verdict, s.Why = OutputsDiffer, strings.Join(why, "; ")
+		return
+	}
+	s.Verdict = OutputsSimilar
+	s.Why = fmt.Sprintf("output lengths (KS %.3f, p %.2g) and finish reasons (p %.2g) alike", s.LengthKS, s.LengthP, s.FinishP)
+}
+
+// clopperPearson is the exact two-sided interval of a binomial share k/n.
+func clopperPearson(k, n int, confidence float64) (lo, hi float64) {
+	a := (1 - confidence) / 2
+	lo, hi = 0, 1
+	if k > 0 {
+		lo = distuv.Beta{Alpha: float64(k), Beta: float64(n - k + 1)}.Quantile(a)
+	}
+	if k < n {
+		hi = distuv.Beta{Alpha: float64(k + 1), Beta: float64(n - k)}.Quantile(1 - a)
+	}
+	return lo, hi
+}
+
+// ksPValue is the asymptotic two-sample Kolmogorov–Smirnov p-value of
+// distance d between samples of n and m, with Stephens' small-sample
+// correction. Ties (lengths are integers) make it conservative.
+func ksPValue(d float64, n, m int) float64 {
+	ne := float64(n) * float64(m) / float64(n+m)
+	l := (math.Sqrt(ne) + 0.12 + 0.11/math.Sqrt(ne)) * d
+	if l < 0.2 {
+		return 1
+	}
+	p := 0.0
+	for k := 1; k <= 100; k++ {
+		term := 2 * math.Pow(-1, float64(k-1)) * math.Exp(-2*float64(k*k)*l*l)
+		p += term
+		if math.Abs(term) < 1e-12 {
+			break
+		}
+	}
+	return min(max(p, 0), 1)
+}
+
+// homogeneityP is the p-value of Pearson's χ² test that two samples of
+// categories come from one distribution; 1 with a single category.
+func homogeneityP(a, b map[string]int) float64 {
+	keys := map[string]bool{}
+	var na, nb float64
+	for k, v := range a {
+		keys[k], na = true, na+float64(v)
+	}
+	for k, v := range b {
+		keys[k], nb = true, nb+float64(v)
+	}
+	if len(keys) < 2 || na == 0 || nb == 0 {
+		return 1
+	}
+	chi := 0.0
+	for k := range keys {
+		tot := float64(a[k] + b[k])
+		for _, o := range []struct{ obs, n float64 }{{float64(a[k]), na}, {float64(b[k]), nb}} {
+			e := tot * o.n / (na + nb)
+			chi += (o.obs - e) * (o.obs - e) / e
+		}
+	}
+	return distuv.ChiSquared{K: float64(len(keys) - 1)}.Survival(chi)
+}
+
+// outputSalt reads the fingerprint of a run's output salt from run.json.
+func outputSalt(dir string) (string, error) {
+	info, err := trace.ReadRunInfo(dir)
+	if err != nil {
+		return "", err
+	}
+	opts, _ := info.Options.(map[string]any)
+	fp, _ := opts["output_salt_fingerprint"].(string)
+	if fp == "" {
+		return "", fmt.Errorf("%s records no output salt: it was replayed before servetrace fingerprinted answers, or by another tool; replay it again", dir)
+	}
+	return fp, nil
+}
+
+// readAnswers reads the ok, non-warmup requests' answers of a run by
+// request id.
+func readAnswers(dir string) (map[string]answer, error) {
+	parts, err := trace.ResultParts(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]answer{}
+	want := func(top string) bool {
+		switch top {
+		case "request_id", "outcome", "warmup", "temperature", "seed", "output_hashes", "observed_output_tokens", "observed_finish_reason":
+			return true
+		}
+		return false
+	}
+	for _, p := range parts {
+		path := filepath.Join(dir, p.Path)
+		err := forEachBatch(path, want, func(rec arrow.RecordBatch) error { return appendAnswers(rec, out) })
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	return out, nil
+}
+
+// appendAnswers adds a batch's ok rows to out.
+func appendAnswers(rec arrow.RecordBatch, out map[string]answer) error {
+	col := func(name string) arrow.Array {
+		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	var ids, outcomes, finish []string
+	for _, c := range []struct {
+		name string
+		dst  *[]string
+	}{{"request_id", &ids}, {"outcome", &outcomes}, {"observed_finish_reason", &finish}} {
+		a := col(c.name)
+		if a == nil {
+			return fmt.Errorf("no column %q: not a servetrace results file", c.name)
+		}
+		if err := appendStrings(c.dst, a); err != nil {
+			return fmt.Errorf("column %q: %w", c.name, err)
+		}
+	}
+	warm, _ := col("warmup").(*array.Boolean)
+	temp, _ := col("temperature").(*array.Float64)
+	seed, _ := col("seed").(*array.Int64)
+	length, _ := col("observed_output_tokens").(*array.Int64)
+	hashes, _ := col("output_hashes").(*array.List)
+	if warm == nil || length == nil {
+		return fmt.Errorf("no columns warmup and observed_output_tokens: not a servetrace results file")
+	}
+	if hashes == nil {
+		return fmt.Errorf("no column output_hashes: replayed before servetrace fingerprinted answers; replay it again")
+	}
+	values, ok := hashes.ListValues().(*array.String)
+	if !ok {
+		return fmt.Errorf("column output_hashes holds %s, want strings", hashes.ListValues().DataType())
+	}
+	offs := hashes.Offsets()
+	for i := range int(rec.NumRows()) {
+		if outcomes[i] != trace.OutcomeOK || warm.Value(i) {
+			continue
+		}
+		ans := answer{length: length.Value(i), finish: finish[i]}
+		ans.greedy = (temp != nil && temp.IsValid(i) && temp.Value(i) == 0) || (seed != nil && seed.IsValid(i))
+		for j := offs[i]; j < offs[i+1]; j++ {
+			ans.hashes = append(ans.hashes, strings.Clone(values.Value(int(j))))
+		}
+		if _, dup := out[ids[i]]; dup {
+			return fmt.Errorf("request id %q appears twice among ok requests: compare one run with one run", ids[i])
+		}
+		out[ids[i]] = ans
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// answersRun writes a run whose rows carry the given answers under salt
+// fingerprint fp.
+func answersRun(t *testing.T, fp string, rows []trace.Result) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	w, err := trace.NewResultWriter(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ri := trace.RunInfo{SchemaVersion: 1, RunID: "r", Complete: true, Parts: w.Parts(), Options: map[string]any{"output_salt_fingerprint": fp}}
+	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), ri); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// answerRows builds n greedy rows (temperature 0) whose answer hashes are
+// "g<i>" unless changed(i), and m sampled rows (temperature 1) whose
+// lengths and finish reasons come from sampled(i).
+func answerRows(n int, changed func(int) bool, m int, sampled func(int) (int64, string)) []trace.Result {
+	var rows []trace.Result
+	zero, one := 0.0, 1.0
+	for i := range n {
+		h := fmt.Sprintf("%032x", i)
+		if changed(i) {
+			h = fmt.Sprintf("%032x", i+1<<40)
+		}
+		rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: fmt.Sprintf("g%d", i)}, Temperature: &zero,
+			Outcome: trace.OutcomeOK, OutputHashes: []string{h}, ObservedOutputTokens: 10, ObservedFinishReason: "length"})
+	}
+	for i := range m {
+		l, f := sampled(i)
+		rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: fmt.Sprintf("s%d", i)}, Temperature: &one,
+			Outcome: trace.OutcomeOK, OutputHashes: []string{fmt.Sprintf("%032x", 1<<50+i)}, ObservedOutputTokens: l, ObservedFinishReason: f})
+	}
+	// A failed request and a warmup one are never compared.
+	rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: "failed"}, Temperature: &zero, Outcome: trace.OutcomeHTTPError},
+		trace.Result{Identity: trace.Identity{RequestID: "warm"}, Temperature: &zero, Outcome: trace.OutcomeOK, Warmup: true,
+			OutputHashes: []string{fmt.Sprintf("%032x", 7)}})
+	return rows
+}
+
+func TestCompareOutputs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	uniform := func(int) (int64, string) { return 1 + rng.Int64N(100), "length" }
+	halved := func(int) (int64, string) { return 1 + rng.Int64N(50), "length" }
+	stopping := func(i int) (int64, string) {
+		if i%3 == 0 {
+			return 1 + rng.Int64N(100), "stop"
+		}
+		return 1 + rng.Int64N(100), "length"
+	}
+	never := func(int) bool { return false }
+	base := answersRun(t, "salt", answerRows(400, never, 300, uniform))
+	for _, c := range []struct {
+		name             string
+		changed          func(int) bool
+		sampled          func(int) (int64, string)
+		greedy, sampledV string
+		changedN         int
+	}{
+		{"the same answers", never, uniform, OutputsIdentical, OutputsSimilar, 0},
+		{"a tenth changed", func(i int) bool { return i%10 == 3 }, uniform, OutputsChanged, OutputsSimilar, 40},
+		{"shorter sampled answers", never, halved, OutputsIdentical, OutputsDiffer, 0},
+		{"sampled answers stopping", never, stopping, OutputsIdentical, OutputsDiffer, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := CompareOutputs(base, answersRun(t, "salt", answerRows(400, c.changed, 300, c.sampled)), 0.95)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got.Greedy
+			if g.Compared != 400 || g.Identical != 400-c.changedN || g.Verdict != c.greedy {
+				t.Errorf("greedy: %d compared, %d identical, %s (%s); want 400, %d, %s", g.Compared, g.Identical, g.Verdict, g.Why, 400-c.changedN, c.greedy)
+			}
+			if share := float64(c.changedN) / 400; g.ChangedLo > share || g.ChangedHi < share {
+				t.Errorf("changed share interval [%g, %g] misses %g", g.ChangedLo, g.ChangedHi, share)
+			}
+			if c.changedN == 0 {
+				// Clopper–Pearson with no change: 1 − (α/2)^(1/n).
+				if want := 1 - math.Pow(0.025, 1.0/400); math.Abs(g.ChangedHi-want) > 1e-6 {
+					t.Errorf("upper bound %g; want %g", g.ChangedHi, want)
+				}
+			}
+			if got.Sampled.A != 300 || got.Sampled.Verdict != c.sampledV {
+				t.Errorf("sampled: %d pairs, %s (%s); want 300, %s", got.Sampled.A, got.Sampled.Verdict, got.Sampled.Why, c.sampledV)
+			}
+			if got.Paired != 700 {
+				t.Errorf("%d paired; want 700 (failed and warmup requests left out)", got.Paired)
+			}
+		})
+	}
+	if _, err := CompareOutputs(base, answersRun(t, "other", answerRows(4, never, 0, uniform)), 0.95); !errors.Is(err, ErrSaltsDiffer) {
+		t.Errorf("two salts: %v; want ErrSaltsDiffer", err)
+	}
+}
+
+// TestOutputStatistics checks the intervals and tests against values
+// from their tables.
+func TestOutputStatistics(t *testing.T) {
+	// Clopper–Pearson, 1 of 10: [0.00253, 0.44502].
+	if lo, hi := clopperPearson(1, 10, 0.95); math.Abs(lo-0.00253) > 1e-5 || math.Abs(hi-0.44502) > 1e-5 {
+		t.Errorf("clopperPearson(1, 10) = [%g, %g]; want [0.00253, 0.44502]", lo, hi)
+	}
+	// The KS distribution's 5% point is λ = 1.358.
+	if p := ksPValue(1.358/1000, 2_000_000, 2_000_000); math.Abs(p-0.05) > 0.001 {
+		t.Errorf("KS p at λ 1.358: %g; want 0.05", p)
+	}
+	// χ² of 2×2 counts (30, 70) against (50, 50): 8.333 on 1 df, p 0.00389.
+	if p := homogeneityP(map[string]int{"stop": 30, "length": 70}, map[string]int{"stop": 50, "length": 50}); math.Abs(p-0.00389) > 2e-5 {
+		t.Errorf("χ² p %g; want 0.00389", p)
+	}
+}

@@ -1,0 +1,126 @@
+package replay
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
+)
+
+// answerServer answers "Hello" in pieces (and "Bye!" as a second choice,
+// interleaved, when n is 2), streamed or whole, and 500 to a request
+// whose id ends in "fail".
+func answerServer(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		fmt.Fprint(w, `{"data":[{"id":"m"}]}`)
+		return
+	}
+	var body struct {
+		Stream bool `json:"stream"`
+		N      int  `json:"n"`
+	}
+	b, _ := io.ReadAll(r.Body)
+	json.Unmarshal(b, &body)
+	if id := r.Header.Get("X-Request-Id"); len(id) >= 4 && id[len(id)-4:] == "fail" {
+		http.Error(w, `{"error":{"message":"boom"}}`, http.StatusInternalServerError)
+		return
+	}
+	if !body.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	if body.N == 2 {
+		fmt.Fprint(w, `data: {"choices":[{"index":1,"delta":{"content":"By"}},{"index":0,"delta":{"content":"Hel"}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"choices":[{"delta":{"content":"lo"},"index":0}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"choices":[{"index":1,"delta":{"content":"e!"},"finish_reason":"stop"}]}`+"\n\n")
+	} else {
+		fmt.Fprint(w, `data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}`+"\n\n")
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// TestOutputHashes: each choice's answer is fingerprinted with the run's
+// salt as HMAC-SHA256 computed here independently; a failed request has
+// none, and another salt gives other fingerprints.
+func TestOutputHashes(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(answerServer))
+	defer ts.Close()
+	dir := filepath.Join(t.TempDir(), "workload")
+	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		id     string
+		stream bool
+		n      int32
+	}{{"two-choices", true, 2}, {"whole", false, 1}, {"streamed", true, 1}, {"must-fail", true, 1}} {
+		r := trace.Request{Identity: trace.Identity{RequestID: c.id}, TS: t0.Add(time.Duration(i) * time.Millisecond).UnixMicro(),
+			Shape: trace.Shape{InputTokens: 8, OutputTokens: 2, MaxTokens: 2, API: trace.APIChat, Stream: c.stream, N: c.n}}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
+		t.Fatal(err)
+	}
+	key := "000102030405060708090a0b0c0d0e0f"
+	want := func(key, text string) string {
+		k, _ := hex.DecodeString(key)
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte("servetrace output v1\x00" + text))
+		return hex.EncodeToString(m.Sum(nil)[:16])
+	}
+	run := func(key string) map[string][]string {
+		salt, err := anon.ParseSalt(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := DefaultOptions()
+		opts.Target, opts.OutputSalt = ts.URL, salt
+		runDir := filepath.Join(t.TempDir(), "run")
+		rows, _ := runAndRead(t, dir, runDir, opts)
+		info, err := trace.ReadRunInfo(runDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Options.(map[string]any)["output_salt_fingerprint"]; got != salt.Fingerprint() {
+			t.Errorf("run.json output_salt_fingerprint %v; want %s", got, salt.Fingerprint())
+		}
+		got := map[string][]string{}
+		for _, r := range rows {
+			got[r.RequestID] = r.OutputHashes
+		}
+		return got
+	}
+	got := run(key)
+	for id, w := range map[string][]string{
+		"two-choices": {want(key, "Hello"), want(key, "Bye!")},
+		"whole":       {want(key, "Hello")},
+		"streamed":    {want(key, "Hello")},
+		"must-fail":   nil,
+	} {
+		if !slices.Equal(got[id], w) {
+			t.Errorf("%s: hashes %v; want %v", id, got[id], w)
+		}
+	}
+	other := "ffeeddccbbaa99887766554433221100"
+	if got := run(other); !slices.Equal(got["whole"], []string{want(other, "Hello")}) || got["whole"][0] == want(key, "Hello") {
+		t.Errorf("under another salt: %v", got["whole"])
+	}
+}
