@@ -51,7 +51,8 @@ Examples:
    servetrace sim --preset zero --tokens-per-chunk 4          # client benchmarks, speculative-style chunks
    servetrace sim --fail-rate 0.01 --reset-rate 0.01 --stall-rate 0.01 --stall-for 3s --seed 7
    servetrace sim --lora-modules sql-lora,chat-lora --max-loras 1 --spec-tokens 4 --spec-acceptance 0.7
-   servetrace sim --refuse image,tools,json_schema`,
+   servetrace sim --refuse image,tools,json_schema
+   servetrace sim --corrupt-under-load 0.2 --corrupt-queue-depth 8   # wrong answers once 8 requests wait`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8000", Usage: "listen address (loopback unless --allow-remote)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a non-loopback --addr"},
@@ -92,7 +93,9 @@ Examples:
 			&cli.Float64Flag{Name: "malformed-rate", Usage: "share of streams that send a malformed SSE line half way"},
 			&cli.Float64Flag{Name: "slow-first-byte-rate", Usage: "share of requests whose response headers are delayed by --slow-first-byte-for"},
 			&cli.DurationFlag{Name: "slow-first-byte-for", Value: def.SlowFirstByteFor, Usage: "delay of a slow first byte"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed for fault injection, early stops and generated text"},
+			&cli.Float64Flag{Name: "corrupt-under-load", Usage: "share of requests answered wrong on purpose (another answer of the same length) once --corrupt-queue-depth requests wait: tests accuracy checks under load"},
+			&cli.IntFlag{Name: "corrupt-queue-depth", Usage: "waiting requests from which --corrupt-under-load applies (0: always)"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed for fault injection, early stops and generated text (a greedy request's answer depends on it and its prompt alone)"},
 			&cli.Int64Flag{Name: "gc-memory-limit", Value: 1 << 30, Usage: "collect garbage only when the heap reaches this many bytes, so GC does not stall engine iterations (0: Go's default)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -223,13 +226,14 @@ func simOptions(c *cli.Context) (sim.Options, error) {
 	setInt("max-loras", &o.MaxLoRAs)
 	o.SpecTokens, o.SpecAcceptance = c.Int("spec-tokens"), c.Float64("spec-acceptance")
 	o.Refuse = splitList(c.String("refuse"))
+	o.CorruptShare, o.CorruptQueueDepth = c.Float64("corrupt-under-load"), c.Int("corrupt-queue-depth")
 	return o, nil
 }
 
 // simFlags names the flags of the sim.Options fields whose flag is not the
 // field in kebab case.
 var simFlags = map[string]string{"LoRAModules": "--lora-modules", "MaxLoRAs": "--max-loras", "LoRALoadCost": "--lora-load-cost",
-	"LoRAPerAdapter": "--lora-per-adapter", "PerDraftToken": "--draft-per-token"}
+	"LoRAPerAdapter": "--lora-per-adapter", "PerDraftToken": "--draft-per-token", "CorruptShare": "--corrupt-under-load"}
 
 // simInFlags is inFlags knowing the sim's own field-to-flag names.
 func simInFlags(app *cli.App, err error) error {

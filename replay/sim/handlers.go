@@ -43,6 +43,7 @@ type genRequest struct {
 	Logprobs          json.RawMessage `json:"logprobs"` // chat: a bool; completions: an integer
 	TopLogprobs       *int            `json:"top_logprobs"`
 	Seed              *int64          `json:"seed"`
+	Temperature       *float64        `json:"temperature"`
 	Stop              json.RawMessage `json:"stop"`
 	ReasoningEffort   string          `json:"reasoning_effort"`
 }
@@ -194,7 +195,12 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		return
 	}
 	promptTokens := int(total)
-	fault, stops, n := s.draws(feat.n, feat.seed)
+	// A seed, or greedy decoding, fixes the answer: greedy by the prompt.
+	seed := feat.seed
+	if seed == nil && req.Temperature != nil && *req.Temperature < greedyBelow {
+		seed = new(s.promptSeed(req.Model, pc))
+	}
+	fault, stops, n := s.draws(feat.n, seed)
 	minTokens := 0
 	if req.MinTokens != nil {
 		minTokens = *req.MinTokens
@@ -210,8 +216,11 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		}
 	}
 	wordSeed := n
-	if feat.seed != nil {
-		wordSeed = uint64(*feat.seed)
+	if seed != nil {
+		wordSeed = uint64(*seed)
+	}
+	if s.corrupts() {
+		wordSeed ^= corruptedWords
 	}
 	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, imageTokens: int(pc.imageTokens), audioTokens: int(pc.audioTokens),
 		maxTokens: maxTokens, stream: req.Stream, id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n),

@@ -70,6 +70,13 @@ type Options struct {
 	// StopRate is the share of requests that stop early (finish_reason
 	// "stop") at a uniform length, unless ignore_eos or min_tokens forbid.
 	StopRate float64
+	// CorruptShare is the share of requests answered wrong on purpose
+	// (another answer of the same length) once CorruptQueueDepth or more
+	// requests are waiting, so that a client's accuracy checks under
+	// load can be tested. A greedy request's answer otherwise depends on
+	// its prompt and Seed alone.
+	CorruptShare      float64
+	CorruptQueueDepth int
 
 	// LoRAModules are LoRA adapter names served on the first of Models:
 	// listed at /v1/models with it as "parent" (as vLLM lists them) and
@@ -147,9 +154,10 @@ type Server struct {
 	// crowding the run queue ahead of the engine loop.
 	tokenizing chan struct{}
 
-	mu  sync.Mutex
-	rng *rand.Rand // fault and early-stop draws
-	seq uint64
+	mu         sync.Mutex
+	rng        *rand.Rand // fault and early-stop draws
+	corruptRNG *rand.Rand // CorruptShare's draws
+	seq        uint64
 }
 
 // New builds a simulator and starts its engine.
@@ -187,10 +195,13 @@ func New(opts Options) (*Server, error) {
 		field string
 		v     float64
 	}{{"FailRate", opts.FailRate}, {"StreamErrorRate", opts.StreamErrorRate}, {"ResetRate", opts.ResetRate}, {"StallRate", opts.StallRate},
-		{"MalformedRate", opts.MalformedRate}, {"SlowFirstByteRate", opts.SlowFirstByteRate}, {"StopRate", opts.StopRate}, {"ReasoningRatio", opts.ReasoningRatio}} {
+		{"MalformedRate", opts.MalformedRate}, {"SlowFirstByteRate", opts.SlowFirstByteRate}, {"StopRate", opts.StopRate}, {"ReasoningRatio", opts.ReasoningRatio}, {"CorruptShare", opts.CorruptShare}} {
 		if !(r.v >= 0 && r.v <= 1) { // NaN too
 			return nil, opterr.New(r.field, r.v, "must be within [0, 1]")
 		}
+	}
+	if opts.CorruptQueueDepth < 0 {
+		return nil, opterr.New("CorruptQueueDepth", opts.CorruptQueueDepth, "must not be negative")
 	}
 	if opts.SpecTokens < 0 || opts.SpecTokens > maxSpecTokens {
 		return nil, opterr.New("SpecTokens", opts.SpecTokens, "must be within [0, %d]", maxSpecTokens)
@@ -258,7 +269,7 @@ func New(opts Options) (*Server, error) {
 		feat.maxLoRAs = opts.MaxLoRAs
 	}
 	s := &Server{opts: opts, tok: tok, words: words, vocab: newVocab(words.Words(4096, 0x10b)), models: map[string]bool{},
-		adapters: adapters, refuse: refuse, created: time.Now().Unix(), rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)),
+		adapters: adapters, refuse: refuse, created: time.Now().Unix(), rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), corruptRNG: rand.New(rand.NewPCG(opts.Seed, 0xbad)),
 		engine: newEngineWith(opts.Engine, feat), metrics: newSimMetrics(), tokenizing: make(chan struct{}, cmp.Or(opts.TokenizerThreads, max(2, runtime.GOMAXPROCS(0)))),
 		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher()}
 	for _, m := range opts.Models {
