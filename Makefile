@@ -28,7 +28,8 @@ FUZZTIME ?= 2000x
 FUZZ_TARGETS := ./datasets:FuzzReadAzure ./datasets:FuzzReadMooncake ./datasets:FuzzReadOpenAILog \
 	./datasets:FuzzReadBurstGPT ./datasets:FuzzReadShareGPT ./datasets:FuzzReadOTLP ./datasets:FuzzParseMapping ./datasets:FuzzDetect ./replay/chunk:FuzzDecode \
 	./trace:FuzzRequestValidate ./synth:FuzzReadModel ./synth:FuzzReadPartial ./analyze/peer:FuzzOpen ./tokenize:FuzzEncodersMatchTiktoken \
-	./internal/media:FuzzImageConfig ./internal/media:FuzzWAVDuration ./internal/media:FuzzParseDataURI ./internal/promtext:FuzzScan
+	./internal/media:FuzzImageConfig ./internal/media:FuzzWAVDuration ./internal/media:FuzzParseDataURI ./internal/promtext:FuzzScan \
+	./replay/probe:FuzzGrade ./replay/probe:FuzzSolve
 ## Targets whose every execution writes and reads a Parquet file (tens of
 ## milliseconds) run FUZZ_SLOW_TIME executions.
 FUZZ_SLOW_TIME ?= 200x

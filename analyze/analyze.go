@@ -173,6 +173,9 @@ type Report struct {
 	// Phases is where the time went inside the server, from its
 	// request spans (replay --collect-spans, servetrace spans).
 	Phases *Phases `json:"phases,omitempty"`
+	// Probes is the accuracy of the probe requests' answers (replay
+	// --probes), overall and by window, where the runs sent any.
+	Probes *Probes `json:"probes,omitempty"`
 	// Streamed is set when the rows were too many to hold and were
 	// streamed: how exact the figures are.
 	Streamed *Streamed `json:"streamed,omitempty"`
@@ -296,6 +299,9 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 			rep.Notes = append(rep.Notes, fmt.Sprintf("server phases are not joined when the rows (%d) are streamed: raise --in-memory-rows to see where the time went", rows))
 		}
 		rep.peerThroughput()
+		if rep.Probes, err = ProbeAccuracy(runDirs, opts.Window); err != nil {
+			return nil, err
+		}
 		return rep, nil
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
@@ -315,6 +321,9 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	}
 	rep.Phases = phases
 	rep.Notes = append(rep.Notes, notes...)
+	if rep.Probes, err = ProbeAccuracy(runDirs, opts.Window); err != nil {
+		return nil, err
+	}
 	rep.Sent = summarizeSent(l.cols)
 	rep.Features = featureUses(l.cols)
 	rep.Reasoning = reasoningOf(l.cols)

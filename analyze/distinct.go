@@ -3,6 +3,8 @@ package analyze
 import (
 	"math"
 	"math/bits"
+
+	"github.com/servetrace/servetrace/internal/hashmix"
 )
 
 // distinctCounter counts distinct int64 ids (prefix block ids) in bounded
@@ -42,7 +44,7 @@ func (d *distinctCounter) add(id int64) {
 }
 
 func (d *distinctCounter) addHLL(id int64) {
-	h := mix64(uint64(id))
+	h := hashmix.Finalize(uint64(id))
 	i := h >> (64 - hllBits)
 	rho := uint8(bits.LeadingZeros64(h<<hllBits|1<<(hllBits-1)) + 1)
 	d.regs[i] = max(d.regs[i], rho)
@@ -61,15 +63,4 @@ func (d *distinctCounter) count() (float64, bool) {
 	// The raw estimate: the small-range correction is never needed, the
 	// registers taking over only past exactDistinct ids, far above 2.5 m.
 	return 0.7213 / (1 + 1.079/m) * m * m / sum, false
-}
-
-// mix64 is SplitMix64's finalizer: ids that are small integers (tests) or
-// already hashes (salted block ids) both spread over 64 bits.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }

@@ -44,6 +44,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if p := rep.Phases; p != nil && p.Joined > 0 {
 		fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(phasesText(p), "\n  ", "\n  - "))
 	}
+	if p := rep.Probes; p != nil {
+		fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(probesText(p), "\n  ", "\n  - "))
+	}
 	if e := rep.Energy; e != nil {
 		fmt.Fprintf(&b, "- %s\n", energyText(e))
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -114,6 +115,8 @@ type outgoing struct {
 	prompt                   string
 	history                  []chatMessage
 	historyTokens, newTokens int64
+	// probe is set on a probe request: its answer is graded, then dropped.
+	probe *probe.Probe
 }
 
 // build makes q's request body: the prompt (after sess's history), the

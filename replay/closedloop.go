@@ -32,7 +32,7 @@ func (r *Runner) runClosedLoop(ctx, reqCtx context.Context, s *stream, col *coll
 				p.scheduledNs = now
 				res := r.newResult(p)
 				res.AdmittedNs = now
-				r.send(reqCtx, p.req, &res, nil)
+				r.sendBuilt(reqCtx, p.req, &res, nil, r.buildPlanned(p, nil))
 				col.results <- res
 			}
 		})

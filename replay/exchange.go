@@ -261,15 +261,6 @@ func shortJSONError(err error) string {
 	return shorten(err.Error())
 }
 
-// send materializes one request and exchanges it, filling res. Without a
-// session (or on its first turn) the prompt has exactly input_tokens tokens,
-// built from the request's prefix blocks. A later turn carries the session's
-// history and a new user message of input_tokens minus the history's tokens
-// (at least 1); prompt_tokens_sent records what was really sent.
-func (r *Runner) send(ctx context.Context, q *trace.Request, res *trace.Result, sess *session) {
-	r.sendBuilt(ctx, q, res, sess, r.build(q, sess))
-}
-
 // sendBuilt sends a built request and records it in res; with sess, the
 // turn and its reply join the session's history.
 func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Result, sess *session, o *outgoing) {
@@ -288,10 +279,13 @@ func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Res
 	res.PromptTokensSent = o.promptTokensSent
 	var reply []byte
 	var collect *[]byte
-	if sess != nil {
+	if sess != nil || o.probe != nil {
 		collect = &reply
 	}
 	r.exchange(ctx, q, o.body, o.stream, res, collect)
+	if o.probe != nil {
+		gradeProbe(res, o.probe, reply)
+	}
 	if sess != nil {
 		text := string(reply)
 		sess.messages = append(o.history, chatMessage{Role: "user", Content: o.prompt}, chatMessage{Role: "assistant", Content: text})

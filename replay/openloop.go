@@ -77,7 +77,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 		inflight.Go(func() {
 			if built == nil {
 				r.stats.builtLate.Add(1)
-				built = r.build(p.req, sess)
+				built = r.buildPlanned(p, sess)
 			}
 			r.sendBuilt(reqCtx, p.req, &res, sess, built)
 			release()
@@ -256,9 +256,9 @@ func (r *Runner) startPrefetch(ctx context.Context, in <-chan *planned, full, cl
 				if bg == nil {
 					bg = pacing.NewBackgroundThread()
 				}
-				bg.Run(func() { o = r.build(q.req, nil) })
+				bg.Run(func() { o = r.buildPlanned(q, nil) })
 			} else {
-				o = r.build(q.req, nil)
+				o = r.buildPlanned(q, nil)
 			}
 			q.built.Store(o)
 			if !q.state.CompareAndSwap(prefetchBuilding, prefetchReady) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
@@ -138,6 +139,13 @@ type Requests struct {
 	// "server" to count with the endpoint's /tokenize route.
 	Tokenizer        string
 	TokenizerPattern string
+	// Probes is the share of the workload's requests beside which a probe
+	// request is sent at the same time: a request whose answer is graded
+	// exactly (replay/probe), so the run says whether answers stayed
+	// right under its load. UserProbes, when given, are the probes sent;
+	// otherwise each is generated from a seed. Probes add load.
+	Probes     float64
+	UserProbes []probe.Probe `json:"-"`
 }
 
 // Schedule is when requests are sent: the workload's own timing, scaled or
@@ -397,6 +405,12 @@ func (o *Watch) validate(def Watch) error {
 func (o *Requests) validate(def Requests) error {
 	if o.Tokenizer == "" {
 		o.Tokenizer = def.Tokenizer
+	}
+	if !(o.Probes >= 0 && o.Probes <= 1) {
+		return opterr.New("Probes", o.Probes, "must be a share within [0, 1]")
+	}
+	if len(o.UserProbes) > 0 && o.Probes == 0 {
+		return opterr.New("UserProbes", len(o.UserProbes), "are sent only with a Probes share above 0")
 	}
 	switch o.API {
 	case "", trace.APIChat, trace.APICompletions:

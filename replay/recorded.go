@@ -57,44 +57,48 @@ type RecordedOptions struct {
 	PromptSalt uint64            `json:"prompt_salt,omitempty"`
 	// OutputSaltFingerprint identifies the salt of the answers'
 	// fingerprints (never the salt); OutputSaltRandom: none was given.
-	OutputSaltFingerprint string            `json:"output_salt_fingerprint,omitempty"`
-	OutputSaltRandom      bool              `json:"output_salt_random,omitempty"`
-	Concurrency           int               `json:"concurrency"`
-	MaxConcurrency        int               `json:"max_concurrency"`
-	From                  string            `json:"from"`
-	To                    string            `json:"to"`
-	LeadIn                Duration          `json:"lead_in"`
-	Duration              Duration          `json:"duration"`
-	MaxRequests           int               `json:"max_requests"`
-	WarmupDuration        Duration          `json:"warmup_duration"`
-	WarmupRequests        int               `json:"warmup_requests"`
-	ConnectTimeout        Duration          `json:"connect_timeout"`
-	FirstTokenTimeout     Duration          `json:"first_token_timeout"`
-	Timeout               Duration          `json:"timeout"`
-	Grace                 Duration          `json:"grace"`
-	MaxLateness           Duration          `json:"max_lateness"`
-	Strip                 []string          `json:"strip,omitempty"`
-	ImageTransport        string            `json:"image_transport"`
-	ImageFormat           string            `json:"image_format"`
-	GuidedDecoding        bool              `json:"guided_decoding"`
-	AdapterMap            map[string]string `json:"adapter_map,omitempty"`
-	Adapters              []string          `json:"adapters,omitempty"`
-	IgnoreEOS             bool              `json:"ignore_eos"`
-	ForceOutputLen        bool              `json:"force_output_len"`
-	HTTP                  HTTPVersion       `json:"http"`
-	CACert                string            `json:"ca_cert"`
-	Insecure              bool              `json:"insecure"`
-	FollowRedirects       bool              `json:"follow_redirects"`
-	Tokenizer             string            `json:"tokenizer"`
-	TokenizerPattern      string            `json:"tokenizer_pattern"`
-	HeaderNames           []string          `json:"header_names,omitempty"`
-	RunID                 string            `json:"run_id"`
-	Shard                 int32             `json:"shard"`
-	ShardCount            int32             `json:"shard_count"`
-	StartAt               string            `json:"start_at,omitempty"` // RFC 3339
-	RotateRows            int               `json:"rotate_rows"`
-	RotateEvery           Duration          `json:"rotate_every"`
-	WaitReady             Duration          `json:"wait_ready"`
+	OutputSaltFingerprint string `json:"output_salt_fingerprint,omitempty"`
+	OutputSaltRandom      bool   `json:"output_salt_random,omitempty"`
+	// Probes is the share of requests a probe went beside; UserProbes
+	// how many probes the user gave (0: generated).
+	Probes            float64           `json:"probes,omitempty"`
+	UserProbes        int               `json:"user_probes,omitempty"`
+	Concurrency       int               `json:"concurrency"`
+	MaxConcurrency    int               `json:"max_concurrency"`
+	From              string            `json:"from"`
+	To                string            `json:"to"`
+	LeadIn            Duration          `json:"lead_in"`
+	Duration          Duration          `json:"duration"`
+	MaxRequests       int               `json:"max_requests"`
+	WarmupDuration    Duration          `json:"warmup_duration"`
+	WarmupRequests    int               `json:"warmup_requests"`
+	ConnectTimeout    Duration          `json:"connect_timeout"`
+	FirstTokenTimeout Duration          `json:"first_token_timeout"`
+	Timeout           Duration          `json:"timeout"`
+	Grace             Duration          `json:"grace"`
+	MaxLateness       Duration          `json:"max_lateness"`
+	Strip             []string          `json:"strip,omitempty"`
+	ImageTransport    string            `json:"image_transport"`
+	ImageFormat       string            `json:"image_format"`
+	GuidedDecoding    bool              `json:"guided_decoding"`
+	AdapterMap        map[string]string `json:"adapter_map,omitempty"`
+	Adapters          []string          `json:"adapters,omitempty"`
+	IgnoreEOS         bool              `json:"ignore_eos"`
+	ForceOutputLen    bool              `json:"force_output_len"`
+	HTTP              HTTPVersion       `json:"http"`
+	CACert            string            `json:"ca_cert"`
+	Insecure          bool              `json:"insecure"`
+	FollowRedirects   bool              `json:"follow_redirects"`
+	Tokenizer         string            `json:"tokenizer"`
+	TokenizerPattern  string            `json:"tokenizer_pattern"`
+	HeaderNames       []string          `json:"header_names,omitempty"`
+	RunID             string            `json:"run_id"`
+	Shard             int32             `json:"shard"`
+	ShardCount        int32             `json:"shard_count"`
+	StartAt           string            `json:"start_at,omitempty"` // RFC 3339
+	RotateRows        int               `json:"rotate_rows"`
+	RotateEvery       Duration          `json:"rotate_every"`
+	WaitReady         Duration          `json:"wait_ready"`
 	// MetricsURL is the first engine endpoint's, as runs before roles
 	// recorded it; Metrics lists every endpoint with its role.
 	MetricsURL      string            `json:"metrics_url"`
@@ -122,6 +126,7 @@ func (o *Options) Recorded() RecordedOptions {
 		RotateRows: o.RotateRows, RotateEvery: Duration(o.RotateEvery), WaitReady: Duration(o.WaitReady),
 		MetricsInterval: Duration(o.MetricsInterval), WaitIdle: Duration(o.WaitIdle),
 		ServeMetrics: o.ServeMetrics, Labels: o.Labels, OutputSaltRandom: o.OutputSalt.Random,
+		Probes: o.Probes, UserProbes: len(o.UserProbes),
 	}
 	if !o.OutputSalt.IsZero() {
 		r.OutputSaltFingerprint = o.OutputSalt.Fingerprint()

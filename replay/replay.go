@@ -451,6 +451,9 @@ func (r *Runner) newResult(p *planned) trace.Result {
 	if p.warmup && res.Phase == "" {
 		res.Phase = "warmup"
 	}
+	if p.probe != nil {
+		res.Probe = p.probe.Kind
+	}
 	r.makeRecordable(&res)
 	return res
 }

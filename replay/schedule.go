@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -18,6 +19,8 @@ type planned struct {
 	req         *trace.Request
 	scheduledNs int64
 	warmup      bool
+	// probe is set on a probe request placed beside a workload request.
+	probe *probe.Probe
 	// chained marks a later turn of a session: it is sent when the turn
 	// before it is done, plus its think time, not by the scheduler.
 	chained bool

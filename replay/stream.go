@@ -59,7 +59,7 @@ type workloadCheck struct {
 // and the schedule's length is known. A fault deep in a day-long workload
 // is refused at the start, not found mid-run.
 func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, error) {
-	pl := newPlanner(o)
+	pl, pr := newPlanner(o), newProber(o)
 	c := workloadCheck{}
 	if len(o.Adapters) > 0 {
 		c.adapters = map[string]int{}
@@ -88,6 +88,9 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 		case keep:
 			c.planned++
 			c.counts = c.counts || countsText(q)
+			if pr.probeFor(q) != nil {
+				c.planned++
+			}
 		}
 		return nil
 	})
@@ -136,7 +139,8 @@ var errStopScan = errors.New("schedule complete")
 type stream struct {
 	src     source
 	pl      *planner
-	chained bool // open loop: a session's later turns follow the turn before
+	probes  *prober // nil: no probes
+	chained bool    // open loop: a session's later turns follow the turn before
 	items   chan *planned
 	toBuild chan *planned // nil without a prefetcher
 	units   int64
@@ -189,7 +193,7 @@ type chain struct {
 // newStream starts reading src into the schedule opts describes; withBuild
 // adds the prefetcher's feed, and chained links sessions (open loop).
 func newStream(ctx context.Context, src source, o *Options, chained, withBuild bool, units int64) *stream {
-	s := &stream{src: src, pl: newPlanner(o), chained: chained, units: units, budget: semaphore.NewWeighted(units),
+	s := &stream{src: src, pl: newPlanner(o), probes: newProber(o), chained: chained, units: units, budget: semaphore.NewWeighted(units),
 		items: make(chan *planned, units), stopped: make(chan struct{}), chains: map[string]*chain{},
 		full: make(chan struct{}), done: make(chan struct{})}
 	if withBuild {
@@ -223,7 +227,14 @@ func (s *stream) run(ctx context.Context) {
 			return nil
 		}
 		req := *q // the reader's row is valid only during its call
-		return s.place(&planned{req: &req, scheduledNs: at.scheduledNs, warmup: at.warmup})
+		if err := s.place(&planned{req: &req, scheduledNs: at.scheduledNs, warmup: at.warmup}); err != nil {
+			return err
+		}
+		if p := s.probes.probeFor(q); p != nil {
+			pq := probeRequest(q, p)
+			return s.place(&planned{req: &pq, scheduledNs: at.scheduledNs, warmup: at.warmup, probe: p})
+		}
+		return nil
 	})
 	if errors.Is(err, errStopScan) {
 		err = nil

@@ -66,7 +66,11 @@ type Options struct {
 	SLO        analyze.SLO
 	Attainment float64
 	Confidence float64
-	TTFTMode   analyze.TTFTMode
+	// MinAccuracy is the accuracy floor: a step whose probe answers
+	// (Replay.Probes) are right less often fails whatever its latency, so
+	// a server that goes fast by answering wrong never passes (0: off).
+	MinAccuracy float64
+	TTFTMode    analyze.TTFTMode
 	// StepDuration is each step's measured time, after StepWarmup; 0
 	// sizes each step from the level and the workload (stepLength).
 	StepDuration time.Duration
@@ -166,6 +170,12 @@ func (o *Options) validate() error {
 		if o.Mode == ModeConcurrency && slices.ContainsFunc(o.Levels, func(l float64) bool { return l != math.Trunc(l) }) {
 			return opterr.New("Levels", nil, "concurrencies are whole numbers")
 		}
+	}
+	if !(o.MinAccuracy >= 0 && o.MinAccuracy <= 1) {
+		return opterr.New("MinAccuracy", o.MinAccuracy, "must be within [0, 1]")
+	}
+	if o.MinAccuracy > 0 && o.Replay.Probes == 0 {
+		return opterr.New("MinAccuracy", o.MinAccuracy, "needs probes to grade (Replay.Probes above 0)")
 	}
 	if o.Attainment == 0 {
 		o.Attainment = def.Attainment

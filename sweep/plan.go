@@ -57,6 +57,9 @@ type level struct {
 	// notSteady is the reason of the first of its steps whose queue was
 	// still growing: the level fails, whatever its attainment.
 	notSteady string
+	// inaccurate is the reason of the first of its steps whose answers
+	// fell below MinAccuracy: the level fails too.
+	inaccurate string
 }
 
 // levels pools each level's measuring steps of a configuration.
@@ -77,9 +80,12 @@ func (o *Options) levels(done []Step, config string) map[float64]*level {
 		if st := s.Steadiness; st != nil && !st.Steady && l.notSteady == "" {
 			l.notSteady = fmt.Sprintf("step %d %s", s.Index, st.Reason)
 		}
+		if s.Inaccurate != "" && l.inaccurate == "" {
+			l.inaccurate = fmt.Sprintf("step %d: %s", s.Index, s.Inaccurate)
+		}
 	}
 	for _, l := range out {
-		if l.notSteady != "" {
+		if l.notSteady != "" || l.inaccurate != "" {
 			l.verdict, l.final = fail, true
 			continue
 		}

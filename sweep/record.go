@@ -103,6 +103,11 @@ type Step struct {
 	// Steadiness says whether the step's queue held still; a step that
 	// is not steady fails whatever its attainment.
 	Steadiness *analyze.Steadiness `json:"steadiness,omitempty"`
+	// Accuracy is the step's probe answers graded right (replay's
+	// Probes), where it sent any; Inaccurate says why the step failed
+	// MinAccuracy ("" when it did not).
+	Accuracy   *analyze.Accuracy `json:"accuracy,omitempty"`
+	Inaccurate string            `json:"inaccurate,omitempty"`
 	// Cold is the step's warmup (StepWarmup), apart from the verdict.
 	Cold  *ColdStart `json:"cold_start,omitempty"`
 	Notes []string   `json:"notes,omitempty"`

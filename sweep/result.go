@@ -50,7 +50,10 @@ type LevelStat struct {
 	Judged  string `json:"judged"`
 	// NotSteady says why the level failed for a queue still growing over
 	// one of its steps ("not steady" in Judged).
-	NotSteady        string     `json:"not_steady,omitempty"`
+	NotSteady string `json:"not_steady,omitempty"`
+	// Inaccurate says why the level failed for answers below the accuracy
+	// floor ("inaccurate" in Judged).
+	Inaccurate       string     `json:"inaccurate,omitempty"`
 	OfferedRate      float64    `json:"offered_rps"`
 	GoodputRate      float64    `json:"goodput_rps"`
 	GoodputCI        [2]float64 `json:"goodput_ci95"`
@@ -169,10 +172,12 @@ func (s *sweeper) levelStat(done []Step, config string, l *level) (LevelStat, []
 		}
 	}
 	v, ci := s.o.judge(l.good, l.count)
-	stat.AttainmentCI = ci
+	stat.AttainmentCI, stat.Inaccurate = ci, l.inaccurate
 	switch {
 	case l.notSteady != "":
 		stat.Judged, stat.NotSteady = "not steady", l.notSteady
+	case l.inaccurate != "":
+		stat.Judged = "inaccurate"
 	case v == undecided:
 		stat.Judged = "point estimate"
 	}
@@ -306,6 +311,9 @@ func WriteSummary(w io.Writer, rec *Record) error {
 				l.GoodputRate, l.GoodputCI[0], l.GoodputCI[1], l.OutputTokensPerS, l.TTFTP50Ms, l.TTFTP99Ms, energy)
 			if l.NotSteady != "" {
 				fmt.Fprintf(&b, "            %s\n", l.NotSteady)
+			}
+			if l.Inaccurate != "" {
+				fmt.Fprintf(&b, "            %s\n", l.Inaccurate)
 			}
 		}
 		switch {

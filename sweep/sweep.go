@@ -356,6 +356,9 @@ func (s *sweeper) judgeStep(rec *Step, info *trace.RunInfo) error {
 		// SLO that a longer step at the same level fails.
 		rec.Verdict = fail
 	}
+	if err := s.judgeAccuracy(rec); err != nil {
+		return err
+	}
 	rec.Complete = info.Complete
 	if m, err := trace.ReadManifest(s.config(rec.Config).Workload); err == nil && s.o.Mode != ModeConcurrency && info.Scheduled >= m.Rows {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("the step used all %d requests of the workload before its %s were up: it ran short; generate a longer workload", m.Rows, rec.length()+s.o.StepWarmup))
@@ -374,6 +377,31 @@ func (s *sweeper) judgeStep(rec *Step, info *trace.RunInfo) error {
 	}
 	if m.Counted == 0 {
 		rec.Notes = append(rec.Notes, "no request was counted (all warmup, or none sent): the step decides nothing")
+	}
+	return nil
+}
+
+// judgeAccuracy grades the step's probe answers: below MinAccuracy, or
+// with none graded while MinAccuracy asks, the step fails, however fast.
+func (s *sweeper) judgeAccuracy(rec *Step) error {
+	p, err := analyze.ProbeAccuracy([]string{filepath.Join(s.dir, rec.RunDir)}, 0)
+	if err != nil {
+		return fmt.Errorf("grading step %d's probes: %w", rec.Index, err)
+	}
+	if p != nil {
+		rec.Accuracy = &p.Accuracy
+	}
+	switch {
+	case s.o.MinAccuracy == 0:
+	case rec.Accuracy == nil || rec.Accuracy.Graded == 0:
+		rec.Inaccurate = "no probe answer was graded: the accuracy floor cannot be checked"
+	case rec.Accuracy.Accuracy < s.o.MinAccuracy:
+		a := rec.Accuracy
+		rec.Inaccurate = fmt.Sprintf("answers %.1f%% correct [95%% %.1f, %.1f] of %d probes, below the accuracy floor %.1f%%",
+			100*a.Accuracy, 100*a.Lo, 100*a.Hi, a.Graded, 100*s.o.MinAccuracy)
+	}
+	if rec.Inaccurate != "" {
+		rec.Verdict = fail
 	}
 	return nil
 }
@@ -408,10 +436,14 @@ func waitNote(d time.Duration) string {
 // steadyNote is ", not steady: …" for a step whose queue was still
 // growing, else "".
 func steadyNote(rec *Step) string {
+	note := ""
 	if st := rec.Steadiness; st != nil && !st.Steady {
-		return " (" + st.Reason + ")"
+		note = " (" + st.Reason + ")"
 	}
-	return ""
+	if rec.Inaccurate != "" {
+		note += " (" + rec.Inaccurate + ")"
+	}
+	return note
 }
 
 // quantile returns a distribution's p-th percentile, else its maximum.

@@ -442,3 +442,42 @@ func TestTimingRecoveryMeasuresTheBacklog(t *testing.T) {
 		t.Errorf("the recovery step's p99 TTFT %.0f ms is not above the level's own %.0f ms: it met no backlog", r.StepP99Ms, r.RefP99Ms)
 	}
 }
+
+// TestTimingSweepFailsALevelWhoseAnswersGoWrong: a simulator that
+// answers wrong once 5 requests are in it (1 ms iterations, no queue: at
+// most 2 in flight at 20 req/s, a request and its probe; about 10 at 400
+// req/s) passes the low level with every probe right and fails the high
+// one on accuracy, however fast it was. Timing: the requests in flight
+// follow the client's real rate, which -race slows.
+func TestTimingSweepFailsALevelWhoseAnswersGoWrong(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing test: run without -race (make test-timing)")
+	}
+	so := fastSim()
+	so.CorruptShare, so.CorruptInFlight = 1, 5
+	target := serveSim(t, so, nil)
+	wl := workload(t, 2000, 20, 20)
+	o := baseOptions(Config{Name: "A", Target: target, Workload: wl})
+	o.SLO, o.Attainment, o.Recovery = analyze.SLO{TTFT: 10 * time.Second}, 0.5, false
+	o.Levels, o.MinAccuracy = []float64{20, 400}, 0.9
+	o.Replay.Arrival, o.Replay.Probes = replay.ArrivalConstant, 0.3
+	rec, err := Run(context.Background(), filepath.Join(t.TempDir(), "sweep"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, high := rec.Steps[0], rec.Steps[1]
+	if low.Accuracy == nil || low.Accuracy.Graded == 0 || low.Accuracy.Correct != low.Accuracy.Graded || low.Inaccurate != "" {
+		t.Errorf("20 req/s: accuracy %+v, %q; want every probe right", low.Accuracy, low.Inaccurate)
+	}
+	if high.Accuracy == nil || high.Accuracy.Graded < 50 || high.Accuracy.Accuracy > 0.5 || high.Verdict != fail || !strings.Contains(high.Inaccurate, "below the accuracy floor 90.0%") {
+		t.Errorf("400 req/s: accuracy %+v, verdict %s, %q; want most probes wrong and the step failed for it", high.Accuracy, high.Verdict, high.Inaccurate)
+	}
+	lv := rec.Results[0].Levels
+	if len(lv) != 2 || lv[0].Verdict != pass || lv[1].Verdict != fail || lv[1].Inaccurate == "" {
+		t.Errorf("levels %+v", lv)
+	}
+	var summary strings.Builder
+	if err := WriteSummary(&summary, rec); err != nil || !strings.Contains(summary.String(), "below the accuracy floor") {
+		t.Errorf("summary: %v\n%s", err, summary.String())
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/servetrace/servetrace/internal/hashmix"
 )
 
 // maxPrefixBlocks bounds the prefix blocks of one generated request: with
@@ -93,13 +95,7 @@ func lastKnot(m *Marginal) float64 {
 // freshID returns a new block id no earlier request used.
 func (g *prefixGen) freshID() int64 {
 	g.counter++
-	x := g.counter + g.salt
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return int64(x & (1<<62 - 1))
+	return int64(hashmix.Finalize(g.counter+g.salt) & (1<<62 - 1))
 }
 
 // reuseShare is the probability that a request with in input tokens

@@ -155,6 +155,12 @@ type Result struct {
 	// The text itself is never kept; equal hashes under one salt mean
 	// equal answers.
 	OutputHashes []string `parquet:"output_hashes,list" json:"output_hashes,omitempty"`
+	// Probe names the kind of a probe request (replay --probes: an answer
+	// servetrace can check), "" for the workload's own; ProbeCorrect is
+	// its grade, for ok probes. Neither the probe's prompt nor its
+	// answer is kept.
+	Probe        string `parquet:"probe,dict" json:"probe,omitempty"`
+	ProbeCorrect *bool  `parquet:"probe_correct,optional" json:"probe_correct,omitempty"`
 
 	// What replay did with the request's features (Shape.Features labels):
 	// sent with the request, dropped on purpose (--strip), or refused by

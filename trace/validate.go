@@ -171,6 +171,12 @@ func (r *Result) Validate() error {
 			return &FieldError{"output_hashes", fmt.Sprintf("[%d] = %q", i, clip(h)), "must be 32 lowercase hex digits"}
 		}
 	}
+	if err := checkString("probe", r.Probe); err != nil {
+		return err
+	}
+	if r.ProbeCorrect != nil && r.Probe == "" {
+		return &FieldError{"probe_correct", strconv.FormatBool(*r.ProbeCorrect), "is set on a request that is not a probe"}
+	}
 	if err := checkString("observed_finish_reason", r.ObservedFinishReason); err != nil {
 		return err
 	}

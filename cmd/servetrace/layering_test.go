@@ -14,22 +14,23 @@ import (
 // library imports a sibling on its own level.
 func TestLayering(t *testing.T) {
 	const module = "github.com/servetrace/servetrace/"
-	internal := []string{"internal/rank", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media", "internal/loghist", "internal/procstat", "internal/regfile", "internal/servermetrics", "internal/traceid"}
+	internal := []string{"internal/rank", "internal/hashmix", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media", "internal/loghist", "internal/procstat", "internal/regfile", "internal/servermetrics", "internal/traceid"}
 	allowed := map[string][]string{
-		"internal/rank": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil, "internal/loghist": nil, "internal/procstat": nil, "internal/regfile": nil, "internal/servermetrics": nil, "internal/traceid": nil,
+		"internal/rank": nil, "internal/hashmix": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil, "internal/loghist": nil, "internal/procstat": nil, "internal/regfile": nil, "internal/servermetrics": nil, "internal/traceid": nil,
 		"tokenize":        nil,
 		"trace/anon":      nil,
 		"trace/arrowread": nil, // no code; its test imports trace
 		"trace":           internal,
 		"datasets":        append([]string{"trace", "trace/anon", "tokenize"}, internal...),
 		"synth":           append([]string{"trace"}, internal...),
-		"replay":          append([]string{"trace", "trace/anon", "tokenize", "replay/chunk", "replay/h1", "replay/scrub", "replay/pacing", "spans"}, internal...),
+		"replay":          append([]string{"trace", "trace/anon", "tokenize", "replay/chunk", "replay/h1", "replay/scrub", "replay/pacing", "replay/probe", "spans"}, internal...),
 		"replay/scrub":    internal,
 		"replay/pacing":   nil,
 		"spans":           {"trace", "internal/traceid", "internal/regfile"},
 		"replay/h1":       nil,
 		"replay/chunk":    nil,
-		"replay/sim":      append([]string{"trace", "tokenize"}, internal...),
+		"replay/probe":    internal,
+		"replay/sim":      append([]string{"trace", "tokenize", "replay/probe"}, internal...),
 		"analyze":         append([]string{"trace", "analyze/peer"}, internal...),
 		"analyze/peer":    {"trace", "internal/regfile"},
 		"sweep":           append([]string{"trace", "replay", "analyze"}, internal...),

@@ -17,6 +17,7 @@ import (
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay"
 	"github.com/servetrace/servetrace/replay/pacing"
+	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/sweep"
 	"github.com/servetrace/servetrace/tokenize"
@@ -126,6 +127,8 @@ func replayFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "label", Usage: "key=value recorded in run.json (repeatable)"},
 		&cli.StringFlag{Name: "serve-metrics", Usage: "serve the replayer's own Prometheus metrics at ADDR/metrics during the run (e.g. 127.0.0.1:9464)"},
 		&cli.StringFlag{Name: "collect-spans", Usage: "receive the server's request spans over OTLP (gRPC and HTTP /v1/traces) at HOST:PORT (no host: 127.0.0.1) and write their phases (queue, prefill, decode) to the run dir; point the engine there (vLLM: --otlp-traces-endpoint http://HOST:PORT)"},
+		&cli.Float64Flag{Name: "probes", Usage: "share of requests beside which a probe is sent at the same time: a request whose answer is graded exactly (copying words, arithmetic, sorting, a JSON field), so the run says whether answers stayed right under load; probes add that share of load"},
+		&cli.StringFlag{Name: "probes-file", Usage: "your own probes, JSONL: {\"prompt\", \"expected\", \"grader\": exact|regex|json-field, \"field\", \"max_tokens\"} a line, sent instead of generated ones (with --probes)"},
 		&cli.StringFlag{Name: "salt-file", Usage: "file holding the salt (hex or base64, at least 128 bits) that keys each answer's fingerprint; default $" + anon.SaltEnv + ", else random (then no other run's answers compare with this one's)"},
 		&cli.DurationFlag{Name: "spans-wait", Value: 10 * time.Second, Usage: "how long the run's end waits for the server's last spans (engines export in batches)"},
 	}
@@ -165,6 +168,15 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		}
 		maps.Copy(headers, kv)
 	}
+	var userProbes []probe.Probe
+	if f := c.String("probes-file"); f != "" {
+		if c.Float64("probes") == 0 {
+			return replay.Options{}, errors.New("--probes-file: give --probes SHARE too, the share of requests a probe goes beside")
+		}
+		if userProbes, err = probe.ReadFile(f); err != nil {
+			return replay.Options{}, fmt.Errorf("--probes-file: %w", err)
+		}
+	}
 	salt, err := anon.LoadSalt(c.String("salt-file"))
 	if err != nil {
 		return replay.Options{}, fmt.Errorf("--salt-file: %w", err)
@@ -175,7 +187,8 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 		Requests: replay.Requests{Model: c.String("model"), ModelMap: modelMap, API: c.String("api"), Stream: replay.StreamMode(c.String("stream")),
 			Strip: splitList(c.String("strip")), ImageTransport: c.String("image-transport"), ImageFormat: c.String("image-format"),
 			GuidedDecoding: c.Bool("guided-decoding"), AdapterMap: adapterMap, Adapters: splitList(c.String("adapters")),
-			IgnoreEOS: c.Bool("ignore-eos"), ForceOutputLen: c.Bool("force-output-len"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern")},
+			IgnoreEOS: c.Bool("ignore-eos"), ForceOutputLen: c.Bool("force-output-len"), Tokenizer: c.String("tokenizer"), TokenizerPattern: c.String("tokenizer-pattern"),
+			Probes: c.Float64("probes"), UserProbes: userProbes},
 		Schedule: replay.Schedule{Speed: c.Float64("speed"), Rate: c.Float64("rate"), Arrival: replay.Arrival(c.String("arrival")), Burstiness: c.Float64("burstiness"), Seed: c.Uint64("seed"),
 			Concurrency: c.Int("concurrency"), MaxConcurrency: c.Int("max-concurrency"),
 			From: c.String("from"), To: c.String("to"), LeadIn: c.Duration("lead-in"),

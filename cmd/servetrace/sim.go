@@ -52,7 +52,7 @@ Examples:
    servetrace sim --fail-rate 0.01 --reset-rate 0.01 --stall-rate 0.01 --stall-for 3s --seed 7
    servetrace sim --lora-modules sql-lora,chat-lora --max-loras 1 --spec-tokens 4 --spec-acceptance 0.7
    servetrace sim --refuse image,tools,json_schema
-   servetrace sim --corrupt-under-load 0.2 --corrupt-queue-depth 8   # wrong answers once 8 requests wait`,
+   servetrace sim --corrupt-under-load 0.2 --corrupt-in-flight 8   # wrong answers once 8 requests are in the server`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8000", Usage: "listen address (loopback unless --allow-remote)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a non-loopback --addr"},
@@ -93,8 +93,8 @@ Examples:
 			&cli.Float64Flag{Name: "malformed-rate", Usage: "share of streams that send a malformed SSE line half way"},
 			&cli.Float64Flag{Name: "slow-first-byte-rate", Usage: "share of requests whose response headers are delayed by --slow-first-byte-for"},
 			&cli.DurationFlag{Name: "slow-first-byte-for", Value: def.SlowFirstByteFor, Usage: "delay of a slow first byte"},
-			&cli.Float64Flag{Name: "corrupt-under-load", Usage: "share of requests answered wrong on purpose (another answer of the same length) once --corrupt-queue-depth requests wait: tests accuracy checks under load"},
-			&cli.IntFlag{Name: "corrupt-queue-depth", Usage: "waiting requests from which --corrupt-under-load applies (0: always)"},
+			&cli.Float64Flag{Name: "corrupt-under-load", Usage: "share of requests answered wrong on purpose (another answer of the same length) once --corrupt-in-flight requests are in the server: tests accuracy checks under load"},
+			&cli.IntFlag{Name: "corrupt-in-flight", Usage: "requests in the server (running or waiting) from which --corrupt-under-load applies (0: always)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed for fault injection, early stops and generated text (a greedy request's answer depends on it and its prompt alone)"},
 			&cli.Int64Flag{Name: "gc-memory-limit", Value: 1 << 30, Usage: "collect garbage only when the heap reaches this many bytes, so GC does not stall engine iterations (0: Go's default)"},
 		},
@@ -226,7 +226,7 @@ func simOptions(c *cli.Context) (sim.Options, error) {
 	setInt("max-loras", &o.MaxLoRAs)
 	o.SpecTokens, o.SpecAcceptance = c.Int("spec-tokens"), c.Float64("spec-acceptance")
 	o.Refuse = splitList(c.String("refuse"))
-	o.CorruptShare, o.CorruptQueueDepth = c.Float64("corrupt-under-load"), c.Int("corrupt-queue-depth")
+	o.CorruptShare, o.CorruptInFlight = c.Float64("corrupt-under-load"), c.Int("corrupt-in-flight")
 	return o, nil
 }
 

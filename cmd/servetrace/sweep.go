@@ -33,6 +33,7 @@ func sweepCmd() *cli.Command {
 		&cli.Float64Flag{Name: "max-rate", Usage: "with --search: the highest rate tried (default --start-rate × 4096)"},
 		&cli.StringFlag{Name: "slo", Usage: "objectives, e.g. ttft=800ms,tpot=50ms (without: a request counts when it succeeds)"},
 		&cli.Float64Flag{Name: "attainment", Value: def.Attainment, Usage: "share of a step's requests that must meet the SLO"},
+		&cli.Float64Flag{Name: "min-accuracy", Usage: "accuracy floor: a step whose probe answers (--probes) are right less often fails, however fast (0: off)"},
 		&cli.Float64Flag{Name: "confidence", Value: def.Confidence, Usage: "confidence of the attainment interval a step is judged by"},
 		&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk"},
 		&cli.DurationFlag{Name: "step-duration", Value: def.StepDuration, Usage: "measured time of each step; 0 sizes each step from its level and the workload: at least 10 s, twice the requests a pass needs at the level's rate, 10 times the slowest E2E p99 met so far"},
@@ -142,6 +143,10 @@ func sweepOptions(c *cli.Context) (sweep.Options, error) {
 		return o, fmt.Errorf("--slo: %w", err)
 	}
 	o.Attainment, o.Confidence, o.TTFTMode = c.Float64("attainment"), c.Float64("confidence"), analyze.TTFTMode(c.String("ttft-mode"))
+	o.MinAccuracy = c.Float64("min-accuracy")
+	if o.MinAccuracy > 0 && o.Replay.Probes == 0 {
+		return sweep.Options{}, errors.New("--min-accuracy: give --probes SHARE too, so each step's answers are graded")
+	}
 	o.StepDuration, o.StepWarmup, o.Repeats, o.MaxExtensions = c.Duration("step-duration"), c.Duration("step-warmup"), c.Int("repeats"), c.Int("max-extensions")
 	o.Budget, o.IdleTimeout, o.Recovery = c.Duration("budget"), c.Duration("idle-timeout"), !c.Bool("no-recovery")
 	o.CostPerHour, o.Resume = c.Float64("cost-per-hour"), c.Bool("resume")

@@ -3,6 +3,9 @@ package sim
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"strings"
+
+	"github.com/servetrace/servetrace/replay/probe"
 )
 
 // greedyBelow is the temperature under which a request is decoded
@@ -39,13 +42,40 @@ func (s *Server) promptSeed(model string, pc *promptCount) int64 {
 }
 
 // corrupts draws whether a request arriving now is answered wrong: with
-// CorruptShare once CorruptQueueDepth requests wait. Its draws come from
+// CorruptShare once CorruptInFlight requests are in the server. Its draws come from
 // a stream of their own, so turning it on moves no other fault.
 func (s *Server) corrupts() bool {
-	if s.opts.CorruptShare <= 0 || s.engine.waitingN.Load() < int64(s.opts.CorruptQueueDepth) {
+	if s.opts.CorruptShare <= 0 || s.inFlight.Load() < int64(s.opts.CorruptInFlight) {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.corruptRNG.Float64() < s.opts.CorruptShare
+}
+
+// answerProbe answers a probe request (replay/probe) right, as a correct
+// model would: the answer's words lead the generated words and, unless
+// the request forbids stopping, the answer ends there. It reports whether
+// the prompt was a probe. A probe is answered without reasoning.
+func answerProbe(p *prompt, words []string, stopAts []int, ignoreEOS bool, minTokens int) bool {
+	if len(p.texts) == 0 {
+		return false
+	}
+	answer, ok := probe.Solve(p.texts[len(p.texts)-1])
+	if !ok {
+		return false
+	}
+	fields := strings.Fields(answer)
+	if len(fields) == 0 {
+		return false
+	}
+	for i, f := range fields[:min(len(fields), len(words))] {
+		words[i] = " " + f
+	}
+	if !ignoreEOS && minTokens <= len(fields) {
+		for i := range stopAts {
+			stopAts[i] = min(len(fields), len(words))
+		}
+	}
+	return true
 }

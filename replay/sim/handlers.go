@@ -219,18 +219,21 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if seed != nil {
 		wordSeed = uint64(*seed)
 	}
-	if s.corrupts() {
+	corrupt := s.corrupts()
+	if corrupt {
 		wordSeed ^= corruptedWords
 	}
+	words := s.words.Words(maxTokens, wordSeed)
+	answered := !corrupt && answerProbe(p, words, stopAts, req.IgnoreEOS, minTokens)
 	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, imageTokens: int(pc.imageTokens), audioTokens: int(pc.audioTokens),
 		maxTokens: maxTokens, stream: req.Stream, id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n),
-		words: s.words.Words(maxTokens, wordSeed), choices: make([]choiceState, feat.n), logprobs: feat.logprobs, topLogprobs: feat.topLogprobs,
+		words: words, choices: make([]choiceState, feat.n), logprobs: feat.logprobs, topLogprobs: feat.topLogprobs,
 		chunkTokens: s.opts.TokensPerChunk, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1,
 		created: arrived.Unix()}
 	if s.opts.SpecTokens > 0 {
 		g.chunkTokens = 1 // each step's tokens go out as they come, in one event
 	}
-	if chat {
+	if chat && !answered {
 		share := reasoningShare(s.opts.ReasoningRatio, req.ReasoningEffort)
 		for i := range g.choices {
 			g.choices[i].reasoning = int(share * float64(stopAts[i]))
@@ -260,6 +263,8 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		return
 	}
 	g.seq = sq
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
 	g.run(r.Context(), w)
 }
 

@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
@@ -71,12 +72,13 @@ type Options struct {
 	// "stop") at a uniform length, unless ignore_eos or min_tokens forbid.
 	StopRate float64
 	// CorruptShare is the share of requests answered wrong on purpose
-	// (another answer of the same length) once CorruptQueueDepth or more
-	// requests are waiting, so that a client's accuracy checks under
-	// load can be tested. A greedy request's answer otherwise depends on
-	// its prompt and Seed alone.
-	CorruptShare      float64
-	CorruptQueueDepth int
+	// (another answer of the same length) once CorruptInFlight or more
+	// requests are in the server (running or waiting), so that a client's
+	// accuracy checks under load can be tested (CorruptInFlight 0:
+	// always). A greedy request's answer otherwise depends on its prompt
+	// and Seed alone.
+	CorruptShare    float64
+	CorruptInFlight int
 
 	// LoRAModules are LoRA adapter names served on the first of Models:
 	// listed at /v1/models with it as "parent" (as vLLM lists them) and
@@ -154,7 +156,9 @@ type Server struct {
 	// crowding the run queue ahead of the engine loop.
 	tokenizing chan struct{}
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// inFlight counts the requests being generated, for CorruptInFlight.
+	inFlight   atomic.Int64
 	rng        *rand.Rand // fault and early-stop draws
 	corruptRNG *rand.Rand // CorruptShare's draws
 	seq        uint64
@@ -200,8 +204,8 @@ func New(opts Options) (*Server, error) {
 			return nil, opterr.New(r.field, r.v, "must be within [0, 1]")
 		}
 	}
-	if opts.CorruptQueueDepth < 0 {
-		return nil, opterr.New("CorruptQueueDepth", opts.CorruptQueueDepth, "must not be negative")
+	if opts.CorruptInFlight < 0 {
+		return nil, opterr.New("CorruptInFlight", opts.CorruptInFlight, "must not be negative")
 	}
 	if opts.SpecTokens < 0 || opts.SpecTokens > maxSpecTokens {
 		return nil, opterr.New("SpecTokens", opts.SpecTokens, "must be within [0, %d]", maxSpecTokens)
