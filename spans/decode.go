@@ -10,40 +10,23 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/servetrace/servetrace/internal/llmspan"
 	"github.com/servetrace/servetrace/trace"
 )
-
-// vLLM's llm_request span attributes (vllm/tracing.py, SpanAttributes;
-// set in vllm/v1/engine/output_processor.py, do_tracing): latencies in
-// seconds, token counts as integers.
-const (
-	attrQueue      = "gen_ai.latency.time_in_queue"
-	attrTTFT       = "gen_ai.latency.time_to_first_token"
-	attrE2E        = "gen_ai.latency.e2e"
-	attrPrefill    = "gen_ai.latency.time_in_model_prefill"
-	attrDecode     = "gen_ai.latency.time_in_model_decode"
-	attrInference  = "gen_ai.latency.time_in_model_inference"
-	attrPrompt     = "gen_ai.usage.prompt_tokens"
-	attrCompletion = "gen_ai.usage.completion_tokens"
-	attrRequestID  = "gen_ai.request.id"
-)
-
-// vllmSpanName is the name of vLLM's per-request span.
-const vllmSpanName = "llm_request"
 
 // isRequestSpan tells vLLM's llm_request span: by its name, or, for an
 // exporter that renamed it, by its queue or first-token latency beside a
 // prompt-token count.
 func isRequestSpan(sp *tracepb.Span) bool {
-	if sp.GetName() == vllmSpanName {
+	if sp.GetName() == llmspan.Name {
 		return true
 	}
 	var latency, prompt bool
 	for _, kv := range sp.GetAttributes() {
 		switch kv.GetKey() {
-		case attrQueue, attrTTFT:
+		case llmspan.Queue, llmspan.TTFT:
 			latency = true
-		case attrPrompt:
+		case llmspan.PromptTokens:
 			prompt = true
 		}
 	}
@@ -59,23 +42,23 @@ func phasesOf(sp *tracepb.Span, traceID string) (p trace.ServerPhases, bad strin
 		var dst **float64
 		var count **int64
 		switch kv.GetKey() {
-		case attrQueue:
+		case llmspan.Queue:
 			dst = &p.QueueS
-		case attrTTFT:
+		case llmspan.TTFT:
 			dst = &p.TTFTS
-		case attrE2E:
+		case llmspan.E2E:
 			dst = &p.E2ES
-		case attrPrefill:
+		case llmspan.Prefill:
 			dst = &p.PrefillS
-		case attrDecode:
+		case llmspan.Decode:
 			dst = &p.DecodeS
-		case attrInference:
+		case llmspan.Inference:
 			dst = &p.InferenceS
-		case attrPrompt:
+		case llmspan.PromptTokens:
 			count = &p.PromptTokens
-		case attrCompletion:
+		case llmspan.CompletionTokens:
 			count = &p.CompletionTokens
-		case attrRequestID:
+		case llmspan.RequestID:
 			if s, ok := kv.GetValue().GetValue().(*commonpb.AnyValue_StringValue); ok && len(s.StringValue) <= 256 {
 				p.ServerRequestID = s.StringValue
 			}

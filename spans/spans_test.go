@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/servetrace/servetrace/internal/llmspan"
 	"github.com/servetrace/servetrace/internal/traceid"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -79,8 +80,8 @@ func export(run string, requests ...string) *coltracepb.ExportTraceServiceReques
 		id := traceid.For(run, r)
 		ss.Spans = append(ss.Spans, &tracepb.Span{TraceId: id[:], SpanId: []byte{1, 2, 3, 4, 5, 6, 7, byte(i + 1)}, Name: "llm_request",
 			Kind: tracepb.Span_SPAN_KIND_SERVER, Attributes: []*commonpb.KeyValue{
-				{Key: attrQueue, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 0.5}}},
-				{Key: attrPrompt, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 7}}},
+				{Key: llmspan.Queue, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 0.5}}},
+				{Key: llmspan.PromptTokens, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 7}}},
 			}})
 	}
 	return &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{ss}}}}

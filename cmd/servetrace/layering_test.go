@@ -14,9 +14,9 @@ import (
 // library imports a sibling on its own level.
 func TestLayering(t *testing.T) {
 	const module = "github.com/servetrace/servetrace/"
-	internal := []string{"internal/rank", "internal/hashmix", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media", "internal/loghist", "internal/procstat", "internal/regfile", "internal/servermetrics", "internal/traceid"}
+	internal := []string{"internal/rank", "internal/hashmix", "internal/promtext", "internal/opterr", "internal/termsafe", "internal/media", "internal/loghist", "internal/procstat", "internal/regfile", "internal/servermetrics", "internal/traceid", "internal/llmspan"}
 	allowed := map[string][]string{
-		"internal/rank": nil, "internal/hashmix": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil, "internal/loghist": nil, "internal/procstat": nil, "internal/regfile": nil, "internal/servermetrics": nil, "internal/traceid": nil,
+		"internal/rank": nil, "internal/hashmix": nil, "internal/promtext": nil, "internal/opterr": nil, "internal/termsafe": nil, "internal/media": nil, "internal/loghist": nil, "internal/procstat": nil, "internal/regfile": nil, "internal/servermetrics": nil, "internal/traceid": nil, "internal/llmspan": nil,
 		"tokenize":        nil,
 		"trace/anon":      nil,
 		"trace/arrowread": nil, // no code; its test imports trace
@@ -26,7 +26,7 @@ func TestLayering(t *testing.T) {
 		"replay":          append([]string{"trace", "trace/anon", "tokenize", "replay/chunk", "replay/h1", "replay/scrub", "replay/pacing", "replay/probe", "spans"}, internal...),
 		"replay/scrub":    internal,
 		"replay/pacing":   nil,
-		"spans":           {"trace", "internal/traceid", "internal/regfile"},
+		"spans":           {"trace", "internal/traceid", "internal/regfile", "internal/llmspan"},
 		"replay/h1":       nil,
 		"replay/chunk":    nil,
 		"replay/probe":    internal,
