@@ -143,6 +143,9 @@ type tokenEvent struct {
 	tokens int
 	done   bool
 	reason string // finish reason when done
+	// times are the request's clock readings, on the event that finishes
+	// its last choice; nil on every other event.
+	times *requestTimes
 }
 
 // outbox carries a request's token events from the engine to its handler.
@@ -215,6 +218,14 @@ type seq struct {
 	encoded    bool      // its images went through the encoder
 	parent     *seq      // the request's choice 0, for choices 1..n-1
 	children   []*seq    // choices 1..n-1, once forked
+
+	// The request's phases, engine-owned: scheduledAt is the start of the
+	// iteration that first admitted the sequence (a readmission after
+	// preemption keeps it, as vLLM's scheduled_ts is the first
+	// scheduling); choicesDone counts the request's finished choices, on
+	// choice 0's sequence.
+	scheduledAt time.Time
+	choicesDone int
 
 	out      *outbox // shared by every choice of the request
 	aborted  atomic.Bool
@@ -819,6 +830,9 @@ func (e *engine) iterate() {
 			break
 		}
 		e.useAdapter(s.adapter, &w, &d)
+		if s.scheduledAt.IsZero() {
+			s.scheduledAt = start
+		}
 		e.waiting.Remove(el)
 		e.waitingN.Add(-1)
 		e.running = append(e.running, s)
@@ -962,7 +976,11 @@ func (e *engine) emit(s *seq, n int, now time.Time) {
 			reason = "stop"
 		}
 	}
-	s.out.push(tokenEvent{choice: s.choice, tokens: n, done: done, reason: reason})
+	ev := tokenEvent{choice: s.choice, tokens: n, done: done, reason: reason}
+	if done {
+		ev.times = s.finishChoice(now)
+	}
+	s.out.push(ev)
 }
 
 // fork starts choices 1..n-1 of a request whose prefill just ended: each

@@ -46,6 +46,9 @@ type genRequest struct {
 	Temperature       *float64        `json:"temperature"`
 	Stop              json.RawMessage `json:"stop"`
 	ReasoningEffort   string          `json:"reasoning_effort"`
+	// Read for the llm_request span only, and never refused (see
+	// samplingParam).
+	TopP json.RawMessage `json:"top_p"`
 }
 
 type message struct {
@@ -135,7 +138,7 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool) {
-	arrived := time.Now()
+	arrived := s.engine.clock.now() // the request's phases are read from the engine's clock
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "read request body: "+err.Error())
@@ -230,6 +233,9 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		words: words, choices: make([]choiceState, feat.n), logprobs: feat.logprobs, topLogprobs: feat.topLogprobs,
 		chunkTokens: s.opts.TokensPerChunk, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1,
 		created: arrived.Unix()}
+	if s.spans != nil {
+		g.span = s.spans.request(r.Header, &req)
+	}
 	if s.opts.SpecTokens > 0 {
 		g.chunkTokens = 1 // each step's tokens go out as they come, in one event
 	}
@@ -324,6 +330,9 @@ type generation struct {
 	abortCounted bool   // the abort is in the engine and in /metrics
 	started      bool   // an event has come from the engine
 	finished     int    // choices finished
+
+	times *requestTimes // the engine's readings, once the last choice finished
+	span  spanRequest   // what the llm_request span reads from the request
 }
 
 // choiceState is one choice's progress.
@@ -458,6 +467,9 @@ func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []to
 			continue
 		}
 		c.reason = ev.reason
+		if ev.times != nil {
+			g.times = ev.times
+		}
 		if g.stream {
 			g.buf = g.appendFinishChoice(g.buf, ev.choice)
 		}
@@ -468,6 +480,7 @@ func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []to
 		// Count the request before the client can see it end, so
 		// /metrics agrees with a client that scrapes it next.
 		g.s.metrics.finished(g.choices[0].reason, g.promptTokens, g.generated(), now.Sub(g.arrived))
+		g.logFinished()
 		if g.stream {
 			g.buf = g.appendFinishStream(g.buf)
 			// Unflushed: net/http sends it with the chunked terminator

@@ -104,6 +104,19 @@ type Options struct {
 	// "lora" (the adapters are not served: their names are unknown models).
 	Refuse []string
 
+	// OTLPTracesEndpoint, when set, makes the simulator export an
+	// llm_request span per finished request there, as vLLM does with
+	// --otlp-traces-endpoint: host:port, or an http:// URL (for
+	// http/protobuf its path, /v1/traces when it has none), without TLS.
+	// The span is in the trace of the request's traceparent header and
+	// carries vLLM's attributes, timed by the engine's clock (see
+	// Server.Phases). Close flushes the spans batched.
+	OTLPTracesEndpoint string
+	// OTLPProtocol is the export's protocol: "grpc" (the default, as
+	// vLLM's) or "http/protobuf", the values of vLLM's
+	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL.
+	OTLPProtocol string
+
 	// Fault injection, each the share of requests it hits (seeded).
 	FailRate          float64       // HTTP 500 before the first byte
 	StreamErrorRate   float64       // an error object half way through a stream
@@ -155,6 +168,13 @@ type Server struct {
 	// tokenizer pool does: a burst of arrivals then waits parked instead of
 	// crowding the run queue ahead of the engine loop.
 	tokenizing chan struct{}
+	// phases are the latest finished requests' phases (Phases); spans
+	// exports their llm_request spans, nil when off.
+	phases *phaseLog
+	spans  *spanExport
+
+	closeOnce sync.Once
+	closeErr  error // the span export's, from shutdown
 
 	mu sync.Mutex
 	// inFlight counts the requests being generated, for CorruptInFlight.
@@ -257,6 +277,12 @@ func New(opts Options) (*Server, error) {
 			return nil, opterr.New(d.field, d.v, "must not be negative")
 		}
 	}
+	if opts.OTLPProtocol == "" {
+		opts.OTLPProtocol = OTLPGRPC
+	}
+	if opts.OTLPProtocol != OTLPGRPC && opts.OTLPProtocol != OTLPHTTPProtobuf {
+		return nil, opterr.New("OTLPProtocol", opts.OTLPProtocol, "use %s or %s, the protocols vLLM exports spans with", OTLPGRPC, OTLPHTTPProtobuf)
+	}
 	if g := opts.GPU; g.Count < 0 || g.IdleW < 0 || g.MaxW < g.IdleW || g.WeightsMiB < 0 || g.KVBlockMiB < 0 || g.MemoryMiB < 0 {
 		return nil, opterr.New("GPU", nil, "needs Count ≥ 0, 0 ≤ IdleW ≤ MaxW and non-negative memory sizes")
 	}
@@ -268,6 +294,12 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	var spans *spanExport
+	if opts.OTLPTracesEndpoint != "" { // last: nothing after it fails and leaves an exporter running
+		if spans, err = newSpanExport(opts.OTLPTracesEndpoint, opts.OTLPProtocol); err != nil {
+			return nil, err
+		}
+	}
 	feat := engineFeatures{specTokens: opts.SpecTokens, specAlpha: specAlpha(opts.SpecAcceptance, opts.SpecTokens), seed: opts.Seed}
 	if len(adapters) > 0 {
 		feat.maxLoRAs = opts.MaxLoRAs
@@ -275,7 +307,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, tok: tok, words: words, vocab: newVocab(words.Words(4096, 0x10b)), models: map[string]bool{},
 		adapters: adapters, refuse: refuse, created: time.Now().Unix(), rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), corruptRNG: rand.New(rand.NewPCG(opts.Seed, 0xbad)),
 		engine: newEngineWith(opts.Engine, feat), metrics: newSimMetrics(), tokenizing: make(chan struct{}, cmp.Or(opts.TokenizerThreads, max(2, runtime.GOMAXPROCS(0)))),
-		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher()}
+		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher(), phases: newPhaseLog(phaseLogSize), spans: spans}
 	for _, m := range opts.Models {
 		s.models[m] = true
 	}
@@ -294,8 +326,28 @@ func LatencyGC(limit int64) {
 	debug.SetGCPercent(-1)
 }
 
-// Close stops the engine. Requests still running get no more tokens.
-func (s *Server) Close() { s.engine.stop() }
+// Close stops the engine, then exports the spans still batched and stops
+// the span export (within spanFlushTimeout). Requests still running get
+// no more tokens, and no span. Running.Close reports the export's error.
+func (s *Server) Close() { s.shutdown() }
+
+// spanFlushTimeout bounds the wait for the last spans at Close: a
+// collector that does not take them in 5 s has gone, and a stopping
+// server should not wait out the exporter's retries.
+const spanFlushTimeout = 5 * time.Second
+
+// shutdown is Close, once, returning the span export's error.
+func (s *Server) shutdown() error {
+	s.closeOnce.Do(func() {
+		s.engine.stop()
+		if s.spans != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), spanFlushTimeout)
+			defer cancel()
+			s.closeErr = s.spans.shutdown(ctx)
+		}
+	})
+	return s.closeErr
+}
 
 // Options returns the simulator's effective options.
 func (s *Server) Options() Options { return s.opts }
@@ -324,6 +376,10 @@ type Running struct {
 	srv *http.Server
 	sim *Server
 	err chan error
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed once Close has finished
+	closeErr  error
 }
 
 // ErrNotLoopback is Start's refusal of an address on another interface
@@ -349,28 +405,39 @@ func (s *Server) Start(addr string, allowRemote bool) (*Running, error) {
 	// HTTP/1.1, and HTTP/2 by prior knowledge for clients that ask for it.
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
-	rs := &Running{URL: "http://" + ln.Addr().String(), srv: srv, sim: s, err: make(chan error, 1)}
+	rs := &Running{URL: "http://" + ln.Addr().String(), srv: srv, sim: s, err: make(chan error, 1), closed: make(chan struct{})}
 	go func() { rs.err <- rs.srv.Serve(ln) }()
 	return rs, nil
 }
 
-// Close stops the server, ending open streams, and then its engine.
+// Close stops the server, ending open streams, then its engine, and then
+// flushes the spans of the requests that finished (see Server.Close). The
+// order loses no span: the handlers have returned, each having ended its
+// request's span, before the export is flushed (a handler cut off after
+// 2 s has no more tokens coming, and so no span). A second call returns
+// the first's result.
 func (rs *Running) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	err := rs.srv.Shutdown(ctx)
-	if err != nil {
-		err = rs.srv.Close()
-	}
-	rs.sim.Close()
-	return err
+	rs.closeOnce.Do(func() {
+		defer close(rs.closed)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err := rs.srv.Shutdown(ctx)
+		if err != nil {
+			err = rs.srv.Close()
+		}
+		rs.closeErr = errors.Join(err, rs.sim.shutdown())
+	})
+	return rs.closeErr
 }
 
-// Wait blocks until the server stops and returns why.
+// Wait blocks until the server stops and returns why. Stopped by Close,
+// it returns once Close has flushed the spans, with Close's error, so a
+// process that exits when Wait returns loses none.
 func (rs *Running) Wait() error {
 	err := <-rs.err
 	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+		<-rs.closed // only Close shuts the server down
+		return rs.closeErr
 	}
 	return err
 }
