@@ -46,12 +46,27 @@ per token, and --spec-tokens draft tokens per decode step of which
 --spec-acceptance are accepted. --refuse answers 400 to the features named,
 in vLLM's words, to test a client against a server without them.
 
+--otlp-traces-endpoint exports an OpenTelemetry span per finished request
+there, as vLLM does: named llm_request, kind server, in the trace of the
+request's W3C traceparent header (a new trace without one), with vLLM's
+attributes (gen_ai.latency.time_in_queue, .time_to_first_token, .e2e,
+.time_in_model_prefill, .time_in_model_decode, .time_in_model_inference in
+seconds; gen_ai.usage.prompt_tokens, .completion_tokens; gen_ai.request.id,
+the response id; .max_tokens, .n, .temperature, .top_p). The times come from
+the engine's clock: queue is arrival to first scheduled, prefill to the first
+token, decode to the last, and queue + prefill + decode is e2e exactly. The
+endpoint is host:port or an http:// URL (http/protobuf: /v1/traces when it
+has no path), without TLS; --otlp-traces-protocol, else
+OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, picks grpc (default) or http/protobuf.
+Spans are batched and flushed when the server stops.
+
 Examples:
    servetrace sim --addr 127.0.0.1:8000 --preset qwen2.5-7b-a100
    servetrace sim --preset zero --tokens-per-chunk 4          # client benchmarks, speculative-style chunks
    servetrace sim --fail-rate 0.01 --reset-rate 0.01 --stall-rate 0.01 --stall-for 3s --seed 7
    servetrace sim --lora-modules sql-lora,chat-lora --max-loras 1 --spec-tokens 4 --spec-acceptance 0.7
    servetrace sim --refuse image,tools,json_schema
+   servetrace sim --otlp-traces-endpoint 127.0.0.1:4317     # with replay --collect-spans 127.0.0.1:4317
    servetrace sim --corrupt-under-load 0.2 --corrupt-in-flight 8   # wrong answers once 8 requests are in the server`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8000", Usage: "listen address (loopback unless --allow-remote)"},
@@ -93,6 +108,8 @@ Examples:
 			&cli.Float64Flag{Name: "malformed-rate", Usage: "share of streams that send a malformed SSE line half way"},
 			&cli.Float64Flag{Name: "slow-first-byte-rate", Usage: "share of requests whose response headers are delayed by --slow-first-byte-for"},
 			&cli.DurationFlag{Name: "slow-first-byte-for", Value: def.SlowFirstByteFor, Usage: "delay of a slow first byte"},
+			&cli.StringFlag{Name: "otlp-traces-endpoint", Usage: "export an llm_request span per finished request to this OTLP collector (host:port or http:// URL; empty: off)"},
+			&cli.StringFlag{Name: "otlp-traces-protocol", Value: sim.OTLPGRPC, EnvVars: []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"}, Usage: "span export protocol: " + sim.OTLPGRPC + "|" + sim.OTLPHTTPProtobuf},
 			&cli.Float64Flag{Name: "corrupt-under-load", Usage: "share of requests answered wrong on purpose (another answer of the same length) once --corrupt-in-flight requests are in the server: tests accuracy checks under load"},
 			&cli.IntFlag{Name: "corrupt-in-flight", Usage: "requests in the server (running or waiting) from which --corrupt-under-load applies (0: always)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed for fault injection, early stops and generated text (a greedy request's answer depends on it and its prompt alone)"},
@@ -226,6 +243,11 @@ func simOptions(c *cli.Context) (sim.Options, error) {
 	setInt("max-loras", &o.MaxLoRAs)
 	o.SpecTokens, o.SpecAcceptance = c.Int("spec-tokens"), c.Float64("spec-acceptance")
 	o.Refuse = splitList(c.String("refuse"))
+	o.OTLPTracesEndpoint, o.OTLPProtocol = c.String("otlp-traces-endpoint"), c.String("otlp-traces-protocol")
+	if p := o.OTLPProtocol; p != "" && p != sim.OTLPGRPC && p != sim.OTLPHTTPProtobuf { // "" (an empty variable): the default
+		// Checked here to name the environment variable too: the value may come from either.
+		return o, fmt.Errorf("--otlp-traces-protocol %q (or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL): use %s or %s", p, sim.OTLPGRPC, sim.OTLPHTTPProtobuf)
+	}
 	o.CorruptShare, o.CorruptInFlight = c.Float64("corrupt-under-load"), c.Int("corrupt-in-flight")
 	return o, nil
 }
@@ -233,7 +255,8 @@ func simOptions(c *cli.Context) (sim.Options, error) {
 // simFlags names the flags of the sim.Options fields whose flag is not the
 // field in kebab case.
 var simFlags = map[string]string{"LoRAModules": "--lora-modules", "MaxLoRAs": "--max-loras", "LoRALoadCost": "--lora-load-cost",
-	"LoRAPerAdapter": "--lora-per-adapter", "PerDraftToken": "--draft-per-token", "CorruptShare": "--corrupt-under-load"}
+	"LoRAPerAdapter": "--lora-per-adapter", "PerDraftToken": "--draft-per-token", "CorruptShare": "--corrupt-under-load",
+	"OTLPTracesEndpoint": "--otlp-traces-endpoint", "OTLPProtocol": "--otlp-traces-protocol"}
 
 // simInFlags is inFlags knowing the sim's own field-to-flag names.
 func simInFlags(app *cli.App, err error) error {
