@@ -63,7 +63,7 @@ test-unit:
 ## the statistical checks are seeded, so they run once.
 LONG := $(GO) test -p 2 -count=1 -timeout 8m -run '^TestLong' $(PKGS)
 test-timing:
-	@scripts/test-timing.sh $(GO) ./replay/... ./sweep ./tokenize
+	@scripts/test-timing.sh $(GO) ./replay/... ./sweep ./tokenize ./cmd/servetrace
 	@$(LONG)
 
 ## soak: a 10-minute steady replay at 1,000 req/s (SOAK_RATE); RSS and goroutines must

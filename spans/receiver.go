@@ -64,11 +64,22 @@ func Listen(addr string, c *Collector) (*Receiver, error) {
 // Addr is the address the receiver listens on.
 func (r *Receiver) Addr() string { return r.ln.Addr().String() }
 
-// Close stops the receiver; exports in progress are cut.
+// Close stops the receiver: it takes no new export and lets those in
+// progress finish (up to closeGrace), so an engine's exporter is answered,
+// not cut mid-stream; past the grace they are cut.
 func (r *Receiver) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	err := r.srv.Shutdown(ctx)
+	if err != nil {
+		err = r.srv.Close()
+	}
 	r.grpc.Stop()
-	return r.srv.Close()
+	return err
 }
+
+// closeGrace bounds how long Close waits for exports in progress.
+const closeGrace = 2 * time.Second
 
 // ServeHTTP routes gRPC to the gRPC server and serves OTLP/HTTP.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {

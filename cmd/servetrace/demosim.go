@@ -41,10 +41,10 @@ var simServing = regexp.MustCompile(`serving .* at (http://\S+), preset`)
 // simStartTimeout bounds the wait for the child's serving line.
 const simStartTimeout = 30 * time.Second
 
-// startSimProcess starts `servetrace sim` on a free loopback port and
-// returns once it serves.
-func startSimProcess(ctx context.Context) (*simProcess, error) {
-	cmd, err := simCommand(ctx, "sim", "--addr", "127.0.0.1:0")
+// startSimProcess starts `servetrace sim` with the flags given on a free
+// loopback port and returns once it serves.
+func startSimProcess(ctx context.Context, flags ...string) (*simProcess, error) {
+	cmd, err := simCommand(ctx, append([]string{"sim", "--addr", "127.0.0.1:0"}, flags...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,12 @@ func startFastSim(t *testing.T, mod func(*sim.Options)) string {
 	if mod != nil {
 		mod(&o)
 	}
+	return startSim(t, o).URL
+}
+
+// startSim serves a simulator in this process until the test ends.
+func startSim(t *testing.T, o sim.Options) *sim.Running {
+	t.Helper()
 	s, err := sim.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +56,7 @@ func startFastSim(t *testing.T, mod func(*sim.Options)) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	return rs.URL
+	return rs
 }
 
 // fittedModels caches, per bundled dataset, the model its CLI convert and

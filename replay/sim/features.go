@@ -434,9 +434,10 @@ type features struct {
 }
 
 // parseFeatures reads and checks n, logprobs, tool_choice, stop and the
-// structured-output fields. Sampling parameters (temperature, top_p,
-// top_k, penalties) are accepted and ignored: they change which tokens,
-// not how many or how fast.
+// structured-output fields. Sampling parameters change which tokens, not
+// how many or how fast: temperature only tells greedy requests (whose
+// answer the prompt fixes, answers.go); top_p, top_k and penalties are
+// accepted and ignored.
 func (s *Server) parseFeatures(r *genRequest) (features, error) {
 	f := features{n: 1, seed: r.Seed}
 	if r.N != nil {
