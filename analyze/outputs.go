@@ -53,8 +53,12 @@ type GreedyAnswers struct {
 	ChangedHi    float64 `json:"changed_hi"`
 	// FirstChanged names up to five requests whose answers changed.
 	FirstChanged []string `json:"first_changed,omitempty"`
-	Verdict      string   `json:"verdict"`
-	Why          string   `json:"why"`
+	// PartedAt is where changed answers first part, in streamed events
+	// (tokens, where the server streams one an event), over the changed
+	// answers both runs streamed with per-event hashes.
+	PartedAt *PartedAt `json:"parted_at,omitempty"`
+	Verdict  string    `json:"verdict"`
+	Why      string    `json:"why"`
 }
 
 // SampledAnswer compares sampled answers, which may differ one by one,
@@ -76,12 +80,39 @@ type SampledAnswer struct {
 // output salts, so no answer of one can match the other's.
 var ErrSaltsDiffer = errors.New("the answers were fingerprinted under different output salts: none can match; replay both under one salt")
 
+// PartedAt summarizes the first differing streamed event of changed
+// answers: counted from 0, so 0 means the first event already differed.
+type PartedAt struct {
+	Answers int     `json:"answers"`
+	Min     int     `json:"min"`
+	P50     float64 `json:"p50"`
+	Max     int     `json:"max"`
+}
+
 // answer is what a result row says of its answer.
 type answer struct {
 	greedy bool
 	hashes []string
+	events []int32 // chained per-event hashes, greedy streamed answers
 	length int64
 	finish string
+}
+
+// partedAt is the first event at which two chains differ; ok is false
+// when either has none, or they never differ.
+func partedAt(a, b []int32) (int, bool) {
+	if len(a) == 0 || len(b) == 0 {
+		return 0, false
+	}
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i, true
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b)), true // one went on where the other stopped
+	}
+	return 0, false
 }
 
 // CompareOutputs compares the answers of run b against run a, request by
@@ -114,6 +145,7 @@ func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, e
 	var lenA, lenB []float64
 	c.Sampled.FinishA, c.Sampled.FinishB = map[string]int{}, map[string]int{}
 	unpaired := 0
+	var parted []float64
 	for _, id := range slices.Sorted(maps.Keys(b)) {
 		rb := b[id]
 		ra, ok := a[id]
@@ -132,7 +164,17 @@ func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, e
 					changed = true
 				}
 			}
-			if changed && len(c.Greedy.FirstChanged) < 5 {
+			if !changed {
+				continue
+			}
+			at, known := partedAt(ra.events, rb.events)
+			if known {
+				parted = append(parted, float64(at))
+			}
+			if len(c.Greedy.FirstChanged) < 5 {
+				if known {
+					id = fmt.Sprintf("%s (at event %d)", id, at)
+				}
 				c.Greedy.FirstChanged = append(c.Greedy.FirstChanged, id)
 			}
 			continue
@@ -143,6 +185,10 @@ func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, e
 	}
 	if unpaired > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("%d ok request(s) of B have no ok request of the same id in A: left out", unpaired))
+	}
+	if len(parted) > 0 {
+		slices.Sort(parted)
+		c.Greedy.PartedAt = &PartedAt{Answers: len(parted), Min: int(parted[0]), P50: rank.Percentile(parted, 0.5), Max: int(parted[len(parted)-1])}
 	}
 	c.Greedy.judge(confidence)
 	c.Sampled.judge(lenA, lenB, 1-confidence)
@@ -276,7 +322,7 @@ func readAnswers(dir string) (map[string]answer, error) {
 	out := map[string]answer{}
 	want := func(top string) bool {
 		switch top {
-		case "request_id", "outcome", "warmup", "temperature", "seed", "output_hashes", "observed_output_tokens", "observed_finish_reason":
+		case "request_id", "outcome", "warmup", "temperature", "seed", "output_hashes", "output_event_hashes", "observed_output_tokens", "observed_finish_reason":
 			return true
 		}
 		return false
@@ -317,6 +363,7 @@ func appendAnswers(rec arrow.RecordBatch, out map[string]answer) error {
 	seed, _ := col("seed").(*array.Int64)
 	length, _ := col("observed_output_tokens").(*array.Int64)
 	hashes, _ := col("output_hashes").(*array.List)
+	events, _ := col("output_event_hashes").(*array.List) // absent before per-event hashes
 	if warm == nil || length == nil {
 		return fmt.Errorf("no columns warmup and observed_output_tokens: not a servetrace results file")
 	}
@@ -336,6 +383,12 @@ func appendAnswers(rec arrow.RecordBatch, out map[string]answer) error {
 		ans.greedy = (temp != nil && temp.IsValid(i) && temp.Value(i) == 0) || (seed != nil && seed.IsValid(i))
 		for j := offs[i]; j < offs[i+1]; j++ {
 			ans.hashes = append(ans.hashes, strings.Clone(values.Value(int(j))))
+		}
+		if ans.greedy && events != nil {
+			if vals, ok := events.ListValues().(*array.Int32); ok {
+				eo := events.Offsets()
+				ans.events = slices.Clone(vals.Int32Values()[eo[i]:eo[i+1]])
+			}
 		}
 		if _, dup := out[ids[i]]; dup {
 			return fmt.Errorf("request id %q appears twice among ok requests: compare one run with one run", ids[i])

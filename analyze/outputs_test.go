@@ -132,3 +132,43 @@ func TestOutputStatistics(t *testing.T) {
 		t.Errorf("χ² p %g; want 0.00389", p)
 	}
 }
+
+// TestOutputsPartAt: changed greedy answers whose per-event chains first
+// differ at events 3, 5 and 0 are said to part at 0 to 5, median 3; the
+// unchanged one is not counted.
+func TestOutputsPartAt(t *testing.T) {
+	chain := func(n int, from int, alt int32) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32(i)
+			if i >= from {
+				out[i] = alt + int32(i)
+			}
+		}
+		return out
+	}
+	rows := func(changed bool) []trace.Result {
+		zero := 0.0
+		var out []trace.Result
+		for i, from := range []int{3, 5, 0, 100} {
+			h, ev := fmt.Sprintf("%032x", i), chain(8, 100, 0)
+			if changed && from < 100 {
+				h, ev = fmt.Sprintf("%032x", i+1000), chain(8, from, 50)
+			}
+			out = append(out, trace.Result{Identity: trace.Identity{RequestID: fmt.Sprintf("r%d", i)}, Temperature: &zero, Outcome: trace.OutcomeOK,
+				OutputHashes: []string{h}, OutputEventHashes: ev, ObservedOutputTokens: 8})
+		}
+		return out
+	}
+	got, err := CompareOutputs(answersRun(t, "s", rows(false)), answersRun(t, "s", rows(true)), 0.95)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.Greedy.PartedAt
+	if got.Greedy.Identical != 1 || p == nil || p.Answers != 3 || p.Min != 0 || p.Max != 5 || p.P50 != 3 {
+		t.Errorf("identical %d, parted at %+v; want 1 and 3 answers from 0 to 5, median 3", got.Greedy.Identical, p)
+	}
+	if got.Greedy.FirstChanged[0] != "r0 (at event 3)" {
+		t.Errorf("first changed %q", got.Greedy.FirstChanged)
+	}
+}

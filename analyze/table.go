@@ -294,6 +294,9 @@ func writeOutputComparison(b *strings.Builder, o *OutputComparison) {
 	if len(o.Greedy.FirstChanged) > 0 {
 		fmt.Fprintf(b, "           changed first: %s\n", strings.Join(o.Greedy.FirstChanged, ", "))
 	}
+	if p := o.Greedy.PartedAt; p != nil {
+		fmt.Fprintf(b, "           the changed answers part at streamed event %d to %d, median %.0f (%d answers with per-event hashes)\n", p.Min, p.Max, p.P50, p.Answers)
+	}
 	fmt.Fprintf(b, "  sampled: %s: %s\n", strings.ToUpper(o.Sampled.Verdict), o.Sampled.Why)
 	for _, n := range o.Notes {
 		fmt.Fprintf(b, "  note: %s\n", n)

@@ -191,7 +191,10 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		return
 	}
 	ct := resp.Header.Get("Content-Type")
-	hashes := newOutputHashes(r.opts.OutputSalt, res.N)
+	hashes := newOutputHashes(r.answerKey, res.N)
+	if greedy(res) {
+		hashes.withEvents(r.eventKey)
+	}
 	if stream && strings.HasPrefix(ct, "text/event-stream") {
 		b := behaviour{firstToken: firstToken, cancel: func() { cancel(errWorkloadCancel) }, collect: collect,
 			choices: slices.Contains(res.FeaturesSent, FeatureN), hashes: hashes}
@@ -206,7 +209,9 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 		r.readWhole(ctx, resp.Body, res, collect, hashes)
 	}
 	if res.Outcome == trace.OutcomeOK {
-		res.OutputHashes = hashes.sums()
+		res.OutputHashes, res.OutputEventHashes = hashes.sums(), hashes.eventSums
+	} else {
+		hashes.release()
 	}
 }
 

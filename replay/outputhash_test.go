@@ -3,17 +3,21 @@ package replay
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/hashmix"
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
 )
@@ -69,9 +73,12 @@ func TestOutputHashes(t *testing.T) {
 		id     string
 		stream bool
 		n      int32
-	}{{"two-choices", true, 2}, {"whole", false, 1}, {"streamed", true, 1}, {"must-fail", true, 1}} {
+	}{{"two-choices", true, 2}, {"whole", false, 1}, {"streamed", true, 1}, {"must-fail", true, 1}, {"greedy", true, 1}, {"greedy-two", true, 2}} {
 		r := trace.Request{Identity: trace.Identity{RequestID: c.id}, TS: t0.Add(time.Duration(i) * time.Millisecond).UnixMicro(),
 			Shape: trace.Shape{InputTokens: 8, OutputTokens: 2, MaxTokens: 2, API: trace.APIChat, Stream: c.stream, N: c.n}}
+		if strings.HasPrefix(c.id, "greedy") {
+			r.Temperature = new(0.0)
+		}
 		if err := w.Write(r); err != nil {
 			t.Fatal(err)
 		}
@@ -86,6 +93,24 @@ func TestOutputHashes(t *testing.T) {
 		m.Write([]byte("servetrace output v1\x00" + text))
 		return hex.EncodeToString(m.Sum(nil)[:16])
 	}
+	// The per-event chain, computed here from its definition: the key is
+	// the salt's HMAC of the domain, each event folds in FNV-1a of its
+	// text, and the top 32 bits are kept.
+	wantEvents := func(key string, texts ...string) []int32 {
+		k, _ := hex.DecodeString(key)
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte("servetrace output events v1\x00"))
+		ek := binary.LittleEndian.Uint64(m.Sum(nil))
+		chain, out := ek, []int32(nil)
+		for _, text := range texts {
+			h := fnv.New64a()
+			h.Write([]byte(text))
+			chain = hashmix.Finalize(chain ^ hashmix.Finalize(h.Sum64()^ek))
+			out = append(out, int32(chain>>32))
+		}
+		return out
+	}
+	events := map[string][]int32{}
 	run := func(key string) map[string][]string {
 		salt, err := anon.ParseSalt(key)
 		if err != nil {
@@ -104,7 +129,7 @@ func TestOutputHashes(t *testing.T) {
 		}
 		got := map[string][]string{}
 		for _, r := range rows {
-			got[r.RequestID] = r.OutputHashes
+			got[r.RequestID], events[r.RequestID] = r.OutputHashes, r.OutputEventHashes
 		}
 		return got
 	}
@@ -114,9 +139,19 @@ func TestOutputHashes(t *testing.T) {
 		"whole":       {want(key, "Hello")},
 		"streamed":    {want(key, "Hello")},
 		"must-fail":   nil,
+		"greedy":      {want(key, "Hello")},
 	} {
 		if !slices.Equal(got[id], w) {
 			t.Errorf("%s: hashes %v; want %v", id, got[id], w)
+		}
+	}
+	// Only a greedy answer of one choice keeps its per-event chain.
+	if w := wantEvents(key, "Hel", "lo"); !slices.Equal(events["greedy"], w) {
+		t.Errorf("greedy: event hashes %v; want %v", events["greedy"], w)
+	}
+	for _, id := range []string{"streamed", "greedy-two", "whole"} {
+		if len(events[id]) != 0 {
+			t.Errorf("%s: event hashes %v; want none", id, events[id])
 		}
 	}
 	other := "ffeeddccbbaa99887766554433221100"

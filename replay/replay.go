@@ -35,6 +35,7 @@ import (
 	"github.com/servetrace/servetrace/replay/scrub"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 // Runner replays one workload into one run directory.
@@ -54,6 +55,10 @@ type Runner struct {
 	notes notes
 	// chatURL and completionsURL are the generation endpoints.
 	chatURL, completionsURL string
+	// answerKey keys the answers' fingerprints, eventKey greedy answers'
+	// per-event hashes (outputhash.go).
+	answerKey *anon.Keyed
+	eventKey  uint64
 	// media holds the run's synthetic images and clips; images serves
 	// them with ImageTransport "url" (nil otherwise). toolSets and schemas
 	// hold synthetic tool lists and schemas by shape; adapterRank maps
@@ -72,7 +77,7 @@ func newRunner(opts Options) (*Runner, error) {
 		return nil, err
 	}
 	return &Runner{opts: opts, client: client, scrub: scrub.New(opts.secrets()...), media: newMediaCache(mediaCacheBytes),
-		chatURL: opts.endpoint("/v1/chat/completions"), completionsURL: opts.endpoint("/v1/completions")}, nil
+		chatURL: opts.endpoint("/v1/chat/completions"), completionsURL: opts.endpoint("/v1/completions"), answerKey: opts.OutputSalt.Keyed(outputDomain), eventKey: eventKey(opts.OutputSalt)}, nil
 }
 
 // liveStats are counters for the progress line.

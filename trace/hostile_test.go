@@ -221,6 +221,38 @@ func TestRequestValidateRefusesHostileValues(t *testing.T) {
 	}
 }
 
+// TestResultValidateRefusesHostileAnswers: the answer fingerprints and
+// probe grades a run writes (issue 40) are held to their shapes too, so
+// a results file made elsewhere cannot carry text where a hash belongs.
+func TestResultValidateRefusesHostileAnswers(t *testing.T) {
+	ok := func() Result {
+		return Result{Identity: Identity{RequestID: "r"}, Shape: Shape{API: APIChat, N: 1}, Outcome: OutcomeOK, RunID: "run",
+			OutputHashes: []string{strings.Repeat("ab", 16)}, Probe: "sort", ProbeCorrect: Ptr(true)}
+	}
+	for _, c := range []struct {
+		field string
+		edit  func(*Result)
+	}{
+		{"output_hashes", func(r *Result) { r.OutputHashes = []string{"the answer was 42"} }},
+		{"output_hashes", func(r *Result) { r.OutputHashes = []string{strings.Repeat("AB", 16)} }},
+		{"output_hashes", func(r *Result) { r.OutputHashes = make([]string, MaxOutputHashes+1) }},
+		{"probe", func(r *Result) { r.Probe = "so\x1b[2Jrt" }},
+		{"probe_correct", func(r *Result) { r.Probe = "" }},
+	} {
+		r := ok()
+		c.edit(&r)
+		err := r.Validate()
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%s: Validate() = %v, want a FieldError on %s", c.field, err, c.field)
+		}
+	}
+	r := ok()
+	if err := r.Validate(); err != nil {
+		t.Errorf("a plain result: %v", err)
+	}
+}
+
 // writeRawBucket writes rows as they are, unchecked and unsorted, into one
 // part of a bucket with a matching manifest: a file a user's own tool
 // could have made.

@@ -155,6 +155,12 @@ type Result struct {
 	// The text itself is never kept; equal hashes under one salt mean
 	// equal answers.
 	OutputHashes []string `parquet:"output_hashes,list" json:"output_hashes,omitempty"`
+	// OutputEventHashes, for an ok greedy request (temperature 0 or a
+	// seed) of one choice streamed, chains the text of each streamed
+	// event into a salted 64-bit hash and keeps its top 32 bits after
+	// every event: two runs' lists first differ at the event where their
+	// answers first part (a token, where the server streams one a event).
+	OutputEventHashes []int32 `parquet:"output_event_hashes,list" json:"output_event_hashes,omitempty"`
 	// Probe names the kind of a probe request (replay --probes: an answer
 	// servetrace can check), "" for the workload's own; ProbeCorrect is
 	// its grade, for ok probes. Neither the probe's prompt nor its

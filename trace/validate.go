@@ -163,6 +163,9 @@ func (r *Result) Validate() error {
 	if len(r.ChoiceIndex) != 0 && len(r.ChoiceIndex) != len(r.TokenTimesNs) {
 		return &FieldError{"choice_index", strconv.Itoa(len(r.ChoiceIndex)) + " entries", fmt.Sprintf("must be empty or one per token_times_ns entry (%d)", len(r.TokenTimesNs))}
 	}
+	if len(r.OutputEventHashes) > MaxTokens {
+		return &FieldError{"output_event_hashes", strconv.Itoa(len(r.OutputEventHashes)) + " entries", fmt.Sprintf("at most %d", MaxTokens)}
+	}
 	if len(r.OutputHashes) > MaxOutputHashes {
 		return &FieldError{"output_hashes", strconv.Itoa(len(r.OutputHashes)) + " entries", fmt.Sprintf("at most %d", MaxOutputHashes)}
 	}

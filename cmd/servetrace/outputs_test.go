@@ -15,7 +15,8 @@ import (
 // TestCompareOutputsAgainstTheSimulator (issue 40): two simulators of one
 // seed answer every greedy request alike, and compare --outputs says
 // "identical"; a simulator corrupting a fifth of its answers is found
-// changed, the injected share inside the reported interval.
+// changed, the injected share inside the reported interval, the streamed
+// ones parting at their first event.
 func TestCompareOutputsAgainstTheSimulator(t *testing.T) {
 	dir := t.TempDir()
 	const n = 300
@@ -70,5 +71,10 @@ func TestCompareOutputsAgainstTheSimulator(t *testing.T) {
 	g := compare(a, bad)
 	if g.Verdict != analyze.OutputsChanged || g.ChangedLo > 0.2 || g.ChangedHi < 0.2 {
 		t.Errorf("a fifth corrupted: verdict %s, changed %.3f [%.3f, %.3f]; want changed, the interval holding 0.2", g.Verdict, g.ChangedShare, g.ChangedLo, g.ChangedHi)
+	}
+	// A corrupted answer is other words from the first: the streamed ones
+	// (every other request) part at the first event.
+	if p := g.PartedAt; p == nil || p.Answers == 0 || p.Answers > g.Compared-g.Identical || p.P50 != 0 {
+		t.Errorf("where the corrupted answers part: %+v; want the streamed ones at event 0", p)
 	}
 }

@@ -415,7 +415,7 @@ func (s *scanner) content(ev *Event, collectText bool) error {
 	}
 	ev.Content, ev.Answer = true, true
 	if collectText {
-		ev.Text = append(ev.Text, unescape(raw, esc)...)
+		ev.Text = appendUnescaped(ev.Text, raw, esc)
 	}
 	return nil
 }
@@ -480,6 +480,15 @@ func (s *scanner) int() (int64, bool, error) {
 
 // unescape decodes a raw JSON string body as encoding/json does, invalid
 // UTF-8 becoming U+FFFD.
+// appendUnescaped appends a string token's value to dst: as it is when it
+// holds no escape (most tokens, and no allocation), else as unescape.
+func appendUnescaped(dst, raw []byte, escaped bool) []byte {
+	if !escaped && utf8.Valid(raw) {
+		return append(dst, raw...)
+	}
+	return append(dst, unescape(raw, escaped)...)
+}
+
 func unescape(raw []byte, escaped bool) string {
 	if !escaped && utf8.Valid(raw) {
 		return string(raw)

@@ -1,6 +1,9 @@
 package anon
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -93,5 +96,31 @@ func TestPrefixBlocksChainAndShare(t *testing.T) {
 	}
 	if other := RandomSalt().PrefixBlocks(seq(10, 10), b); other[0] == a[0] {
 		t.Error("block ids are not keyed by the salt")
+	}
+}
+
+// TestKeyedIsHMAC: the allocation-free HMAC equals crypto/hmac's over the
+// domain, its 0 byte and the message, for a short salt and for one longer
+// than SHA-256's block, which HMAC hashes first; it allocates nothing.
+func TestKeyedIsHMAC(t *testing.T) {
+	for _, keyHex := range []string{"000102030405060708090a0b0c0d0e0f", strings.Repeat("ab", 100)} {
+		s, err := ParseSalt(keyHex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := s.Keyed("servetrace output v1")
+		var buf []byte
+		for _, msg := range []string{"", "Hello", strings.Repeat("long answer ", 1000)} {
+			key, _ := hex.DecodeString(keyHex)
+			m := hmac.New(sha256.New, key)
+			m.Write([]byte("servetrace output v1\x00" + msg))
+			buf = append(k.Start(buf), msg...)
+			if got := k.Sum(buf); hex.EncodeToString(got[:]) != hex.EncodeToString(m.Sum(nil)) {
+				t.Errorf("key of %d bytes, message of %d: %x, want %x", len(key), len(msg), got, m.Sum(nil))
+			}
+		}
+		if a := testing.AllocsPerRun(100, func() { buf = append(k.Start(buf), "Hello"...); _ = k.Sum(buf) }); a != 0 {
+			t.Errorf("%v allocations a sum", a)
+		}
 	}
 }
