@@ -209,11 +209,7 @@ func TestRequestValidateRefusesHostileValues(t *testing.T) {
 	} {
 		r := ok()
 		c.edit(&r)
-		err := r.Validate()
-		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != c.field {
-			t.Errorf("%s: Validate() = %v, want a FieldError on %s", c.field, err, c.field)
-		}
+		wantFieldError(t, c.field, r.Validate())
 	}
 	r := ok()
 	if err := r.Validate(); err != nil {
@@ -241,15 +237,20 @@ func TestResultValidateRefusesHostileAnswers(t *testing.T) {
 	} {
 		r := ok()
 		c.edit(&r)
-		err := r.Validate()
-		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != c.field {
-			t.Errorf("%s: Validate() = %v, want a FieldError on %s", c.field, err, c.field)
-		}
+		wantFieldError(t, c.field, r.Validate())
 	}
 	r := ok()
 	if err := r.Validate(); err != nil {
 		t.Errorf("a plain result: %v", err)
+	}
+}
+
+// wantFieldError fails the test unless err is a FieldError on field.
+func wantFieldError(t *testing.T, field string, err error) {
+	t.Helper()
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != field {
+		t.Errorf("%s: Validate() = %v, want a FieldError on %s", field, err, field)
 	}
 }
 
