@@ -352,7 +352,7 @@ func phasesText(p *Phases) string {
 		for _, band := range part.bands {
 			fmt.Fprintf(&b, "\n  %s, %s (%d requests, mean %.1f ms):", part.metric, band.Band, band.Requests, band.MeanMs)
 			for _, s := range band.Shares {
-				fmt.Fprintf(&b, " %s %.0f%% [%.0f, %.0f]", strings.ReplaceAll(s.Phase, "_", " "), 100*s.Share, 100*s.CI95[0], 100*s.CI95[1])
+				fmt.Fprintf(&b, " %s %.0f%% [%.0f, %.0f]", strings.ReplaceAll(s.Phase, "_", " "), wholePercent(s.Share), wholePercent(s.CI95[0]), wholePercent(s.CI95[1]))
 			}
 		}
 	}
@@ -360,4 +360,14 @@ func phasesText(p *Phases) string {
 		b.WriteString("\n  " + p.Verdict)
 	}
 	return b.String()
+}
+
+// wholePercent is a share in percent for printing to the unit: a share
+// that rounds to zero is 0, not "-0" (a server rest of exactly nothing,
+// less a float's error).
+func wholePercent(share float64) float64 {
+	if v := 100 * share; math.Abs(v) >= 0.5 {
+		return v
+	}
+	return 0
 }

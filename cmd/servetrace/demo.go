@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -92,18 +93,27 @@ func runDemo(c *cli.Context) error {
 	step("generate", t0, fmt.Sprintf("%d requests over %v → %s", wm.Rows, c.Duration("duration"), workloadDir))
 
 	t0 = time.Now()
-	rs, err := startSimProcess(ctx)
+	collector, err := freeLoopbackAddr()
+	if err != nil {
+		return fmt.Errorf("demo sim: %w", err)
+	}
+	// The simulator exports its request spans to the replay, as vLLM
+	// does with --otlp-traces-endpoint, so the report says where the time
+	// went.
+	rs, err := startSimProcess(ctx, "--otlp-traces-endpoint", collector)
 	if err != nil {
 		return fmt.Errorf("demo sim: %w", err)
 	}
 	defer rs.stop()
 	o := sim.DefaultOptions()
 	p, _ := sim.LookupPreset(o.Preset)
-	step("sim", t0, fmt.Sprintf("simulator at %s (its own process): continuous batching, preset %s (%s)", rs.URL, p.Name, p.Description))
+	step("sim", t0, fmt.Sprintf("simulator at %s (its own process): continuous batching, preset %s (%s); request spans to %s", rs.URL, p.Name, p.Description, collector))
 
 	t0 = time.Now()
 	ropts := replay.DefaultOptions()
 	ropts.Target, ropts.Speed = rs.URL, c.Float64("speed")
+	// A probe beside one request in twenty grades the answers under load.
+	ropts.CollectSpans, ropts.Probes = collector, demoProbes
 	if isTerminal(os.Stderr) {
 		ropts.Progress = c.App.ErrWriter
 	}
@@ -111,7 +121,7 @@ func runDemo(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("demo replay: %w", err)
 	}
-	step("replay", t0, fmt.Sprintf("%d requests → %s", info.Scheduled, runDir))
+	step("replay", t0, fmt.Sprintf("%d requests, probes among them (%.0f%%, graded exactly) → %s", info.Scheduled, 100*demoProbes, runDir))
 
 	rep, err := analyze.Analyze([]string{runDir}, analyze.Options{Curves: true, By: []string{"input_bucket"}})
 	if err != nil {
@@ -159,6 +169,20 @@ var (
 
 // demoAttainment is the share of requests the demo's SLO asks for.
 const demoAttainment = 0.9
+
+// demoProbes is the share of the demo replay's requests a probe goes
+// beside.
+const demoProbes = 0.05
+
+// freeLoopbackAddr returns a loopback address no one listens on now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
 
 // workloadCapacity is the requests a second the simulator's engine
 // completes of the workload's requests when saturated.

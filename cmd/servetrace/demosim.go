@@ -35,6 +35,9 @@ var simCommand = func(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	return exec.CommandContext(ctx, exe, args...), nil
 }
 
+// spanDelayEnv sets the OpenTelemetry SDK's batch span delay (ms).
+const spanDelayEnv = "OTEL_BSP_SCHEDULE_DELAY"
+
 // simServing is the line `servetrace sim` prints once it serves.
 var simServing = regexp.MustCompile(`serving .* at (http://\S+), preset`)
 
@@ -47,6 +50,11 @@ func startSimProcess(ctx context.Context, flags ...string) (*simProcess, error) 
 	cmd, err := simCommand(ctx, append([]string{"sim", "--addr", "127.0.0.1:0"}, flags...)...)
 	if err != nil {
 		return nil, err
+	}
+	if os.Getenv(spanDelayEnv) == "" {
+		// The span SDK's batch delay, 5 s by default, would hold a run's
+		// end that long waiting for its last spans.
+		cmd.Env = append(cmd.Environ(), spanDelayEnv+"=500")
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
