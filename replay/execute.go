@@ -164,10 +164,15 @@ func (c *collector) countFeatures(res *trace.Result) {
 
 // notSent records p, planned but never sent, and releases its look-ahead.
 func (c *collector) notSent(r *Runner, s *stream, p *planned) {
+	c.notSentBecause(r, s, p, "run ended before the request was sent")
+}
+
+// notSentBecause records p, never sent, saying why.
+func (c *collector) notSentBecause(r *Runner, s *stream, p *planned, why string) {
 	s.release(p)
 	res := r.newResult(p)
 	res.AdmittedNs = p.scheduledNs
-	res.Outcome, res.Error = trace.OutcomeNotSent, "run ended before the request was sent"
+	res.Outcome, res.Error = trace.OutcomeNotSent, why
 	c.results <- res
 }
 

@@ -66,7 +66,10 @@ type note struct {
 	first string
 }
 
-func (ns *notes) add(what, requestID string) {
+func (ns *notes) add(what, requestID string) { ns.addN(what, requestID, 1) }
+
+// addN notes what of n requests at once, the first being requestID.
+func (ns *notes) addN(what, requestID string, count int64) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	if ns.by == nil {
@@ -78,7 +81,7 @@ func (ns *notes) add(what, requestID string) {
 		ns.by[what] = n
 		ns.order = append(ns.order, what)
 	}
-	n.n++
+	n.n += count
 }
 
 // lines returns the notes, one per field and reason, in the order first seen.

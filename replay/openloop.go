@@ -33,7 +33,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			return false
 		}
 	}
-	release := func() {
+	releaseSlot := func() {
 		if slots != nil {
 			<-slots
 		}
@@ -60,6 +60,29 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			col.notSent(r, s, q)
 		}
 	}
+	// follow sends a request of the agent graph whose parents are done,
+	// the last at readyNs, after its tool and think time; one whose parent
+	// did not end ok is recorded not sent, and so, in turn, are its own
+	// children.
+	var release func(p *planned, readyNs int64, failed string)
+	follow := func(p *planned, readyNs int64, failed string) {
+		if failed != "" {
+			col.notSentBecause(r, s, p, "not sent: "+failed)
+			return
+		}
+		due := satAdd(readyNs, int64(r.graphDelay(p.req)))
+		built := r.buildPlanned(p, nil)
+		if r.waitUntil(ctx, due) && acquire() {
+			launch(p, due, built)
+			return
+		}
+		col.notSent(r, s, p)
+		for _, c := range s.graph.finish(p.req.RequestID, r.clock(), false) {
+			release(c.p, c.readyNs, c.failed)
+		}
+	}
+	release = func(p *planned, readyNs int64, failed string) { inflight.Go(func() { follow(p, readyNs, failed) }) }
+	s.onReleased = release
 	launch = func(p *planned, scheduled int64, built *outgoing) {
 		s.release(p)
 		res := r.newResult(p)
@@ -80,8 +103,17 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 				built = r.buildPlanned(p, sess)
 			}
 			r.sendBuilt(reqCtx, p.req, &res, sess, built)
-			release()
+			releaseSlot()
 			col.results <- res
+			if s.graph != nil {
+				done := r.clock()
+				if res.DoneNs != nil {
+					done = *res.DoneNs
+				}
+				for _, c := range s.graph.finish(p.req.RequestID, done, res.Outcome == trace.OutcomeOK) {
+					release(c.p, c.readyNs, c.failed)
+				}
+			}
 			if p.chain == nil {
 				return
 			}

@@ -55,6 +55,8 @@ type Runner struct {
 	notes notes
 	// chatURL and completionsURL are the generation endpoints.
 	chatURL, completionsURL string
+	// graph is the stream's agent graph, for its notes (nil: none).
+	graph *graph
 	// answerKey keys the answers' fingerprints, eventKey greedy answers'
 	// per-event hashes (outputhash.go).
 	answerKey *anon.Keyed
@@ -134,7 +136,7 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 		return nil, err
 	}
 	// The stream reads ahead while the run sets up.
-	s := newStream(ctx, src, &opts, openLoop, openLoop, streamUnits)
+	s := newStream(ctx, src, &opts, openLoop, openLoop, check.graph, streamUnits)
 	defer s.halt()
 	if streamDone != nil {
 		defer streamDone(s)
@@ -155,6 +157,10 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 		return nil, err
 	}
 	r.rankAdapters(check.adapters)
+	r.graph = s.graph
+	if check.graph && !openLoop {
+		r.notes.add("parent_ids are followed in open loop only: closed loop sent the requests that name parents without waiting on them", "")
+	}
 	if r.opts.ImageTransport == ImageTransportURL {
 		if r.images, err = startImageServer(ctx, r.media); err != nil {
 			return nil, err
@@ -401,6 +407,9 @@ func (r *Runner) finish(runDir string, info *trace.RunInfo, w *trace.ResultWrite
 		info.Reason = strings.TrimPrefix(info.Reason+"; ", "; ") + fmt.Sprintf("%d server token counts failed (first: %v): session prompt sizes may be off", serverTok.failed.Load(), serverTok.err())
 	}
 	info.Reason = r.scrub.Scrub(info.Reason)
+	if n, first := r.graph.unknown(); n > 0 {
+		r.notes.addN("parent_ids named a request not read before the child (outside the window, another shard's, or later in the workload): taken as finished", first, n)
+	}
 	info.Notes = r.notes.lines()
 	info.StartUTC = time.Unix(0, info.StartUnixNs).UTC().Format(time.RFC3339Nano)
 	info.EndUTC = time.Unix(0, info.EndUnixNs).UTC().Format(time.RFC3339Nano)

@@ -52,6 +52,8 @@ type workloadCheck struct {
 	// counts: a planned request may have text counted by the tokenizer
 	// (a session's history, tool definitions, a schema).
 	counts bool
+	// graph: some planned request names parents (an agent graph).
+	graph bool
 }
 
 // checkWorkload reads the whole workload once before anything is sent:
@@ -88,6 +90,7 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 		case keep:
 			c.planned++
 			c.counts = c.counts || countsText(q)
+			c.graph = c.graph || len(q.ParentIDs) > 0
 			if pr.probeFor(q) != nil {
 				c.planned++
 			}
@@ -140,6 +143,7 @@ type stream struct {
 	src     source
 	pl      *planner
 	probes  *prober // nil: no probes
+	graph   *graph  // nil: no request waits on a parent (or closed loop)
 	chained bool    // open loop: a session's later turns follow the turn before
 	items   chan *planned
 	toBuild chan *planned // nil without a prefetcher
@@ -152,6 +156,10 @@ type stream struct {
 	// is done (at doneNs): the stream read it after that. Set before the
 	// clock starts; called from the stream's goroutine.
 	onIdle func(p *planned, doneNs int64)
+	// onReleased is called with a request of the agent graph whose
+	// parents are all done, the last at readyNs, or with why it cannot be
+	// sent. Set, like onIdle, before the stream reads such a request.
+	onReleased func(p *planned, readyNs int64, failed string)
 	// drop records a request planned after the run stopped (open loop:
 	// not sent); nil to stop reading instead (closed loop: not
 	// scheduled). Set before halt.
@@ -192,12 +200,15 @@ type chain struct {
 
 // newStream starts reading src into the schedule opts describes; withBuild
 // adds the prefetcher's feed, and chained links sessions (open loop).
-func newStream(ctx context.Context, src source, o *Options, chained, withBuild bool, units int64) *stream {
+func newStream(ctx context.Context, src source, o *Options, chained, withBuild, withGraph bool, units int64) *stream {
 	s := &stream{src: src, pl: newPlanner(o), probes: newProber(o), chained: chained, units: units, budget: semaphore.NewWeighted(units),
 		items: make(chan *planned, units), stopped: make(chan struct{}), chains: map[string]*chain{},
 		full: make(chan struct{}), done: make(chan struct{})}
 	if withBuild {
 		s.toBuild = make(chan *planned, units)
+	}
+	if withGraph && chained {
+		s.graph = newGraph()
 	}
 	// Reading outlives an interrupt: what the run did not send is still
 	// recorded as not sent. halt stops it.
@@ -263,6 +274,16 @@ func (s *stream) place(p *planned) error {
 	s.hold(p.cost)
 	s.planned.Add(1)
 	s.lastNs.Store(p.scheduledNs)
+	if s.graph != nil && p.probe == nil {
+		held, ready, follows, failed := s.graph.add(p)
+		switch {
+		case held:
+			return nil // sent when its parents are done
+		case failed != "" || follows:
+			s.onReleased(p, ready, failed)
+			return nil
+		}
+	}
 	if s.chained && p.req.SessionID != "" {
 		if c := s.chains[p.req.SessionID]; c != nil {
 			s.follow(c, p)
@@ -420,6 +441,9 @@ func (s *stream) remaining() []*planned {
 func (s *stream) waitingTurns(out []*planned) []*planned {
 	for _, c := range s.chains {
 		out = append(out, c.drain()...)
+	}
+	if s.graph != nil {
+		out = append(out, s.graph.drain()...)
 	}
 	return out
 }

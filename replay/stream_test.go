@@ -41,7 +41,7 @@ func arrivals(offsets []int64, rate float64, kind Arrival, shape float64, seed u
 // collectPlan streams reqs through the planner (closed to sessions) and
 // returns the whole schedule, or the stream's error.
 func collectPlan(reqs []trace.Request, o *Options) ([]*planned, error) {
-	s := newStream(context.Background(), sliceSource(reqs), o, false, false, lookAheadUnits)
+	s := newStream(context.Background(), sliceSource(reqs), o, false, false, false, lookAheadUnits)
 	var out []*planned
 	for p := range s.items {
 		s.release(p)
@@ -74,7 +74,7 @@ func TestStreamReadsABoundedLookAhead(t *testing.T) {
 		})
 	}
 	o := &Options{Schedule: Schedule{Speed: 1}}
-	s := newStream(context.Background(), counting, o, false, false, units)
+	s := newStream(context.Background(), counting, o, false, false, false, units)
 	taken := int64(0)
 	var ahead int64
 	for p := range s.items {

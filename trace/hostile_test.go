@@ -206,6 +206,11 @@ func TestRequestValidateRefusesHostileValues(t *testing.T) {
 		{"n", func(r *Request) { r.N = -3 }},
 		{"cancel_after_tokens", func(r *Request) { r.CancelAfterTokens = Ptr(int64(-1)) }},
 		{"prefix_blocks", func(r *Request) { r.InputTokens, r.PrefixBlocks = 1, []int64{1, 2, 3} }},
+		{"parent_ids", func(r *Request) { r.ParentIDs = make([]string, MaxParents+1) }}, // a fan-in without bound
+		{"parent_ids", func(r *Request) { r.ParentIDs = []string{r.RequestID} }},        // waits on itself
+		{"parent_ids", func(r *Request) { r.ParentIDs = []string{"p\x00"} }},
+		{"tool_ms", func(r *Request) { r.ToolMs = Ptr(nan) }},
+		{"role", func(r *Request) { r.Role = "overlord" }},
 	} {
 		r := ok()
 		c.edit(&r)

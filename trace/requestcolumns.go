@@ -119,6 +119,9 @@ var requestColumns = []requestColumn{
 	optCol("cancel_after_tokens", int64Of, func(r *Request) **int64 { return &r.CancelAfterTokens }),
 	optCol("read_delay_ms", float64Of, func(r *Request) **float64 { return &r.ReadDelayMs }),
 	optCol("think_time_ms", float64Of, func(r *Request) **float64 { return &r.ThinkTimeMs }),
+	listCol("parent_ids", stringOf, func(r *Request) *[]string { return &r.ParentIDs }),
+	optCol("tool_ms", float64Of, func(r *Request) **float64 { return &r.ToolMs }),
+	scalarCol("role", internedOf, func(r *Request) *string { return &r.Role }),
 	scalarCol("phase", internedOf, func(r *Request) *string { return &r.Phase }),
 }
 

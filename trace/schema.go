@@ -10,7 +10,7 @@ import "time"
 
 // SchemaVersion is written to every manifest and run.json. Bump it when a
 // column is added, removed, renamed or changes meaning.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // DefaultBlockSize is the prefix-block size in tokens used when a source does
 // not say otherwise (Mooncake's block size).
@@ -90,12 +90,34 @@ type Request struct {
 	ReadDelayMs       *float64 `parquet:"read_delay_ms,optional" json:"read_delay_ms,omitempty"`
 	ThinkTimeMs       *float64 `parquet:"think_time_ms,optional" json:"think_time_ms,omitempty"`
 
+	// The agent graph (schema 3): ParentIDs are the requests whose
+	// answers this one waits for (one: a chain; several: a join). It is
+	// sent once all have finished, after ToolMs (a tool's run) and
+	// ThinkTimeMs, not at TS. Role is the call's part where known
+	// (RolePlanner, RoleSubAgent, RoleToolFollowUp, RoleChat).
+	ParentIDs []string `parquet:"parent_ids,list" json:"parent_ids,omitempty"`
+	ToolMs    *float64 `parquet:"tool_ms,optional" json:"tool_ms,omitempty"`
+	Role      string   `parquet:"role,dict" json:"role,omitempty"`
+
 	// Phase is a free label set by scenarios and replay ("warmup", "step-3").
 	Phase string `parquet:"phase,dict" json:"phase,omitempty"`
 }
 
 // Time returns the arrival time as a UTC time.Time.
 func (r *Request) Time() time.Time { return time.UnixMicro(r.TS).UTC() }
+
+// Roles of a call in an agent graph (Request.Role).
+const (
+	RolePlanner      = "planner"
+	RoleSubAgent     = "sub-agent"
+	RoleToolFollowUp = "tool-follow-up"
+	RoleChat         = "chat"
+)
+
+// MaxParents bounds a request's parent_ids: a join of more answers than
+// this is no agent's, and a row must not hold the client to an unbounded
+// wait list.
+const MaxParents = 256
 
 // Outcome values for Result.Outcome. Every scheduled request ends with exactly
 // one of them.

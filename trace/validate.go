@@ -66,7 +66,10 @@ func (r *Request) Validate() error {
 		optFloat{"temperature", r.Temperature, MaxTemperature}, optFloat{"top_p", r.TopP, 1},
 		optFloat{"ttft_ms", r.TTFTMs, MaxClientMs}, optFloat{"e2e_ms", r.E2EMs, MaxClientMs},
 		optFloat{"cancel_after_ms", r.CancelAfterMs, MaxClientMs}, optFloat{"read_delay_ms", r.ReadDelayMs, MaxClientMs},
-		optFloat{"think_time_ms", r.ThinkTimeMs, MaxClientMs}); err != nil {
+		optFloat{"think_time_ms", r.ThinkTimeMs, MaxClientMs}, optFloat{"tool_ms", r.ToolMs, MaxClientMs}); err != nil {
+		return err
+	}
+	if err := r.validateGraph(); err != nil {
 		return err
 	}
 	if err := checkOptionalCounts(optCount{"cached_tokens", r.CachedTokens}, optCount{"cancel_after_tokens", r.CancelAfterTokens},
@@ -317,4 +320,26 @@ func checkString(name, s string) error {
 		}
 	}
 	return nil
+}
+
+// validateGraph checks a request's place in an agent graph: at most
+// MaxParents parents, none of them itself, each a valid id, and a known
+// role.
+func (r *Request) validateGraph() error {
+	if len(r.ParentIDs) > MaxParents {
+		return &FieldError{"parent_ids", strconv.Itoa(len(r.ParentIDs)) + " entries", fmt.Sprintf("at most %d", MaxParents)}
+	}
+	for _, id := range r.ParentIDs {
+		if id == "" || id == r.RequestID {
+			return &FieldError{"parent_ids", strconv.Quote(clip(id)), "must name other requests"}
+		}
+		if err := checkString("parent_ids", id); err != nil {
+			return err
+		}
+	}
+	switch r.Role {
+	case "", RolePlanner, RoleSubAgent, RoleToolFollowUp, RoleChat:
+		return nil
+	}
+	return &FieldError{"role", strconv.Quote(clip(r.Role)), fmt.Sprintf("is not one of %s, %s, %s, %s", RolePlanner, RoleSubAgent, RoleToolFollowUp, RoleChat)}
 }

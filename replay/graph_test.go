@@ -1,0 +1,186 @@
+package replay
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// graphServer records when each request arrives and when its answer
+// ends, by X-Request-Id, answering after slow[id] (if any), and 500 to
+// ids starting with "fail".
+type graphServer struct {
+	mu      sync.Mutex
+	arrived map[string]time.Time
+	done    map[string]time.Time
+	slow    map[string]time.Duration
+}
+
+func (g *graphServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		fmt.Fprint(w, `{"data":[{"id":"m"}]}`)
+		return
+	}
+	id := strings.TrimPrefix(r.Header.Get("X-Request-Id"), "run-") // replay sends RUN_ID-REQUEST_ID
+	g.mu.Lock()
+	g.arrived[id] = time.Now()
+	wait := g.slow[id]
+	g.mu.Unlock()
+	if strings.HasPrefix(id, "fail") {
+		http.Error(w, `{"error":{"message":"boom"}}`, http.StatusInternalServerError)
+		return
+	}
+	time.Sleep(wait)
+	w.Header().Set("Content-Type", "text/event-stream")
+	fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	g.mu.Lock()
+	g.done[id] = time.Now()
+	g.mu.Unlock()
+}
+
+// TestAgentGraphWaitsOnParents (issue 38): a planner's answer, a tool's
+// 150 ms, three sub-agents fanned out, a join 100 ms after the slowest of
+// them, checked from the server's own times: each request arrives only
+// after its parents' answers ended plus its delay, the slow sub-agent
+// delays the join by its slowness, a request of another session is not
+// held, a parent that is not in the workload holds nothing, and a child
+// of a failed request is not sent, saying why.
+func TestAgentGraphWaitsOnParents(t *testing.T) {
+	srv := &graphServer{arrived: map[string]time.Time{}, done: map[string]time.Time{}, slow: map[string]time.Duration{"c2": 400 * time.Millisecond}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	dir := filepath.Join(t.TempDir(), "workload")
+	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(v float64) *float64 { return &v }
+	for _, r := range []struct {
+		id      string
+		at      time.Duration
+		parents []string
+		tool    *float64
+		role    string
+	}{
+		{"a", 0, nil, nil, trace.RolePlanner},
+		{"fail-root", 5 * time.Millisecond, nil, nil, ""},
+		{"b", 10 * time.Millisecond, []string{"a"}, ms(150), trace.RoleToolFollowUp},
+		{"c1", 20 * time.Millisecond, []string{"b"}, nil, trace.RoleSubAgent},
+		{"c2", 20 * time.Millisecond, []string{"b"}, nil, trace.RoleSubAgent},
+		{"c3", 20 * time.Millisecond, []string{"b"}, nil, trace.RoleSubAgent},
+		{"f", 25 * time.Millisecond, []string{"fail-root"}, nil, ""},
+		{"d", 30 * time.Millisecond, []string{"c1", "c2", "c3"}, ms(100), trace.RolePlanner},
+		{"g", 35 * time.Millisecond, []string{"f"}, nil, ""},
+		{"e", 50 * time.Millisecond, nil, nil, trace.RoleChat},
+		{"x", 60 * time.Millisecond, []string{"not-in-the-workload"}, nil, ""},
+	} {
+		q := trace.Request{Identity: trace.Identity{RequestID: r.id, SessionID: "s"}, TS: t0.Add(r.at).UnixMicro(),
+			Shape:     trace.Shape{InputTokens: 8, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, Stream: true, N: 1},
+			ParentIDs: r.parents, ToolMs: r.tool, Role: r.role}
+		if r.id == "e" {
+			q.SessionID = "other"
+		}
+		if err := w.Write(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Target, opts.RunID = ts.URL, "run"
+	rows, info := runAndRead(t, dir, filepath.Join(t.TempDir(), "run"), opts)
+	if !strings.Contains(strings.Join(info.Notes, "\n"), `parent_ids named a request not read before the child (outside the window, another shard's, or later in the workload): taken as finished in 1 request(s) (first: "x")`) {
+		t.Errorf("notes %q; want the unknown parent counted", info.Notes)
+	}
+	if len(rows) != 11 || info.Scheduled != 11 {
+		t.Fatalf("%d results of %d scheduled; want 11 of 11", len(rows), info.Scheduled)
+	}
+	byID := map[string]trace.Result{}
+	for _, r := range rows {
+		byID[r.RequestID] = r
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	after := func(child string, delay time.Duration, parents ...string) time.Time {
+		t.Helper()
+		var last time.Time
+		for _, p := range parents {
+			if srv.done[p].After(last) {
+				last = srv.done[p]
+			}
+		}
+		if got := srv.arrived[child].Sub(last); got < delay {
+			t.Errorf("%s arrived %v after its last parent's answer ended; want at least %v", child, got, delay)
+		}
+		return last.Add(delay)
+	}
+	after("b", 150*time.Millisecond, "a")
+	for _, c := range []string{"c1", "c2", "c3"} {
+		after(c, 0, "b")
+	}
+	due := after("d", 100*time.Millisecond, "c1", "c2", "c3")
+	if late := srv.arrived["d"].Sub(due); late > 100*time.Millisecond {
+		t.Errorf("the join arrived %v after its slowest sub-agent's answer and tool time; want within 100 ms", late)
+	}
+	if srv.arrived["d"].Sub(srv.arrived["a"]) < 550*time.Millisecond {
+		t.Errorf("the join came %v after the planner; the slow sub-agent (400 ms) and the delays (250 ms) hold it longer", srv.arrived["d"].Sub(srv.arrived["a"]))
+	}
+	if !srv.arrived["e"].Before(srv.done["b"]) || !srv.arrived["x"].Before(srv.done["b"]) {
+		t.Errorf("a request of another session (e) and one whose parent is not in the workload (x) waited on this session's graph")
+	}
+	for _, id := range []string{"f", "g"} {
+		if r := byID[id]; r.Outcome != trace.OutcomeNotSent || !strings.Contains(r.Error, "did not end ok") {
+			t.Errorf("%s: %s %q; want not sent, its parent having failed", id, r.Outcome, r.Error)
+		}
+		if _, ok := srv.arrived[id]; ok {
+			t.Errorf("%s reached the server", id)
+		}
+	}
+}
+
+// TestGraphNeverHolds: a cycle in parent_ids holds nothing (the parent
+// named later is not known when its child is read), a failed parent fails
+// its descendants at once, and what is still held at the end is drained.
+func TestGraphNeverHolds(t *testing.T) {
+	g := newGraph()
+	req := func(id string, parents ...string) *planned {
+		return &planned{req: &trace.Request{Identity: trace.Identity{RequestID: id}, ParentIDs: parents}}
+	}
+	if held, _, follows, failed := g.add(req("a", "b")); held || follows || failed != "" || g.unknownParents != 1 {
+		t.Fatalf("a, naming b not yet read: held %v follows %v failed %q", held, follows, failed)
+	}
+	if held, _, _, _ := g.add(req("b", "a")); !held {
+		t.Fatal("b waits for a")
+	}
+	if got := g.finish("a", 5, true); len(got) != 1 || got[0].p.req.RequestID != "b" || got[0].readyNs != 5 || got[0].failed != "" {
+		t.Fatalf("a's end released %+v; want b ready at 5", got)
+	}
+	// x fails: y (its child) and z (y's child, also waiting on w) fail.
+	g.add(req("x"))
+	g.add(req("w"))
+	g.add(req("y", "x"))
+	g.add(req("z", "y", "w"))
+	g.add(req("held", "w"))
+	got := g.finish("x", 9, false)
+	if len(got) != 1 || got[0].p.req.RequestID != "y" || got[0].failed == "" {
+		t.Fatalf("x's failure released %+v; want y, failed", got)
+	}
+	if got := g.finish("w", 10, true); len(got) != 2 {
+		t.Fatalf("w's end released %+v; want z (failed: y failed) and held", got)
+	}
+	g.add(req("late", "never-ends"))
+	g.add(req("never-ends"))
+	g.add(req("child", "never-ends"))
+	if d := g.drain(); len(d) != 1 || d[0].req.RequestID != "child" {
+		t.Errorf("drained %d; want the one child still waiting", len(d))
+	}
+}
