@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,14 @@ type graph struct {
 	// first such child being firstUnknown.
 	unknownParents int64
 	firstUnknown   string
+	// convs lists the finished nodes holding their conversation, oldest
+	// first; convBytes is the text they hold, at most maxGraphConvBytes.
+	convs     []*node
+	convBytes int
+	// forgotten counts children sent without a parent's conversation
+	// that was no longer held.
+	forgotten      int64
+	firstForgotten string
 }
 
 // node is one request of the graph.
@@ -43,7 +52,16 @@ type node struct {
 	readyNs  int64  // the latest parent's end so far
 	failed   string // why it cannot be sent: a parent did not end ok
 	children []*node
+	// conv is the conversation the request sent and its answer, for its
+	// children's prompts, while held (convBytes of text).
+	conv      *session
+	convBytes int
 }
+
+// maxGraphConvBytes bounds the conversations the graph holds for children
+// not yet sent: past it, the oldest are dropped (and a child that needed
+// one is sent without it, noted).
+const maxGraphConvBytes = 256 << 20
 
 // graphMemory bounds the finished requests the graph remembers: a child
 // names parents that finished shortly before it, and a day-long workload
@@ -57,7 +75,7 @@ func newGraph() *graph { return &graph{nodes: map[string]*node{}} }
 // it follows a finished parent (follows; ready is when the last one
 // finished) or cannot be sent (failed, saying why). A request following
 // no parent it knows is sent at its own time.
-func (g *graph) add(p *planned) (held bool, ready int64, follows bool, failed string) {
+func (g *graph) add(p *planned) (held bool, ready int64, follows bool, failed string, sess *session) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := &node{id: p.req.RequestID, p: p}
@@ -82,36 +100,44 @@ func (g *graph) add(p *planned) (held bool, ready int64, follows bool, failed st
 	}
 	if n.left > 0 { // failed or not, released when its last parent ends
 		g.waiting++
-		return true, 0, true, ""
+		return true, 0, true, "", nil
 	}
 	if n.failed != "" {
 		n.p, n.done = nil, true
 		g.remember(n)
-		return false, 0, true, n.failed
+		return false, 0, true, n.failed, nil
 	}
-	return false, n.readyNs, follows, ""
+	if follows {
+		sess = g.history(p.req)
+	}
+	return false, n.readyNs, follows, "", sess
 }
 
 // finish records that the request id ended at doneNs (ok or not) and
 // returns the children it released: each either ready (its last parent
 // done, at readyNs) or failed, with why.
-func (g *graph) finish(id string, doneNs int64, ok bool) []released {
+func (g *graph) finish(id string, doneNs int64, ok bool, conv *session) []released {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := g.nodes[id]
 	if n == nil || n.done {
 		return nil
 	}
+	if ok && conv != nil {
+		g.hold(n, conv)
+	}
 	var out []released
 	g.end(n, doneNs, ok, &out)
 	return out
 }
 
-// released is a held request whose parents are all done.
+// released is a held request whose parents are all done, with the
+// conversation its prompt continues.
 type released struct {
 	p       *planned
 	readyNs int64
 	failed  string
+	sess    *session
 }
 
 // end marks n done and releases its children; a child that cannot be
@@ -132,7 +158,11 @@ func (g *graph) end(n *node, doneNs int64, ok bool, out *[]released) {
 			continue
 		}
 		g.waiting--
-		*out = append(*out, released{p: c.p, readyNs: c.readyNs, failed: c.failed})
+		r := released{p: c.p, readyNs: c.readyNs, failed: c.failed}
+		if r.failed == "" {
+			r.sess = g.history(c.p.req)
+		}
+		*out = append(*out, r)
 		if c.failed != "" {
 			g.end(c, doneNs, false, out)
 		} else {
@@ -142,11 +172,68 @@ func (g *graph) end(n *node, doneNs int64, ok bool, out *[]released) {
 	n.children = nil
 }
 
+// hold keeps a finished node's conversation for its children, dropping
+// the oldest held past maxGraphConvBytes.
+func (g *graph) hold(n *node, conv *session) {
+	// A snapshot: a session's later turns go on appending to conv.
+	conv = &session{messages: slices.Clip(conv.messages), tokens: conv.tokens, uncounted: conv.uncounted}
+	for _, m := range conv.messages {
+		n.convBytes += len(m.Content)
+	}
+	n.conv = conv
+	g.convs = append(g.convs, n)
+	g.convBytes += n.convBytes
+	for g.convBytes > maxGraphConvBytes && len(g.convs) > 0 {
+		old := g.convs[0]
+		g.convs = g.convs[1:]
+		g.convBytes -= old.convBytes
+		old.conv, old.convBytes = nil, 0
+	}
+}
+
+// history is the conversation a child of finished parents continues:
+// the first parent's (its prompt as sent and its answer), then each
+// other parent's answer as a message of its own, so the server's prefix
+// cache sees what it would. A parent whose conversation is gone is
+// counted; the child is sent with what is left.
+func (g *graph) history(q *trace.Request) *session {
+	var s *session
+	for _, id := range q.ParentIDs {
+		n := g.nodes[id]
+		if n == nil {
+			continue // taken as finished when the child was read
+		}
+		if n.conv == nil {
+			if g.forgotten++; g.forgotten == 1 {
+				g.firstForgotten = q.RequestID
+			}
+			continue
+		}
+		if s == nil {
+			// A copy: the child's send appends to it, and another child
+			// may continue the same conversation.
+			s = &session{messages: slices.Clip(slices.Clone(n.conv.messages)), tokens: n.conv.tokens, uncounted: n.conv.uncounted}
+			continue
+		}
+		if k := len(n.conv.messages); k > 0 {
+			reply := n.conv.messages[k-1]
+			s.messages = append(s.messages, chatMessage{Role: "user", Content: reply.Content})
+			s.uncounted += reply.Content
+		}
+	}
+	return s
+}
+
 // remember keeps n's id in the finished order, forgetting the oldest
 // finished nodes past graphMemory.
 func (g *graph) remember(n *node) {
 	g.order = append(g.order, n.id)
 	for len(g.order) > graphMemory {
+		if old := g.nodes[g.order[0]]; old != nil && old.conv != nil {
+			g.convBytes -= old.convBytes
+			old.conv, old.convBytes = nil, 0
+			g.convs = slices.DeleteFunc(g.convs, func(x *node) bool { return x == old })
+		}
 		delete(g.nodes, g.order[0])
 		g.order = g.order[1:]
 	}
@@ -177,6 +264,17 @@ func (g *graph) unknown() (int64, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.unknownParents, g.firstUnknown
+}
+
+// forgottenConvs returns how many children were sent without a parent's
+// conversation, dropped for memory, and the first; 0 for no graph.
+func (g *graph) forgottenConvs() (int64, string) {
+	if g == nil {
+		return 0, ""
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.forgotten, g.firstForgotten
 }
 
 // graphDelay is how long a request of the agent graph waits after its

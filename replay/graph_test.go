@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ type graphServer struct {
 	arrived map[string]time.Time
 	done    map[string]time.Time
 	slow    map[string]time.Duration
+	prompts map[string]string // every message's content, joined
 }
 
 func (g *graphServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -29,8 +31,17 @@ func (g *graphServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := strings.TrimPrefix(r.Header.Get("X-Request-Id"), "run-") // replay sends RUN_ID-REQUEST_ID
+	var body struct {
+		Messages []chatMessage `json:"messages"`
+	}
+	json.NewDecoder(r.Body).Decode(&body)
+	var texts []string
+	for _, m := range body.Messages {
+		texts = append(texts, m.Content)
+	}
 	g.mu.Lock()
 	g.arrived[id] = time.Now()
+	g.prompts[id] = strings.Join(texts, "\n")
 	wait := g.slow[id]
 	g.mu.Unlock()
 	if strings.HasPrefix(id, "fail") {
@@ -39,7 +50,7 @@ func (g *graphServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	time.Sleep(wait)
 	w.Header().Set("Content-Type", "text/event-stream")
-	fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"answer-of-%s\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", id)
 	g.mu.Lock()
 	g.done[id] = time.Now()
 	g.mu.Unlock()
@@ -51,9 +62,11 @@ func (g *graphServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // after its parents' answers ended plus its delay, the slow sub-agent
 // delays the join by its slowness, a request of another session is not
 // held, a parent that is not in the workload holds nothing, and a child
-// of a failed request is not sent, saying why.
+// of a failed request is not sent, saying why; each prompt carries its
+// parents' conversation and answers.
 func TestAgentGraphWaitsOnParents(t *testing.T) {
-	srv := &graphServer{arrived: map[string]time.Time{}, done: map[string]time.Time{}, slow: map[string]time.Duration{"c2": 400 * time.Millisecond}}
+	srv := &graphServer{arrived: map[string]time.Time{}, done: map[string]time.Time{}, slow: map[string]time.Duration{"c2": 400 * time.Millisecond},
+		prompts: map[string]string{}}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	dir := filepath.Join(t.TempDir(), "workload")
@@ -137,6 +150,20 @@ func TestAgentGraphWaitsOnParents(t *testing.T) {
 	if !srv.arrived["e"].Before(srv.done["b"]) || !srv.arrived["x"].Before(srv.done["b"]) {
 		t.Errorf("a request of another session (e) and one whose parent is not in the workload (x) waited on this session's graph")
 	}
+	// Each prompt continues its parents' conversation, answers included.
+	for child, answers := range map[string][]string{
+		"b": {"answer-of-a"}, "c2": {"answer-of-a", "answer-of-b"},
+		"d": {"answer-of-a", "answer-of-b", "answer-of-c1", "answer-of-c2", "answer-of-c3"},
+	} {
+		for _, a := range answers {
+			if !strings.Contains(srv.prompts[child], a) {
+				t.Errorf("%s's prompt lacks %s", child, a)
+			}
+		}
+	}
+	if strings.Contains(srv.prompts["e"], "answer-of") {
+		t.Error("a request of another session carries this graph's answers")
+	}
 	for _, id := range []string{"f", "g"} {
 		if r := byID[id]; r.Outcome != trace.OutcomeNotSent || !strings.Contains(r.Error, "did not end ok") {
 			t.Errorf("%s: %s %q; want not sent, its parent having failed", id, r.Outcome, r.Error)
@@ -155,13 +182,13 @@ func TestGraphNeverHolds(t *testing.T) {
 	req := func(id string, parents ...string) *planned {
 		return &planned{req: &trace.Request{Identity: trace.Identity{RequestID: id}, ParentIDs: parents}}
 	}
-	if held, _, follows, failed := g.add(req("a", "b")); held || follows || failed != "" || g.unknownParents != 1 {
+	if held, _, follows, failed, _ := g.add(req("a", "b")); held || follows || failed != "" || g.unknownParents != 1 {
 		t.Fatalf("a, naming b not yet read: held %v follows %v failed %q", held, follows, failed)
 	}
-	if held, _, _, _ := g.add(req("b", "a")); !held {
+	if held, _, _, _, _ := g.add(req("b", "a")); !held {
 		t.Fatal("b waits for a")
 	}
-	if got := g.finish("a", 5, true); len(got) != 1 || got[0].p.req.RequestID != "b" || got[0].readyNs != 5 || got[0].failed != "" {
+	if got := g.finish("a", 5, true, nil); len(got) != 1 || got[0].p.req.RequestID != "b" || got[0].readyNs != 5 || got[0].failed != "" {
 		t.Fatalf("a's end released %+v; want b ready at 5", got)
 	}
 	// x fails: y (its child) and z (y's child, also waiting on w) fail.
@@ -170,11 +197,11 @@ func TestGraphNeverHolds(t *testing.T) {
 	g.add(req("y", "x"))
 	g.add(req("z", "y", "w"))
 	g.add(req("held", "w"))
-	got := g.finish("x", 9, false)
+	got := g.finish("x", 9, false, nil)
 	if len(got) != 1 || got[0].p.req.RequestID != "y" || got[0].failed == "" {
 		t.Fatalf("x's failure released %+v; want y, failed", got)
 	}
-	if got := g.finish("w", 10, true); len(got) != 2 {
+	if got := g.finish("w", 10, true, nil); len(got) != 2 {
 		t.Fatalf("w's end released %+v; want z (failed: y failed) and held", got)
 	}
 	g.add(req("late", "never-ends"))

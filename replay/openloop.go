@@ -61,27 +61,32 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 		}
 	}
 	// follow sends a request of the agent graph whose parents are done,
-	// the last at readyNs, after its tool and think time; one whose parent
-	// did not end ok is recorded not sent, and so, in turn, are its own
-	// children.
-	var release func(p *planned, readyNs int64, failed string)
-	follow := func(p *planned, readyNs int64, failed string) {
-		if failed != "" {
-			col.notSentBecause(r, s, p, "not sent: "+failed)
+	// the last at readyNs, after its tool and think time, its prompt
+	// continuing their conversation; one whose parent did not end ok is
+	// recorded not sent, and so, in turn, are its own children.
+	var release func(released)
+	follow := func(rel released) {
+		p := rel.p
+		if rel.failed != "" {
+			col.notSentBecause(r, s, p, "not sent: "+rel.failed)
 			return
 		}
-		due := satAdd(readyNs, int64(r.graphDelay(p.req)))
-		built := r.buildPlanned(p, nil)
+		due := satAdd(rel.readyNs, int64(r.graphDelay(p.req)))
+		p.sess = rel.sess
+		if p.sess == nil {
+			p.sess = &session{}
+		}
+		built := r.build(p.req, p.sess)
 		if r.waitUntil(ctx, due) && acquire() {
 			launch(p, due, built)
 			return
 		}
 		col.notSent(r, s, p)
-		for _, c := range s.graph.finish(p.req.RequestID, r.clock(), false) {
-			release(c.p, c.readyNs, c.failed)
+		for _, c := range s.graph.finish(p.req.RequestID, r.clock(), false, nil) {
+			release(c)
 		}
 	}
-	release = func(p *planned, readyNs int64, failed string) { inflight.Go(func() { follow(p, readyNs, failed) }) }
+	release = func(rel released) { inflight.Go(func() { follow(rel) }) }
 	s.onReleased = release
 	launch = func(p *planned, scheduled int64, built *outgoing) {
 		s.release(p)
@@ -91,8 +96,15 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			res.AdmittedNs = r.clock()
 		}
 		var sess *session
-		if p.chain != nil {
+		switch {
+		case p.chain != nil:
 			sess = &p.chain.conv
+		case p.sess != nil:
+			sess = p.sess
+		case s.graph != nil && p.probe == nil:
+			// Its conversation is kept for the requests that wait on it.
+			p.sess = &session{}
+			sess = p.sess
 		}
 		if built == nil {
 			built = pre.take(p)
@@ -110,8 +122,8 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 				if res.DoneNs != nil {
 					done = *res.DoneNs
 				}
-				for _, c := range s.graph.finish(p.req.RequestID, done, res.Outcome == trace.OutcomeOK) {
-					release(c.p, c.readyNs, c.failed)
+				for _, c := range s.graph.finish(p.req.RequestID, done, res.Outcome == trace.OutcomeOK, sess) {
+					release(c)
 				}
 			}
 			if p.chain == nil {

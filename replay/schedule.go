@@ -21,6 +21,9 @@ type planned struct {
 	warmup      bool
 	// probe is set on a probe request placed beside a workload request.
 	probe *probe.Probe
+	// sess, on a request of the agent graph, is the conversation its
+	// prompt continues (its parents'), and then its own.
+	sess *session
 	// chained marks a later turn of a session: it is sent when the turn
 	// before it is done, plus its think time, not by the scheduler.
 	chained bool

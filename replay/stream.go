@@ -159,7 +159,7 @@ type stream struct {
 	// onReleased is called with a request of the agent graph whose
 	// parents are all done, the last at readyNs, or with why it cannot be
 	// sent. Set, like onIdle, before the stream reads such a request.
-	onReleased func(p *planned, readyNs int64, failed string)
+	onReleased func(released)
 	// drop records a request planned after the run stopped (open loop:
 	// not sent); nil to stop reading instead (closed loop: not
 	// scheduled). Set before halt.
@@ -275,12 +275,12 @@ func (s *stream) place(p *planned) error {
 	s.planned.Add(1)
 	s.lastNs.Store(p.scheduledNs)
 	if s.graph != nil && p.probe == nil {
-		held, ready, follows, failed := s.graph.add(p)
+		held, ready, follows, failed, sess := s.graph.add(p)
 		switch {
 		case held:
 			return nil // sent when its parents are done
 		case failed != "" || follows:
-			s.onReleased(p, ready, failed)
+			s.onReleased(released{p: p, readyNs: ready, failed: failed, sess: sess})
 			return nil
 		}
 	}
