@@ -1,6 +1,8 @@
 package datasets
 
 import (
+	"slices"
+
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
 )
@@ -11,6 +13,9 @@ type sessionState struct {
 	turn    int32
 	endUs   int64
 	expires int64
+	// requestID is the request whose conversation this is: its children
+	// (the requests that extend it) name it in parent_ids.
+	requestID string
 }
 
 // sessionKey is a keyed hash of a conversation's messages (and tenant),
@@ -45,20 +50,45 @@ func (lr *logReader) linkLogged(req *trace.Request, endUs int64) {
 // conversation (messages, plus its reply where logged) its own messages
 // extend: same tenant, within the idle window. Only keyed hashes of the
 // messages are kept, never text.
-func (lr *logReader) linkByPrefix(req *trace.Request, prefix []sessionKey, withReply *sessionKey, endUs int64) {
+func (lr *logReader) linkByPrefix(req *trace.Request, p *prepared) {
+	prefix, roles, withReply, endUs := p.prefix, p.roles, p.withReply, p.endUs
 	lr.expire(req.TS)
 	n := len(prefix) - 1 // messages
 	var parent *sessionState
+	from := 0 // the messages the request adds to its parent's conversation
 	for k := n - 1; k >= 1; k-- {
 		if s, ok := lr.sessions[prefix[k]]; ok {
-			parent = s
+			parent, from = s, k
 			break
 		}
 	}
-	s := &sessionState{id: salt16(lr.lo.Salt, req.RequestID), endUs: max(endUs, req.TS)}
+	s := &sessionState{id: salt16(lr.lo.Salt, req.RequestID), endUs: max(endUs, req.TS), requestID: req.RequestID}
 	if parent != nil {
 		s.id, s.turn = parent.id, parent.turn+1
 		setTurn(req, s.turn, parent.endUs)
+		req.ParentIDs = []string{parent.requestID}
+		// The messages it adds may quote other earlier answers verbatim
+		// (sub-agents' answers gathered by a planner): it waits on those
+		// requests too, a join, and its wait runs from the last to end.
+		lastEndUs := parent.endUs
+		for _, key := range p.texts[from:] { // only answers of minQuotedAnswer bytes are registered
+			if a, ok := lr.sessions[key]; ok && a.requestID != "" && !slices.Contains(req.ParentIDs, a.requestID) && len(req.ParentIDs) < trace.MaxParents {
+				req.ParentIDs = append(req.ParentIDs, a.requestID)
+				lastEndUs = max(lastEndUs, a.endUs)
+			}
+		}
+		req.ThinkTimeMs = nil
+		setTurn(req, s.turn, lastEndUs)
+		// A tool's result among what it adds: the wait was the tool's run.
+		if slices.Contains(roles[from:], "tool") {
+			req.Role = trace.RoleToolFollowUp
+			req.ToolMs, req.ThinkTimeMs = req.ThinkTimeMs, nil
+		}
+	}
+	if p.answer != nil {
+		a := &sessionState{id: s.id, endUs: s.endUs, requestID: req.RequestID}
+		lr.sessions[*p.answer] = a
+		lr.touch(*p.answer, a)
 	}
 	req.SessionID = s.id
 	// Register this conversation, with and without the logged reply.
@@ -86,6 +116,14 @@ func salt16(s anon.Salt, requestID string) string { return s.ID("session", "firs
 func (lr *logReader) chain(prev sessionKey, text string) sessionKey {
 	var k sessionKey
 	copy(k[:], lr.lo.Salt.HMAC("session-chain", string(prev[:])+text))
+	return k
+}
+
+// answerKey is the keyed hash of a message's or an answer's text alone,
+// per tenant, kept apart from the prefix hashes by its domain.
+func (lr *logReader) answerKey(tenant, text string) sessionKey {
+	var k sessionKey
+	copy(k[:], lr.lo.Salt.HMAC("session-answer", tenant+"\x00"+text))
 	return k
 }
 

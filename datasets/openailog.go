@@ -231,7 +231,7 @@ func (lr *logReader) finish(p prepared) (trace.Request, error) {
 	case p.logged:
 		lr.linkLogged(&req, p.endUs)
 	case len(p.prefix) > 1:
-		lr.linkByPrefix(&req, p.prefix, p.withReply, p.endUs)
+		lr.linkByPrefix(&req, &p)
 	}
 	return req, nil
 }

@@ -19,8 +19,14 @@ type prepared struct {
 	// logged: a session id the log named; else, for chat requests, the
 	// keyed hashes of the message prefixes (prefix[k] covers messages[:k])
 	// and of the conversation with its logged reply.
-	logged    bool
-	prefix    []sessionKey
+	logged bool
+	prefix []sessionKey
+	roles  []string // each message's role, beside prefix
+	// texts are keyed hashes of each message's text alone, and answer
+	// of the logged reply's: a message that quotes an earlier answer
+	// names a parent (a join), whatever its role.
+	texts     []sessionKey
+	answer    *sessionKey
 	withReply *sessionKey
 	// media counts what could not be measured of the record's media.
 	media mediaStats
@@ -443,6 +449,10 @@ func markCancelled(req *trace.Request, r logRecord) {
 	}
 }
 
+// minQuotedAnswer is the shortest answer taken as quoted when a later
+// message holds its text: a short one ("Yes.") recurs by chance.
+const minQuotedAnswer = 32
+
 // prepareSession takes a logged conversation id, or else, for chat
 // requests, the keyed hashes finish links sessions by: one per message
 // prefix, keyed by the tenant, and one for the conversation with its
@@ -455,13 +465,21 @@ func (lr *logReader) prepareSession(req *trace.Request, r logRecord, msgs []mess
 		p.logged = true
 	} else if len(msgs) > 0 {
 		p.prefix = make([]sessionKey, len(msgs)+1)
+		p.roles = make([]string, len(msgs))
 		copy(p.prefix[0][:], salt.HMAC("session-prefix", tenant))
+		p.texts = make([]sessionKey, len(msgs))
 		for k, msg := range msgs {
 			p.prefix[k+1] = lr.chain(p.prefix[k], msg.render())
+			p.roles[k] = msg.role
+			p.texts[k] = lr.answerKey(tenant, msg.text)
 		}
 		if v, ok := r.get("response_text"); ok {
 			k := lr.chain(p.prefix[len(msgs)], message{role: "assistant", text: fmt.Sprint(v)}.render())
 			p.withReply = &k
+			if text := fmt.Sprint(v); len(text) >= minQuotedAnswer {
+				a := lr.answerKey(tenant, text)
+				p.answer = &a
+			}
 		}
 	}
 	return p

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/anon"
 )
 
 // graphServer records when each request arrives and when its answer
@@ -210,4 +213,77 @@ func TestGraphNeverHolds(t *testing.T) {
 	if d := g.drain(); len(d) != 1 || d[0].req.RequestID != "child" {
 		t.Errorf("drained %d; want the one child still waiting", len(d))
 	}
+}
+
+// TestAgentLogRoundTrip (issue 38's round trip): the agent log of
+// datasets/testdata converts; replayed against a recording server that is
+// slow (600 ms) for one helper, each request arrives only after its
+// parents' answers ended plus the delay the log recorded, its prompt
+// holding their answers, and the join waits for the slow helper.
+func TestAgentLogRoundTrip(t *testing.T) {
+	m, err := datasets.LoadMapping("openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	salt, err := anon.ParseSalt("00112233445566778899aabbccddeeff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := filepath.Join(t.TempDir(), "bucket")
+	if _, err := datasets.Convert(context.Background(), []string{"../datasets/testdata/logs/agent.jsonl"}, bucket,
+		datasets.ConvertOptions{Options: datasets.Options{Format: datasets.FormatOpenAILog, Log: datasets.LogOptions{Mapping: m, Salt: salt}}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := trace.ReadAll(context.Background(), bucket)
+	if err != nil || len(rows) != 6 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	slowHelper := rows[3].RequestID
+	srv := &graphServer{arrived: map[string]time.Time{}, done: map[string]time.Time{}, slow: map[string]time.Duration{slowHelper: 600 * time.Millisecond},
+		prompts: map[string]string{}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	opts := DefaultOptions()
+	opts.Target, opts.RunID = ts.URL, "run"
+	results, _ := runAndRead(t, bucket, filepath.Join(t.TempDir(), "run"), opts)
+	for _, r := range results {
+		if r.Outcome != trace.OutcomeOK {
+			t.Errorf("%s: %s %s", r.RequestID, r.Outcome, r.Error)
+		}
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for _, q := range rows {
+		var last time.Time
+		var answers []string
+		for _, p := range q.ParentIDs {
+			if srv.done[p].After(last) {
+				last = srv.done[p]
+			}
+			answers = append(answers, "answer-of-"+p)
+		}
+		if len(q.ParentIDs) == 0 {
+			continue
+		}
+		delay := time.Duration((ptrOr(q.ToolMs) + ptrOr(q.ThinkTimeMs)) * float64(time.Millisecond))
+		if got := srv.arrived[q.RequestID].Sub(last); got < delay {
+			t.Errorf("%s arrived %v after its last parent ended; the log recorded %v", q.RequestID, got, delay)
+		}
+		for _, a := range answers {
+			if !strings.Contains(srv.prompts[q.RequestID], a) {
+				t.Errorf("%s's prompt lacks its parent's answer %s", q.RequestID, a)
+			}
+		}
+	}
+	join := rows[5].RequestID
+	if srv.arrived[join].Sub(srv.done[slowHelper]) < 300*time.Millisecond || srv.done[slowHelper].Sub(srv.arrived[slowHelper]) < 600*time.Millisecond {
+		t.Errorf("the join arrived %v after the slow helper ended; want its recorded 300 ms at least", srv.arrived[join].Sub(srv.done[slowHelper]))
+	}
+}
+
+func ptrOr(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
