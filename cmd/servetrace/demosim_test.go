@@ -116,7 +116,8 @@ func TestLongDemoRunsEndToEnd(t *testing.T) {
 	}
 	// A 5-second workload cannot fill the sweep's steps (make demo's can):
 	// the lines must be there, not their verdicts.
-	for _, line := range []string{"capacity: the simulator's cost model serves this workload's requests at", "the replay above: a mean"} {
+	for _, line := range []string{"capacity: the simulator's cost model serves this workload's requests at", "the replay above: a mean",
+		"where the time went (the server's spans of"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("demo: no line %q:\n%s", line, out)
 		}
