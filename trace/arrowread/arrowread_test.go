@@ -156,6 +156,7 @@ func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 	in[9].TopLogprobs, in[9].Seed, in[9].TopK = trace.Ptr(int32(5)), trace.Ptr(int64(-1234)), trace.Ptr(int32(40))
 	in[9].PresencePenalty, in[9].FrequencyPenalty = trace.Ptr(-0.5), trace.Ptr(1.25)
 	in[9].ImageTokens, in[9].AudioTokens = trace.Ptr(int64(1200)), trace.Ptr(int64(38))
+	in[8].ParentIDs, in[8].ToolMs, in[8].Role = []string{in[2].RequestID, in[3].RequestID}, trace.Ptr(250.5), trace.RoleSubAgent
 	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -180,8 +181,8 @@ func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 		}
 		total += len(rows)
 		cols := readWithArrow(t, path)
-		if len(cols) != 51 {
-			t.Errorf("%s: %d columns, want 51 (the request record)", p.Path, len(cols))
+		if len(cols) != 54 {
+			t.Errorf("%s: %d columns, want 54 (the request record)", p.Path, len(cols))
 		}
 		col := func(name string, f func(r trace.Request) any) { assertColumnOf(t, cols, name, rows, f) }
 		col("request_id", func(r trace.Request) any { return r.RequestID })
@@ -212,6 +213,9 @@ func TestArrowReadsRequestBucketColumnByColumn(t *testing.T) {
 		col("read_delay_ms", func(r trace.Request) any { return optional(r.ReadDelayMs) })
 		col("think_time_ms", func(r trace.Request) any { return optional(r.ThinkTimeMs) })
 		col("phase", func(r trace.Request) any { return r.Phase })
+		col("parent_ids", func(r trace.Request) any { return listOf(r.ParentIDs) })
+		col("tool_ms", func(r trace.Request) any { return optional(r.ToolMs) })
+		col("role", func(r trace.Request) any { return r.Role })
 		col("image_count", func(r trace.Request) any { return r.ImageCount })
 		col("image_widths_px", func(r trace.Request) any { return listOf(r.ImageWidthsPx) })
 		col("image_heights_px", func(r trace.Request) any { return listOf(r.ImageHeightsPx) })
