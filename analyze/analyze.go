@@ -176,6 +176,9 @@ type Report struct {
 	// Probes is the accuracy of the probe requests' answers (replay
 	// --probes), overall and by window, where the runs sent any.
 	Probes *Probes `json:"probes,omitempty"`
+	// Sessions is what the runs' sessions (conversations, agent graphs)
+	// took end to end, sessions as the unit, where any has two requests.
+	Sessions *Sessions `json:"sessions,omitempty"`
 	// Streamed is set when the rows were too many to hold and were
 	// streamed: how exact the figures are.
 	Streamed *Streamed `json:"streamed,omitempty"`
@@ -302,6 +305,9 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		if rep.Probes, err = ProbeAccuracy(runDirs, opts.Window); err != nil {
 			return nil, err
 		}
+		if rep.Sessions, err = SessionMakespans(runDirs, opts.Percentiles); err != nil {
+			return nil, err
+		}
 		return rep, nil
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
@@ -322,6 +328,9 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	rep.Phases = phases
 	rep.Notes = append(rep.Notes, notes...)
 	if rep.Probes, err = ProbeAccuracy(runDirs, opts.Window); err != nil {
+		return nil, err
+	}
+	if rep.Sessions, err = SessionMakespans(runDirs, opts.Percentiles); err != nil {
 		return nil, err
 	}
 	rep.Sent = summarizeSent(l.cols)

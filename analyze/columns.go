@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/servetrace/servetrace/analyze/peer"
 	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/trace"
 )
@@ -197,6 +198,30 @@ func openParquet(path string) (*file.Reader, error) {
 		return nil, err
 	}
 	return pf, nil // its Close closes f
+}
+
+// forEachResultBatch hands fn a record batch of the named top-level
+// columns at a time, over every part of the servetrace runs among dirs
+// (other tools' result files are passed over): for a report's small
+// passes that need a few columns of every row.
+func forEachResultBatch(dirs, columns []string, fn func(arrow.RecordBatch) error) error {
+	want := func(top string) bool { return slices.Contains(columns, top) }
+	for _, dir := range dirs {
+		if peer.IsResultFile(dir) {
+			continue
+		}
+		parts, err := trace.ResultParts(dir)
+		if err != nil {
+			return err
+		}
+		for _, part := range parts {
+			path := filepath.Join(dir, part.Path)
+			if err := forEachBatch(path, want, fn); err != nil {
+				return fmt.Errorf("read %s: %w", path, err)
+			}
+		}
+	}
+	return nil
 }
 
 // forEachBatch reads the top-level columns want accepts of one Parquet

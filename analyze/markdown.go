@@ -47,6 +47,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if p := rep.Probes; p != nil {
 		fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(probesText(p), "\n  ", "\n  - "))
 	}
+	if s := rep.Sessions; s != nil {
+		fmt.Fprintf(&b, "- %s\n", sessionsText(s))
+	}
 	if e := rep.Energy; e != nil {
 		fmt.Fprintf(&b, "- %s\n", energyText(e))
 	}

@@ -3,7 +3,6 @@ package analyze
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/servetrace/servetrace/analyze/peer"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -71,30 +69,11 @@ func ProbeAccuracy(runDirs []string, window time.Duration) (*Probes, error) {
 	}
 	p := &Probes{ByKind: map[string]*Accuracy{}, WindowS: window.Seconds()}
 	byWindow := map[int64]*Accuracy{}
-	want := func(top string) bool {
-		switch top {
-		case "probe", "probe_correct", "sent_ns", "warmup", "outcome":
-			return true
-		}
-		return false
-	}
-	for _, dir := range runDirs {
-		if peer.IsResultFile(dir) {
-			continue // other tools send no probes
-		}
-		parts, err := trace.ResultParts(dir)
-		if err != nil {
-			return nil, err
-		}
-		for _, part := range parts {
-			path := filepath.Join(dir, part.Path)
-			err := forEachBatch(path, want, func(rec arrow.RecordBatch) error {
-				return p.addBatch(rec, byWindow, int64(window))
-			})
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", path, err)
-			}
-		}
+	err := forEachResultBatch(runDirs, []string{"probe", "probe_correct", "sent_ns", "warmup", "outcome"}, func(rec arrow.RecordBatch) error {
+		return p.addBatch(rec, byWindow, int64(window))
+	})
+	if err != nil {
+		return nil, err
 	}
 	if p.Sent == 0 {
 		return nil, nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -64,13 +63,9 @@ func TestTimingWhereTheTimeWentAgainstTheSimulator(t *testing.T) {
 			"--warmup", "10", "--collect-spans", collector, "--out", run); code != 0 {
 			t.Fatalf("replay %s: %s", name, errOut)
 		}
-		code, out, errOut := runCLI(t, "analyze", run, "--json")
-		if code != 0 {
-			t.Fatalf("analyze %s: %s", name, errOut)
-		}
-		var rep analyze.Report
-		if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Phases == nil {
-			t.Fatalf("analyze %s: %v, phases %v", name, err, rep.Phases)
+		rep := analyzeJSON(t, run)
+		if rep.Phases == nil {
+			t.Fatalf("analyze %s: no phases", name)
 		}
 		return run, rep.Phases
 	}

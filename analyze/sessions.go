@@ -1,0 +1,161 @@
+package analyze
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// Sessions is what a run's sessions (conversations and agent graphs) took
+// end to end, with the session, not the request, as the unit: an agent's
+// user waits for the whole graph, and one slow call delays every call
+// after it.
+type Sessions struct {
+	// Sessions counts the sessions of two or more requests, none left
+	// out; Requests their requests.
+	Sessions int `json:"sessions"`
+	Requests int `json:"requests"`
+	// MakespanMs is each session's first send to its last answer's end,
+	// over the sessions whose every request ended ok, with order-statistic
+	// intervals (sessions are independent of each other far more than
+	// requests are).
+	MakespanMs Distribution `json:"makespan_ms"`
+	// Incomplete counts the sessions with a request that did not end ok
+	// (their makespan would be short or unknown) or was warmup.
+	Incomplete int `json:"incomplete"`
+	// Truncated: more sessions than maxSessions; the rest were not read.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// maxSessions bounds the sessions a run's report follows.
+const maxSessions = 1 << 22
+
+// sessionSpan is one session's extent so far.
+type sessionSpan struct {
+	first, last int64
+	requests    int
+	incomplete  bool
+}
+
+// SessionMakespans measures the runs' sessions; nil when none has two
+// requests. It reads only the columns it needs, in one pass.
+func SessionMakespans(runDirs []string, percentiles []float64) (*Sessions, error) {
+	spans := map[string]*sessionSpan{}
+	truncated := false
+	err := forEachResultBatch(runDirs, []string{"session_id", "sent_ns", "done_ns", "warmup", "outcome", "run_id"}, func(rec arrow.RecordBatch) error {
+		t, err := addSessionBatch(rec, spans)
+		truncated = truncated || t
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &Sessions{Truncated: truncated}
+	var makespans []float64
+	for _, s := range spans {
+		if s.requests < 2 {
+			continue
+		}
+		out.Sessions++
+		out.Requests += s.requests
+		if s.incomplete {
+			out.Incomplete++
+			continue
+		}
+		makespans = append(makespans, float64(s.last-s.first)/1e6)
+	}
+	if out.Sessions == 0 {
+		return nil, nil
+	}
+	out.MakespanMs = Summarize(makespans, percentiles)
+	return out, nil
+}
+
+// addSessionBatch folds a batch's rows into their sessions (keyed by run
+// and session, so repeats of one workload stay apart); truncated is true
+// once maxSessions are followed and a new one was left out.
+func addSessionBatch(rec arrow.RecordBatch, spans map[string]*sessionSpan) (truncated bool, err error) {
+	col := func(name string) arrow.Array {
+		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	var sessions, outcomes, runs []string
+	for _, c := range []struct {
+		name string
+		dst  *[]string
+	}{{"session_id", &sessions}, {"outcome", &outcomes}, {"run_id", &runs}} {
+		a := col(c.name)
+		if a == nil {
+			return false, fmt.Errorf("no column %q: not a servetrace results file", c.name)
+		}
+		if err := appendStrings(c.dst, a); err != nil {
+			return false, fmt.Errorf("column %q: %w", c.name, err)
+		}
+	}
+	sent, _ := col("sent_ns").(*array.Int64)
+	done, _ := col("done_ns").(*array.Int64)
+	warm, _ := col("warmup").(*array.Boolean)
+	if sent == nil || done == nil || warm == nil {
+		return false, fmt.Errorf("columns sent_ns, done_ns and warmup missing: not a servetrace results file")
+	}
+	for i, id := range sessions {
+		if id == "" {
+			continue
+		}
+		key := runs[i] + "\x00" + id
+		s := spans[key]
+		if s == nil {
+			if len(spans) >= maxSessions {
+				truncated = true
+				continue
+			}
+			s = &sessionSpan{first: 1<<63 - 1, last: -1 << 63}
+			spans[key] = s
+		}
+		s.requests++
+		if outcomes[i] != trace.OutcomeOK || warm.Value(i) || !sent.IsValid(i) || !done.IsValid(i) {
+			s.incomplete = true
+			continue
+		}
+		s.first, s.last = min(s.first, sent.Value(i)), max(s.last, done.Value(i))
+	}
+	return truncated, nil
+}
+
+// sessionsText says the sessions' makespans in a line, each percentile
+// with its order-statistic interval.
+func sessionsText(s *Sessions) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sessions (%d of %d requests; first send to last answer, sessions as the unit): ", s.Sessions, s.Requests)
+	d := s.MakespanMs
+	if d.N == 0 {
+		b.WriteString("none complete")
+	} else {
+		fmt.Fprintf(&b, "makespan mean %s ms", num(d.Mean))
+		for _, q := range d.Quantiles {
+			fmt.Fprintf(&b, ", p%g %s [%s, %s]", q.P, num(q.Value), optNum(q.CILo), optNum(q.CIHi))
+		}
+		fmt.Fprintf(&b, " (n %d)", d.N)
+	}
+	if s.Incomplete > 0 {
+		fmt.Fprintf(&b, "; %d with a request not ok or warmup left out", s.Incomplete)
+	}
+	if s.Truncated {
+		fmt.Fprintf(&b, "; only the first %d sessions followed", maxSessions)
+	}
+	return b.String()
+}
+
+// optNum is num of a bound, "—" where the sample cannot give one.
+func optNum(p *float64) string {
+	if p == nil {
+		return "—"
+	}
+	return num(*p)
+}

@@ -1,0 +1,46 @@
+package analyze
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// TestSessionMakespans: sessions of 400 and 700 ms (first send to last
+// answer, worked out by hand), one left out for a failed request, one of
+// a single request and requests of no session not counted; p50 550 ms.
+func TestSessionMakespans(t *testing.T) {
+	var rows []trace.Result
+	add := func(session string, sentMs, doneMs int64, outcome string) {
+		sent, done := sentMs*1e6, doneMs*1e6
+		rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: "r" + string(rune('a'+len(rows))), SessionID: session},
+			Shape:  trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, N: 1},
+			SentNs: &sent, DoneNs: &done, Outcome: outcome, RunID: "run"})
+	}
+	add("s1", 0, 50, trace.OutcomeOK)
+	add("s1", 100, 400, trace.OutcomeOK)
+	add("s2", 1000, 1200, trace.OutcomeOK)
+	add("s2", 1250, 1500, trace.OutcomeOK)
+	add("s2", 1300, 1700, trace.OutcomeOK)
+	add("s3", 2000, 2100, trace.OutcomeOK)
+	add("s3", 2200, 2300, trace.OutcomeTimeout)
+	add("s4", 3000, 3100, trace.OutcomeOK)
+	add("", 3000, 9000, trace.OutcomeOK)
+	dir := t.TempDir()
+	writeRun(t, dir, "run", rows, 0)
+	s, err := SessionMakespans([]string{dir}, []float64{50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s == nil || s.Sessions != 3 || s.Requests != 7 || s.Incomplete != 1 || s.MakespanMs.N != 2 {
+		t.Fatalf("%+v; want 3 sessions of 7 requests, 1 incomplete, 2 measured", s)
+	}
+	if q := s.MakespanMs.Quantiles[0]; math.Abs(q.Value-550) > 1e-9 || math.Abs(s.MakespanMs.Mean-550) > 1e-9 || s.MakespanMs.Max != 700 {
+		t.Errorf("makespan p50 %v mean %v max %v; want 550, 550, 700", q.Value, s.MakespanMs.Mean, s.MakespanMs.Max)
+	}
+	if txt := sessionsText(s); !strings.Contains(txt, "3 of 7 requests") || !strings.Contains(txt, "1 with a request not ok") {
+		t.Errorf("text %q", txt)
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/replay/sim"
+	"github.com/servetrace/servetrace/trace"
+)
+
+// TestSessionMakespanGrowsWithLoad (issue 38): agent sessions (a planner,
+// three sub-agents after it, a join after them) replayed against a
+// simulator that runs two sequences at once take longer end to end when
+// they come ten times as often, and analyze says so per session, with
+// intervals.
+func TestSessionMakespanGrowsWithLoad(t *testing.T) {
+	url := startFastSim(t, func(o *sim.Options) {
+		o.Engine.Cost = sim.CostModel{IterBase: 2 * time.Millisecond}
+		o.Engine.MaxNumSeqs = 2
+	})
+	dir := t.TempDir()
+	wl := filepath.Join(dir, "workload")
+	w, err := trace.NewBucketWriter(wl, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	shape := trace.Shape{InputTokens: 16, OutputTokens: 8, MaxTokens: 8, API: trace.APIChat, Stream: true, N: 1}
+	for s := range 20 {
+		at := t0.Add(time.Duration(s) * 200 * time.Millisecond).UnixMicro()
+		id := func(part string) string { return fmt.Sprintf("s%02d-%s", s, part) }
+		session := fmt.Sprintf("s%02d", s)
+		rows := []trace.Request{{Identity: trace.Identity{RequestID: id("plan"), SessionID: session}, TS: at, Shape: shape}}
+		for k := range 3 {
+			rows = append(rows, trace.Request{Identity: trace.Identity{RequestID: id(fmt.Sprint("sub", k)), SessionID: session, Turn: 1}, TS: at + 1,
+				Shape: shape, ParentIDs: []string{id("plan")}})
+		}
+		rows = append(rows, trace.Request{Identity: trace.Identity{RequestID: id("join"), SessionID: session, Turn: 2}, TS: at + 2,
+			Shape: shape, ParentIDs: []string{id("sub0"), id("sub1"), id("sub2")}})
+		for _, r := range rows {
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
+		t.Fatal(err)
+	}
+	makespan := func(name, speed string) analyze.Distribution {
+		t.Helper()
+		run := filepath.Join(dir, name)
+		if code, _, errOut := runCLI(t, "replay", wl, "--target", url, "--speed", speed, "--out", run); code != 0 {
+			t.Fatalf("replay %s: %s", name, errOut)
+		}
+		rep := analyzeJSON(t, run)
+		if rep.Sessions == nil {
+			t.Fatalf("analyze %s: no sessions", name)
+		}
+		if rep.Sessions.Sessions != 20 || rep.Sessions.MakespanMs.N != 20 {
+			t.Errorf("%s: %+v; want 20 sessions measured", name, rep.Sessions)
+		}
+		return rep.Sessions.MakespanMs
+	}
+	p50 := func(d analyze.Distribution) analyze.Quantile {
+		for _, q := range d.Quantiles {
+			if q.P == 50 {
+				return q
+			}
+		}
+		t.Fatalf("no p50 in %+v", d)
+		return analyze.Quantile{}
+	}
+	light, heavy := p50(makespan("light", "1")), p50(makespan("heavy", "10"))
+	if light.CIHi == nil || heavy.CILo == nil || *heavy.CILo <= *light.CIHi {
+		t.Errorf("session makespan p50: %.1f ms [%v] at one session per 200 ms, %.1f ms [%v] at one per 20 ms; want the second's interval above the first's",
+			light.Value, light.CIHi, heavy.Value, heavy.CILo)
+	}
+}
