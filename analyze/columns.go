@@ -39,6 +39,7 @@ type resultColumns struct {
 
 	// What was sent, and how to group it.
 	tenant, model, adapter, phase []string
+	role                          []string // "" in runs from before agent graphs
 	finishReason                  []string
 	turn                          []int64
 	status                        []int64 // HTTP status
@@ -91,7 +92,7 @@ func (c *resultColumns) prefixBlocksOf(i int) []int64 {
 // analysisColumns are the Parquet leaf columns read, by top-level name.
 var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "admitted_ns", "sent_ns", "first_chunk_ns", "first_token_ns",
 	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns",
-	"tenant", "model", "adapter", "phase", "observed_finish_reason", "turn", "http_status", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks",
+	"tenant", "model", "adapter", "phase", "role", "observed_finish_reason", "turn", "http_status", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks",
 	"first_answer_ns", "observed_reasoning_tokens", "features_sent", "features_stripped", "features_refused"}
 
 // readResultColumns reads the result parts of a run directory (those
@@ -183,7 +184,7 @@ func (c *resultColumns) wantsColumn(top string) bool {
 
 // groupColumns are read only to group rows (breakdowns, repeats): a lean
 // read, the streamed analysis's, leaves them out.
-var groupColumns = []string{"tenant", "model", "adapter", "phase", "turn", "http_status"}
+var groupColumns = []string{"tenant", "model", "adapter", "phase", "role", "turn", "http_status"}
 
 // openParquet opens a Parquet part for arrow-go's reader, only if it is a
 // regular file (a named pipe in a run dir would block the read).
@@ -338,6 +339,18 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		}
 		if err := appendStrings(spec.dst, a); err != nil {
 			return fmt.Errorf("column %s: %w", spec.name, err)
+		}
+	}
+	if !c.lean {
+		// A run from before agent graphs has no role: every row has none.
+		if a, err := col("role"); err == nil {
+			if err := appendStrings(&c.role, a); err != nil {
+				return fmt.Errorf("column role: %w", err)
+			}
+		} else {
+			for range n {
+				c.role = append(c.role, "")
+			}
 		}
 	}
 	if c.wantIDs {
@@ -542,6 +555,7 @@ func columnsOf(rows []trace.Result) *resultColumns {
 		c.model = append(c.model, r.Model)
 		c.adapter = append(c.adapter, r.Adapter)
 		c.phase = append(c.phase, r.Phase)
+		c.role = append(c.role, r.Role)
 		c.finishReason = append(c.finishReason, r.ObservedFinishReason)
 		c.turn = append(c.turn, int64(r.Turn))
 		c.status = append(c.status, int64(r.HTTPStatus))
@@ -570,7 +584,7 @@ func columnsOf(rows []trace.Result) *resultColumns {
 func (c *resultColumns) reset() {
 	c.n = 0
 	c.warmup, c.stream = c.warmup[:0], c.stream[:0]
-	for _, s := range []*[]string{&c.outcome, &c.tenant, &c.model, &c.adapter, &c.phase, &c.finishReason, &c.requestID, &c.features} {
+	for _, s := range []*[]string{&c.outcome, &c.tenant, &c.model, &c.adapter, &c.phase, &c.role, &c.finishReason, &c.requestID, &c.features} {
 		*s = (*s)[:0]
 	}
 	for _, s := range []*[]int64{&c.scheduled, &c.admitted, &c.sent, &c.firstChunk, &c.firstToken, &c.done, &c.usagePrompt, &c.observedOut,

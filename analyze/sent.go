@@ -152,7 +152,7 @@ func itlCV(itl []float64) float64 {
 }
 
 // Dimensions are the --by breakdowns.
-var Dimensions = []string{"tenant", "model", "adapter", "turn", "input_bucket", "phase", "modality", "feature"}
+var Dimensions = []string{"tenant", "model", "adapter", "turn", "role", "input_bucket", "phase", "modality", "feature"}
 
 // maxGroups is how many groups a breakdown shows; the smallest beyond it
 // are pooled as "(other)".
@@ -182,6 +182,8 @@ func groupKey(c *resultColumns, dim string, i int) string {
 		return orNone(c.adapter[i])
 	case "phase":
 		return orNone(c.phase[i])
+	case "role":
+		return orNone(c.role[i])
 	case "turn":
 		return strconv.FormatInt(c.turn[i], 10)
 	case "input_bucket":

@@ -44,3 +44,29 @@ func TestSessionMakespans(t *testing.T) {
 		t.Errorf("text %q", txt)
 	}
 }
+
+// TestBreakdownByRole: --by role groups requests by their part in an
+// agent graph, those without one as "(none)".
+func TestBreakdownByRole(t *testing.T) {
+	var rows []trace.Result
+	for i, role := range []string{"planner", "sub-agent", "sub-agent", "", "sub-agent", "planner", "sub-agent", "", "sub-agent", "planner"} {
+		sent, first, done := int64(i)*100e6, int64(i)*100e6+20e6, int64(i)*100e6+50e6
+		rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: "r" + string(rune('a'+i))}, Role: role,
+			Shape:  trace.Shape{InputTokens: 4, OutputTokens: 2, MaxTokens: 2, API: trace.APIChat, Stream: true, N: 1},
+			SentNs: &sent, FirstTokenNs: &first, FirstChunkNs: &first, DoneNs: &done, TokenTimesNs: []int64{20e6, 50e6},
+			ObservedOutputTokens: 2, Outcome: trace.OutcomeOK})
+	}
+	dir := t.TempDir()
+	writeRun(t, dir, "run", rows, 0)
+	rep, err := Analyze([]string{dir}, Options{By: []string{"role"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, g := range rep.Breakdowns["role"] {
+		got[g.Value] = g.Counted
+	}
+	if got["planner"] != 3 || got["sub-agent"] != 5 || got["(none)"] != 2 {
+		t.Errorf("groups %v; want planner 3, sub-agent 5, (none) 2", got)
+	}
+}

@@ -463,7 +463,7 @@ func shortTransport(err error) string {
 // newResult copies a planned request's identity and shape into a result.
 func (r *Runner) newResult(p *planned) trace.Result {
 	q := p.req
-	res := trace.Result{Identity: q.Identity, Shape: q.Shape, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed, Phase: q.Phase,
+	res := trace.Result{Identity: q.Identity, Shape: q.Shape, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed, Phase: q.Phase, Role: q.Role,
 		ScheduledNs: p.scheduledNs, RunID: r.opts.RunID, Shard: r.opts.Shard, Warmup: p.warmup}
 	if p.warmup && res.Phase == "" {
 		res.Phase = "warmup"

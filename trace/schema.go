@@ -149,6 +149,8 @@ type Result struct {
 	// request whose answer should repeat exactly.
 	Seed  *int64 `parquet:"seed,optional" json:"seed,omitempty"`
 	Phase string `parquet:"phase,dict" json:"phase,omitempty"`
+	// Role is the request's part in an agent graph (Request.Role).
+	Role string `parquet:"role,dict" json:"role,omitempty"`
 
 	ScheduledNs int64  `parquet:"scheduled_ns" json:"scheduled_ns"`
 	AdmittedNs  int64  `parquet:"admitted_ns" json:"admitted_ns"`

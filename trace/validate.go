@@ -113,6 +113,9 @@ func (r *Result) Validate() error {
 	if err := checkString("phase", r.Phase); err != nil {
 		return err
 	}
+	if err := checkString("role", r.Role); err != nil {
+		return err
+	}
 	if r.SentNs != nil {
 		for _, c := range []struct {
 			name string
