@@ -208,10 +208,29 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 			return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
 		}
 		r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+		fan := g.fanout
+		if fan != nil && r.SessionID == "" {
+			r.SessionID = "storm-" + r.RequestID // the graph is a session of its own
+		}
 		if err := emit(r); err != nil {
 			return err
 		}
 		n++
+		if fan != nil {
+			// The planner's sub-agents, then its join, take the next ids.
+			g.fanout = nil
+			first := n
+			for _, c := range fan.fanOut(r, func(k int) string { return fmt.Sprintf("gen-%d-%d", opts.Seed, first+int64(k)) }) {
+				if n >= MaxGenerateRows {
+					return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
+				}
+				c.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+				if err := emit(c); err != nil {
+					return err
+				}
+				n++
+			}
+		}
 		if n&1023 == 0 {
 			return ctx.Err()
 		}
@@ -278,6 +297,9 @@ type generator struct {
 	startUs  int64
 	// blocks draws each class's lengths a block at a time.
 	blocks []*lengthBlocks
+	// fanout is set by a subagent-storm on the row it made a planner:
+	// its sub-agents and join follow it.
+	fanout *SubagentStorm
 }
 
 type pendingTurn struct {

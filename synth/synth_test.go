@@ -288,6 +288,46 @@ func TestScenarios(t *testing.T) {
 				t.Errorf("cancel share %.2f in window (want 0.5), %d outside", share, outside)
 			}
 		}},
+		{"subagent-storm:at=60s,for=60s,share=0.5,width=4,tool_ms=80", func(t *testing.T, rows []trace.Request) {
+			byID := map[string]int{}
+			for i, r := range rows {
+				byID[r.RequestID] = i
+			}
+			planners, firsts := 0, 0
+			for i, r := range rows {
+				if r.Role == trace.RoleSubAgent || len(r.ParentIDs) > 0 {
+					continue
+				}
+				if inWindow(r, "subagent-storm") {
+					firsts++
+				}
+				if r.Role != trace.RolePlanner {
+					continue
+				}
+				planners++
+				// Its 4 sub-agents wait on it after the tool's 80 ms; its
+				// join, right after them, waits on the 4.
+				if i+5 >= len(rows) {
+					t.Fatalf("planner %s is not followed by its graph", r.RequestID)
+				}
+				var subs []string
+				for _, s := range rows[i+1 : i+5] {
+					if s.Role != trace.RoleSubAgent || !slices.Equal(s.ParentIDs, []string{r.RequestID}) || s.ToolMs == nil || *s.ToolMs != 80 || s.SessionID != r.SessionID || s.SessionID == "" {
+						t.Fatalf("after planner %s: %+v", r.RequestID, s)
+					}
+					subs = append(subs, s.RequestID)
+				}
+				if join := rows[i+5]; !slices.Equal(join.ParentIDs, subs) || join.InputTokens < r.InputTokens+4*64 {
+					t.Fatalf("planner %s's join: parents %v input %d", r.RequestID, join.ParentIDs, join.InputTokens)
+				}
+				if err := rows[i+5].Validate(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if share := float64(planners) / float64(firsts); firsts < 50 || math.Abs(share-0.5) > 0.15 {
+				t.Errorf("%d planners of %d requests in the window (%.2f); want about half", planners, firsts, share)
+			}
+		}},
 		{"slow-consumer:share=0.3,read_delay_ms=150", func(t *testing.T, rows []trace.Request) {
 			c := count(rows, func(r trace.Request) bool { return r.ReadDelayMs != nil && *r.ReadDelayMs == 150 })
 			if share := float64(c) / float64(len(rows)); math.Abs(share-0.3) > 0.05 {
@@ -398,6 +438,8 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"flash-crowd:factor", "not key=value"},
 		{"flash-crowd:colour=red", "unknown field"},
 		{"cancel-storm:share=2", "share"},
+		{"subagent-storm:width=300", "width"},
+		{"subagent-storm:tool_ms=-1", "tool_ms"},
 		{"version-switch:at=1m", "to=MODEL"},
 		{"ramp:rates=1/-2", "positive"},
 		{"ramp:rates=1/2,factors=1/2/3", "not both"}, // once an index out of range in bound
