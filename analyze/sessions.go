@@ -139,6 +139,11 @@ func sessionsText(s *Sessions) string {
 	} else {
 		fmt.Fprintf(&b, "makespan mean %s ms", num(d.Mean))
 		for _, q := range d.Quantiles {
+			if q.CIHi == nil {
+				// Too few sessions to bound it above: only a floor is known.
+				fmt.Fprintf(&b, ", p%g ≥%s", q.P, num(max(q.Value, deref0(q.CILo))))
+				continue
+			}
 			fmt.Fprintf(&b, ", p%g %s [%s, %s]", q.P, num(q.Value), optNum(q.CILo), optNum(q.CIHi))
 		}
 		fmt.Fprintf(&b, " (n %d)", d.N)
@@ -150,6 +155,14 @@ func sessionsText(s *Sessions) string {
 		fmt.Fprintf(&b, "; only the first %d sessions followed", maxSessions)
 	}
 	return b.String()
+}
+
+// deref0 is *p, or 0 for nil.
+func deref0(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // optNum is num of a bound, "—" where the sample cannot give one.

@@ -208,7 +208,7 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 			return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
 		}
 		r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
-		fan := g.fanout
+		fan := g.follow
 		if fan != nil && r.SessionID == "" {
 			r.SessionID = "storm-" + r.RequestID // the graph is a session of its own
 		}
@@ -217,10 +217,10 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 		}
 		n++
 		if fan != nil {
-			// The planner's sub-agents, then its join, take the next ids.
-			g.fanout = nil
+			// The graph's rows take the next ids, in order.
+			g.follow = nil
 			first := n
-			for _, c := range fan.fanOut(r, func(k int) string { return fmt.Sprintf("gen-%d-%d", opts.Seed, first+int64(k)) }) {
+			for _, c := range fan.graph(r, func(k int) string { return fmt.Sprintf("gen-%d-%d", opts.Seed, first+int64(k)) }) {
 				if n >= MaxGenerateRows {
 					return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
 				}
@@ -297,9 +297,9 @@ type generator struct {
 	startUs  int64
 	// blocks draws each class's lengths a block at a time.
 	blocks []*lengthBlocks
-	// fanout is set by a subagent-storm on the row it made a planner:
-	// its sub-agents and join follow it.
-	fanout *SubagentStorm
+	// follow is set by a scenario on a row that heads an agent graph
+	// (subagent-storm, long-horizon): the rows of the graph follow it.
+	follow graphScenario
 }
 
 type pendingTurn struct {

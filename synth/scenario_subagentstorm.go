@@ -57,7 +57,12 @@ func (p *SubagentStorm) check(s *Scenario) error {
 
 // bound counts the sub-agents and joins among the rows and the peak rate.
 func (p *SubagentStorm) bound(s *Scenario, b *rateBound) {
-	extra := p.Share * float64(p.Width+1)
+	boundGraphRows(s, b, p.Share*float64(p.Width+1))
+}
+
+// boundGraphRows adds a graph scenario's rows to b: extra rows for each
+// request in its window, at its peak too.
+func boundGraphRows(s *Scenario, b *rateBound, extra float64) {
 	b.flash *= 1 + extra
 	to := b.durS
 	if s.For > 0 {
@@ -69,13 +74,19 @@ func (p *SubagentStorm) bound(s *Scenario, b *rateBound) {
 func (p *SubagentStorm) apply(_ *Scenario, g *generator, r *trace.Request, _ float64) {
 	if g.scenRng.Float64() < p.Share {
 		r.Role = trace.RolePlanner
-		g.fanout = p
+		g.follow = p
 	}
 }
 
-// fanOut returns the sub-agents and the join of a planner, emitted just
-// after it; id names the next rows, which emit will give these ids.
-func (p *SubagentStorm) fanOut(planner trace.Request, id func(k int) string) []trace.Request {
+// graphScenario is a scenario that makes a row the head of an agent
+// graph: graph returns the rows that follow it, in order, which take the
+// ids id(0), id(1), … as they are emitted.
+type graphScenario interface {
+	graph(head trace.Request, id func(k int) string) []trace.Request
+}
+
+// graph returns the sub-agents and the join of a planner.
+func (p *SubagentStorm) graph(planner trace.Request, id func(k int) string) []trace.Request {
 	session := planner.SessionID
 	subs := make([]trace.Request, 0, p.Width+1)
 	parents := make([]string, 0, p.Width)

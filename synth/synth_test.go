@@ -328,6 +328,32 @@ func TestScenarios(t *testing.T) {
 				t.Errorf("%d planners of %d requests in the window (%.2f); want about half", planners, firsts, share)
 			}
 		}},
+		{"long-horizon:at=60s,for=60s,share=0.2,turns=6,tool_result=500", func(t *testing.T, rows []trace.Request) {
+			loops := 0
+			for i, r := range rows {
+				if r.Role != trace.RolePlanner {
+					continue
+				}
+				loops++
+				// Five tool follow-ups, each waiting on the one before after
+				// 500 ms, its input the one before's input and output and
+				// the tool's 500 tokens.
+				prev := r
+				for _, c := range rows[i+1 : i+6] {
+					if c.Role != trace.RoleToolFollowUp || !slices.Equal(c.ParentIDs, []string{prev.RequestID}) || c.ToolMs == nil || *c.ToolMs != 500 ||
+						c.InputTokens != min(prev.InputTokens+prev.OutputTokens+500, 200_000) || c.SessionID != r.SessionID || c.SessionID == "" {
+						t.Fatalf("after %s: %+v", prev.RequestID, c)
+					}
+					if err := c.Validate(); err != nil {
+						t.Fatal(err)
+					}
+					prev = c
+				}
+			}
+			if loops == 0 {
+				t.Error("no agent loop in the window")
+			}
+		}},
 		{"slow-consumer:share=0.3,read_delay_ms=150", func(t *testing.T, rows []trace.Request) {
 			c := count(rows, func(r trace.Request) bool { return r.ReadDelayMs != nil && *r.ReadDelayMs == 150 })
 			if share := float64(c) / float64(len(rows)); math.Abs(share-0.3) > 0.05 {
@@ -439,6 +465,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"flash-crowd:colour=red", "unknown field"},
 		{"cancel-storm:share=2", "share"},
 		{"subagent-storm:width=300", "width"},
+		{"long-horizon:turns=1", "turns"},
 		{"subagent-storm:tool_ms=-1", "tool_ms"},
 		{"version-switch:at=1m", "to=MODEL"},
 		{"ramp:rates=1/-2", "positive"},
