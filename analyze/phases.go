@@ -43,6 +43,7 @@ type Phases struct {
 // PhaseStat is a few order statistics of a per-request value.
 type PhaseStat struct {
 	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
 	P99 float64 `json:"p99"`
 	Max float64 `json:"max"`
 }
@@ -224,7 +225,7 @@ func phaseStat(x []float64) PhaseStat {
 	s := slices.Clone(x)
 	slices.Sort(s)
 	at := func(p float64) float64 { return s[min(len(s)-1, int(math.Ceil(p*float64(len(s))))-1)] }
-	return PhaseStat{P50: at(0.5), P99: at(0.99), Max: s[len(s)-1]}
+	return PhaseStat{P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: s[len(s)-1]}
 }
 
 // phaseBands returns the mean share of each phase for all requests and
