@@ -302,10 +302,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 			rep.Notes = append(rep.Notes, fmt.Sprintf("server phases are not joined when the rows (%d) are streamed: raise --in-memory-rows to see where the time went", rows))
 		}
 		rep.peerThroughput()
-		if rep.Probes, err = ProbeAccuracy(runDirs, opts.Window); err != nil {
-			return nil, err
-		}
-		if rep.Sessions, err = SessionMakespans(runDirs, opts.Percentiles); err != nil {
+		if rep.Probes, rep.Sessions, err = probesAndSessions(runDirs, opts.Window, opts.Percentiles); err != nil {
 			return nil, err
 		}
 		return rep, nil
@@ -327,10 +324,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	}
 	rep.Phases = phases
 	rep.Notes = append(rep.Notes, notes...)
-	if rep.Probes, err = ProbeAccuracy(runDirs, opts.Window); err != nil {
-		return nil, err
-	}
-	if rep.Sessions, err = SessionMakespans(runDirs, opts.Percentiles); err != nil {
+	if rep.Probes, rep.Sessions, err = probesAndSessions(runDirs, opts.Window, opts.Percentiles); err != nil {
 		return nil, err
 	}
 	rep.Sent = summarizeSent(l.cols)

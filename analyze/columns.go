@@ -201,6 +201,15 @@ func openParquet(path string) (*file.Reader, error) {
 	return pf, nil // its Close closes f
 }
 
+// batchColumn is a record batch's top-level column of that name, nil
+// when the batch has none (a part from before the column existed).
+func batchColumn(rec arrow.RecordBatch, name string) arrow.Array {
+	if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+		return rec.Column(idx[0])
+	}
+	return nil
+}
+
 // forEachResultBatch hands fn a record batch of the named top-level
 // columns at a time, over every part of the servetrace runs among dirs
 // (other tools' result files are passed over): for a report's small

@@ -339,12 +339,7 @@ func readAnswers(dir string) (map[string]answer, error) {
 
 // appendAnswers adds a batch's ok rows to out.
 func appendAnswers(rec arrow.RecordBatch, out map[string]answer) error {
-	col := func(name string) arrow.Array {
-		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
-			return rec.Column(idx[0])
-		}
-		return nil
-	}
+	col := func(name string) arrow.Array { return batchColumn(rec, name) }
 	var ids, outcomes, finish []string
 	for _, c := range []struct {
 		name string

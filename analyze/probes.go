@@ -60,45 +60,59 @@ type ProbeWindow struct {
 	Accuracy
 }
 
+// probeColumns are the columns a probe tally reads.
+var probeColumns = []string{"probe", "probe_correct", "sent_ns", "warmup", "outcome"}
+
 // ProbeAccuracy grades the runs' probes by send window; nil when no run
 // sent any. It reads only the probe columns, so it costs little beside
 // the analysis whatever the run's length.
 func ProbeAccuracy(runDirs []string, window time.Duration) (*Probes, error) {
+	t := newProbeTally(window)
+	if err := forEachResultBatch(runDirs, probeColumns, t.add); err != nil {
+		return nil, err
+	}
+	return t.result(), nil
+}
+
+// probeTally counts probes batch by batch, so it can share a pass over
+// the parts with other tallies.
+type probeTally struct {
+	p        *Probes
+	byWindow map[int64]*Accuracy
+	window   int64
+}
+
+func newProbeTally(window time.Duration) *probeTally {
 	if window <= 0 {
 		window = 10 * time.Second
 	}
-	p := &Probes{ByKind: map[string]*Accuracy{}, WindowS: window.Seconds()}
-	byWindow := map[int64]*Accuracy{}
-	err := forEachResultBatch(runDirs, []string{"probe", "probe_correct", "sent_ns", "warmup", "outcome"}, func(rec arrow.RecordBatch) error {
-		return p.addBatch(rec, byWindow, int64(window))
-	})
-	if err != nil {
-		return nil, err
-	}
+	return &probeTally{p: &Probes{ByKind: map[string]*Accuracy{}, WindowS: window.Seconds()}, byWindow: map[int64]*Accuracy{}, window: int64(window)}
+}
+
+func (t *probeTally) add(rec arrow.RecordBatch) error { return t.p.addBatch(rec, t.byWindow, t.window) }
+
+// result is the tally's Probes; nil when no probe was sent.
+func (t *probeTally) result() *Probes {
+	p := t.p
 	if p.Sent == 0 {
-		return nil, nil
+		return nil
 	}
 	p.finish()
 	for _, a := range p.ByKind {
 		a.finish()
 	}
-	for _, k := range slices.Sorted(maps.Keys(byWindow)) {
-		a := byWindow[k]
+	for _, k := range slices.Sorted(maps.Keys(t.byWindow)) {
+		a := t.byWindow[k]
 		a.finish()
 		p.Windows = append(p.Windows, ProbeWindow{StartS: float64(k) * p.WindowS, Accuracy: *a})
 	}
-	return p, nil
+	return p
 }
 
 // addBatch counts a batch's probes; a run from before probes has no
 // probe column and adds nothing.
 func (p *Probes) addBatch(rec arrow.RecordBatch, byWindow map[int64]*Accuracy, window int64) error {
-	col := func(name string) arrow.Array {
-		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
-			return rec.Column(idx[0])
-		}
-		return nil
-	}
+	col := func(name string) arrow.Array { return batchColumn(rec, name) }
 	kindCol := col("probe")
 	if kindCol == nil {
 		return nil

@@ -2,7 +2,9 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -41,22 +43,29 @@ type sessionSpan struct {
 	incomplete  bool
 }
 
-// SessionMakespans measures the runs' sessions; nil when none has two
-// requests. It reads only the columns it needs, in one pass.
-func SessionMakespans(runDirs []string, percentiles []float64) (*Sessions, error) {
-	spans := map[string]*sessionSpan{}
-	truncated := false
-	err := forEachResultBatch(runDirs, []string{"session_id", "sent_ns", "done_ns", "warmup", "outcome", "run_id"}, func(rec arrow.RecordBatch) error {
-		t, err := addSessionBatch(rec, spans)
-		truncated = truncated || t
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := &Sessions{Truncated: truncated}
+// sessionColumns are the columns a session tally reads.
+var sessionColumns = []string{"session_id", "sent_ns", "done_ns", "warmup", "outcome", "run_id"}
+
+// sessionTally follows sessions batch by batch, so it can share a pass
+// over the parts with other tallies.
+type sessionTally struct {
+	spans     map[string]*sessionSpan
+	truncated bool
+}
+
+func newSessionTally() *sessionTally { return &sessionTally{spans: map[string]*sessionSpan{}} }
+
+func (t *sessionTally) add(rec arrow.RecordBatch) error {
+	truncated, err := addSessionBatch(rec, t.spans)
+	t.truncated = t.truncated || truncated
+	return err
+}
+
+// result is the tally's Sessions; nil when none has two requests.
+func (t *sessionTally) result(percentiles []float64) *Sessions {
+	out := &Sessions{Truncated: t.truncated}
 	var makespans []float64
-	for _, s := range spans {
+	for _, s := range t.spans {
 		if s.requests < 2 {
 			continue
 		}
@@ -69,22 +78,34 @@ func SessionMakespans(runDirs []string, percentiles []float64) (*Sessions, error
 		makespans = append(makespans, float64(s.last-s.first)/1e6)
 	}
 	if out.Sessions == 0 {
-		return nil, nil
+		return nil
 	}
 	out.MakespanMs = Summarize(makespans, percentiles)
-	return out, nil
+	return out
+}
+
+// probesAndSessions runs the probe and session tallies over the runs'
+// parts in one pass, reading each column they need once.
+func probesAndSessions(runDirs []string, window time.Duration, percentiles []float64) (*Probes, *Sessions, error) {
+	probes, sessions := newProbeTally(window), newSessionTally()
+	columns := slices.Concat(probeColumns, sessionColumns)
+	err := forEachResultBatch(runDirs, columns, func(rec arrow.RecordBatch) error {
+		if err := probes.add(rec); err != nil {
+			return err
+		}
+		return sessions.add(rec)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return probes.result(), sessions.result(percentiles), nil
 }
 
 // addSessionBatch folds a batch's rows into their sessions (keyed by run
 // and session, so repeats of one workload stay apart); truncated is true
 // once maxSessions are followed and a new one was left out.
 func addSessionBatch(rec arrow.RecordBatch, spans map[string]*sessionSpan) (truncated bool, err error) {
-	col := func(name string) arrow.Array {
-		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
-			return rec.Column(idx[0])
-		}
-		return nil
-	}
+	col := func(name string) arrow.Array { return batchColumn(rec, name) }
 	var sessions, outcomes, runs []string
 	for _, c := range []struct {
 		name string

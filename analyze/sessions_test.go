@@ -30,7 +30,7 @@ func TestSessionMakespans(t *testing.T) {
 	add("", 3000, 9000, trace.OutcomeOK)
 	dir := t.TempDir()
 	writeRun(t, dir, "run", rows, 0)
-	s, err := SessionMakespans([]string{dir}, []float64{50})
+	_, s, err := probesAndSessions([]string{dir}, 0, []float64{50})
 	if err != nil {
 		t.Fatal(err)
 	}

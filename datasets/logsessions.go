@@ -65,7 +65,6 @@ func (lr *logReader) linkByPrefix(req *trace.Request, p *prepared) {
 	s := &sessionState{id: salt16(lr.lo.Salt, req.RequestID), endUs: max(endUs, req.TS), requestID: req.RequestID}
 	if parent != nil {
 		s.id, s.turn = parent.id, parent.turn+1
-		setTurn(req, s.turn, parent.endUs)
 		req.ParentIDs = []string{parent.requestID}
 		// The messages it adds may quote other earlier answers verbatim
 		// (sub-agents' answers gathered by a planner): it waits on those
@@ -77,7 +76,6 @@ func (lr *logReader) linkByPrefix(req *trace.Request, p *prepared) {
 				lastEndUs = max(lastEndUs, a.endUs)
 			}
 		}
-		req.ThinkTimeMs = nil
 		setTurn(req, s.turn, lastEndUs)
 		// A tool's result among what it adds: the wait was the tool's run.
 		if slices.Contains(roles[from:], "tool") {

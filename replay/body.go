@@ -119,27 +119,22 @@ type outgoing struct {
 	probe *probe.Probe
 }
 
-// build makes q's request body: the prompt (after sess's history), the
-// model, sampling and stream options. It does the client's heavy work
-// (a prompt of input_tokens tokens, its JSON), so the scheduler can run it
-// ahead of the send time (prefetch), and a session's next turn after the
-// reply, before its think time.
-func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
-	o := &outgoing{api: q.API}
+// route starts q's outgoing request with the API, stream mode and model
+// the options give it.
+func (r *Runner) route(q *trace.Request) *outgoing {
+	o := &outgoing{api: q.API, stream: q.Stream, model: q.Model}
 	if r.opts.API != "" {
 		o.api = r.opts.API
 	}
 	if o.api == "" {
 		o.api = trace.APIChat
 	}
-	o.stream = q.Stream
 	switch r.opts.Stream {
 	case StreamOn:
 		o.stream = true
 	case StreamOff:
 		o.stream = false
 	}
-	o.model = q.Model
 	if mapped, ok := r.opts.ModelMap[o.model]; ok {
 		o.model = mapped
 	}
@@ -149,6 +144,16 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 	if o.model == "" {
 		o.model = r.defaultModel
 	}
+	return o
+}
+
+// build makes q's request body: the prompt (after sess's history), the
+// model, sampling and stream options. It does the client's heavy work
+// (a prompt of input_tokens tokens, its JSON), so the scheduler can run it
+// ahead of the send time (prefetch), and a session's next turn after the
+// reply, before its think time.
+func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
+	o := r.route(q)
 	c, err := r.buildContract(q, o.api)
 	if err != nil {
 		o.notSent = "not sent: the request's " + err.Error()

@@ -25,8 +25,6 @@ type graph struct {
 	// waiting child are forgotten once graphMemory of them have finished
 	// after them.
 	order []string
-	// waiting counts the requests held for a parent.
-	waiting int
 	// unknownParents counts parent ids not read before their child, the
 	// first such child being firstUnknown.
 	unknownParents int64
@@ -99,7 +97,6 @@ func (g *graph) add(p *planned) (held bool, ready int64, follows bool, failed st
 		follows = true
 	}
 	if n.left > 0 { // failed or not, released when its last parent ends
-		g.waiting++
 		return true, 0, true, "", nil
 	}
 	if n.failed != "" {
@@ -157,7 +154,6 @@ func (g *graph) end(n *node, doneNs int64, ok bool, out *[]released) {
 		if c.left--; c.left > 0 {
 			continue
 		}
-		g.waiting--
 		r := released{p: c.p, readyNs: c.readyNs, failed: c.failed}
 		if r.failed == "" {
 			r.sess = g.history(c.p.req)
@@ -229,10 +225,12 @@ func (g *graph) history(q *trace.Request) *session {
 func (g *graph) remember(n *node) {
 	g.order = append(g.order, n.id)
 	for len(g.order) > graphMemory {
-		if old := g.nodes[g.order[0]]; old != nil && old.conv != nil {
+		// convs is in finishing order too: a node forgotten with its
+		// conversation still held is the oldest there.
+		if old := g.nodes[g.order[0]]; old != nil && old.conv != nil && len(g.convs) > 0 && g.convs[0] == old {
+			g.convs = g.convs[1:]
 			g.convBytes -= old.convBytes
 			old.conv, old.convBytes = nil, 0
-			g.convs = slices.DeleteFunc(g.convs, func(x *node) bool { return x == old })
 		}
 		delete(g.nodes, g.order[0])
 		g.order = g.order[1:]
@@ -251,7 +249,6 @@ func (g *graph) drain() []*planned {
 			n.done, n.p = true, nil
 		}
 	}
-	g.waiting = 0
 	return out
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
+	"github.com/servetrace/servetrace/trace/tracetest"
 )
 
 // graphServer records when each request arrives and when its answer
@@ -72,11 +73,7 @@ func TestAgentGraphWaitsOnParents(t *testing.T) {
 		prompts: map[string]string{}}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	dir := filepath.Join(t.TempDir(), "workload")
-	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var reqs []trace.Request
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(v float64) *float64 { return &v }
 	for _, r := range []struct {
@@ -104,13 +101,9 @@ func TestAgentGraphWaitsOnParents(t *testing.T) {
 		if r.id == "e" {
 			q.SessionID = "other"
 		}
-		if err := w.Write(q); err != nil {
-			t.Fatal(err)
-		}
+		reqs = append(reqs, q)
 	}
-	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
-		t.Fatal(err)
-	}
+	dir := tracetest.WriteWorkload(t, reqs)
 	opts := DefaultOptions()
 	opts.Target, opts.RunID = ts.URL, "run"
 	rows, info := runAndRead(t, dir, filepath.Join(t.TempDir(), "run"), opts)

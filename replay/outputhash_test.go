@@ -20,6 +20,7 @@ import (
 	"github.com/servetrace/servetrace/internal/hashmix"
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
+	"github.com/servetrace/servetrace/trace/tracetest"
 )
 
 // answerServer answers "Hello" in pieces (and "Bye!" as a second choice,
@@ -63,11 +64,7 @@ func answerServer(w http.ResponseWriter, r *http.Request) {
 func TestOutputHashes(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(answerServer))
 	defer ts.Close()
-	dir := filepath.Join(t.TempDir(), "workload")
-	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var reqs []trace.Request
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, c := range []struct {
 		id     string
@@ -79,13 +76,9 @@ func TestOutputHashes(t *testing.T) {
 		if strings.HasPrefix(c.id, "greedy") {
 			r.Temperature = new(0.0)
 		}
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
+		reqs = append(reqs, r)
 	}
-	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
-		t.Fatal(err)
-	}
+	dir := tracetest.WriteWorkload(t, reqs)
 	key := "000102030405060708090a0b0c0d0e0f"
 	want := func(key, text string) string {
 		k, _ := hex.DecodeString(key)

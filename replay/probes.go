@@ -76,11 +76,8 @@ func probeRequest(q *trace.Request, p *probe.Probe) trace.Request {
 // message (or the prompt, under API completions), greedy, with room for
 // the answer and no forced length, which would pad the answer.
 func (r *Runner) buildProbe(q *trace.Request, p *probe.Probe) *outgoing {
-	o := r.build(q, nil) // model, API and stream as any request gets them
-	if o.notSent != "" {
-		return o
-	}
-	o.sent, o.stripped, o.probe = nil, nil, p
+	o := r.route(q) // model, API and stream as any request gets them
+	o.probe = p
 	body := requestBody{Model: o.model, MaxTokens: q.MaxTokens, Stream: o.stream, Temperature: q.Temperature}
 	if o.stream {
 		body.StreamOptions = &struct {

@@ -9,28 +9,13 @@ import (
 
 	"github.com/servetrace/servetrace/datasets"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/tracetest"
 )
 
 // writeBucket writes rows to a new bucket under a temp dir.
 func writeBucket(t testing.TB, rows []trace.Request, man *trace.Manifest) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bucket")
-	w, err := trace.NewBucketWriter(dir, trace.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if man == nil {
-		man = &trace.Manifest{}
-	}
-	if err := w.Close(man); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return tracetest.WriteBucket(t, rows, man)
 }
 
 type sinkFunc func(trace.Request) error

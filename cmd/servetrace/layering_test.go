@@ -20,6 +20,7 @@ func TestLayering(t *testing.T) {
 		"tokenize":        nil,
 		"trace/anon":      nil,
 		"trace/arrowread": nil, // no code; its test imports trace
+		"trace/tracetest": {"trace"},
 		"trace":           internal,
 		"datasets":        append([]string{"trace", "trace/anon", "tokenize"}, internal...),
 		"synth":           append([]string{"trace"}, internal...),

@@ -10,6 +10,7 @@ import (
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/tracetest"
 )
 
 // TestCompareOutputsAgainstTheSimulator (issue 40): two simulators of one
@@ -20,24 +21,16 @@ import (
 func TestCompareOutputsAgainstTheSimulator(t *testing.T) {
 	dir := t.TempDir()
 	const n = 300
-	wl := filepath.Join(dir, "workload")
-	w, err := trace.NewBucketWriter(wl, trace.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var reqs []trace.Request
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	zero := 0.0
 	for i := range n {
 		r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprintf("q%03d", i)}, TS: t0.Add(time.Duration(i) * 2 * time.Millisecond).UnixMicro(),
 			Shape:       trace.Shape{InputTokens: int64(20 + i%40), OutputTokens: 8, MaxTokens: 8, API: trace.APIChat, Stream: i%2 == 0, N: 1},
 			Temperature: &zero}
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
+		reqs = append(reqs, r)
 	}
-	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
-		t.Fatal(err)
-	}
+	wl := tracetest.WriteWorkload(t, reqs)
 	salt := writeFile(t, dir, "salt.hex", []byte("00112233445566778899aabbccddeeff"))
 	replayTo := func(name string, mod func(*sim.Options)) string {
 		url := startFastSim(t, func(o *sim.Options) {

@@ -9,6 +9,7 @@ import (
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/tracetest"
 )
 
 // TestSessionMakespanGrowsWithLoad (issue 38): agent sessions (a planner,
@@ -22,33 +23,22 @@ func TestSessionMakespanGrowsWithLoad(t *testing.T) {
 		o.Engine.MaxNumSeqs = 2
 	})
 	dir := t.TempDir()
-	wl := filepath.Join(dir, "workload")
-	w, err := trace.NewBucketWriter(wl, trace.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var reqs []trace.Request
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	shape := trace.Shape{InputTokens: 16, OutputTokens: 8, MaxTokens: 8, API: trace.APIChat, Stream: true, N: 1}
 	for s := range 20 {
 		at := t0.Add(time.Duration(s) * 200 * time.Millisecond).UnixMicro()
 		id := func(part string) string { return fmt.Sprintf("s%02d-%s", s, part) }
 		session := fmt.Sprintf("s%02d", s)
-		rows := []trace.Request{{Identity: trace.Identity{RequestID: id("plan"), SessionID: session}, TS: at, Shape: shape}}
+		reqs = append(reqs, trace.Request{Identity: trace.Identity{RequestID: id("plan"), SessionID: session}, TS: at, Shape: shape})
 		for k := range 3 {
-			rows = append(rows, trace.Request{Identity: trace.Identity{RequestID: id(fmt.Sprint("sub", k)), SessionID: session, Turn: 1}, TS: at + 1,
+			reqs = append(reqs, trace.Request{Identity: trace.Identity{RequestID: id(fmt.Sprint("sub", k)), SessionID: session, Turn: 1}, TS: at + 1,
 				Shape: shape, ParentIDs: []string{id("plan")}})
 		}
-		rows = append(rows, trace.Request{Identity: trace.Identity{RequestID: id("join"), SessionID: session, Turn: 2}, TS: at + 2,
+		reqs = append(reqs, trace.Request{Identity: trace.Identity{RequestID: id("join"), SessionID: session, Turn: 2}, TS: at + 2,
 			Shape: shape, ParentIDs: []string{id("sub0"), id("sub1"), id("sub2")}})
-		for _, r := range rows {
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
-	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
-		t.Fatal(err)
-	}
+	wl := tracetest.WriteWorkload(t, reqs)
 	makespan := func(name, speed string) analyze.Distribution {
 		t.Helper()
 		run := filepath.Join(dir, name)

@@ -14,6 +14,7 @@ import (
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/replay/sim"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/tracetest"
 )
 
 // TestTimingWhereTheTimeWentAgainstTheSimulator (issue 39): the
@@ -38,22 +39,14 @@ func TestTimingWhereTheTimeWentAgainstTheSimulator(t *testing.T) {
 	ln.Close()
 
 	dir := t.TempDir()
-	wl := filepath.Join(dir, "workload")
-	w, err := trace.NewBucketWriter(wl, trace.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var reqs []trace.Request
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 1000 {
 		r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprintf("w%04d", i)}, TS: t0.Add(time.Duration(i) * 10 * time.Millisecond).UnixMicro(),
 			Shape: trace.Shape{InputTokens: 100, OutputTokens: 20, MaxTokens: 20, API: trace.APIChat, Stream: true, N: 1}}
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
+		reqs = append(reqs, r)
 	}
-	if err := w.Close(&trace.Manifest{Kind: "workload"}); err != nil {
-		t.Fatal(err)
-	}
+	wl := tracetest.WriteWorkload(t, reqs)
 	// The first requests, warmup, open the connections: a dial is no
 	// part of the steady residual.
 	replayAt := func(target, name, rate, duration string) (string, *analyze.Phases) {
