@@ -45,6 +45,10 @@ type Options struct {
 	Model string
 	// Log configures request-log conversion (FormatOpenAILog).
 	Log LogOptions
+	// SessionsFromPrefix links a Mooncake trace's requests into sessions
+	// by their hash ids (mooncakeLinker): Mooncake's conversation and
+	// tool-agent traces carry their sessions no other way.
+	SessionsFromPrefix bool
 }
 
 // Sink receives converted rows and rejected lines.
@@ -560,80 +564,6 @@ func readAzure(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (
 	})
 	if err != nil {
 		return st, err
-	}
-	return st, nil
-}
-
-// mooncakeLine is one line of a Mooncake trace.
-type mooncakeLine struct {
-	Timestamp    *float64 `json:"timestamp"`
-	InputLength  *int64   `json:"input_length"`
-	OutputLength *int64   `json:"output_length"`
-	HashIDs      []int64  `json:"hash_ids"`
-}
-
-// MooncakeBlockSize is the token count each Mooncake hash id covers.
-const MooncakeBlockSize = 512
-
-func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
-	st := Stats{TimesRelative: true, BlockSize: MooncakeBlockSize}
-	anchor := opts.Start.UnixMicro()
-	lr := lineReader{br: br}
-	for lineNo := int64(1); ; lineNo++ {
-		if lineNo&4095 == 0 && ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		line, err := lr.next()
-		if err == io.EOF {
-			break
-		}
-		reject := func(reason string) error {
-			return st.reject(sink, opts.Name, lineNo, reason)
-		}
-		if errors.Is(err, errLineTooLong) {
-			if err := reject(err.Error()); err != nil {
-				return st, err
-			}
-			continue
-		}
-		if err != nil {
-			return st, fmt.Errorf("%s line %d: %w", opts.Name, lineNo, err)
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		var m mooncakeLine
-		if err := json.Unmarshal(line, &m); err != nil {
-			if err := reject("malformed JSON: " + jsonReason(err)); err != nil {
-				return st, err
-			}
-			continue
-		}
-		var reason string
-		switch {
-		case m.Timestamp == nil || m.InputLength == nil || m.OutputLength == nil:
-			reason = "missing timestamp, input_length or output_length"
-		case *m.Timestamp < 0 || *m.InputLength < 0 || *m.OutputLength < 0:
-			reason = "negative timestamp or length"
-		case len(m.HashIDs) > 0 && int64(len(m.HashIDs)) != ceilDiv(*m.InputLength, MooncakeBlockSize):
-			reason = fmt.Sprintf("%d hash_ids for input_length %d, want ceil(%d/512) = %d", len(m.HashIDs), *m.InputLength, *m.InputLength, ceilDiv(*m.InputLength, MooncakeBlockSize))
-		}
-		if reason != "" {
-			if err := reject(reason); err != nil {
-				return st, err
-			}
-			continue
-		}
-		req := trace.Request{
-			Identity: trace.Identity{RequestID: fmt.Sprintf("%s-%d", idPrefix(opts.Name), lineNo), Model: opts.Model},
-			TS:       anchor + int64(*m.Timestamp*1000),
-			Shape: trace.Shape{InputTokens: *m.InputLength, OutputTokens: *m.OutputLength, MaxTokens: *m.OutputLength,
-				API: opts.API, Stream: opts.Stream, N: 1, PrefixBlocks: m.HashIDs},
-		}
-		if err := st.accept(sink, opts.Name, lineNo, &req); err != nil {
-			return st, err
-		}
 	}
 	return st, nil
 }

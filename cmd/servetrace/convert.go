@@ -67,6 +67,7 @@ Example:
 			&cli.DurationFlag{Name: "session-idle", Value: 30 * time.Minute, Usage: "request logs: a conversation idle this long ends its inferred session"},
 			&cli.BoolFlag{Name: "hash-names", Usage: "request logs: replace model and adapter names by keyed hashes"},
 			&cli.DurationFlag{Name: "max-disorder", Value: time.Hour, Usage: "request logs: reject a row earlier than this before the latest row seen"},
+			&cli.BoolFlag{Name: "sessions-from-prefix", Usage: "Mooncake traces: link a request whose hash ids begin with every full block of an earlier one into its session, as its child (conversation and tool-agent traces carry sessions no other way)"},
 			&cli.BoolFlag{Name: "dense-ids", Usage: "renumber prefix block ids 0, 1, 2... by first appearance (Mooncake style)"},
 			&cli.IntFlag{Name: "max-dense-ids", Value: datasets.DefaultMaxDenseIDs, Usage: "bound on the dense-id map; older ids seen again get new numbers"},
 			&cli.DurationFlag{Name: "time-resolution", Usage: "coarsen arrival times to multiples of this (e.g. 1s)"},
@@ -109,7 +110,8 @@ Example:
 				return usageError(fmt.Sprintf("--format %q: use one of %s", f, strings.Join(datasets.Formats, ", ")))
 			}
 			m, err := datasets.Convert(c.Context, c.Args().Slice(), c.String("out"), datasets.ConvertOptions{
-				Options:        datasets.Options{Format: c.String("format"), Start: startTime(c), API: api, Stream: c.Bool("stream"), Model: c.String("model"), Log: logOpts},
+				Options: datasets.Options{Format: c.String("format"), Start: startTime(c), API: api, Stream: c.Bool("stream"), Model: c.String("model"), Log: logOpts,
+					SessionsFromPrefix: c.Bool("sessions-from-prefix")},
 				Force:          c.Bool("force"),
 				MaxRejectRatio: c.Float64("max-reject-ratio"),
 				DenseIDs:       c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids"),
