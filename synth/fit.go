@@ -89,14 +89,15 @@ func newFitState(blockSize int) *fitState {
 		mix: newMixCounter(), contract: newContractFitter()}
 }
 
-// add accumulates one row. Later turns of a session count for the sessions
+// add accumulates one row. Later turns of a session (and requests that
+// wait on a parent, whatever their turn number) count for the sessions
 // and fill the prefix cache; first turns make the arrivals, lengths, mix
 // and contract.
 func (s *fitState) add(r *trace.Request) {
 	s.rows++
 	t := float64(r.TS) / 1e6
-	s.sessions.add(r.SessionID, t, r.InputTokens, r.OutputTokens, r.ThinkTimeMs)
-	if r.SessionID != "" && r.Turn > 1 {
+	s.sessions.add(r, t)
+	if r.SessionID != "" && r.Turn > 1 || len(r.ParentIDs) > 0 {
 		s.sawSessions = true
 		s.prefix.touch(t, r.PrefixBlocks)
 		return

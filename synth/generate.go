@@ -165,6 +165,9 @@ func (m *Model) meanTurns() float64 {
 	for i := range n {
 		sum += max(1, math.Round(s.Turns.Quantile((float64(i)+0.5)/n)))
 	}
+	if gr := s.Graph; gr != nil {
+		return (1-gr.Share)*sum/n + gr.Share*gr.meanNodes()
+	}
 	return sum / n
 }
 
@@ -207,7 +210,9 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 		if n >= MaxGenerateRows {
 			return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
 		}
-		r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+		if r.RequestID == "" { // an agent graph's rows are named by their session
+			r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+		}
 		fan := g.follow
 		if fan != nil && r.SessionID == "" {
 			r.SessionID = "storm-" + r.RequestID // the graph is a session of its own
@@ -242,7 +247,13 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 			if p.at >= limit {
 				continue
 			}
-			if err := emitRow(g.nextTurn(p)); err != nil {
+			var r trace.Request
+			if p.graph != nil {
+				r = g.graphTurn(p)
+			} else {
+				r = g.nextTurn(p)
+			}
+			if err := emitRow(r); err != nil {
 				return err
 			}
 		}
@@ -300,6 +311,8 @@ type generator struct {
 	// follow is set by a scenario on a row that heads an agent graph
 	// (subagent-storm, long-horizon): the rows of the graph follow it.
 	follow graphScenario
+	// graphs draws agent-graph sessions; nil without a graph model.
+	graphs *graphDraw
 }
 
 type pendingTurn struct {
@@ -309,6 +322,9 @@ type pendingTurn struct {
 	session  string
 	prev     trace.Request
 	classIdx int
+	// graph and node, on a request of an agent graph, say which.
+	graph *graphRun
+	node  int32
 }
 
 type turnHeap []*pendingTurn
@@ -334,6 +350,9 @@ func newGenerator(m *Model, opts GenerateOptions) *generator {
 		lengths: rand.New(rand.NewPCG(opts.Seed, 2)), attrs: rand.New(rand.NewPCG(opts.Seed, 3)),
 		sessRng: rand.New(rand.NewPCG(opts.Seed, 4)), scenRng: rand.New(rand.NewPCG(opts.Seed, 5)),
 		startUs: opts.Start.UnixMicro(), blocks: make([]*lengthBlocks, len(m.Lengths))}
+	if m.Sessions != nil && m.Sessions.Graph != nil {
+		g.graphs = newGraphDraw(m.Sessions.Graph, opts.Seed)
+	}
 	if m.Contract != nil {
 		g.contract = newContractDrawer(m.Contract, rand.New(rand.NewPCG(opts.Seed, 6)))
 	}
@@ -430,6 +449,10 @@ func (g *generator) firstTurn(t float64) trace.Request {
 		r.PrefixBlocks = g.prefix.blocks(t, in)
 	}
 	g.applyScenarios(&r, t)
+	if g.graphs != nil && g.graphs.rng.Float64() < g.graphs.m.Share {
+		g.startGraph(&r, t, ci)
+		return r
+	}
 	if s := g.m.Sessions; s != nil {
 		turns := int32(max(1, math.Round(s.Turns.Quantile(g.sessRng.Float64()))))
 		if turns > 1 {
@@ -472,18 +495,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 		Temperature: prev.Temperature, TopP: prev.TopP, ThinkTimeMs: &think}
 	copyContract(&r, &prev)
 	if g.prefix != nil {
-		bs := g.prefix.m.BlockSize
-		nb := min(int((in+int64(bs)-1)/int64(bs)), maxPrefixBlocks)
-		full := min(int(prev.InputTokens/int64(bs)), len(prev.PrefixBlocks), nb)
-		if g.prefix.cold != nil && g.prefix.cold(p.at) {
-			full = 0
-		}
-		blocks := append(make([]int64, 0, nb), prev.PrefixBlocks[:full]...)
-		for len(blocks) < nb {
-			blocks = append(blocks, g.prefix.freshID())
-		}
-		g.prefix.record(p.at, blocks)
-		r.PrefixBlocks = blocks
+		r.PrefixBlocks = g.continueBlocks(&prev, nil, in, p.at)
 	}
 	g.applyScenarios(&r, p.at)
 	next := *p

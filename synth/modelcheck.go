@@ -283,8 +283,13 @@ func (m *Model) check(c *checker) {
 	if s := m.Sessions; s != nil {
 		c.prob("sessions.multi_turn_share", s.MultiTurnShare)
 		c.marginal("sessions.turns", &s.Turns, 0, MaxSessionTurns, "turns (MaxSessionTurns)", true)
-		c.marginal("sessions.think_s", &s.ThinkS, 0, MaxThinkS, "s (MaxThinkS, a week)", true)
-		c.marginal("sessions.new_tokens", &s.NewTokens, 0, MaxModelTokens, "tokens (MaxModelTokens)", true)
+		// Sessions that are all agent graphs leave the turn laws empty.
+		linear := s.Graph == nil
+		c.marginal("sessions.think_s", &s.ThinkS, 0, MaxThinkS, "s (MaxThinkS, a week)", linear)
+		c.marginal("sessions.new_tokens", &s.NewTokens, 0, MaxModelTokens, "tokens (MaxModelTokens)", linear)
+		if gr := s.Graph; gr != nil {
+			gr.check(c)
+		}
 	}
 	mx := &m.Mix
 	for _, f := range []struct {

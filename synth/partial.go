@@ -668,11 +668,12 @@ type sessionJSON struct {
 	Turns     histogram           `json:"turns"`
 	Think     *reservoir[float64] `json:"think_s"`
 	NewTokens *reservoir[float64] `json:"new_tokens"`
+	Graphs    *graphFitter        `json:"graphs,omitempty"`
 }
 
 // MarshalJSON writes the closed sessions (closeAll first).
 func (f *sessionFitter) MarshalJSON() ([]byte, error) {
-	return json.Marshal(sessionJSON{Sessions: f.sessions, Multi: f.multi, Turns: f.turns, Think: f.think, NewTokens: f.newTokens})
+	return json.Marshal(sessionJSON{Sessions: f.sessions, Multi: f.multi, Turns: f.turns, Think: f.think, NewTokens: f.newTokens, Graphs: f.graphs})
 }
 
 func (f *sessionFitter) UnmarshalJSON(b []byte) error {
@@ -684,10 +685,13 @@ func (f *sessionFitter) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	turns := orEmpty(w.Turns)
-	if n := turns.total(); w.Multi < 0 || w.Multi > w.Sessions || n != w.Sessions {
-		return fmt.Errorf("sessions: %d sessions, %d multi-turn, %d in the turns histogram", w.Sessions, w.Multi, n)
+	if w.Graphs == nil {
+		w.Graphs = newGraphFitter()
 	}
-	*f = sessionFitter{open: map[string]*sessionState{}, turns: turns, think: w.Think, newTokens: w.NewTokens, sessions: w.Sessions, multi: w.Multi}
+	if n := turns.total(); w.Multi < 0 || w.Multi > w.Sessions || n+w.Graphs.sessions != w.Sessions {
+		return fmt.Errorf("sessions: %d sessions, %d multi-turn, %d in the turns histogram and %d agent graphs", w.Sessions, w.Multi, n, w.Graphs.sessions)
+	}
+	*f = sessionFitter{open: map[string]*sessionState{}, turns: turns, think: w.Think, newTokens: w.NewTokens, sessions: w.Sessions, multi: w.Multi, graphs: w.Graphs}
 	return nil
 }
 

@@ -3,6 +3,8 @@ package synth
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // SessionModel describes multi-turn sessions: how many turns, how long the
@@ -22,6 +24,10 @@ type SessionModel struct {
 	// NewTokens is the input a later turn adds beyond the previous turn's
 	// input and output.
 	NewTokens Marginal `json:"new_tokens"`
+	// Graph describes the sessions that are agent graphs (their requests
+	// name parents); nil when none is. Turns, ThinkS and NewTokens then
+	// describe the other sessions.
+	Graph *GraphModel `json:"graph,omitempty"`
 }
 
 // sessionIdleS is how long the fit keeps a session open without a new turn.
@@ -31,6 +37,10 @@ type sessionState struct {
 	turns        int64
 	lastTS       float64
 	lastIn, last int64
+	// nodes is the session's graph so far (graphNodes), kept from its
+	// first request on; graph says a request named a parent.
+	nodes graphNodes
+	graph bool
 }
 
 // sessionFitter accumulates sessions over requests in time order, with
@@ -41,22 +51,30 @@ type sessionFitter struct {
 	think, newTokens *reservoir[float64]
 	sessions, multi  int64
 	lastSweep        float64
+	// graphs holds what the agent-graph sessions add (graphFitter).
+	graphs *graphFitter
 }
 
 func newSessionFitter() *sessionFitter {
 	return &sessionFitter{open: map[string]*sessionState{}, turns: histogram{},
-		think: newReservoir[float64](maxPairs, 10), newTokens: newReservoir[float64](maxPairs, 11)}
+		think: newReservoir[float64](maxPairs, 10), newTokens: newReservoir[float64](maxPairs, 11), graphs: newGraphFitter()}
 }
 
+// close counts a finished session: in the turns histogram, or, an agent
+// graph whose shape was kept whole, in the graph shapes.
 func (f *sessionFitter) close(s *sessionState) {
 	f.sessions++
-	f.turns[min(s.turns, MaxSessionTurns)]++
 	if s.turns > 1 {
 		f.multi++
 	}
+	if s.graph && f.graphs.close(&s.nodes) {
+		return
+	}
+	f.turns[min(s.turns, MaxSessionTurns)]++
 }
 
-func (f *sessionFitter) add(id string, t float64, in, out int64, thinkMs *float64) {
+func (f *sessionFitter) add(r *trace.Request, t float64) {
+	id, in, out, thinkMs := r.SessionID, r.InputTokens, r.OutputTokens, r.ThinkTimeMs
 	if t-f.lastSweep > sessionIdleS {
 		for k, s := range f.open {
 			if t-s.lastTS > sessionIdleS {
@@ -72,10 +90,21 @@ func (f *sessionFitter) add(id string, t float64, in, out int64, thinkMs *float6
 	}
 	s := f.open[id]
 	if s == nil {
-		f.open[id] = &sessionState{turns: 1, lastTS: t, lastIn: in, last: out}
+		s = &sessionState{turns: 1, lastTS: t, lastIn: in, last: out}
+		s.nodes.add(r, t)
+		f.open[id] = s
 		return
 	}
 	s.turns++
+	if len(r.ParentIDs) > 0 {
+		s.graph = true
+	}
+	if s.graph {
+		f.graphs.add(&s.nodes, r, t)
+		s.lastTS, s.lastIn, s.last = t, in, out
+		return
+	}
+	s.nodes.add(r, t)
 	think := t - s.lastTS
 	if thinkMs != nil {
 		think = *thinkMs / 1000
@@ -106,6 +135,7 @@ func (f *sessionFitter) merge(o *sessionFitter, rng *rand.Rand) {
 	f.turns.merge(o.turns)
 	f.think.merge(o.think, rng)
 	f.newTokens.merge(o.newTokens, rng)
+	f.graphs.merge(o.graphs, rng)
 }
 
 func (f *sessionFitter) fit() *SessionModel {
@@ -113,6 +143,11 @@ func (f *sessionFitter) fit() *SessionModel {
 	if f.multi == 0 {
 		return nil
 	}
-	return &SessionModel{Sessions: f.sessions, MultiTurnShare: float64(f.multi) / float64(f.sessions),
-		Turns: f.turns.marginal(257), ThinkS: floatMarginal(f.think, 257), NewTokens: floatMarginal(f.newTokens, 257)}
+	m := &SessionModel{Sessions: f.sessions, MultiTurnShare: float64(f.multi) / float64(f.sessions),
+		Turns: f.turns.marginal(257), ThinkS: floatMarginal(f.think, 257), NewTokens: floatMarginal(f.newTokens, 257),
+		Graph: f.graphs.fit(f.sessions)}
+	if len(f.turns) == 0 { // every session was a graph
+		m.Turns = histogram{1: 1}.marginal(257)
+	}
+	return m
 }

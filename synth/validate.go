@@ -37,6 +37,8 @@ var DefaultThresholds = map[string]float64{
 	"lru_hit_10pct": 0.03, "lru_hit_30pct": 0.03, "lru_hit_60pct": 0.03, "lru_hit_100pct": 0.03,
 	"stack_distance_ks": 0.05,
 	"session_turns_ks":  0.05,
+	// Agent graphs, checked where a side has one.
+	"graph_fanout_ks": 0.05, "graph_delay_ks": 0.05, "graph_growth_ks": 0.05,
 	// The workload contract, checked where the real side carries it.
 	"ks_images_per_request": 0.05, "ks_image_pixels": 0.05, "image_reuse": 0.05,
 	"ks_audio_ms": 0.05, "ks_tool_tokens": 0.05, "ks_schema_tokens": 0.05,
@@ -97,6 +99,7 @@ type workloadSample struct {
 	multiTurn    bool
 	start, end   float64
 	contract     contractSample
+	graph        graphSample
 }
 
 func loadSample(ctx context.Context, dir string, span [2]float64) (*workloadSample, error) {
@@ -125,6 +128,7 @@ func loadSample(ctx context.Context, dir string, span [2]float64) (*workloadSamp
 			s.blocks = append(s.blocks, r.PrefixBlocks)
 		}
 		s.contract.add(r)
+		s.graph.add(r)
 		if r.SessionID == "" {
 			s.sessionTurns = append(s.sessionTurns, 1)
 			return nil
@@ -244,6 +248,12 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 	}
 	if real.multiTurn || syn.multiTurn {
 		addKS("session_turns_ks", real.sessionTurns, syn.sessionTurns)
+	}
+	if len(real.graph.delay) > 0 || len(syn.graph.delay) > 0 {
+		rf, sf := real.graph.fanouts(), syn.graph.fanouts()
+		addKS("graph_fanout_ks", rf, sf)
+		addKS("graph_delay_ks", real.graph.delay, syn.graph.delay)
+		addKS("graph_growth_ks", real.graph.growth, syn.graph.growth)
 	}
 	v.addContract(&real.contract, &syn.contract, add, addKS)
 	for _, c := range v.Checks {
