@@ -83,6 +83,10 @@ type Options struct {
 	// (default DefaultInMemoryRows); runs of more are streamed, in fixed
 	// memory, without time series, curves or repeats.
 	InMemoryRows int
+	// Baseline, when set, is a run directory of the same workload replayed
+	// unloaded: the report adds each session's makespan slowdown against
+	// it (SessionSlowdown).
+	Baseline string
 }
 
 // DefaultStall is the token gap counted as a stall when none is given.
@@ -179,6 +183,9 @@ type Report struct {
 	// Sessions is what the runs' sessions (conversations, agent graphs)
 	// took end to end, sessions as the unit, where any has two requests.
 	Sessions *Sessions `json:"sessions,omitempty"`
+	// SessionSlowdown is each session's makespan over its makespan in an
+	// unloaded run of the same workload (Options.Baseline).
+	SessionSlowdown *SessionSlowdown `json:"session_slowdown,omitempty"`
 	// Streamed is set when the rows were too many to hold and were
 	// streamed: how exact the figures are.
 	Streamed *Streamed `json:"streamed,omitempty"`
@@ -284,6 +291,9 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if opts.InMemoryRows < 0 {
 		return nil, opterr.New("InMemoryRows", opts.InMemoryRows, "must be positive (0: %d)", DefaultInMemoryRows)
 	}
+	if err := checkBaseline(opts.Baseline); err != nil {
+		return nil, err
+	}
 	limit := cmp.Or(opts.InMemoryRows, DefaultInMemoryRows)
 	peers := peerFiles{}
 	rows, err := resultRows(runDirs, peers)
@@ -302,7 +312,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 			rep.Notes = append(rep.Notes, fmt.Sprintf("server phases are not joined when the rows (%d) are streamed: raise --in-memory-rows to see where the time went", rows))
 		}
 		rep.peerThroughput()
-		if rep.Probes, rep.Sessions, err = probesAndSessions(runDirs, opts.Window, opts.Percentiles); err != nil {
+		if err := rep.addProbesAndSessions(runDirs, opts); err != nil {
 			return nil, err
 		}
 		return rep, nil
@@ -324,7 +334,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	}
 	rep.Phases = phases
 	rep.Notes = append(rep.Notes, notes...)
-	if rep.Probes, rep.Sessions, err = probesAndSessions(runDirs, opts.Window, opts.Percentiles); err != nil {
+	if err := rep.addProbesAndSessions(runDirs, opts); err != nil {
 		return nil, err
 	}
 	rep.Sent = summarizeSent(l.cols)

@@ -50,6 +50,9 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if s := rep.Sessions; s != nil {
 		fmt.Fprintf(&b, "- %s\n", sessionsText(s))
 	}
+	if s := rep.SessionSlowdown; s != nil {
+		fmt.Fprintf(&b, "- %s\n", slowdownText(s))
+	}
 	if e := rep.Energy; e != nil {
 		fmt.Fprintf(&b, "- %s\n", energyText(e))
 	}

@@ -84,9 +84,30 @@ func (t *sessionTally) result(percentiles []float64) *Sessions {
 	return out
 }
 
-// probesAndSessions runs the probe and session tallies over the runs'
-// parts in one pass, reading each column they need once.
-func probesAndSessions(runDirs []string, window time.Duration, percentiles []float64) (*Probes, *Sessions, error) {
+// addProbesAndSessions sets the report's probes, sessions and, against
+// opts.Baseline, the sessions' slowdown, running the probe and session
+// tallies over the runs' parts in one pass.
+func (rep *Report) addProbesAndSessions(runDirs []string, opts Options) error {
+	probes, sessions, err := probeAndSessionTallies(runDirs, opts.Window)
+	if err != nil {
+		return err
+	}
+	rep.Probes, rep.Sessions = probes.result(), sessions.result(opts.Percentiles)
+	if opts.Baseline == "" {
+		return nil
+	}
+	if rep.SessionSlowdown, err = sessionSlowdown(sessions, opts.Baseline, opts.Percentiles); err != nil {
+		return err
+	}
+	if note := otherWorkload(runDirs, opts.Baseline); note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
+	return nil
+}
+
+// probeAndSessionTallies runs the probe and session tallies over the
+// runs' parts in one pass, reading each column they need once.
+func probeAndSessionTallies(runDirs []string, window time.Duration) (*probeTally, *sessionTally, error) {
 	probes, sessions := newProbeTally(window), newSessionTally()
 	columns := slices.Concat(probeColumns, sessionColumns)
 	err := forEachResultBatch(runDirs, columns, func(rec arrow.RecordBatch) error {
@@ -98,7 +119,7 @@ func probesAndSessions(runDirs []string, window time.Duration, percentiles []flo
 	if err != nil {
 		return nil, nil, err
 	}
-	return probes.result(), sessions.result(percentiles), nil
+	return probes, sessions, nil
 }
 
 // addSessionBatch folds a batch's rows into their sessions (keyed by run
@@ -159,14 +180,7 @@ func sessionsText(s *Sessions) string {
 		b.WriteString("none complete")
 	} else {
 		fmt.Fprintf(&b, "makespan mean %s ms", num(d.Mean))
-		for _, q := range d.Quantiles {
-			if q.CIHi == nil {
-				// Too few sessions to bound it above: only a floor is known.
-				fmt.Fprintf(&b, ", p%g ≥%s", q.P, num(max(q.Value, deref0(q.CILo))))
-				continue
-			}
-			fmt.Fprintf(&b, ", p%g %s [%s, %s]", q.P, num(q.Value), optNum(q.CILo), optNum(q.CIHi))
-		}
+		quantilesText(&b, d)
 		fmt.Fprintf(&b, " (n %d)", d.N)
 	}
 	if s.Incomplete > 0 {
@@ -176,6 +190,19 @@ func sessionsText(s *Sessions) string {
 		fmt.Fprintf(&b, "; only the first %d sessions followed", maxSessions)
 	}
 	return b.String()
+}
+
+// quantilesText appends ", pP value [lo, hi]" for each of d's
+// percentiles, its order-statistic interval; where too few sessions bound
+// it above, only the floor that is known ("≥x").
+func quantilesText(b *strings.Builder, d Distribution) {
+	for _, q := range d.Quantiles {
+		if q.CIHi == nil {
+			fmt.Fprintf(b, ", p%g ≥%s", q.P, num(max(q.Value, deref0(q.CILo))))
+			continue
+		}
+		fmt.Fprintf(b, ", p%g %s [%s, %s]", q.P, num(q.Value), optNum(q.CILo), optNum(q.CIHi))
+	}
 }
 
 // deref0 is *p, or 0 for nil.

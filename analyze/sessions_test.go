@@ -12,13 +12,8 @@ import (
 // answer, worked out by hand), one left out for a failed request, one of
 // a single request and requests of no session not counted; p50 550 ms.
 func TestSessionMakespans(t *testing.T) {
-	var rows []trace.Result
-	add := func(session string, sentMs, doneMs int64, outcome string) {
-		sent, done := sentMs*1e6, doneMs*1e6
-		rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: "r" + string(rune('a'+len(rows))), SessionID: session},
-			Shape:  trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, N: 1},
-			SentNs: &sent, DoneNs: &done, Outcome: outcome, RunID: "run"})
-	}
+	var rows sessionRows
+	add := rows.add
 	add("s1", 0, 50, trace.OutcomeOK)
 	add("s1", 100, 400, trace.OutcomeOK)
 	add("s2", 1000, 1200, trace.OutcomeOK)
@@ -30,10 +25,11 @@ func TestSessionMakespans(t *testing.T) {
 	add("", 3000, 9000, trace.OutcomeOK)
 	dir := t.TempDir()
 	writeRun(t, dir, "run", rows, 0)
-	_, s, err := probesAndSessions([]string{dir}, 0, []float64{50})
+	_, tally, err := probeAndSessionTallies([]string{dir}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := tally.result([]float64{50})
 	if s == nil || s.Sessions != 3 || s.Requests != 7 || s.Incomplete != 1 || s.MakespanMs.N != 2 {
 		t.Fatalf("%+v; want 3 sessions of 7 requests, 1 incomplete, 2 measured", s)
 	}
@@ -43,6 +39,17 @@ func TestSessionMakespans(t *testing.T) {
 	if txt := sessionsText(s); !strings.Contains(txt, "3 of 7 requests") || !strings.Contains(txt, "1 with a request not ok") {
 		t.Errorf("text %q", txt)
 	}
+}
+
+// sessionRows builds result rows of sessions, each request given as its
+// session, sent and done in ms, and outcome.
+type sessionRows []trace.Result
+
+func (rows *sessionRows) add(session string, sentMs, doneMs int64, outcome string) {
+	sent, done := sentMs*1e6, doneMs*1e6
+	*rows = append(*rows, trace.Result{Identity: trace.Identity{RequestID: "r" + string(rune('a'+len(*rows))), SessionID: session},
+		Shape:  trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, N: 1},
+		SentNs: &sent, DoneNs: &done, Outcome: outcome})
 }
 
 // TestBreakdownByRole: --by role groups requests by their part in an

@@ -82,6 +82,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if s := rep.Sessions; s != nil {
 		b.WriteString(sessionsText(s) + "\n")
 	}
+	if s := rep.SessionSlowdown; s != nil {
+		b.WriteString(slowdownText(s) + "\n")
+	}
 	if g := rep.Goodput; g != nil {
 		fmt.Fprintf(&b, "goodput (ok and %s): %.2f req/s [95%% %.2f, %.2f]; %d of %d requests met it (%.1f%%), error budget used %d\n",
 			sloText(g.SLO), g.RequestsPerS, g.CI95[0], g.CI95[1], g.Met, g.Eligible, 100*g.MetShare, g.ErrorBudgetUsed)

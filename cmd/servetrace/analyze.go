@@ -34,7 +34,8 @@ run; a summary-only file's figures are reported as the tool gave them.
 Example:
    servetrace analyze runs/a
    servetrace analyze runs/a --json --percentiles 50,99,99.9 --ttft-mode first-chunk
-   servetrace analyze runs/a --slo ttft=800ms,tpot=50ms`,
+   servetrace analyze runs/a --slo ttft=800ms,tpot=50ms
+   servetrace analyze runs/agents --baseline runs/agents-alone`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON (same as --format json)"},
 			&cli.BoolFlag{Name: "markdown", Usage: "print the report as Markdown (same as --format markdown)"},
@@ -52,6 +53,7 @@ Example:
 			&cli.DurationFlag{Name: "window", Usage: "add a time series in windows of this length (e.g. 10s), with regions and recovery"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report with plots to this file"},
 			&cli.IntFlag{Name: "in-memory-rows", Value: analyze.DefaultInMemoryRows, Usage: "analyze runs of up to this many result rows in memory; longer runs (and other tools' result files) are streamed in fixed memory (percentiles within 0.1%), without --window, --html, --vs-logged or repeats of several runs"},
+			&cli.StringFlag{Name: "baseline", Usage: "an unloaded run of the same workload (e.g. replayed at a low --speed): add each session's makespan slowdown against it, sessions matched by session_id"},
 			&cli.StringFlag{Name: "vs-logged", Usage: "compare replayed TTFT/E2E with those the source trace logged for the same requests: auto (run.json's workload) or a trace bucket path"},
 		},
 		Action: func(c *cli.Context) error {
@@ -91,7 +93,7 @@ Example:
 			opts := analyze.Options{TTFTMode: analyze.TTFTMode(c.String("ttft-mode")), Percentiles: pcts,
 				Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed"), Block: block}, Precision: c.Float64("precision"),
 				Interval: analyze.IntervalMethod(c.String("interval")), SLO: slo, Stall: c.Duration("stall"), By: splitList(c.String("by")), Window: c.Duration("window"), Curves: c.String("html") != "", VsLogged: c.String("vs-logged"),
-				InMemoryRows: c.Int("in-memory-rows")}
+				InMemoryRows: c.Int("in-memory-rows"), Baseline: c.String("baseline")}
 			dirs, err := expandSweepDirs(c.Args().Slice())
 			if err != nil {
 				return usageError(err.Error())

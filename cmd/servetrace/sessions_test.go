@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // three sub-agents after it, a join after them) replayed against a
 // simulator that runs two sequences at once take longer end to end when
 // they come ten times as often, and analyze says so per session, with
-// intervals.
+// intervals; against the light run as its unloaded baseline, the heavy
+// run's sessions are slower, each against itself, p50's interval above 1.
 func TestSessionMakespanGrowsWithLoad(t *testing.T) {
 	url := startFastSim(t, func(o *sim.Options) {
 		o.Engine.Cost = sim.CostModel{IterBase: 2 * time.Millisecond}
@@ -67,5 +69,22 @@ func TestSessionMakespanGrowsWithLoad(t *testing.T) {
 	if light.CIHi == nil || heavy.CILo == nil || *heavy.CILo <= *light.CIHi {
 		t.Errorf("session makespan p50: %.1f ms [%v] at one session per 200 ms, %.1f ms [%v] at one per 20 ms; want the second's interval above the first's",
 			light.Value, light.CIHi, heavy.Value, heavy.CILo)
+	}
+
+	lightRun, heavyRun := filepath.Join(dir, "light"), filepath.Join(dir, "heavy")
+	s := analyzeJSON(t, heavyRun, "--baseline", lightRun).SessionSlowdown
+	if s == nil || s.Matched != 20 || s.OnlyInRun+s.OnlyInBaseline+s.Incomplete != 0 {
+		t.Fatalf("slowdown against the light run: %+v; want 20 sessions matched, none apart", s)
+	}
+	if q := p50(s.Slowdown); q.CILo == nil || *q.CILo <= 1 {
+		t.Errorf("session slowdown p50 %.2f, interval from %v; want it above 1", q.Value, q.CILo)
+	} else {
+		t.Logf("session slowdown p50 %.2f, interval from %.2f; mean %.2f, max %.2f", q.Value, *q.CILo, s.Slowdown.Mean, s.Slowdown.Max)
+	}
+	if code, out, _ := runCLI(t, "analyze", heavyRun, "--baseline", lightRun); code != 0 || !strings.Contains(out, "session slowdown against "+lightRun) {
+		t.Errorf("analyze --baseline: exit %d, no slowdown line:\n%s", code, out)
+	}
+	if code, _, errOut := runCLI(t, "analyze", heavyRun, "--baseline", dir); code == 0 || !strings.Contains(errOut, "--baseline") || !strings.Contains(errOut, "not a servetrace run directory") {
+		t.Errorf("analyze --baseline of a directory without run.json: exit %d, %q; want an error naming --baseline", code, errOut)
 	}
 }
