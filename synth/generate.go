@@ -230,6 +230,7 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 					return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
 				}
 				c.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+				g.toolDelay(&c, g.followAt)
 				if err := emit(c); err != nil {
 					return err
 				}
@@ -310,7 +311,9 @@ type generator struct {
 	blocks []*lengthBlocks
 	// follow is set by a scenario on a row that heads an agent graph
 	// (subagent-storm, long-horizon): the rows of the graph follow it.
-	follow graphScenario
+	// followAt is the head's time, at which its graph's rows are judged.
+	follow   graphScenario
+	followAt float64
 	// graphs draws agent-graph sessions; nil without a graph model.
 	graphs *graphDraw
 }
@@ -559,6 +562,25 @@ func (g *generator) applyScenarios(r *trace.Request, t float64) {
 	if len(phases) > 0 {
 		r.Phase = strings.Join(phases, "+")
 	}
+	if g.follow != nil {
+		g.followAt = t
+	}
+	g.toolDelay(r, t)
+}
+
+// toolDelay passes r's tool delay, where it has one, through every
+// scenario's tool hook in order (tool-latency-shift), keeping it within
+// [0, a week], the range a row may hold.
+func (g *generator) toolDelay(r *trace.Request, t float64) {
+	if r.ToolMs == nil {
+		return
+	}
+	ms := *r.ToolMs
+	for i := range g.opts.Scenarios {
+		s := &g.opts.Scenarios[i]
+		ms = s.Params.tool(s, t, ms)
+	}
+	r.ToolMs = new(min(max(ms, 0), trace.MaxClientMs))
 }
 
 // pickShare draws a key of shares in sorted key order (deterministic).

@@ -90,6 +90,10 @@ type ScenarioParams interface {
 	// apply changes a row at t; draws come from g.scenRng, in scenario
 	// order, so the same seed gives the same rows.
 	apply(s *Scenario, g *generator, r *trace.Request, t float64)
+	// tool returns the tool delay (tool_ms) ms of a row at t reshaped,
+	// called for every row that carries one after the scenarios' apply,
+	// an agent graph's rows included (at their head's t).
+	tool(s *Scenario, t, ms float64) float64
 }
 
 // baseHooks gives a kind the hooks it does not need: no effect, and its
@@ -103,6 +107,7 @@ func (baseHooks) arrivals(*Scenario, *generator, *arrivalPlan)         {}
 func (baseHooks) prefix(*Scenario, *prefixGen)                         {}
 func (baseHooks) input(*Scenario, float64, *inputDraw)                 {}
 func (baseHooks) apply(*Scenario, *generator, *trace.Request, float64) {}
+func (baseHooks) tool(_ *Scenario, _, ms float64) float64              { return ms }
 func (baseHooks) phase(s *Scenario, t float64) string {
 	if s.active(t) {
 		return s.Name

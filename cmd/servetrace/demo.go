@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -32,8 +33,10 @@ func demoCmd() *cli.Command {
 		Usage: "run the whole pipeline on a bundled trace against the built-in simulator",
 		Description: `Converts the bundled Azure LLM code trace (2023), fits a model, generates a
 workload, starts the simulator on a free loopback port, replays the workload
-against it, and prints the analysis; then sweeps the simulator at rising
-rates and prints its service envelope. Needs no network and no GPU.
+against it, and prints the analysis; replays an agentic workload generated
+from the same model (planners fanning out to sub-agents and joining their
+answers) and prints its sessions' makespans; then sweeps the simulator at
+rising rates and prints its service envelope. Needs no network and no GPU.
 
 Example:
    servetrace demo --out demo-out --duration 45s`,
@@ -137,6 +140,12 @@ func runDemo(c *cli.Context) error {
 	if err := writeReportHTML(io.Discard, reportPath, rep); err != nil {
 		return fmt.Errorf("demo report: %w", err)
 	}
+	// The agents run before the sweep, whose last step overloads the
+	// simulator; their line is printed after it.
+	agents, err := demoAgents(c, modelPath, filepath.Join(out, "agents"), rs.URL)
+	if err != nil {
+		return err
+	}
 	sweepDir := filepath.Join(out, "sweep")
 	capacity, err := workloadCapacity(ctx, workloadDir, p.Engine)
 	if err != nil {
@@ -149,6 +158,7 @@ func runDemo(c *cli.Context) error {
 	if err := demoAgreement(w, rec, rep, runDir, capacity); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, agents)
 	fmt.Fprintf(w, "\nartifacts:\n  trace bucket  %s/\n  model         %s\n  workload      %s/\n  run           %s/ (results/*.parquet, run.json)\n  report        %s (open in a browser)\n  sweep         %s/ (sweep.json, a run per step, envelope.html)\n",
 		tracesDir, modelPath, workloadDir, runDir, reportPath, sweepDir)
 	fmt.Fprintf(w, "next: servetrace analyze %s --json   |   duckdb -c \"SELECT outcome, count(*) FROM '%s/results/*.parquet' GROUP BY 1\"\n", runDir, runDir)
@@ -173,6 +183,88 @@ const demoAttainment = 0.9
 // demoProbes is the share of the demo replay's requests a probe goes
 // beside.
 const demoProbes = 0.05
+
+// The demo's agentic workload: planners arriving at demoAgentRate a
+// second (Poisson) for demoAgentStep, or the demo's duration if shorter,
+// with the fitted lengths and mix; each is followed by demoAgentWidth
+// sub-agents after a tool call of demoAgentToolMs and a join of their
+// answers (synth's subagent-storm). About ten seconds in all.
+const (
+	demoAgentRate   = 4.0
+	demoAgentStep   = 8 * time.Second
+	demoAgentWidth  = 4
+	demoAgentToolMs = 250.0
+)
+
+// demoAgents generates the demo's agentic workload from its model,
+// replays it against the simulator and returns the line that says what its
+// sessions took end to end, with sessions as the unit.
+func demoAgents(c *cli.Context, modelPath, dir, target string) (string, error) {
+	t0 := time.Now()
+	step := min(demoAgentStep, c.Duration("duration"))
+	workloadDir, runDir := filepath.Join(dir, "workload"), filepath.Join(dir, "run")
+	scenarios := []synth.Scenario{
+		{Name: synth.ScenarioRamp, Params: &synth.Ramp{Rates: []float64{demoAgentRate}, Step: synth.Duration(step)}},
+		{Name: synth.ScenarioSubagentStorm, Params: &synth.SubagentStorm{Share: 1, Width: demoAgentWidth, ToolMs: demoAgentToolMs}},
+	}
+	wm, err := synth.GenerateToBucket(c.Context, modelPath, workloadDir, synth.GenerateOptions{Seed: c.Uint64("seed"), Scenarios: scenarios}, false)
+	if err != nil {
+		return "", fmt.Errorf("demo agents: generate: %w", err)
+	}
+	ro := replay.DefaultOptions()
+	ro.Target, ro.Speed = target, c.Float64("speed")
+	if isTerminal(os.Stderr) {
+		ro.Progress = c.App.ErrWriter
+	}
+	if _, err := replay.Run(c.Context, workloadDir, runDir, ro); err != nil {
+		return "", fmt.Errorf("demo agents: replay: %w", err)
+	}
+	rep, err := analyze.Analyze([]string{runDir}, analyze.Options{Percentiles: []float64{50, 99}})
+	if err != nil {
+		return "", fmt.Errorf("demo agents: analyze: %w", err)
+	}
+	return fmt.Sprintf("  %-9s %5.1fs  %s (%d requests: planners at %g req/s for %v, each %d sub-agents after a %g ms tool and a join) → %s",
+		"agents", time.Since(t0).Seconds(), demoSessionsText(rep.Sessions), wm.Rows, demoAgentRate, step, demoAgentWidth, demoAgentToolMs, dir), nil
+}
+
+// demoSessionsText says an agent run's sessions: how many, and their
+// makespans' percentiles in seconds with 95% order-statistic intervals,
+// a floor ("≥x") where the sessions are too few to bound one above.
+func demoSessionsText(s *analyze.Sessions) string {
+	if s == nil {
+		return "agent sessions: 0 sessions"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "agent sessions: %d sessions", s.Sessions)
+	if s.MakespanMs.N == 0 {
+		b.WriteString(", none complete")
+	}
+	bound := func(p *float64) string {
+		if p == nil {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f", *p/1000)
+	}
+	for i, q := range s.MakespanMs.Quantiles {
+		sep := ", makespan"
+		if i > 0 {
+			sep = ","
+		}
+		if q.CIHi == nil {
+			lo := q.Value
+			if q.CILo != nil {
+				lo = max(lo, *q.CILo)
+			}
+			fmt.Fprintf(&b, "%s p%g ≥%.2f s", sep, q.P, lo/1000)
+			continue
+		}
+		fmt.Fprintf(&b, "%s p%g %.2f s [%s, %s]", sep, q.P, q.Value/1000, bound(q.CILo), bound(q.CIHi))
+	}
+	if s.Incomplete > 0 {
+		fmt.Fprintf(&b, "; %d with a request not ok left out", s.Incomplete)
+	}
+	return b.String()
+}
 
 // freeLoopbackAddr returns a loopback address no one listens on now.
 func freeLoopbackAddr() (string, error) {

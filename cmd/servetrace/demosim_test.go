@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/servetrace/servetrace/analyze"
 )
 
 // The test binary is not servetrace: the demo's simulator runs as this
@@ -122,9 +125,41 @@ func TestLongDemoRunsEndToEnd(t *testing.T) {
 			t.Errorf("demo: no line %q:\n%s", line, out)
 		}
 	}
-	for _, f := range []string{"model.json", "report.html", "run/run.json", "sweep/sweep.json"} {
+	if m := agentSessionsLine.FindStringSubmatch(out); m == nil || m[1] == "0" {
+		t.Errorf("demo: no agent sessions line with a session in it (%q):\n%s", m, out)
+	}
+	for _, f := range []string{"model.json", "report.html", "run/run.json", "sweep/sweep.json", "agents/run/run.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("demo left no %s: %v", f, err)
 		}
+	}
+}
+
+// agentSessionsLine is the demo's agentic line, its session count captured.
+var agentSessionsLine = regexp.MustCompile(`agent sessions: (\d+) sessions, makespan p50 `)
+
+// TestDemoSessionsLine: the demo's agentic line says the sessions and
+// their makespans in seconds, each percentile with its interval or, where
+// the sessions cannot bound it above, as a floor; the end-to-end demo test
+// finds it by agentSessionsLine.
+func TestDemoSessionsLine(t *testing.T) {
+	makespans := make([]float64, 40)
+	for i := range makespans {
+		makespans[i] = 1000 + 50*float64(i) // 1.00 to 2.95 s
+	}
+	s := &analyze.Sessions{Sessions: 40, Requests: 240, MakespanMs: analyze.Summarize(makespans, []float64{50, 99})}
+	got := demoSessionsText(s)
+	if m := agentSessionsLine.FindStringSubmatch(got); m == nil || m[1] != "40" {
+		t.Errorf("line %q: agentSessionsLine finds %q, want 40 sessions", got, m)
+	}
+	if !regexp.MustCompile(`, makespan p50 1\.98 s \[1\.[0-9]{2}, 2\.[0-9]{2}\], p99 ≥2\.9[0-9] s$`).MatchString(got) {
+		t.Errorf("line %q: want p50 1.98 s with its interval and p99 as a floor", got)
+	}
+	s.Incomplete = 2
+	if got := demoSessionsText(s); !strings.HasSuffix(got, "; 2 with a request not ok left out") {
+		t.Errorf("line %q does not count the incomplete sessions", got)
+	}
+	if got := demoSessionsText(nil); got != "agent sessions: 0 sessions" {
+		t.Errorf("no sessions: %q", got)
 	}
 }

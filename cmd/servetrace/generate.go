@@ -23,8 +23,10 @@ Scenarios (--scenario NAME[:key=value,...], repeatable, or a YAML file with
 --scenarios) layer edge cases on the workload and label their rows' phase:
 flash-crowd, ramp, long-context-storm, hot-prefix-shift, cold-cache,
 cancel-storm, slow-consumer, mixed-sampling, version-switch, tenant-skew,
-adapter-churn, image-storm, schema-storm. docs/scenarios.md lists their
-keys and defaults; a key a scenario does not take is an error.
+adapter-churn, image-storm, schema-storm, subagent-storm, long-horizon,
+tool-latency-shift (the agent calls' tool delays stretched).
+docs/scenarios.md lists their keys and defaults; a key a scenario does not
+take is an error.
 
 Examples:
    servetrace generate azure-model.json --seed 7 --out workloads/azure
