@@ -11,7 +11,8 @@ import (
 
 // graph holds a run's agent graph (trace.Request.ParentIDs) in open loop:
 // a request that names parents is sent once every one of them has
-// finished, after its tool time and think time, not at its own time, so a
+// finished, after its tool time and think time, not at its own time (where
+// neither is logged, at its own time unless its parents end later), so a
 // slow answer delays every request that waits on it, as in production.
 //
 // Parents must come before their children in the workload: a parent not

@@ -94,6 +94,9 @@ func TestAgentGraphWaitsOnParents(t *testing.T) {
 		{"g", 35 * time.Millisecond, []string{"f"}, nil, ""},
 		{"e", 50 * time.Millisecond, nil, nil, trace.RoleChat},
 		{"x", 60 * time.Millisecond, []string{"not-in-the-workload"}, nil, ""},
+		// No wait logged (a Mooncake trace's arrivals only): its own time,
+		// unless its parent ends later.
+		{"h", 400 * time.Millisecond, []string{"a"}, nil, ""},
 	} {
 		q := trace.Request{Identity: trace.Identity{RequestID: r.id, SessionID: "s"}, TS: t0.Add(r.at).UnixMicro(),
 			Shape:     trace.Shape{InputTokens: 8, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, Stream: true, N: 1},
@@ -110,8 +113,8 @@ func TestAgentGraphWaitsOnParents(t *testing.T) {
 	if !strings.Contains(strings.Join(info.Notes, "\n"), `parent_ids named a request not read before the child (outside the window, another shard's, or later in the workload): taken as finished in 1 request(s) (first: "x")`) {
 		t.Errorf("notes %q; want the unknown parent counted", info.Notes)
 	}
-	if len(rows) != 11 || info.Scheduled != 11 {
-		t.Fatalf("%d results of %d scheduled; want 11 of 11", len(rows), info.Scheduled)
+	if len(rows) != 12 || info.Scheduled != 12 {
+		t.Fatalf("%d results of %d scheduled; want 12 of 12", len(rows), info.Scheduled)
 	}
 	byID := map[string]trace.Result{}
 	for _, r := range rows {
@@ -133,6 +136,9 @@ func TestAgentGraphWaitsOnParents(t *testing.T) {
 		return last.Add(delay)
 	}
 	after("b", 150*time.Millisecond, "a")
+	if got := srv.arrived["h"].Sub(srv.arrived["a"]); got < 390*time.Millisecond {
+		t.Errorf("h, with no wait logged, arrived %v after its parent; want its own time, 400 ms after", got)
+	}
 	for _, c := range []string{"c1", "c2", "c3"} {
 		after(c, 0, "b")
 	}

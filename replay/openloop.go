@@ -61,7 +61,8 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 		}
 	}
 	// follow sends a request of the agent graph whose parents are done,
-	// the last at readyNs, after its tool and think time, its prompt
+	// the last at readyNs, after its tool and think time (at its own
+	// time, if later, where neither is logged), its prompt
 	// continuing their conversation; one whose parent did not end ok is
 	// recorded not sent, and so, in turn, are its own children.
 	var release func(released)
@@ -72,6 +73,11 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			return
 		}
 		due := satAdd(rel.readyNs, int64(r.graphDelay(p.req)))
+		if p.req.ToolMs == nil && p.req.ThinkTimeMs == nil {
+			// No wait logged (a trace of arrivals only): the request
+			// keeps its own time unless its parents end later.
+			due = max(due, p.scheduledNs)
+		}
 		p.sess = rel.sess
 		if p.sess == nil {
 			p.sess = &session{}

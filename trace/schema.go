@@ -93,7 +93,9 @@ type Request struct {
 	// The agent graph (schema 3): ParentIDs are the requests whose
 	// answers this one waits for (one: a chain; several: a join). It is
 	// sent once all have finished, after ToolMs (a tool's run) and
-	// ThinkTimeMs, not at TS. Role is the call's part where known
+	// ThinkTimeMs, not at TS; where neither is logged (a trace of
+	// arrivals only), at TS unless the parents end later. Role is the
+	// call's part where known
 	// (RolePlanner, RoleSubAgent, RoleToolFollowUp, RoleChat).
 	ParentIDs []string `parquet:"parent_ids,list" json:"parent_ids,omitempty"`
 	ToolMs    *float64 `parquet:"tool_ms,optional" json:"tool_ms,omitempty"`
