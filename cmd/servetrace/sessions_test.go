@@ -81,6 +81,15 @@ func TestSessionMakespanGrowsWithLoad(t *testing.T) {
 	} else {
 		t.Logf("session slowdown p50 %.2f, interval from %.2f; mean %.2f, max %.2f", q.Value, *q.CILo, s.Slowdown.Mean, s.Slowdown.Max)
 	}
+	// Slowdown grows with load: at one session per 50 ms it is below the
+	// overloaded run's.
+	makespan("medium", "4")
+	m := analyzeJSON(t, filepath.Join(dir, "medium"), "--baseline", lightRun).SessionSlowdown
+	if m == nil || p50(m.Slowdown).Value >= p50(s.Slowdown).Value {
+		t.Errorf("session slowdown at one session per 50 ms %+v; want its p50 below the p50 at one per 20 ms, %.2f", m, p50(s.Slowdown).Value)
+	} else {
+		t.Logf("session slowdown p50 %.2f at one session per 50 ms, %.2f at one per 20 ms", p50(m.Slowdown).Value, p50(s.Slowdown).Value)
+	}
 	if code, out, _ := runCLI(t, "analyze", heavyRun, "--baseline", lightRun); code != 0 || !strings.Contains(out, "session slowdown against "+lightRun) {
 		t.Errorf("analyze --baseline: exit %d, no slowdown line:\n%s", code, out)
 	}
