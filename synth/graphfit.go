@@ -121,6 +121,11 @@ type GraphShape struct {
 // keeps; a longer session counts in the turns histogram.
 const maxGraphNodes = 1024
 
+// maxHeldBlocks bounds the prefix block ids a fit holds over its open
+// sessions to compare siblings' prompts; past it a request's blocks are
+// not kept and its sibling comparison is skipped.
+const maxHeldBlocks = 1 << 25
+
 // maxGraphShapes bounds the sessions whose shapes a fit samples, and
 // maxShapeBytes the text the model's shapes take.
 const (
@@ -144,6 +149,10 @@ type graphNodes struct {
 	// tool says the wait was a tool's run.
 	wait, grow []float64
 	tool       []bool
+	// budget is the block ids the fit may still hold over all open
+	// sessions (maxHeldBlocks); heldBlocks those this session holds.
+	budget     *int
+	heldBlocks int
 	tooLong    bool
 }
 
@@ -171,7 +180,13 @@ func (n *graphNodes) add(r *trace.Request, t float64) (parents []int32) {
 	n.out = append(n.out, r.OutputTokens)
 	n.parents = append(n.parents, parents)
 	n.childWait = append(n.childWait, math.NaN())
-	n.blocks = append(n.blocks, slices.Clone(r.PrefixBlocks))
+	var blocks []int64
+	if n.budget != nil && *n.budget >= len(r.PrefixBlocks) {
+		blocks = slices.Clone(r.PrefixBlocks)
+		*n.budget -= len(blocks)
+		n.heldBlocks += len(blocks)
+	}
+	n.blocks = append(n.blocks, blocks)
 	n.childBlocks = append(n.childBlocks, nil)
 	n.wait = append(n.wait, math.NaN())
 	n.grow = append(n.grow, math.NaN())
@@ -267,7 +282,7 @@ func (f *graphFitter) add(n *graphNodes, r *trace.Request, t float64) {
 	self := len(n.blocks) - 1
 	n.wait[self] = delay
 	n.grow[self] = float64(r.InputTokens - n.in[first] - n.out[first])
-	if prev := n.childBlocks[first]; prev != nil && len(n.blocks[self]) > 0 {
+	if prev := n.childBlocks[first]; prev != nil && len(n.blocks[self]) > 0 && len(n.blocks[first]) > 0 {
 		f.laterSiblings++
 		if commonPrefix(prev, n.blocks[self]) > commonPrefix(n.blocks[first], n.blocks[self]) {
 			f.sharedAnswers++

@@ -51,18 +51,22 @@ type sessionFitter struct {
 	think, newTokens *reservoir[float64]
 	sessions, multi  int64
 	lastSweep        float64
-	// graphs holds what the agent-graph sessions add (graphFitter).
-	graphs *graphFitter
+	// graphs holds what the agent-graph sessions add (graphFitter);
+	// blockBudget is the prefix block ids open sessions may still hold.
+	graphs      *graphFitter
+	blockBudget int
 }
 
 func newSessionFitter() *sessionFitter {
 	return &sessionFitter{open: map[string]*sessionState{}, turns: histogram{},
-		think: newReservoir[float64](maxPairs, 10), newTokens: newReservoir[float64](maxPairs, 11), graphs: newGraphFitter()}
+		think: newReservoir[float64](maxPairs, 10), newTokens: newReservoir[float64](maxPairs, 11), graphs: newGraphFitter(), blockBudget: maxHeldBlocks}
 }
 
 // close counts a finished session: in the turns histogram, or, an agent
 // graph whose shape was kept whole, in the graph shapes.
 func (f *sessionFitter) close(s *sessionState) {
+	f.blockBudget += s.nodes.heldBlocks
+	s.nodes.heldBlocks = 0
 	f.sessions++
 	if s.turns > 1 {
 		f.multi++
@@ -91,6 +95,7 @@ func (f *sessionFitter) add(r *trace.Request, t float64) {
 	s := f.open[id]
 	if s == nil {
 		s = &sessionState{turns: 1, lastTS: t, lastIn: in, last: out}
+		s.nodes.budget = &f.blockBudget
 		s.nodes.add(r, t)
 		f.open[id] = s
 		return
