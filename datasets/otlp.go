@@ -33,12 +33,14 @@ const FormatOTLP = "otlp"
 // the scope are not decoded at all, so content recorded on events never
 // reaches a Go value.
 type otlpSpan struct {
-	TraceID    string         `json:"traceId"`
-	SpanID     string         `json:"spanId"`
-	Name       string         `json:"name"`
-	Start      otlpUint       `json:"startTimeUnixNano"`
-	End        otlpUint       `json:"endTimeUnixNano"`
-	Attributes otlpAttributes `json:"attributes"`
+	TraceID string `json:"traceId"`
+	SpanID  string `json:"spanId"`
+	// ParentSpanID nests agent, tool and model-call spans (otlpGraph).
+	ParentSpanID string         `json:"parentSpanId"`
+	Name         string         `json:"name"`
+	Start        otlpUint       `json:"startTimeUnixNano"`
+	End          otlpUint       `json:"endTimeUnixNano"`
+	Attributes   otlpAttributes `json:"attributes"`
 }
 
 // otlpResource holds the resource attributes (service, user) the spans of
@@ -262,6 +264,8 @@ type otlpReader struct {
 	spans   int64
 	// vllm counts vLLM's own llm_request spans read as requests.
 	vllm int64
+	// graph holds the model calls of traces still being read.
+	graph *otlpGraph
 }
 
 // readOTLP converts an OTLP/JSON export. A first line that is a whole JSON
@@ -273,7 +277,7 @@ func readOTLP(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (S
 		return Stats{}, err
 	}
 	st := Stats{Salt: lr.lo.Salt}
-	o := &otlpReader{lr: lr, st: &st, sink: sink, ctx: ctx, skipped: map[string]int64{}}
+	o := &otlpReader{lr: lr, st: &st, sink: sink, ctx: ctx, skipped: map[string]int64{}, graph: newOTLPGraph()}
 	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte("\xef\xbb\xbf")) {
 		br.Discard(3)
 	}
@@ -286,7 +290,11 @@ func readOTLP(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (S
 	} else {
 		err = o.readStream(br) // documents across lines
 	}
+	if err == nil {
+		err = o.flushAll()
+	}
 	st.Notes = append(st.Notes, o.skipNote()...)
+	st.Notes = append(st.Notes, o.graphNote()...)
 	return st, err
 }
 
@@ -521,15 +529,68 @@ func (o *otlpReader) span(s *spanAt, resource otlpAttributes) error {
 	if s.err != nil {
 		return o.reject(s.line, "span: "+jsonReason(s.err))
 	}
+	root := o.graph.note(&s.span)
 	req, endUs, skip, err := o.convert(&s.span, resource, s.line)
-	if skip != "" {
+	switch {
+	case skip != "":
 		o.skipped[skip]++
-		return nil
+	case err == nil && !root && s.span.TraceID != "" && s.span.SpanID != "":
+		// More of its trace is to come: held for the agent graph.
+		o.graph.hold(&s.span, heldRequest{req: req, endUs: endUs, line: s.line, logged: req.SessionID != ""})
+	default:
+		if err == nil {
+			req, err = o.lr.finish(prepared{req: req, endUs: endUs, logged: req.SessionID != ""})
+		}
+		if err := o.lr.settle(o.st, o.sink, s.line, req, err); err != nil {
+			return err
+		}
 	}
-	if err == nil {
-		req, err = o.lr.finish(prepared{req: req, endUs: endUs, logged: req.SessionID != ""})
+	if root {
+		if err := o.flush(strings.ToLower(s.span.TraceID)); err != nil {
+			return err
+		}
 	}
-	return o.lr.settle(o.st, o.sink, s.line, req, err)
+	for id, ok := o.graph.oldest(); ok; id, ok = o.graph.oldest() {
+		if err := o.flush(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush links and writes the model calls held of trace id.
+func (o *otlpReader) flush(id string) error {
+	for _, h := range o.graph.take(id) {
+		// A call that follows another is linked already; the first of a
+		// trace continues its conversation, where it names one.
+		req, err := o.lr.finish(prepared{req: h.req, endUs: h.endUs, logged: h.logged && len(h.req.ParentIDs) == 0})
+		if err := o.lr.settle(o.st, o.sink, h.line, req, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushAll writes every trace still held, at the end of the input.
+func (o *otlpReader) flushAll() error {
+	for len(o.graph.order) > 0 {
+		if err := o.flush(o.graph.order[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// graphNote says how many model calls were linked, and how.
+func (o *otlpReader) graphNote() []string {
+	var notes []string
+	if g := o.graph; g.linked > 0 {
+		notes = append(notes, fmt.Sprintf("%d model calls follow others of their trace (parent_ids from the agent spans: invoke_agent, execute_tool, chat)", g.linked))
+	}
+	if g := o.graph; g.early > 0 {
+		notes = append(notes, fmt.Sprintf("%d traces were linked before their root span was read (more than %d spans held)", g.early, maxHeldSpans))
+	}
+	return notes
 }
 
 // convert reads a span's GenAI attributes (semantic conventions'

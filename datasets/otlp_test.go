@@ -78,10 +78,12 @@ func TestOTLPGenAISpans(t *testing.T) {
 		{
 			file: "testdata/otlp/genai-pretty.json",
 			rows: []otlpWant{
+				// Two calls of one agent's run (invoke_agent planner): a
+				// chain, the second 1 s after the first ended.
 				{ts: t1.Add(time.Second), api: trace.APIChat, model: "qwen2.5-7b", in: 900, out: 120, max: 120, stream: true, n: 1,
-					e2e: new(2000.0), features: "reasoning,tools", tenant: true, tenantOf: "acme-corp"},
-				{ts: t1.Add(4 * time.Second), api: trace.APIChat, model: "qwen2.5-7b", in: 1100, out: 30, max: 30, stream: true, n: 2,
-					e2e: new(500.0), tenant: true, tenantOf: "acme-corp"},
+					e2e: new(2000.0), features: "reasoning,tools", tenant: true, tenantOf: "acme-corp", session: true},
+				{ts: t1.Add(4 * time.Second), api: trace.APIChat, model: "qwen2.5-7b", in: 1100, out: 30, max: 30, stream: true, n: 2, turn: 1,
+					e2e: new(500.0), think: new(1000.0), tenant: true, tenantOf: "acme-corp", session: true},
 			},
 			rejects: map[int64]string{95: "span: field attributes has the wrong type"},
 			skipped: "1 spans were not GenAI inference spans",

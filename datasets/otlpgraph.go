@@ -1,0 +1,226 @@
+package datasets
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/servetrace/servetrace/trace"
+)
+
+// otlpGraph turns the GenAI agent spans of an OTLP export into the agent
+// graph (trace.Request.ParentIDs), following the semantic conventions'
+// agent spans (gen-ai-agent-spans.md: invoke_agent around an agent's
+// run, execute_tool around a tool's, chat around a model call, nested by
+// parentSpanId). Within one agent's run its model calls form a chain, a
+// call after a tool's run is a tool follow-up (tool_ms the wait), a
+// sub-agent's first call follows the parent agent's call before it
+// started, and the parent's first call after a sub-agent ended joins it.
+//
+// A trace's model calls are held until its root span (the one without a
+// parent, which ends last and so is exported last) is read, or until the
+// input ends, or until more than maxHeldSpans spans are held, when the
+// oldest trace is linked with what is known of it.
+type otlpGraph struct {
+	traces map[string]*otlpTrace
+	order  []string // trace ids, oldest first
+	spans  int      // spans held over all traces
+	linked int64
+	// early counts traces linked before their root span was read.
+	early int64
+}
+
+// otlpTrace is what is held of one trace.
+type otlpTrace struct {
+	spans map[string]otlpSpanInfo
+	held  []heldRequest
+}
+
+// otlpSpanInfo is what linking needs of any span of a trace.
+type otlpSpanInfo struct {
+	parent     string
+	op         string
+	start, end int64 // µs
+}
+
+// heldRequest is a converted model call waiting for its trace's end.
+type heldRequest struct {
+	req    trace.Request
+	endUs  int64
+	spanID string
+	line   int64
+	logged bool
+}
+
+// maxHeldSpans bounds the spans held for linking.
+const maxHeldSpans = 1 << 20
+
+func newOTLPGraph() *otlpGraph { return &otlpGraph{traces: map[string]*otlpTrace{}} }
+
+// note records a span of a trace; it reports whether it was the trace's
+// root, which completes it.
+func (g *otlpGraph) note(sp *otlpSpan) (root bool) {
+	if sp.TraceID == "" || sp.SpanID == "" {
+		return false
+	}
+	id := strings.ToLower(sp.TraceID)
+	t := g.traces[id]
+	if t == nil {
+		t = &otlpTrace{spans: map[string]otlpSpanInfo{}}
+		g.traces[id] = t
+		g.order = append(g.order, id)
+	}
+	op, _, _ := sp.Attributes.str("gen_ai.operation.name")
+	t.spans[strings.ToLower(sp.SpanID)] = otlpSpanInfo{parent: strings.ToLower(sp.ParentSpanID), op: op,
+		start: int64(min(sp.Start.v/1000, 1<<62)), end: int64(min(sp.End.v/1000, 1<<62))}
+	g.spans++
+	return sp.ParentSpanID == ""
+}
+
+// hold keeps a converted model call of a trace with more spans to come.
+func (g *otlpGraph) hold(sp *otlpSpan, h heldRequest) {
+	t := g.traces[strings.ToLower(sp.TraceID)]
+	h.spanID = strings.ToLower(sp.SpanID)
+	t.held = append(t.held, h)
+}
+
+// take removes trace id and returns its model calls, linked.
+func (g *otlpGraph) take(id string) []heldRequest {
+	t := g.traces[id]
+	if t == nil {
+		return nil
+	}
+	delete(g.traces, id)
+	g.spans -= len(t.spans)
+	if i := slices.Index(g.order, id); i >= 0 {
+		g.order = slices.Delete(g.order, i, i+1)
+	}
+	g.link(t)
+	return t.held
+}
+
+// oldest returns the oldest trace held while more than maxHeldSpans are.
+func (g *otlpGraph) oldest() (string, bool) {
+	if g.spans <= maxHeldSpans || len(g.order) == 0 {
+		return "", false
+	}
+	g.early++
+	return g.order[0], true
+}
+
+// agentOf returns the span id of the nearest invoke_agent span above
+// span (itself excluded), or "" for none.
+func (t *otlpTrace) agentOf(span string) string {
+	seen := 0
+	for id := t.spans[span].parent; id != "" && seen < 1024; seen++ {
+		s, ok := t.spans[id]
+		if !ok {
+			return ""
+		}
+		if s.op == "invoke_agent" {
+			return id
+		}
+		id = s.parent
+	}
+	return ""
+}
+
+// link sets the parents, roles and waits of t's model calls.
+func (g *otlpGraph) link(t *otlpTrace) {
+	if len(t.held) < 2 {
+		return
+	}
+	slices.SortStableFunc(t.held, func(a, b heldRequest) int { return cmp.Compare(a.req.TS, b.req.TS) })
+	byAgent := map[string][]int{} // agent span → its calls, in time order
+	for i, h := range t.held {
+		a := t.agentOf(h.spanID)
+		byAgent[a] = append(byAgent[a], i)
+	}
+	// tools[agent] are the starts of the agent's tool runs.
+	tools := map[string][]int64{}
+	for id, s := range t.spans {
+		if s.op == "execute_tool" {
+			a := t.agentOf(id)
+			tools[a] = append(tools[a], s.start)
+		}
+	}
+	parents := make([][]int, len(t.held))
+	for _, calls := range byAgent {
+		for k := 1; k < len(calls); k++ {
+			parents[calls[k]] = []int{calls[k-1]}
+		}
+	}
+	// Sub-agents: an agent's run whose own agent is another.
+	for id, s := range t.spans {
+		if s.op != "invoke_agent" {
+			continue
+		}
+		calls, up := byAgent[id], t.agentOf(id)
+		outer, ok := byAgent[up]
+		if len(calls) == 0 || !ok || up == id {
+			continue
+		}
+		// Its first call follows the outer agent's last call ended by its start.
+		if p := lastEndedBy(t.held, outer, s.start); p >= 0 {
+			parents[calls[0]] = append(parents[calls[0]], p)
+			t.held[calls[0]].req.Role = trace.RoleSubAgent
+		}
+		// The outer agent's first call after it ended joins its last call.
+		for _, c := range outer {
+			if t.held[c].req.TS >= s.end {
+				if len(parents[c]) < trace.MaxParents {
+					parents[c] = append(parents[c], calls[len(calls)-1])
+				}
+				t.held[c].req.Role = trace.RolePlanner
+				break
+			}
+		}
+	}
+	for i := range t.held {
+		h := &t.held[i]
+		if len(parents[i]) == 0 {
+			continue
+		}
+		slices.Sort(parents[i])
+		parents[i] = slices.Compact(parents[i])
+		var lastEnd int64 = -1
+		for _, p := range parents[i] {
+			h.req.ParentIDs = append(h.req.ParentIDs, t.held[p].req.RequestID)
+			lastEnd = max(lastEnd, t.held[p].endUs)
+		}
+		g.linked++
+		if lastEnd < 0 || h.req.TS < lastEnd {
+			continue // no wait to record
+		}
+		wait := float64(h.req.TS-lastEnd) / 1000
+		if slices.ContainsFunc(tools[t.agentOf(h.spanID)], func(s int64) bool { return s >= lastEnd && s <= h.req.TS }) {
+			h.req.ToolMs = &wait
+			if h.req.Role == "" {
+				h.req.Role = trace.RoleToolFollowUp
+			}
+		} else {
+			h.req.ThinkTimeMs = &wait
+		}
+	}
+	// One session per trace (its conversation's, where the first call
+	// names one), turns numbered in time order.
+	session := t.held[0].req.SessionID
+	if session == "" {
+		session = t.held[0].req.RequestID // keyed already
+	}
+	for i := range t.held {
+		t.held[i].req.SessionID, t.held[i].req.Turn = session, int32(i)
+	}
+}
+
+// lastEndedBy returns the index, among calls, of the last call ended by
+// at, or -1.
+func lastEndedBy(held []heldRequest, calls []int, at int64) int {
+	best := -1
+	for _, c := range calls {
+		if held[c].endUs >= 0 && held[c].endUs <= at {
+			best = c
+		}
+	}
+	return best
+}
