@@ -89,15 +89,16 @@ func newFitState(blockSize int) *fitState {
 		mix: newMixCounter(), contract: newContractFitter()}
 }
 
-// add accumulates one row. Later turns of a session (and requests that
-// wait on a parent, whatever their turn number) count for the sessions
+// add accumulates one row. Later turns of a session (the session seen
+// before in the slice, a turn number past 1, or a parent named) count
+// for the sessions
 // and fill the prefix cache; first turns make the arrivals, lengths, mix
 // and contract.
 func (s *fitState) add(r *trace.Request) {
 	s.rows++
 	t := float64(r.TS) / 1e6
-	s.sessions.add(r, t)
-	if r.SessionID != "" && r.Turn > 1 || len(r.ParentIDs) > 0 {
+	later := s.sessions.add(r, t)
+	if later || r.SessionID != "" && r.Turn > 1 || len(r.ParentIDs) > 0 {
 		s.sawSessions = true
 		s.prefix.touch(t, r.PrefixBlocks)
 		return

@@ -138,3 +138,44 @@ func TestFitAgentGraphs(t *testing.T) {
 		t.Errorf("sessions by size %v, want only chains of 3 and fan-outs of 4, about half each", counts)
 	}
 }
+
+// TestFitAgentGraphsIsDeterministic fits more sessions than the shape
+// sample holds, twice: the same model both times, whatever order the
+// open sessions close in.
+func TestFitAgentGraphsIsDeterministic(t *testing.T) {
+	dir := writeBucket(t, agentRows(3*maxGraphShapes), &trace.Manifest{BlockSize: trace.DefaultBlockSize})
+	var first []GraphShape
+	for i := range 3 {
+		m, err := Fit(context.Background(), dir, FitOptions{NoLatent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = m.Sessions.Graph.Shapes
+		} else if !slices.Equal(m.Sessions.Graph.Shapes, first) {
+			t.Fatalf("fit %d: shapes %v, first fit %v", i, m.Sessions.Graph.Shapes, first)
+		}
+	}
+}
+
+// TestValidateGraphsOnOneSide: a workload without agent graphs fails the
+// graph checks against a trace with them (KS of an empty sample is no
+// evidence of a match).
+func TestValidateGraphsOnOneSide(t *testing.T) {
+	rows := agentRows(40)
+	real := writeBucket(t, rows, &trace.Manifest{BlockSize: trace.DefaultBlockSize})
+	for i := range rows {
+		rows[i].ParentIDs, rows[i].SessionID = nil, ""
+	}
+	syn := writeBucket(t, rows, &trace.Manifest{BlockSize: trace.DefaultBlockSize})
+	v, err := Validate(context.Background(), real, syn, ValidateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"graph_fanout_ks", "graph_delay_ks", "graph_growth_ks"} {
+		i := slices.IndexFunc(v.Checks, func(c Check) bool { return c.Name == name })
+		if i < 0 || v.Checks[i].Diff != 1 || v.Checks[i].Pass {
+			t.Errorf("%s: %+v, want a failing diff of 1", name, v.Checks)
+		}
+	}
+}

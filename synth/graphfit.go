@@ -145,10 +145,14 @@ type graphNodes struct {
 	// child's.
 	childWait           []float64
 	blocks, childBlocks [][]int64
-	// wait and grow are each request's wait and growth (NaN: a root);
-	// tool says the wait was a tool's run.
-	wait, grow []float64
-	tool       []bool
+	// wait and grow are each request's wait and growth (NaN: a root),
+	// service its parents' service where its wait was logged (else NaN),
+	// sibling the wait of the sibling before it (NaN: none), shared
+	// whether it shares more with that sibling than with the parent (−1:
+	// not compared); tool says the wait was a tool's run.
+	wait, grow, service, sibling []float64
+	shared                       []int8
+	tool                         []bool
 	// budget is the block ids the fit may still hold over all open
 	// sessions (maxHeldBlocks); heldBlocks those this session holds.
 	budget     *int
@@ -156,23 +160,67 @@ type graphNodes struct {
 	tooLong    bool
 }
 
-// add appends r, its parents (those of this session; the request before
-// it when it names none) taken as indices.
-func (n *graphNodes) add(r *trace.Request, t float64) (parents []int32) {
+// add appends r with its parents (those of this session it names; the
+// request before it when it names none), its wait after them and its
+// growth over its first parent, and how it compares with the sibling
+// before it. explicit says it named a parent of this session; false
+// past maxGraphNodes, when nothing is kept.
+func (n *graphNodes) add(r *trace.Request, t float64) (explicit, kept bool) {
 	if n.tooLong || len(n.ts) >= maxGraphNodes {
 		n.tooLong = true
-		return nil
+		return false, false
 	}
 	if n.ids == nil {
 		n.ids = map[string]int32{}
 	}
+	var parents []int32
 	for _, id := range r.ParentIDs {
 		if i, ok := n.ids[id]; ok && !slices.Contains(parents, i) {
 			parents = append(parents, i)
 		}
 	}
-	if len(parents) == 0 && len(n.ts) > 0 {
+	explicit = len(parents) > 0
+	if !explicit && len(n.ts) > 0 {
 		parents = []int32{int32(len(n.ts) - 1)}
+	}
+	var blocks []int64
+	if n.budget != nil && *n.budget >= len(r.PrefixBlocks) {
+		blocks = slices.Clone(r.PrefixBlocks)
+		*n.budget -= len(blocks)
+		n.heldBlocks += len(blocks)
+	}
+	wait, grow, service, sibling, shared := math.NaN(), math.NaN(), math.NaN(), math.NaN(), int8(-1)
+	if len(parents) > 0 {
+		latest := math.Inf(-1)
+		for _, p := range parents {
+			latest = max(latest, n.ts[p])
+		}
+		gap := t - latest
+		wait = gap
+		if r.ToolMs != nil || r.ThinkTimeMs != nil {
+			wait = 0
+			if r.ToolMs != nil {
+				wait += *r.ToolMs / 1000
+			}
+			if r.ThinkTimeMs != nil {
+				wait += *r.ThinkTimeMs / 1000
+			}
+			service = min(max(gap-wait, 0), MaxThinkS)
+		}
+		if !(wait >= 0) { // backwards or NaN
+			wait = 0
+		}
+		wait = min(wait, MaxThinkS)
+		first := parents[0]
+		grow = float64(r.InputTokens - n.in[first] - n.out[first])
+		sibling, n.childWait[first] = n.childWait[first], wait
+		if prev := n.childBlocks[first]; prev != nil && len(blocks) > 0 && len(n.blocks[first]) > 0 {
+			shared = 0
+			if commonPrefix(prev, blocks) > commonPrefix(n.blocks[first], blocks) {
+				shared = 1
+			}
+		}
+		n.childBlocks[first] = blocks
 	}
 	n.ids[r.RequestID] = int32(len(n.ts))
 	n.ts = append(n.ts, t)
@@ -180,18 +228,15 @@ func (n *graphNodes) add(r *trace.Request, t float64) (parents []int32) {
 	n.out = append(n.out, r.OutputTokens)
 	n.parents = append(n.parents, parents)
 	n.childWait = append(n.childWait, math.NaN())
-	var blocks []int64
-	if n.budget != nil && *n.budget >= len(r.PrefixBlocks) {
-		blocks = slices.Clone(r.PrefixBlocks)
-		*n.budget -= len(blocks)
-		n.heldBlocks += len(blocks)
-	}
 	n.blocks = append(n.blocks, blocks)
 	n.childBlocks = append(n.childBlocks, nil)
-	n.wait = append(n.wait, math.NaN())
-	n.grow = append(n.grow, math.NaN())
+	n.wait = append(n.wait, wait)
+	n.grow = append(n.grow, grow)
+	n.service = append(n.service, service)
+	n.sibling = append(n.sibling, sibling)
+	n.shared = append(n.shared, shared)
 	n.tool = append(n.tool, r.ToolMs != nil)
-	return parents
+	return explicit, true
 }
 
 // shape encodes the graph as GraphShape.Parents.
@@ -246,52 +291,6 @@ func newGraphFitter() *graphFitter {
 // maxKindPairs bounds each kind's wait and growth samples.
 const maxKindPairs = maxPairs / 4
 
-// add records r, a later request of an agent-graph session.
-func (f *graphFitter) add(n *graphNodes, r *trace.Request, t float64) {
-	parents := n.add(r, t)
-	if len(parents) == 0 {
-		return
-	}
-	latest := math.Inf(-1)
-	for _, p := range parents {
-		latest = max(latest, n.ts[p])
-	}
-	delay := t - latest
-	gap := delay
-	if r.ToolMs != nil || r.ThinkTimeMs != nil {
-		delay = 0
-		if r.ToolMs != nil {
-			delay += *r.ToolMs / 1000
-			f.tools++
-		}
-		if r.ThinkTimeMs != nil {
-			delay += *r.ThinkTimeMs / 1000
-		}
-	}
-	delay = min(max(delay, 0), MaxThinkS)
-	if r.ToolMs != nil || r.ThinkTimeMs != nil {
-		f.service.add(min(max(gap-delay, 0), MaxThinkS))
-	}
-	f.delays++
-	f.delay.add(delay)
-	first := parents[0]
-	if w := n.childWait[first]; !math.IsNaN(w) {
-		f.siblings.add([2]float64{w, delay})
-	}
-	n.childWait[first] = delay
-	self := len(n.blocks) - 1
-	n.wait[self] = delay
-	n.grow[self] = float64(r.InputTokens - n.in[first] - n.out[first])
-	if prev := n.childBlocks[first]; prev != nil && len(n.blocks[self]) > 0 && len(n.blocks[first]) > 0 {
-		f.laterSiblings++
-		if commonPrefix(prev, n.blocks[self]) > commonPrefix(n.blocks[first], n.blocks[self]) {
-			f.sharedAnswers++
-		}
-	}
-	n.childBlocks[first] = n.blocks[self]
-	f.growth.add(n.grow[self])
-}
-
 // close counts a finished agent-graph session; false when its shape was
 // too long to keep.
 func (f *graphFitter) close(n *graphNodes) bool {
@@ -302,14 +301,25 @@ func (f *graphFitter) close(n *graphNodes) bool {
 	f.shapes.add(n.shape())
 	children := childrenOf(n.parents)
 	for i := 1; i < len(n.parents); i++ {
-		if math.IsNaN(n.wait[i]) {
-			continue
-		}
 		k := kindOf(n.parents, children, i)
+		f.delays++
+		f.delay.add(n.wait[i])
+		f.growth.add(n.grow[i])
 		f.kindDelay[k].add(n.wait[i])
 		f.kindGrowth[k].add(n.grow[i])
 		if n.tool[i] {
+			f.tools++
 			f.kindTools[k]++
+		}
+		if !math.IsNaN(n.service[i]) {
+			f.service.add(n.service[i])
+		}
+		if !math.IsNaN(n.sibling[i]) {
+			f.siblings.add([2]float64{n.sibling[i], n.wait[i]})
+		}
+		if n.shared[i] >= 0 {
+			f.laterSiblings++
+			f.sharedAnswers += int64(n.shared[i])
 		}
 	}
 	return true

@@ -174,9 +174,14 @@ func (g *generator) graphTurn(p *pendingTurn) trace.Request {
 		Shape:       trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1, API: prev.API, Stream: prev.Stream, Features: prev.Features},
 		Temperature: prev.Temperature, TopP: prev.TopP, ParentIDs: ids}
 	tool := d.rng.Float64() < d.tool[kind]
-	if tool {
+	switch {
+	case d.m.ServiceS == nil:
+		// The trace logged arrivals only, its waits holding the parents'
+		// service: the request keeps its time (replay sends it then, or
+		// when its parents end if later), as the trace's own would.
+	case tool:
 		r.ToolMs = &wait
-	} else {
+	default:
 		r.ThinkTimeMs = &wait
 	}
 	switch {

@@ -2,71 +2,61 @@ package synth
 
 import (
 	"math"
+	"slices"
 
 	"github.com/servetrace/servetrace/trace"
 )
 
 // graphSample is what validation reads of a side's agent graphs, measured
-// as the fit measures them (graphFitter): each parent's fan-out width
-// (its children within the side), each child's wait after its latest
-// parent and its input growth over its first parent's input and output.
+// as the fit measures them (graphNodes, graphFitter.close): over the
+// sessions where a request names a parent of its session, each request's
+// fan-out width (its children, when it has any), each later request's
+// wait after its parents and its input growth over its first parent.
 type graphSample struct {
-	nodes         map[string]*graphSampleNode
-	delay, growth []float64
+	sessions map[string]*graphSession
+	order    []string
 }
 
-type graphSampleNode struct {
-	ts       float64
-	in, out  int64
-	children int
+type graphSession struct {
+	nodes graphNodes
+	graph bool
 }
 
 func (s *graphSample) add(r *trace.Request) {
 	if r.SessionID == "" {
 		return
 	}
-	if s.nodes == nil {
-		s.nodes = map[string]*graphSampleNode{}
+	if s.sessions == nil {
+		s.sessions = map[string]*graphSession{}
 	}
-	t := float64(r.TS) / 1e6
-	s.nodes[r.RequestID] = &graphSampleNode{ts: t, in: r.InputTokens, out: r.OutputTokens}
-	var first *graphSampleNode
-	latest := math.Inf(-1)
-	for _, id := range r.ParentIDs {
-		p := s.nodes[id]
-		if p == nil {
-			continue
-		}
-		p.children++
-		if first == nil {
-			first = p
-		}
-		latest = max(latest, p.ts)
+	g := s.sessions[r.SessionID]
+	if g == nil {
+		g = &graphSession{}
+		s.sessions[r.SessionID] = g
+		s.order = append(s.order, r.SessionID)
 	}
-	if first == nil {
-		return
-	}
-	delay := t - latest
-	if r.ToolMs != nil || r.ThinkTimeMs != nil {
-		delay = 0
-		if r.ToolMs != nil {
-			delay += *r.ToolMs / 1000
-		}
-		if r.ThinkTimeMs != nil {
-			delay += *r.ThinkTimeMs / 1000
-		}
-	}
-	s.delay = append(s.delay, min(max(delay, 0), MaxThinkS))
-	s.growth = append(s.growth, float64(r.InputTokens-first.in-first.out))
+	explicit, _ := g.nodes.add(r, float64(r.TS)/1e6)
+	g.graph = g.graph || explicit
 }
 
-// fanouts returns the children of each request that has any.
-func (s *graphSample) fanouts() []float64 {
-	var out []float64
-	for _, n := range s.nodes {
-		if n.children > 0 {
-			out = append(out, float64(n.children))
+// laws returns the fan-out widths, waits and growths of the side's agent
+// graphs (sessions past maxGraphNodes left out, as the fit leaves them).
+func (s *graphSample) laws() (fanouts, waits, growths []float64) {
+	for _, id := range s.order {
+		g := s.sessions[id]
+		if !g.graph || g.nodes.tooLong {
+			continue
+		}
+		n := &g.nodes
+		for i, c := range childrenOf(n.parents) {
+			if len(c) > 0 {
+				fanouts = append(fanouts, float64(len(c)))
+			}
+			if i > 0 && !math.IsNaN(n.wait[i]) {
+				waits = append(waits, n.wait[i])
+				growths = append(growths, n.grow[i])
+			}
 		}
 	}
-	return out
+	return slices.Clip(fanouts), waits, growths
 }

@@ -3,6 +3,7 @@ package synth
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/servetrace/servetrace/trace"
 )
@@ -62,8 +63,9 @@ func newSessionFitter() *sessionFitter {
 		think: newReservoir[float64](maxPairs, 10), newTokens: newReservoir[float64](maxPairs, 11), graphs: newGraphFitter(), blockBudget: maxHeldBlocks}
 }
 
-// close counts a finished session: in the turns histogram, or, an agent
-// graph whose shape was kept whole, in the graph shapes.
+// close counts a finished session: an agent graph whose shape was kept
+// whole in the graph laws, any other in the turns histogram and the turn
+// laws.
 func (f *sessionFitter) close(s *sessionState) {
 	f.blockBudget += s.nodes.heldBlocks
 	s.nodes.heldBlocks = 0
@@ -75,60 +77,69 @@ func (f *sessionFitter) close(s *sessionState) {
 		return
 	}
 	f.turns[min(s.turns, MaxSessionTurns)]++
+	n := &s.nodes
+	for i := 1; i < len(n.ts); i++ {
+		f.think.add(n.wait[i])
+		f.newTokens.add(math.Max(1, n.grow[i]))
+	}
 }
 
-func (f *sessionFitter) add(r *trace.Request, t float64) {
-	id, in, out, thinkMs := r.SessionID, r.InputTokens, r.OutputTokens, r.ThinkTimeMs
-	if t-f.lastSweep > sessionIdleS {
-		for k, s := range f.open {
-			if t-s.lastTS > sessionIdleS {
-				f.close(s)
-				delete(f.open, k)
-			}
-		}
-		f.lastSweep = t
-	}
-	if id == "" {
-		f.close(&sessionState{turns: 1})
-		return
-	}
-	s := f.open[id]
-	if s == nil {
-		s = &sessionState{turns: 1, lastTS: t, lastIn: in, last: out}
-		s.nodes.budget = &f.blockBudget
-		s.nodes.add(r, t)
-		f.open[id] = s
-		return
-	}
-	s.turns++
-	if len(r.ParentIDs) > 0 {
-		s.graph = true
-	}
-	if s.graph {
-		f.graphs.add(&s.nodes, r, t)
-		s.lastTS, s.lastIn, s.last = t, in, out
-		return
-	}
-	s.nodes.add(r, t)
-	think := t - s.lastTS
-	if thinkMs != nil {
-		think = *thinkMs / 1000
-	}
-	if !(think >= 0) { // backwards or NaN
-		think = 0
-	}
-	f.think.add(min(think, MaxThinkS))
-	f.newTokens.add(math.Max(1, float64(in-s.lastIn-s.last)))
-	s.lastTS, s.lastIn, s.last = t, in, out
-}
-
-// closeAll closes every open session: the end of the rows.
-func (f *sessionFitter) closeAll() {
+// closeIdle closes, in session-id order (the reservoirs they feed keep
+// what arrives in order), the open sessions idle since before t −
+// sessionIdleS, or all of them for t = +Inf.
+func (f *sessionFitter) closeIdle(t float64) {
+	var ids []string
 	for k, s := range f.open {
-		f.close(s)
+		if t-s.lastTS > sessionIdleS {
+			ids = append(ids, k)
+		}
+	}
+	slices.Sort(ids)
+	for _, k := range ids {
+		f.close(f.open[k])
 		delete(f.open, k)
 	}
 }
+
+func (f *sessionFitter) add(r *trace.Request, t float64) (later bool) {
+	if t-f.lastSweep > sessionIdleS {
+		f.closeIdle(t)
+		f.lastSweep = t
+	}
+	if r.SessionID == "" {
+		f.close(&sessionState{turns: 1})
+		return false
+	}
+	s := f.open[r.SessionID]
+	if s == nil {
+		s = &sessionState{turns: 1, lastTS: t, lastIn: r.InputTokens, last: r.OutputTokens}
+		s.nodes.budget = &f.blockBudget
+		s.nodes.add(r, t)
+		f.open[r.SessionID] = s
+		return false
+	}
+	s.turns++
+	explicit, kept := s.nodes.add(r, t)
+	s.graph = s.graph || explicit
+	if !kept {
+		// Past maxGraphNodes the session counts as turns: its turn laws
+		// are fed as it goes.
+		think := t - s.lastTS
+		if r.ThinkTimeMs != nil {
+			think = *r.ThinkTimeMs / 1000
+		}
+		if !(think >= 0) { // backwards or NaN
+			think = 0
+		}
+		f.think.add(min(think, MaxThinkS))
+		f.newTokens.add(math.Max(1, float64(r.InputTokens-s.lastIn-s.last)))
+	}
+	s.lastTS, s.lastIn, s.last = t, r.InputTokens, r.OutputTokens
+	return true
+}
+
+// closeAll closes every open session: the end of the rows.
+func (f *sessionFitter) closeAll() { f.closeIdle(math.Inf(1)) }
 
 // merge adds o's closed sessions to f's. A session with turns on both
 // sides of the boundary between their slices counts once in each, and the

@@ -249,11 +249,19 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 	if real.multiTurn || syn.multiTurn {
 		addKS("session_turns_ks", real.sessionTurns, syn.sessionTurns)
 	}
-	if len(real.graph.delay) > 0 || len(syn.graph.delay) > 0 {
-		rf, sf := real.graph.fanouts(), syn.graph.fanouts()
-		addKS("graph_fanout_ks", rf, sf)
-		addKS("graph_delay_ks", real.graph.delay, syn.graph.delay)
-		addKS("graph_growth_ks", real.graph.growth, syn.graph.growth)
+	rf, rw, rg := real.graph.laws()
+	sf, sw, sg := syn.graph.laws()
+	if len(rw) > 0 || len(sw) > 0 {
+		for _, c := range []struct {
+			name string
+			r, s []float64
+		}{{"graph_fanout_ks", rf, sf}, {"graph_delay_ks", rw, sw}, {"graph_growth_ks", rg, sg}} {
+			if len(c.r) == 0 || len(c.s) == 0 { // agent graphs on one side only
+				push(Check{Name: c.name, Diff: 1, Statistic: true})
+				continue
+			}
+			addKS(c.name, c.r, c.s)
+		}
 	}
 	v.addContract(&real.contract, &syn.contract, add, addKS)
 	for _, c := range v.Checks {
