@@ -37,12 +37,46 @@ func (lr *logReader) linkLogged(req *trace.Request, endUs int64) {
 	if s, ok := lr.sessions[key]; ok {
 		s.turn++
 		setTurn(req, s.turn, s.endUs)
-		s.endUs = max(endUs, req.TS)
+		s.endUs, s.requestID = max(endUs, req.TS), req.RequestID
 		lr.touch(key, s)
 		return
 	}
-	s := &sessionState{id: req.SessionID, endUs: max(endUs, req.TS)}
+	s := &sessionState{id: req.SessionID, endUs: max(endUs, req.TS), requestID: req.RequestID}
 	lr.sessions[key] = s
+	lr.touch(key, s)
+}
+
+// continueConversation numbers the turns of calls (an agent trace's model
+// calls, linked, in time order) after the logged conversation's turns
+// before them, makes the first follow the conversation's latest call
+// (its parent, its wait from that call's end), and leaves the
+// conversation at the call that ended last.
+func (lr *logReader) continueConversation(calls []*trace.Request, ends []int64) {
+	var key sessionKey
+	copy(key[:], calls[0].SessionID)
+	lr.expire(calls[0].TS)
+	first := int32(0)
+	s, ok := lr.sessions[key]
+	if ok {
+		first = s.turn + 1
+		if len(calls[0].ParentIDs) == 0 && s.requestID != "" {
+			calls[0].ParentIDs = []string{s.requestID}
+			if calls[0].TS >= s.endUs {
+				calls[0].ThinkTimeMs = new(float64(calls[0].TS-s.endUs) / 1000)
+			}
+		}
+	} else {
+		s = &sessionState{id: calls[0].SessionID}
+		lr.sessions[key] = s
+	}
+	last := 0
+	for i, c := range calls {
+		c.Turn = first + int32(i)
+		if max(ends[i], c.TS) >= max(ends[last], calls[last].TS) {
+			last = i
+		}
+	}
+	s.turn, s.endUs, s.requestID = first+int32(len(calls)-1), max(ends[last], calls[last].TS), calls[last].RequestID
 	lr.touch(key, s)
 }
 

@@ -76,6 +76,8 @@ func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 			reason = "missing timestamp (only a later turn of a session_id, with its delay, may leave it out)"
 		case m.Timestamp != nil && *m.Timestamp < 0, *m.InputLength < 0, *m.OutputLength < 0:
 			reason = "negative timestamp or length"
+		case m.Delay != nil && !(*m.Delay >= 0):
+			reason = "negative delay"
 		case len(m.HashIDs) > 0 && int64(len(m.HashIDs)) != ceilDiv(*m.InputLength, MooncakeBlockSize):
 			reason = fmt.Sprintf("%d hash_ids for input_length %d, want ceil(%d/512) = %d", len(m.HashIDs), *m.InputLength, *m.InputLength, ceilDiv(*m.InputLength, MooncakeBlockSize))
 		}
@@ -96,7 +98,7 @@ func readMooncake(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 		if m.Timestamp != nil {
 			req.TS = anchor + int64(*m.Timestamp*1000)
 		}
-		links.link(&req, m.SessionID, m.Delay)
+		links.link(&req, m.Timestamp != nil, m.SessionID, m.Delay)
 		rows := st.Rows
 		if err := st.accept(sink, opts.Name, lineNo, &req); err != nil {
 			return st, err
@@ -150,11 +152,13 @@ type mooncakeLinker struct {
 	blocks       []blockEntry
 	// sessionNo is the session of the request link set last.
 	sessionNo int64
-	// bySession maps an AIPerf session_id to its last request.
-	bySession map[string]mooncakeNode
-	sessions  int64
-	linked    int64
-	explicit  bool
+	// bySession maps an AIPerf session_id to its last request;
+	// sessionIDs is the order they were first seen.
+	bySession  map[string]mooncakeNode
+	sessionIDs []string
+	sessions   int64
+	linked     int64
+	explicit   bool
 }
 
 // mooncakeNode is what a child needs of its parent.
@@ -187,8 +191,9 @@ func (l *mooncakeLinker) how() string {
 	return "by hash_ids prefix"
 }
 
-// link sets req's session, turn, parent and delay.
-func (l *mooncakeLinker) link(req *trace.Request, sessionID *string, delayMs *float64) {
+// link sets req's session, turn, parent and delay; timed says the line
+// gave a timestamp.
+func (l *mooncakeLinker) link(req *trace.Request, timed bool, sessionID *string, delayMs *float64) {
 	var parent mooncakeNode
 	found := false
 	switch {
@@ -212,7 +217,7 @@ func (l *mooncakeLinker) link(req *trace.Request, sessionID *string, delayMs *fl
 	req.ParentIDs = []string{parent.id}
 	if delayMs != nil {
 		req.ThinkTimeMs = new(*delayMs)
-		if req.TS == 0 {
+		if !timed { // a later turn may give its delay alone
 			req.TS = parent.ts + int64(*delayMs*1000)
 		}
 	}
@@ -226,7 +231,11 @@ func (l *mooncakeLinker) accepted(req *trace.Request, sessionID *string) {
 	n := mooncakeNode{id: req.RequestID, session: req.SessionID, ts: req.TS, turn: req.Turn, sessionNo: l.sessionNo}
 	if sessionID != nil {
 		l.explicit = true
+		if _, ok := l.bySession[*sessionID]; !ok {
+			l.sessionIDs = append(l.sessionIDs, *sessionID)
+		}
 		l.bySession[*sessionID] = n
+		l.forget()
 		return
 	}
 	if !l.sessionsFromPrefix {
@@ -255,16 +264,24 @@ type keyEntry struct {
 
 type blockEntry struct{ block, session int64 }
 
-// forget drops the older half of the requests and blocks remembered once
-// either passes maxLinkKeys (an entry since overwritten stays).
+// forget drops the older half of the requests, blocks and session ids
+// remembered once one passes maxLinkKeys (an entry since overwritten
+// stays); a session_id forgotten and seen again starts a new session.
 func (l *mooncakeLinker) forget() {
 	if len(l.keys) > maxLinkKeys {
 		for _, e := range l.keys[:maxLinkKeys/2] {
 			if l.byKey[e.key].id == e.id {
 				delete(l.byKey, e.key)
+				delete(l.children, e.key)
 			}
 		}
 		l.keys = append(l.keys[:0], l.keys[maxLinkKeys/2:]...)
+	}
+	if len(l.sessionIDs) > maxLinkKeys {
+		for _, id := range l.sessionIDs[:maxLinkKeys/2] {
+			delete(l.bySession, id)
+		}
+		l.sessionIDs = append(l.sessionIDs[:0], l.sessionIDs[maxLinkKeys/2:]...)
 	}
 	if len(l.blocks) > maxLinkKeys {
 		for _, e := range l.blocks[:maxLinkKeys/2] {

@@ -21,6 +21,7 @@ func TestMooncakeSessions(t *testing.T) {
 {"timestamp": 500, "input_length": 700, "output_length": 10, "session_id": "a", "hash_ids": [20, 21]}
 {"delay": 1500, "input_length": 900, "output_length": 10, "session_id": "a", "hash_ids": [20, 22]}
 {"delay": 10, "input_length": 900, "output_length": 10, "session_id": "b", "hash_ids": [40, 41]}
+{"delay": -5, "input_length": 900, "output_length": 10, "session_id": "a", "hash_ids": [20, 23]}
 `
 	start := time.Date(2025, 2, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -40,8 +41,9 @@ func TestMooncakeSessions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(sink.rejects) != 1 || sink.rejects[0].Line != 8 || !strings.Contains(sink.rejects[0].Reason, "first request of its session_id") {
-				t.Errorf("rejects %+v, want line 8: a session's first request without a timestamp", sink.rejects)
+			if len(sink.rejects) != 2 || sink.rejects[0].Line != 8 || !strings.Contains(sink.rejects[0].Reason, "first request of its session_id") ||
+				sink.rejects[1].Line != 9 || sink.rejects[1].Reason != "negative delay" {
+				t.Errorf("rejects %+v, want line 8: a session's first request without a timestamp, line 9: a negative delay", sink.rejects)
 			}
 			if len(sink.rows) != 7 {
 				t.Fatalf("%d rows (stats %+v), want 7", len(sink.rows), st)

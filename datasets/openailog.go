@@ -222,7 +222,7 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 // finish checks the row's order and links its session, in input order.
 func (lr *logReader) finish(p prepared) (trace.Request, error) {
 	req := p.req
-	if req.TS < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
+	if !p.held && req.TS < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
 		return req, bad("ts", "%s earlier than a row before it (more than the disorder allowed)", time.Duration(lr.latestUs-req.TS)*time.Microsecond)
 	}
 	lr.media.add(p.media)

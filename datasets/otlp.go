@@ -558,14 +558,29 @@ func (o *otlpReader) span(s *spanAt, resource otlpAttributes) error {
 	return nil
 }
 
-// flush links and writes the model calls held of trace id.
+// flush links and writes the model calls held of trace id. The order
+// check is not theirs to pass: they were held while later rows were
+// written.
 func (o *otlpReader) flush(id string) error {
-	for _, h := range o.graph.take(id) {
-		// A call that follows another is linked already; the first of a
-		// trace continues its conversation, where it names one.
-		req, err := o.lr.finish(prepared{req: h.req, endUs: h.endUs, logged: h.logged && len(h.req.ParentIDs) == 0})
+	held := o.graph.take(id)
+	linked := slices.ContainsFunc(held, func(h heldRequest) bool { return len(h.req.ParentIDs) > 0 })
+	if linked && held[0].logged {
+		// The trace continues a conversation other traces had turns of.
+		calls := make([]*trace.Request, len(held))
+		ends := make([]int64, len(held))
+		for i := range held {
+			calls[i], ends[i] = &held[i].req, held[i].endUs
+		}
+		o.lr.continueConversation(calls, ends)
+	}
+	for _, h := range held {
+		req, err := o.lr.finish(prepared{req: h.req, endUs: h.endUs, logged: h.logged && !linked, held: true})
+		rows := o.st.Rows
 		if err := o.lr.settle(o.st, o.sink, h.line, req, err); err != nil {
 			return err
+		}
+		if o.st.Rows > rows && len(req.ParentIDs) > 0 {
+			o.graph.linked++
 		}
 	}
 	return nil
@@ -573,8 +588,8 @@ func (o *otlpReader) flush(id string) error {
 
 // flushAll writes every trace still held, at the end of the input.
 func (o *otlpReader) flushAll() error {
-	for len(o.graph.order) > 0 {
-		if err := o.flush(o.graph.order[0]); err != nil {
+	for id, ok := o.graph.next(); ok; id, ok = o.graph.next() {
+		if err := o.flush(id); err != nil {
 			return err
 		}
 	}

@@ -23,11 +23,14 @@ import (
 // oldest trace is linked with what is known of it.
 type otlpGraph struct {
 	traces map[string]*otlpTrace
-	order  []string // trace ids, oldest first
-	spans  int      // spans held over all traces
-	linked int64
-	// early counts traces linked before their root span was read.
-	early int64
+	// order lists trace ids oldest first from head on; an id no longer
+	// held (or held anew, later) is skipped when met.
+	order []string
+	head  int
+	spans int // spans held over all traces
+	// linked counts the calls written with parents; early the traces
+	// linked before their root span was read.
+	linked, early int64
 }
 
 // otlpTrace is what is held of one trace.
@@ -92,20 +95,35 @@ func (g *otlpGraph) take(id string) []heldRequest {
 	}
 	delete(g.traces, id)
 	g.spans -= len(t.spans)
-	if i := slices.Index(g.order, id); i >= 0 {
-		g.order = slices.Delete(g.order, i, i+1)
-	}
 	g.link(t)
 	return t.held
 }
 
+// next returns the oldest trace still held, or false.
+func (g *otlpGraph) next() (string, bool) {
+	for g.head < len(g.order) {
+		id := g.order[g.head]
+		g.head++
+		if g.head > 1024 && g.head > len(g.order)/2 {
+			g.order, g.head = append(g.order[:0], g.order[g.head:]...), 0
+		}
+		if _, ok := g.traces[id]; ok {
+			return id, true
+		}
+	}
+	return "", false
+}
+
 // oldest returns the oldest trace held while more than maxHeldSpans are.
 func (g *otlpGraph) oldest() (string, bool) {
-	if g.spans <= maxHeldSpans || len(g.order) == 0 {
+	if g.spans <= maxHeldSpans {
 		return "", false
 	}
-	g.early++
-	return g.order[0], true
+	id, ok := g.next()
+	if ok {
+		g.early++
+	}
+	return id, ok
 }
 
 // agentOf returns the span id of the nearest invoke_agent span above
@@ -150,30 +168,54 @@ func (g *otlpGraph) link(t *otlpTrace) {
 			parents[calls[k]] = []int{calls[k-1]}
 		}
 	}
-	// Sub-agents: an agent's run whose own agent is another.
+	// Sub-agents: an agent's run whose own agent is another, taken in
+	// order of start (then id), so a call's parents do not depend on the
+	// order the spans were read in.
+	var agents []string
 	for id, s := range t.spans {
-		if s.op != "invoke_agent" {
-			continue
+		if s.op == "invoke_agent" {
+			agents = append(agents, id)
 		}
+	}
+	slices.SortFunc(agents, func(a, b string) int {
+		return cmp.Or(cmp.Compare(t.spans[a].start, t.spans[b].start), strings.Compare(a, b))
+	})
+	subAgent, joins := make([]bool, len(t.held)), make([]bool, len(t.held))
+	for _, id := range agents {
+		s := t.spans[id]
 		calls, up := byAgent[id], t.agentOf(id)
 		outer, ok := byAgent[up]
 		if len(calls) == 0 || !ok || up == id {
 			continue
 		}
-		// Its first call follows the outer agent's last call ended by its start.
-		if p := lastEndedBy(t.held, outer, s.start); p >= 0 {
-			parents[calls[0]] = append(parents[calls[0]], p)
-			t.held[calls[0]].req.Role = trace.RoleSubAgent
+		// Its first call follows the outer agent's last call ended by its
+		// start, or, where it had none yet, the one above that.
+		for a, hops := up, 0; hops < 64; hops++ {
+			if p := lastEndedBy(t.held, byAgent[a], s.start); p >= 0 {
+				parents[calls[0]] = append(parents[calls[0]], p)
+				subAgent[calls[0]] = true
+				break
+			}
+			if a == "" {
+				break
+			}
+			a = t.agentOf(a)
 		}
 		// The outer agent's first call after it ended joins its last call.
 		for _, c := range outer {
 			if t.held[c].req.TS >= s.end {
-				if len(parents[c]) < trace.MaxParents {
-					parents[c] = append(parents[c], calls[len(calls)-1])
-				}
-				t.held[c].req.Role = trace.RolePlanner
+				parents[c] = append(parents[c], calls[len(calls)-1])
+				joins[c] = true
 				break
 			}
+		}
+	}
+	for i := range t.held {
+		switch { // a call that joins sub-agents plans, whatever else it is
+		case joins[i]:
+			t.held[i].req.Role = trace.RolePlanner
+		case subAgent[i]:
+			t.held[i].req.Role = trace.RoleSubAgent
 		}
 	}
 	for i := range t.held {
@@ -183,12 +225,14 @@ func (g *otlpGraph) link(t *otlpTrace) {
 		}
 		slices.Sort(parents[i])
 		parents[i] = slices.Compact(parents[i])
+		if len(parents[i]) > trace.MaxParents { // the latest are kept
+			parents[i] = parents[i][len(parents[i])-trace.MaxParents:]
+		}
 		var lastEnd int64 = -1
 		for _, p := range parents[i] {
 			h.req.ParentIDs = append(h.req.ParentIDs, t.held[p].req.RequestID)
 			lastEnd = max(lastEnd, t.held[p].endUs)
 		}
-		g.linked++
 		if lastEnd < 0 || h.req.TS < lastEnd {
 			continue // no wait to record
 		}

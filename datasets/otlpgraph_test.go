@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,5 +87,101 @@ func TestOTLPAgentSpans(t *testing.T) {
 	}
 	if !slices.ContainsFunc(st.Notes, func(s string) bool { return strings.Contains(s, "5 model calls follow others of their trace") }) {
 		t.Errorf("notes %q; want 5 model calls linked", st.Notes)
+	}
+}
+
+// otlpSpanJSON is one span of an OTLP/JSON document, for tests: times in
+// ms after 2025-03-01, a chat span's usage its input tokens.
+func otlpSpanJSON(trace, id, parent, op string, startMs, endMs int64, in int, conversation string) string {
+	const t0 = int64(1740787200000)
+	attrs := `{"key":"gen_ai.operation.name","value":{"stringValue":"` + op + `"}}`
+	if op == "chat" {
+		attrs += `,{"key":"gen_ai.usage.input_tokens","value":{"intValue":"` + strconv.Itoa(in) + `"}},{"key":"gen_ai.usage.output_tokens","value":{"intValue":"5"}}`
+	}
+	if conversation != "" {
+		attrs += `,{"key":"gen_ai.conversation.id","value":{"stringValue":"` + conversation + `"}}`
+	}
+	p := ""
+	if parent != "" {
+		p = `"parentSpanId":"` + parent + `",`
+	}
+	return `{"traceId":"` + trace + `","spanId":"` + id + `",` + p + `"name":"` + op + `","startTimeUnixNano":"` + strconv.FormatInt((t0+startMs)*1e6, 10) +
+		`","endTimeUnixNano":"` + strconv.FormatInt((t0+endMs)*1e6, 10) + `","attributes":[` + attrs + `]}`
+}
+
+func otlpDocJSON(spans ...string) string {
+	return `{"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"spans":[` + strings.Join(spans, ",") + `]}]}]}` + "\n"
+}
+
+// TestOTLPAgentSpanCases: a conversation across traces, a trace held past
+// the order check's hour, and a call both a sub-agent's first and a join.
+func TestOTLPAgentSpanCases(t *testing.T) {
+	const t1, t2 = "00000000000000000000000000000001", "00000000000000000000000000000002"
+	for _, tc := range []struct {
+		name string
+		docs string
+		// want maps a call (by input tokens) to its parents (by input
+		// tokens), turn and role.
+		want map[int]struct {
+			parents []int
+			turn    int32
+			role    string
+		}
+	}{
+		{"a conversation across traces",
+			otlpDocJSON(otlpSpanJSON(t1, "a1", "r1", "chat", 0, 1000, 11, "conv"), otlpSpanJSON(t1, "a2", "r1", "chat", 2000, 20000, 12, "conv"),
+				otlpSpanJSON(t1, "r1", "", "invoke_agent", 0, 20000, 0, "")) +
+				otlpDocJSON(otlpSpanJSON(t2, "b1", "r2", "chat", 30000, 31000, 21, "conv"), otlpSpanJSON(t2, "b2", "r2", "chat", 32000, 33000, 22, "conv"),
+					otlpSpanJSON(t2, "r2", "", "invoke_agent", 30000, 33000, 0, "")),
+			map[int]struct {
+				parents []int
+				turn    int32
+				role    string
+			}{11: {nil, 0, ""}, 12: {[]int{11}, 1, ""}, 21: {[]int{12}, 2, ""}, 22: {[]int{21}, 3, ""}}},
+		{"a trace without its root, written after later rows",
+			otlpDocJSON(otlpSpanJSON(t1, "a1", "http", "chat", 0, 1000, 11, ""), otlpSpanJSON(t1, "a2", "http", "chat", 2000, 3000, 12, "")) +
+				otlpDocJSON(otlpSpanJSON(t2, "z", "", "chat", 7_200_000, 7_201_000, 99, "")),
+			map[int]struct {
+				parents []int
+				turn    int32
+				role    string
+			}{11: {nil, 0, ""}, 12: {[]int{11}, 1, ""}, 99: {nil, 0, ""}}},
+		{"a sub-agent's first call that also joins its own sub-agent",
+			otlpDocJSON(otlpSpanJSON(t1, "a1", "A", "chat", 0, 1000, 11, ""),
+				otlpSpanJSON(t1, "c1", "C", "chat", 1200, 1800, 31, ""), otlpSpanJSON(t1, "C", "B", "invoke_agent", 1100, 1900, 0, ""),
+				otlpSpanJSON(t1, "b1", "B", "chat", 2000, 2500, 21, ""), otlpSpanJSON(t1, "B", "A", "invoke_agent", 1100, 2600, 0, ""),
+				otlpSpanJSON(t1, "A", "", "invoke_agent", 0, 3000, 0, "")),
+			map[int]struct {
+				parents []int
+				turn    int32
+				role    string
+			}{11: {nil, 0, ""}, 31: {[]int{11}, 1, "sub-agent"}, 21: {[]int{11, 31}, 2, "planner"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 5 { // the same each time, whatever the map order
+				var sink memSink
+				if _, err := Read(context.Background(), strings.NewReader(tc.docs), Options{Name: "t.jsonl", Format: FormatOTLP}, &sink); err != nil {
+					t.Fatal(err)
+				}
+				if len(sink.rejects) != 0 || len(sink.rows) != len(tc.want) {
+					t.Fatalf("%d rows, rejects %v; want %d rows", len(sink.rows), sink.rejects, len(tc.want))
+				}
+				ids := map[string]int{}
+				for _, r := range sink.rows {
+					ids[r.RequestID] = int(r.InputTokens)
+				}
+				for _, r := range sink.rows {
+					w := tc.want[int(r.InputTokens)]
+					var got []int
+					for _, p := range r.ParentIDs {
+						got = append(got, ids[p])
+					}
+					slices.Sort(got)
+					if !slices.Equal(got, w.parents) || r.Turn != w.turn || r.Role != w.role {
+						t.Fatalf("call %d: parents %v turn %d role %q; want %v %d %q", r.InputTokens, got, r.Turn, r.Role, w.parents, w.turn, w.role)
+					}
+				}
+			}
+		})
 	}
 }

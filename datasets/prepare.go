@@ -30,6 +30,9 @@ type prepared struct {
 	withReply *sessionKey
 	// media counts what could not be measured of the record's media.
 	media mediaStats
+	// held: a row written late, after later rows (an OTLP trace's model
+	// calls, held for its agent graph), not judged by the order check.
+	held bool
 }
 
 // logRecord is one decoded record (a JSON object, or a CSV row as column
