@@ -179,3 +179,29 @@ func TestValidateGraphsOnOneSide(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedFitKeepsAgentGraphs fits agentRows in two shards through
+// partial files and merges them: the graph laws survive the files.
+func TestShardedFitKeepsAgentGraphs(t *testing.T) {
+	dir := writeBucket(t, agentRows(400), &trace.Manifest{BlockSize: trace.DefaultBlockSize})
+	var paths []string
+	for shard := range 2 {
+		p, err := FitPartial(context.Background(), dir, FitOptions{NoLatent: true}, shard, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := fmt.Sprintf("%s/part-%d.json", t.TempDir(), shard)
+		if err := WritePartial(path, p); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	m, err := FitMerged(context.Background(), paths, FitOptions{NoLatent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gr := m.Sessions.Graph
+	if gr == nil || gr.Sessions < 398 || len(gr.ByKind) != 3 || gr.ServiceS == nil {
+		t.Fatalf("merged graph model %+v; want about 400 sessions, three kinds and a service law", gr)
+	}
+}

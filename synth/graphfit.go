@@ -481,8 +481,11 @@ func (f *graphFitter) UnmarshalJSON(b []byte) error {
 		capacityIs("service_s", w.Service, maxPairs, false)); err != nil {
 		return err
 	}
-	if w.Sessions < 0 || w.Tools < 0 || w.Tools > w.Delays || w.Shared < 0 || w.Shared > w.Later {
-		return fmt.Errorf("graphs: %d sessions, %d waits of which %d tools", w.Sessions, w.Delays, w.Tools)
+	// Each count is the number of values its reservoir saw, or bounded by one.
+	if w.Sessions != int64(w.Shapes.seen) || w.Delays != int64(w.Delay.seen) || w.Tools < 0 || w.Tools > w.Delays ||
+		w.Later < 0 || w.Later > w.Delays || w.Shared < 0 || w.Shared > w.Later {
+		return fmt.Errorf("graphs: %d sessions (%d shapes seen), %d waits (%d seen) of which %d tools, %d later siblings of which %d shared",
+			w.Sessions, w.Shapes.seen, w.Delays, w.Delay.seen, w.Tools, w.Later, w.Shared)
 	}
 	if len(w.KindDelay) != len(graphKinds) || len(w.KindGrowth) != len(graphKinds) || len(w.KindTools) != len(graphKinds) {
 		return fmt.Errorf("graphs: %d and %d kinds of wait and growth, want %d", len(w.KindDelay), len(w.KindGrowth), len(graphKinds))
