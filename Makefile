@@ -6,7 +6,7 @@ BIN       := bin/servetrace
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-convert bench-convert-memory bench-replay-memory bench-analyze bench-analyze-peer bench-long-context bench-client bench-vegeta bench-client-vegeta bench-sim lint fmt-check vet clean interop
+.PHONY: build test test-unit test-timing test-interop test-fuzz soak demo bench bench-fit bench-fit-agents bench-convert bench-convert-memory bench-replay-memory bench-analyze bench-analyze-peer bench-long-context bench-client bench-vegeta bench-client-vegeta bench-sim lint fmt-check vet clean interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/servetrace
@@ -84,6 +84,10 @@ bench:
 FIT_ROWS ?= 10000000
 bench-fit:
 	SERVETRACE_FIT_ROWS=$(FIT_ROWS) $(GO) test ./synth -run '^$$' -bench '^BenchmarkFit$$/' -benchtime 1x -benchmem -timeout 30m
+
+## bench-fit-agents: fit 350,000 requests of agent sessions (chains, fan-outs, joins); rows/s and peak RSS
+bench-fit-agents:
+	$(GO) test ./synth -run '^$$' -bench '^BenchmarkFitAgentSessions$$' -benchtime 3x -benchmem -timeout 30m
 
 ## bench-convert-memory: peak RSS of converting 500k and 5M rows in child processes, and their ratio
 bench-convert-memory:
