@@ -207,7 +207,7 @@ func (l *mooncakeLinker) link(req *trace.Request, timed bool, sessionID *string,
 		l.sessionNo = l.sessions
 		if sessionID != nil || l.sessionsFromPrefix { // a request may follow it
 			req.SessionID = fmt.Sprintf("%s-s%d", l.prefix, l.sessions)
-			req.Turn = 1
+			req.Turn = 0
 		}
 		return
 	}

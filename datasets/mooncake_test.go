@@ -64,8 +64,8 @@ func TestMooncakeSessions(t *testing.T) {
 				}
 			}
 			later := sink.rows[6]
-			if later.ThinkTimeMs == nil || *later.ThinkTimeMs != 1500 || later.Turn != 2 {
-				t.Errorf("the session's second turn: think %v, turn %d; want 1500 ms, 2", later.ThinkTimeMs, later.Turn)
+			if later.ThinkTimeMs == nil || *later.ThinkTimeMs != 1500 || later.Turn != 1 {
+				t.Errorf("the session's second turn: think %v, turn %d; want 1500 ms, 1 (0-based)", later.ThinkTimeMs, later.Turn)
 			}
 			if want := start.UnixMicro() + 2000_000; later.TS != want {
 				t.Errorf("the session's second turn at %d, want its first's time plus the delay, %d", later.TS, want)

@@ -319,7 +319,9 @@ type generator struct {
 }
 
 type pendingTurn struct {
-	at       float64
+	at float64
+	// turn counts the session's turns made so far (the next one's
+	// 0-based turn number); turns is how many it has.
 	turn     int32
 	turns    int32
 	session  string
@@ -461,7 +463,7 @@ func (g *generator) firstTurn(t float64) trace.Request {
 		if turns > 1 {
 			g.sessions++
 			r.SessionID = fmt.Sprintf("sess-%d-%d", g.opts.Seed, g.sessions)
-			r.Turn = 1
+			r.Turn = 0
 			g.scheduleNext(pendingTurn{turn: 1, turns: turns, session: r.SessionID, prev: r, classIdx: ci}, t)
 		}
 	}
@@ -492,7 +494,7 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 	}
 	out := max(1, int64(math.Round(c.Output.Quantile(g.lengths.Float64()))))
 	think := max(0, (p.at-float64(prev.TS-g.startUs)/1e6)*1000) // the previous TS was rounded to 1 µs
-	r := trace.Request{Identity: trace.Identity{SessionID: p.session, Turn: p.turn + 1, Tenant: prev.Tenant, Model: prev.Model, Adapter: prev.Adapter},
+	r := trace.Request{Identity: trace.Identity{SessionID: p.session, Turn: p.turn, Tenant: prev.Tenant, Model: prev.Model, Adapter: prev.Adapter},
 		TS:          g.startUs + int64(math.Round(p.at*1e6)),
 		Shape:       trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1, API: prev.API, Stream: prev.Stream, Features: prev.Features},
 		Temperature: prev.Temperature, TopP: prev.TopP, ThinkTimeMs: &think}

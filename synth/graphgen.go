@@ -107,7 +107,7 @@ func (g *generator) startGraph(root *trace.Request, t float64, classIdx int) {
 	for i, ps := range run.parents {
 		run.waiting[i] = int32(len(ps))
 	}
-	root.SessionID, root.Turn, root.RequestID = run.session, 1, run.session+"-0"
+	root.SessionID, root.Turn, root.RequestID = run.session, 0, run.session+"-0"
 	if len(run.children[0]) > 1 {
 		root.Role = trace.RolePlanner
 	}

@@ -246,7 +246,7 @@ func TestGenerateRowsAreValidTraceRows(t *testing.T) {
 	m.Sessions.ThinkS = Marginal{N: 1, Knots: []float64{0, 0}}
 	later := 0
 	_, err := Generate(context.Background(), m, GenerateOptions{Duration: 60 * time.Second}, func(r trace.Request) error {
-		if r.Turn > 1 {
+		if r.Turn > 0 {
 			later++
 		}
 		return r.Validate()
