@@ -37,6 +37,9 @@ type wholeResponse struct {
 		CompletionTokensDetails *struct {
 			ReasoningTokens *int64 `json:"reasoning_tokens"`
 		} `json:"completion_tokens_details"`
+		PromptTokensDetails *struct {
+			CachedTokens *int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }

@@ -150,22 +150,25 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 		}
 		// Usage from the chunk with empty choices is final; some servers
 		// (Ollama) put zeros in every other chunk.
-		if ev.HasUsage || ev.HasPromptTokens || ev.HasReasoningTokens {
+		if ev.HasUsage || ev.HasPromptTokens || ev.HasReasoningTokens || ev.HasCachedTokens {
 			counts := []usageCount{{"usage.completion_tokens", ev.CompletionTokens}, {"usage.prompt_tokens", ev.PromptTokens},
-				{"usage.completion_tokens_details.reasoning_tokens", ev.ReasoningTokens}}
+				{"usage.completion_tokens_details.reasoning_tokens", ev.ReasoningTokens}, {"usage.prompt_tokens_details.cached_tokens", ev.CachedTokens}}
 			if why := impossibleUsage(counts...); why != "" {
 				res.DoneNs = trace.Ptr(at)
 				res.Outcome, res.Error = trace.OutcomeProtocolError, why
-				res.UsageCompletionTokens, res.UsagePromptTokens, res.ObservedReasoningTokens = nil, nil, 0
+				res.UsageCompletionTokens, res.UsagePromptTokens, res.UsageCachedTokens, res.ObservedReasoningTokens = nil, nil, nil, 0
 				lastUsage, finalUsage = nil, nil
 				break
 			}
 		}
 		if ev.HasUsage && (ev.Choices == 0 || ev.CompletionTokens > 0) {
 			res.UsageCompletionTokens = trace.Ptr(ev.CompletionTokens)
-			res.UsagePromptTokens = nil
+			res.UsagePromptTokens, res.UsageCachedTokens = nil, nil
 			if ev.HasPromptTokens {
 				res.UsagePromptTokens = trace.Ptr(ev.PromptTokens)
+			}
+			if ev.HasCachedTokens {
+				res.UsageCachedTokens = trace.Ptr(ev.CachedTokens)
 			}
 			if ev.HasReasoningTokens {
 				res.ObservedReasoningTokens = ev.ReasoningTokens
@@ -234,6 +237,9 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 		if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
 			counts = append(counts, usageCount{"usage.completion_tokens_details.reasoning_tokens", *d.ReasoningTokens})
 		}
+		if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
+			counts = append(counts, usageCount{"usage.prompt_tokens_details.cached_tokens", *d.CachedTokens})
+		}
 		if why := impossibleUsage(counts...); why != "" {
 			res.Outcome, res.Error = trace.OutcomeProtocolError, why
 			return
@@ -241,6 +247,9 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 	}
 	if u := c.Usage; u != nil && u.CompletionTokens != nil {
 		res.UsageCompletionTokens, res.UsagePromptTokens = u.CompletionTokens, u.PromptTokens
+		if d := u.PromptTokensDetails; d != nil {
+			res.UsageCachedTokens = d.CachedTokens
+		}
 		res.ObservedOutputTokens = *u.CompletionTokens
 		if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
 			res.ObservedReasoningTokens = *d.ReasoningTokens

@@ -205,9 +205,13 @@ type Result struct {
 	ObservedOutputTokens    int64  `parquet:"observed_output_tokens" json:"observed_output_tokens"`
 	ObservedReasoningTokens int64  `parquet:"observed_reasoning_tokens" json:"observed_reasoning_tokens"`
 	UsagePromptTokens       *int64 `parquet:"usage_prompt_tokens,optional" json:"usage_prompt_tokens,omitempty"`
-	UsageCompletionTokens   *int64 `parquet:"usage_completion_tokens,optional" json:"usage_completion_tokens,omitempty"`
-	ObservedFinishReason    string `parquet:"observed_finish_reason,dict" json:"observed_finish_reason,omitempty"`
-	PromptTokensSent        int64  `parquet:"prompt_tokens_sent" json:"prompt_tokens_sent"`
+	// UsageCachedTokens is the server's usage.prompt_tokens_details.
+	// cached_tokens: the prompt tokens its prefix cache served, where it
+	// says (vLLM with --enable-prompt-tokens-details, OpenAI, the simulator).
+	UsageCachedTokens     *int64 `parquet:"usage_cached_tokens,optional" json:"usage_cached_tokens,omitempty"`
+	UsageCompletionTokens *int64 `parquet:"usage_completion_tokens,optional" json:"usage_completion_tokens,omitempty"`
+	ObservedFinishReason  string `parquet:"observed_finish_reason,dict" json:"observed_finish_reason,omitempty"`
+	PromptTokensSent      int64  `parquet:"prompt_tokens_sent" json:"prompt_tokens_sent"`
 
 	HTTPStatus int32  `parquet:"http_status" json:"http_status"`
 	Outcome    string `parquet:"outcome,dict" json:"outcome"`

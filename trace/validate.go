@@ -144,7 +144,8 @@ func (r *Result) Validate() error {
 			return err
 		}
 	}
-	if err := checkOptionalCounts(optCount{"usage_prompt_tokens", r.UsagePromptTokens}, optCount{"usage_completion_tokens", r.UsageCompletionTokens}); err != nil {
+	if err := checkOptionalCounts(optCount{"usage_prompt_tokens", r.UsagePromptTokens}, optCount{"usage_completion_tokens", r.UsageCompletionTokens},
+		optCount{"usage_cached_tokens", r.UsageCachedTokens}); err != nil {
 		return err
 	}
 	if r.HTTPStatus < 0 || r.HTTPStatus > 999 {

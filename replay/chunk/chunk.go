@@ -35,6 +35,10 @@ type Event struct {
 	PromptTokens, CompletionTokens      int64
 	HasPromptTokens, HasReasoningTokens bool
 	ReasoningTokens                     int64
+	// CachedTokens is usage.prompt_tokens_details.cached_tokens: the
+	// prompt tokens the server's prefix cache served.
+	CachedTokens    int64
+	HasCachedTokens bool
 	// Text holds the content and text fields, unescaped, when collected;
 	// Pieces says which choice each stretch of it belongs to, in order.
 	Text   []byte
@@ -439,6 +443,20 @@ func (s *scanner) usage(ev *Event) error {
 				ev.HasPromptTokens, ev.PromptTokens = true, n
 			}
 			return err
+		case "prompt_tokens_details":
+			if !s.consume('{') {
+				return s.value()
+			}
+			return s.members(func(key []byte) error {
+				if string(key) == "cached_tokens" {
+					n, ok, err := s.int()
+					if ok {
+						ev.HasCachedTokens, ev.CachedTokens = true, n
+					}
+					return err
+				}
+				return s.value()
+			})
 		case "completion_tokens_details":
 			if !s.consume('{') {
 				return s.value()

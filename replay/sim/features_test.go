@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,7 +203,7 @@ func TestPromptTokenRule(t *testing.T) {
 			}
 			d := r.Usage.PromptTokensDetails
 			switch {
-			case !c.wantUsageDetails && d != nil:
+			case !c.wantUsageDetails && d != nil && (d.ImageTokens != 0 || d.AudioTokens != 0):
 				t.Errorf("prompt_tokens_details %+v for a text-only prompt", *d)
 			case c.wantUsageDetails && (d == nil || d.ImageTokens != c.images || d.AudioTokens != c.audio):
 				t.Errorf("prompt_tokens_details %+v, want image %d, audio %d", d, c.images, c.audio)
@@ -921,5 +922,40 @@ func TestAbortedChoicesFreeEverything(t *testing.T) {
 			t.Fatalf("10 s after the abort: %d running, %d aborted, %d blocks; want 0, 1, 0", st.running, st.aborted, st.usedBlocks)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestUsageCachedTokens: the second of two identical prompts is served
+// from the prefix cache, and usage says how much: every full block but
+// the one holding the last token (vLLM's rule), the first time none.
+func TestUsageCachedTokens(t *testing.T) {
+	rs := start(t, fast())
+	body := `{"model":"servetrace-sim","max_tokens":2,"messages":[{"role":"user","content":"` + strings.Repeat("the cache keeps this text ", 60) + `"}]}`
+	var cached []int
+	prompt := 0
+	for range 2 {
+		resp, err := http.Post(rs.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Usage struct {
+				PromptTokens        int `json:"prompt_tokens"`
+				PromptTokensDetails *struct {
+					CachedTokens *int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil || r.Usage.PromptTokensDetails == nil || r.Usage.PromptTokensDetails.CachedTokens == nil {
+			t.Fatalf("usage %+v (%v): no cached_tokens", r.Usage, err)
+		}
+		prompt = r.Usage.PromptTokens
+		cached = append(cached, *r.Usage.PromptTokensDetails.CachedTokens)
+	}
+	bs := DefaultOptions().Engine.BlockSize
+	if want := []int{0, (prompt - 1) / bs * bs}; !slices.Equal(cached, want) || want[1] == 0 {
+		t.Errorf("cached_tokens %v for a %d-token prompt sent twice, want %v", cached, prompt, want)
 	}
 }

@@ -370,8 +370,9 @@ func (g *generation) generated() int {
 }
 
 // usage is the response's usage: completion tokens summed over the
-// choices, and the prompt's image and audio tokens in
-// prompt_tokens_details where there are any.
+// choices, and in prompt_tokens_details the prompt's image and audio
+// tokens where there are any and, with prefix caching on, the tokens the
+// cache served (cached_tokens, as OpenAI and vLLM report them).
 func (g *generation) usage() map[string]any {
 	generated, reasoning := 0, 0
 	for _, c := range g.choices {
@@ -389,6 +390,9 @@ func (g *generation) usage() map[string]any {
 	}
 	if g.audioTokens > 0 {
 		details["audio_tokens"] = g.audioTokens
+	}
+	if g.s.opts.Engine.PrefixCaching && g.times != nil {
+		details["cached_tokens"] = g.times.cachedTokens
 	}
 	if len(details) > 0 {
 		u["prompt_tokens_details"] = details

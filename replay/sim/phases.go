@@ -12,6 +12,9 @@ import (
 // two of them, so the phases add up exactly.
 type requestTimes struct {
 	arrival, scheduled, firstToken, finish time.Time
+	// cachedTokens are the prompt tokens the prefix cache served at the
+	// request's (last) admission: usage's cached_tokens.
+	cachedTokens int
 }
 
 // requestPhases splits a request's time at the engine into the phases
@@ -51,7 +54,7 @@ func (s *seq) finishChoice(now time.Time) *requestTimes {
 	if r.choicesDone < max(r.n, 1) {
 		return nil
 	}
-	return &requestTimes{arrival: r.arrival, scheduled: r.scheduledAt, firstToken: r.firstAt, finish: now}
+	return &requestTimes{arrival: r.arrival, scheduled: r.scheduledAt, firstToken: r.firstAt, finish: now, cachedTokens: r.cachedHits}
 }
 
 // logFinished keeps a finished request's phases for Phases and exports
