@@ -59,7 +59,10 @@ type resultColumns struct {
 	// empty): the first answer (not reasoning) event, reasoning tokens,
 	// and each request's features sent, stripped and refused.
 	firstAnswer, reasoning []int64
-	contract               [3]stringLists // sent, stripped, refused
+	// usageCached is the server's cached prompt tokens (null where
+	// absent, and in parts written before the column).
+	usageCached []int64
+	contract    [3]stringLists // sent, stripped, refused
 }
 
 // stringLists is a list-of-strings column: row i's values are
@@ -93,7 +96,7 @@ func (c *resultColumns) prefixBlocksOf(i int) []int64 {
 var analysisColumns = []string{"warmup", "stream", "outcome", "scheduled_ns", "admitted_ns", "sent_ns", "first_chunk_ns", "first_token_ns",
 	"done_ns", "usage_prompt_tokens", "observed_output_tokens", "prompt_tokens_sent", "token_times_ns",
 	"tenant", "model", "adapter", "phase", "role", "observed_finish_reason", "turn", "http_status", "input_tokens", "output_tokens", "max_tokens", "features", "prefix_blocks",
-	"first_answer_ns", "observed_reasoning_tokens", "features_sent", "features_stripped", "features_refused"}
+	"first_answer_ns", "observed_reasoning_tokens", "usage_cached_tokens", "features_sent", "features_stripped", "features_refused"}
 
 // readResultColumns reads the result parts of a run directory (those
 // trace.ResultParts lists) into cols, checking each part's row count and
@@ -140,7 +143,7 @@ func (c *resultColumns) validateFrom(first, base int) error {
 			v    int64
 		}{{"observed_output_tokens", c.observedOut[i]}, {"prompt_tokens_sent", c.promptSent[i]}, {"input_tokens", c.inputTokens[i]},
 			{"output_tokens", c.requestedOutput[i]}, {"max_tokens", c.maxTokens[i]}, {"usage_prompt_tokens", c.usagePrompt[i]},
-			{"observed_reasoning_tokens", c.reasoning[i]}} {
+			{"observed_reasoning_tokens", c.reasoning[i]}, {"usage_cached_tokens", c.usageCached[i]}} {
 			if f.v != null && (f.v < 0 || f.v > trace.MaxTokens) {
 				return fail(i, f.name, f.v, fmt.Sprintf("must be 0 to %d", trace.MaxTokens))
 			}
@@ -441,7 +444,7 @@ func (c *resultColumns) appendContract(rec arrow.RecordBatch, n int) error {
 	for _, spec := range []struct {
 		name string
 		dst  *[]int64
-	}{{"first_answer_ns", &c.firstAnswer}, {"observed_reasoning_tokens", &c.reasoning}} {
+	}{{"first_answer_ns", &c.firstAnswer}, {"observed_reasoning_tokens", &c.reasoning}, {"usage_cached_tokens", &c.usageCached}} {
 		a := optional(spec.name)
 		if a == nil {
 			for range n {
@@ -578,6 +581,7 @@ func columnsOf(rows []trace.Result) *resultColumns {
 		c.prefixOffsets = append(c.prefixOffsets, int64(len(c.prefixBlocks)))
 		c.firstAnswer = append(c.firstAnswer, opt(r.FirstAnswerNs))
 		c.reasoning = append(c.reasoning, r.ObservedReasoningTokens)
+		c.usageCached = append(c.usageCached, opt(r.UsageCachedTokens))
 		for k, vals := range [3][]string{r.FeaturesSent, r.FeaturesStripped, r.FeaturesRefused} {
 			l := &c.contract[k]
 			l.vals = append(l.vals, vals...)
@@ -598,7 +602,7 @@ func (c *resultColumns) reset() {
 	}
 	for _, s := range []*[]int64{&c.scheduled, &c.admitted, &c.sent, &c.firstChunk, &c.firstToken, &c.done, &c.usagePrompt, &c.observedOut,
 		&c.promptSent, &c.tokenOffsets, &c.tokenTimes, &c.turn, &c.status, &c.inputTokens, &c.requestedOutput, &c.maxTokens,
-		&c.featureOffsets, &c.prefixOffsets, &c.prefixBlocks, &c.firstAnswer, &c.reasoning} {
+		&c.featureOffsets, &c.prefixOffsets, &c.prefixBlocks, &c.firstAnswer, &c.reasoning, &c.usageCached} {
 		*s = (*s)[:0]
 	}
 	for k := range c.contract {

@@ -86,10 +86,19 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		fmt.Fprintf(&b, "\nStreaming: ITL CV %.2f, %d stalls above %s ms (%.2f per 1,000 tokens), longest gap %s ms.\n", sm.ITLCV, sm.Stalls, num(sm.StallMs), sm.StallsPer1kTokens, num(sm.LongestStallMs))
 	}
 	for _, dim := range slices.Sorted(maps.Keys(rep.Breakdowns)) {
-		fmt.Fprintf(&b, "\n### by %s (p50 / p99, ms)\n\n| group | counted | ok %% | req/s | ttft | tpot | itl | e2e |\n|---|--:|--:|--:|--:|--:|--:|--:|\n", dim)
+		cache := anyCacheHit(rep.Breakdowns[dim])
+		head, rule := "| group | counted | ok % | req/s | ttft | tpot | itl | e2e |", "|---|--:|--:|--:|--:|--:|--:|--:|"
+		if cache {
+			head, rule = head+" cache hit % |", rule+"--:|"
+		}
+		fmt.Fprintf(&b, "\n### by %s (p50 / p99, ms)\n\n%s\n%s\n", dim, head, rule)
 		for _, g := range rep.Breakdowns[dim] {
-			fmt.Fprintf(&b, "| %s | %d | %.1f | %.2f | %s | %s | %s | %s |\n", g.Value, g.Counted, 100*g.SuccessRate, g.RequestsPerS,
+			fmt.Fprintf(&b, "| %s | %d | %.1f | %.2f | %s | %s | %s | %s |", g.Value, g.Counted, 100*g.SuccessRate, g.RequestsPerS,
 				p50p99(g.Metrics["ttft_ms"]), p50p99(g.Metrics["tpot_ms"]), p50p99(g.Metrics["itl_ms"]), p50p99(g.Metrics["e2e_ms"]))
+			if cache {
+				fmt.Fprintf(&b, " %s |", percentOrDash(g.PrefixCacheHit))
+			}
+			b.WriteString("\n")
 		}
 	}
 	if ser := rep.Series; ser != nil && ser.Recovery != nil {

@@ -56,7 +56,7 @@ func (c *resultColumns) appendPeer(r *peer.Run, qs []peer.Request, first int) {
 		for k := range c.contract { // no peer tool records features
 			c.contract[k].offs = append(c.contract[k].offs, int64(len(c.contract[k].vals)))
 		}
-		c.firstAnswer, c.reasoning = append(c.firstAnswer, null), append(c.reasoning, 0)
+		c.firstAnswer, c.reasoning, c.usageCached = append(c.firstAnswer, null), append(c.reasoning, 0), append(c.usageCached, null)
 		if !q.OK {
 			if !c.lean {
 				c.status = append(c.status, int64(q.Status)) // 0 where the tool kept only the error text

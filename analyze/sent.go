@@ -169,6 +169,33 @@ type Group struct {
 	RequestsPerS     float64                 `json:"requests_per_s"`
 	OutputTokensPerS float64                 `json:"output_tokens_per_s"`
 	Metrics          map[string]Distribution `json:"metrics"`
+	// PrefixCacheHit is the share of the ok requests' prompt tokens the
+	// server's prefix cache served, over those whose usage said both
+	// (usage_cached_tokens, usage_prompt_tokens); nil where none did. By
+	// turn it shows whether the cache kept a growing context.
+	PrefixCacheHit *float64 `json:"prefix_cache_hit,omitempty"`
+}
+
+// cacheTally sums the cached and prompt tokens of the ok requests whose
+// usage gave both.
+type cacheTally struct{ cached, prompt int64 }
+
+func (t *cacheTally) add(c *resultColumns, i int) {
+	if c.warmup[i] || c.outcome[i] != trace.OutcomeOK || c.usageCached[i] == null || c.usagePrompt[i] == null {
+		return
+	}
+	t.cached += min(c.usageCached[i], c.usagePrompt[i])
+	t.prompt += c.usagePrompt[i]
+}
+
+func (t *cacheTally) merge(o *cacheTally) { t.cached, t.prompt = t.cached+o.cached, t.prompt+o.prompt }
+
+// share is the hit share, nil without a prompt token counted.
+func (t *cacheTally) share() *float64 {
+	if t.prompt == 0 {
+		return nil
+	}
+	return new(float64(t.cached) / float64(t.prompt))
 }
 
 // groupKey returns row i's value of a dimension.
@@ -286,6 +313,11 @@ func breakdown(c *resultColumns, dim string, opts Options, spanS float64) []Grou
 	for _, k := range keys {
 		x := extractRows(c, opts, rows[k])
 		g := newGroup(k, x.counts.Counted, x.counts.Outcomes[trace.OutcomeOK], x.outTok, spanS)
+		var cache cacheTally
+		for _, i := range rows[k] {
+			cache.add(c, int(i))
+		}
+		g.PrefixCacheHit = cache.share()
 		for _, name := range []string{"ttft_ms", "tpot_ms", "e2e_ms"} {
 			if v := x.values(name); len(v) > 0 {
 				g.Metrics[name] = Summarize(v, opts.Percentiles)

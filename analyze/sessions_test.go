@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -75,5 +77,53 @@ func TestBreakdownByRole(t *testing.T) {
 	}
 	if got["planner"] != 3 || got["sub-agent"] != 5 || got["(none)"] != 2 {
 		t.Errorf("groups %v; want planner 3, sub-agent 5, (none) 2", got)
+	}
+}
+
+// TestPrefixCacheHitByTurn: the share of prompt tokens the server's cache
+// served, by turn, from usage (hand-computed: turn 0 none of 2,000;
+// turn 1 1,536 of 2,048; turn 2's only ok request said nothing), the
+// same whether the rows are held or streamed.
+func TestPrefixCacheHitByTurn(t *testing.T) {
+	var rows []trace.Result
+	for i, r := range []struct {
+		turn           int32
+		prompt, cached int64
+		ok             bool
+	}{{0, 1000, 0, true}, {0, 1000, 0, true}, {1, 1024, 512, true}, {1, 1024, 1024, true}, {1, 1024, 1024, false}, {2, 900, -1, true}} {
+		sent, first, done := int64(i)*100e6, int64(i)*100e6+20e6, int64(i)*100e6+50e6
+		res := trace.Result{Identity: trace.Identity{RequestID: fmt.Sprint("r", i), SessionID: "s", Turn: r.turn},
+			Shape:  trace.Shape{InputTokens: r.prompt, OutputTokens: 2, MaxTokens: 2, API: trace.APIChat, Stream: true, N: 1},
+			SentNs: &sent, FirstTokenNs: &first, FirstChunkNs: &first, DoneNs: &done, TokenTimesNs: []int64{20e6, 50e6},
+			ObservedOutputTokens: 2, Outcome: trace.OutcomeOK, UsagePromptTokens: new(r.prompt)}
+		if r.cached >= 0 {
+			res.UsageCachedTokens = new(r.cached)
+		}
+		if !r.ok {
+			res.Outcome, res.Error = trace.OutcomeTimeout, "timed out"
+		}
+		rows = append(rows, res)
+	}
+	dir := t.TempDir()
+	writeRun(t, dir, "run", rows, 0)
+	for _, inMemory := range []int{0, 1} {
+		rep, err := Analyze([]string{dir}, Options{By: []string{"turn"}, InMemoryRows: inMemory})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, g := range rep.Breakdowns["turn"] {
+			got[g.Value] = -1
+			if g.PrefixCacheHit != nil {
+				got[g.Value] = *g.PrefixCacheHit
+			}
+		}
+		if want := map[string]float64{"0": 0, "1": 0.75, "2": -1}; !maps.Equal(got, want) {
+			t.Errorf("in-memory rows %d: cache hit by turn %v, want %v", inMemory, got, want)
+		}
+		var text strings.Builder
+		if err := WriteTable(&text, rep); err != nil || !strings.Contains(text.String(), "cache hit %") || !strings.Contains(text.String(), "75.0") {
+			t.Errorf("the table shows no cache hit column (%v):\n%s", err, text.String())
+		}
 	}
 }

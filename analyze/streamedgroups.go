@@ -23,10 +23,12 @@ type groupAcc struct {
 	outTok            int64
 	hists             [4]loghist.Hist // ns, by groupMetricNames
 	moments           [4]moments      // ms
+	cache             cacheTally
 }
 
 func (g *groupAcc) merge(o *groupAcc) {
 	g.rows, g.counted, g.ok, g.outTok = g.rows+o.rows, g.counted+o.counted, g.ok+o.ok, g.outTok+o.outTok
+	g.cache.merge(&o.cache)
 	for k := range g.hists {
 		g.hists[k].Merge(&o.hists[k])
 		g.moments[k].merge(o.moments[k])
@@ -88,6 +90,7 @@ func (g *groupsAcc) addTo(k string, c *resultColumns, i int, row *rowValues) {
 		}
 	}
 	acc.rows++
+	acc.cache.add(c, i)
 	if c.warmup[i] {
 		return
 	}
@@ -134,6 +137,7 @@ func (g *groupsAcc) groups(opts Options, spanS float64) []Group {
 	for i, k := range keys {
 		a := accs[i]
 		grp := newGroup(k, a.counted, a.ok, a.outTok, spanS)
+		grp.PrefixCacheHit = a.cache.share()
 		for m, name := range groupMetricNames {
 			if a.moments[m].n > 0 {
 				grp.Metrics[name] = histSummary(&a.hists[m], a.moments[m], opts.Percentiles)

@@ -355,16 +355,37 @@ func writeBreakdowns(b *strings.Builder, rep *Report) {
 	for _, dim := range slices.Sorted(maps.Keys(rep.Breakdowns)) {
 		fmt.Fprintf(b, "\nby %s (p50 / p99 in ms; intervals in --json):\n", dim)
 		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "group\tcounted\tok %\treq/s\tout tok/s\tttft\ttpot\titl\te2e\t\n")
+		cache := anyCacheHit(rep.Breakdowns[dim])
+		fmt.Fprint(tw, "group\tcounted\tok %\treq/s\tout tok/s\tttft\ttpot\titl\te2e\t")
+		if cache {
+			fmt.Fprint(tw, "cache hit %\t")
+		}
+		fmt.Fprint(tw, "\n")
 		for _, g := range rep.Breakdowns[dim] {
 			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%.1f\t", g.Value, g.Counted, 100*g.SuccessRate, g.RequestsPerS, g.OutputTokensPerS)
 			for _, m := range []string{"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"} {
 				fmt.Fprintf(tw, "%s\t", p50p99(g.Metrics[m]))
 			}
+			if cache {
+				fmt.Fprintf(tw, "%s\t", percentOrDash(g.PrefixCacheHit))
+			}
 			fmt.Fprint(tw, "\n")
 		}
 		tw.Flush()
 	}
+}
+
+// anyCacheHit says a breakdown has a prefix-cache hit share to show.
+func anyCacheHit(groups []Group) bool {
+	return slices.ContainsFunc(groups, func(g Group) bool { return g.PrefixCacheHit != nil })
+}
+
+// percentOrDash prints a share as a percentage, "—" for none.
+func percentOrDash(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", 100**v)
 }
 
 // p50p99 prints a distribution's p50 / p99 where they were computed.
