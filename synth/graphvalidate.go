@@ -40,14 +40,16 @@ func (s *graphSample) add(r *trace.Request) {
 }
 
 // laws returns the fan-out widths, waits and growths of the side's agent
-// graphs (sessions past maxGraphNodes left out, as the fit leaves them).
-func (s *graphSample) laws() (fanouts, waits, growths []float64) {
+// graphs, and each graph's depth (the most requests on a path from its
+// first), sessions past maxGraphNodes left out, as the fit leaves them.
+func (s *graphSample) laws() (fanouts, waits, growths, depths []float64) {
 	for _, id := range s.order {
 		g := s.sessions[id]
 		if !g.graph || g.nodes.tooLong {
 			continue
 		}
 		n := &g.nodes
+		depths = append(depths, float64(graphDepth(n.parents)))
 		for i, c := range childrenOf(n.parents) {
 			if len(c) > 0 {
 				fanouts = append(fanouts, float64(len(c)))
@@ -58,5 +60,20 @@ func (s *graphSample) laws() (fanouts, waits, growths []float64) {
 			}
 		}
 	}
-	return slices.Clip(fanouts), waits, growths
+	return slices.Clip(fanouts), waits, growths, depths
+}
+
+// graphDepth is the most requests on a path through the graph: parents
+// come before their children, so one pass in order finds it.
+func graphDepth(parents [][]int32) int {
+	depth := make([]int, len(parents))
+	most := 0
+	for i, ps := range parents {
+		depth[i] = 1
+		for _, p := range ps {
+			depth[i] = max(depth[i], depth[p]+1)
+		}
+		most = max(most, depth[i])
+	}
+	return most
 }

@@ -36,9 +36,9 @@ var DefaultThresholds = map[string]float64{
 	"lru_hit_0.1pct":  0.03, "lru_hit_0.3pct": 0.03, "lru_hit_1pct": 0.03, "lru_hit_3pct": 0.03,
 	"lru_hit_10pct": 0.03, "lru_hit_30pct": 0.03, "lru_hit_60pct": 0.03, "lru_hit_100pct": 0.03,
 	"stack_distance_ks": 0.05,
-	"session_turns_ks":  0.05,
+	"session_turns_ks":  0.05, "session_gap_p50": 0.3, "session_gap_p90": 0.3,
 	// Agent graphs, checked where a side has one.
-	"graph_fanout_ks": 0.05, "graph_delay_ks": 0.05, "graph_growth_ks": 0.05,
+	"graph_fanout_ks": 0.05, "graph_depth_ks": 0.05, "graph_delay_ks": 0.05, "graph_growth_ks": 0.05,
 	// The workload contract, checked where the real side carries it.
 	"ks_images_per_request": 0.05, "ks_image_pixels": 0.05, "image_reuse": 0.05,
 	"ks_audio_ms": 0.05, "ks_tool_tokens": 0.05, "ks_schema_tokens": 0.05,
@@ -96,10 +96,13 @@ type workloadSample struct {
 	blocks       [][]int64
 	blockSize    int
 	sessionTurns []float64
-	multiTurn    bool
-	start, end   float64
-	contract     contractSample
-	graph        graphSample
+	// starts are the sessions' first arrivals (and lone requests'), in
+	// time order: the session arrival process.
+	starts     []float64
+	multiTurn  bool
+	start, end float64
+	contract   contractSample
+	graph      graphSample
 }
 
 func loadSample(ctx context.Context, dir string, span [2]float64) (*workloadSample, error) {
@@ -131,10 +134,12 @@ func loadSample(ctx context.Context, dir string, span [2]float64) (*workloadSamp
 		s.graph.add(r)
 		if r.SessionID == "" {
 			s.sessionTurns = append(s.sessionTurns, 1)
+			s.starts = append(s.starts, float64(r.TS)/1e6)
 			return nil
 		}
 		if _, ok := turns[r.SessionID]; !ok {
 			order = append(order, r.SessionID)
+			s.starts = append(s.starts, float64(r.TS)/1e6)
 		}
 		turns[r.SessionID]++
 		return nil
@@ -248,14 +253,21 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 	}
 	if real.multiTurn || syn.multiTurn {
 		addKS("session_turns_ks", real.sessionTurns, syn.sessionTurns)
+		rs, ss := gaps(real.starts), gaps(syn.starts)
+		for _, q := range []struct {
+			name string
+			p    float64
+		}{{"session_gap_p50", 0.5}, {"session_gap_p90", 0.9}} {
+			add(q.name, rank.Percentile(rs, q.p), rank.Percentile(ss, q.p), true)
+		}
 	}
-	rf, rw, rg := real.graph.laws()
-	sf, sw, sg := syn.graph.laws()
+	rf, rw, rg, rd := real.graph.laws()
+	sf, sw, sg, sd := syn.graph.laws()
 	if len(rw) > 0 || len(sw) > 0 {
 		for _, c := range []struct {
 			name string
 			r, s []float64
-		}{{"graph_fanout_ks", rf, sf}, {"graph_delay_ks", rw, sw}, {"graph_growth_ks", rg, sg}} {
+		}{{"graph_fanout_ks", rf, sf}, {"graph_depth_ks", rd, sd}, {"graph_delay_ks", rw, sw}, {"graph_growth_ks", rg, sg}} {
 			if len(c.r) == 0 || len(c.s) == 0 { // agent graphs on one side only
 				push(Check{Name: c.name, Diff: 1, Statistic: true})
 				continue

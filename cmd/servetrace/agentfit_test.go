@@ -149,11 +149,13 @@ func validateChecks(t *testing.T, real, synth string) map[string][2]float64 {
 }
 
 // checkAgentFidelity asserts the agent-graph checks of issue 38: KS 0.05
-// on turns per session, fan-out width, wait and input growth, and each
-// LRU hit rate within 0.03 of the trace's.
+// on turns per session, fan-out width (and depth), wait and input
+// growth, each LRU hit rate within 0.03 of the trace's, and the session
+// starts' gaps within validate's default 30%.
 func checkAgentFidelity(t *testing.T, checks map[string][2]float64) {
 	t.Helper()
-	want := map[string]float64{"session_turns_ks": 0.05, "graph_fanout_ks": 0.05, "graph_delay_ks": 0.05, "graph_growth_ks": 0.05}
+	want := map[string]float64{"session_turns_ks": 0.05, "graph_fanout_ks": 0.05, "graph_depth_ks": 0.05, "graph_delay_ks": 0.05, "graph_growth_ks": 0.05,
+		"session_gap_p50": 0.3, "session_gap_p90": 0.3}
 	lru := 0
 	for name := range checks {
 		if strings.HasPrefix(name, "lru_hit_") {
