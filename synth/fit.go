@@ -90,7 +90,7 @@ func newFitState(blockSize int) *fitState {
 }
 
 // add accumulates one row. Later turns of a session (the session seen
-// before in the slice, a turn number past 1, or a parent named) count
+// before in the slice, a turn number past 0, or a parent named) count
 // for the sessions
 // and fill the prefix cache; first turns make the arrivals, lengths, mix
 // and contract.
@@ -98,7 +98,7 @@ func (s *fitState) add(r *trace.Request) {
 	s.rows++
 	t := float64(r.TS) / 1e6
 	later := s.sessions.add(r, t)
-	if later || r.SessionID != "" && r.Turn > 1 || len(r.ParentIDs) > 0 {
+	if later || r.SessionID != "" && r.Turn > 0 || len(r.ParentIDs) > 0 {
 		s.sawSessions = true
 		s.prefix.touch(t, r.PrefixBlocks)
 		return

@@ -52,7 +52,7 @@ func chatTraffic(t *testing.T, seed uint64, spanS, startsPerS, thinkS float64, s
 	for at := rng.ExpFloat64() / startsPerS; at < spanS; at += rng.ExpFloat64() / startsPerS {
 		sys := systems[min(3, int(math.Floor(math.Exp(rng.Float64()*math.Log(5))))-1)]
 		tokens := int64(len(sys))*bs + 100 + rng.Int64N(2000)
-		push(turn{at: at, blocks: slices.Clone(sys), tokens: tokens, left: int(rng.ExpFloat64() * 3), session: fmt.Sprintf("c%d", int(at*1e6)), turn: 1})
+		push(turn{at: at, blocks: slices.Clone(sys), tokens: tokens, left: int(rng.ExpFloat64() * 3), session: fmt.Sprintf("c%d", int(at*1e6)), turn: 0})
 	}
 	stack := newLRUStack(1 << 30)
 	lastOwner := map[int64][]int64{} // a history's last block → the history
@@ -64,7 +64,7 @@ func chatTraffic(t *testing.T, seed uint64, spanS, startsPerS, thinkS float64, s
 			continue
 		}
 		blocks := x.blocks
-		if statedLaw != nil && x.turn > 1 && stack.live > 0 {
+		if statedLaw != nil && x.turn > 0 && stack.live > 0 {
 			// Continue instead whichever history's last block lies nearest
 			// the drawn distance, looking both ways from it.
 			// The prompt is that history and a new message. A distance

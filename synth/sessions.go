@@ -19,8 +19,9 @@ type SessionModel struct {
 	MultiTurnShare float64 `json:"multi_turn_share"`
 	// Turns is the distribution of turns per session.
 	Turns Marginal `json:"turns"`
-	// ThinkS is the think time between turns, in seconds (from the logged
-	// think_time_ms, else the gap between the turns' arrivals).
+	// ThinkS is the think time between turns, in seconds (the logged
+	// think_time_ms plus tool_ms, else the gap between the turns'
+	// arrivals).
 	ThinkS Marginal `json:"think_s"`
 	// NewTokens is the input a later turn adds beyond the previous turn's
 	// input and output.

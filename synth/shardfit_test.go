@@ -84,7 +84,7 @@ func shardFixture(t *testing.T) (string, []trace.Request) {
 			out = 1 + out/3
 		}
 		temp := []float64{0, 0.7, 1}[rng.IntN(3)]
-		r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprint("r", i), SessionID: fmt.Sprint("s", i), Turn: 1,
+		r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprint("r", i), SessionID: fmt.Sprint("s", i), Turn: 0,
 			Tenant: fmt.Sprint("tenant-", rng.IntN(5)), Model: model},
 			TS: start + int64(at*1e6), Shape: trace.Shape{InputTokens: p.tokens, OutputTokens: out, API: api, Stream: rng.Float64() < 0.7, N: 1,
 				PrefixBlocks: p.blocks}, Temperature: &temp}
@@ -112,7 +112,7 @@ func shardFixture(t *testing.T) (string, []trace.Request) {
 		rows = append(rows, r)
 		// The session's later turns: the history and a new message.
 		hist, tokens, when := p.blocks[:p.tokens/bs], p.tokens+out, at
-		for k := int32(2); rng.Float64() < 0.5; k++ {
+		for k := int32(1); rng.Float64() < 0.5; k++ {
 			think := 40 * math.Exp(0.8*rng.NormFloat64())
 			when += float64(out)*0.02 + think
 			if when >= spanS {
@@ -165,7 +165,7 @@ func truthOfShards(rows []trace.Request, bounds []int64) shardTruth {
 			pieces[r.SessionID] = map[int]int{}
 		}
 		pieces[r.SessionID][k]++
-		first := r.Turn <= 1
+		first := r.Turn == 0
 		if first && len(r.PrefixBlocks) > 0 {
 			if at, ok := lastUse[r.PrefixBlocks[0]]; ok && at < bounds[k] {
 				tr.lostReuses++

@@ -74,7 +74,7 @@ func sessionFixture(t *testing.T, sessions int) string {
 		for k := 1; k <= turns; k++ {
 			out := int64(20 + rng.IntN(200))
 			think := rng.ExpFloat64() * 20000
-			r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprintf("r%d-%d", s, k), SessionID: fmt.Sprintf("s%d", s), Turn: int32(k)},
+			r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprintf("r%d-%d", s, k), SessionID: fmt.Sprintf("s%d", s), Turn: int32(k - 1)},
 				TS: int64(at * 1e6), Shape: trace.Shape{InputTokens: in, OutputTokens: out, API: trace.APIChat}}
 			if k > 1 {
 				r.ThinkTimeMs = &think

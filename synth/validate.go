@@ -254,11 +254,15 @@ func Validate(ctx context.Context, realDir, synthDir string, opts ValidateOption
 	if real.multiTurn || syn.multiTurn {
 		addKS("session_turns_ks", real.sessionTurns, syn.sessionTurns)
 		rs, ss := gaps(real.starts), gaps(syn.starts)
-		for _, q := range []struct {
-			name string
-			p    float64
-		}{{"session_gap_p50", 0.5}, {"session_gap_p90", 0.9}} {
-			add(q.name, rank.Percentile(rs, q.p), rank.Percentile(ss, q.p), true)
+		if len(rs) == 0 || len(ss) == 0 {
+			v.SkippedReason = append(v.SkippedReason, "session start gaps: a side has fewer than two sessions")
+		} else {
+			for _, q := range []struct {
+				name string
+				p    float64
+			}{{"session_gap_p50", 0.5}, {"session_gap_p90", 0.9}} {
+				add(q.name, rank.Percentile(rs, q.p), rank.Percentile(ss, q.p), true)
+			}
 		}
 	}
 	rf, rw, rg, rd := real.graph.laws()
