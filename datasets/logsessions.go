@@ -14,8 +14,10 @@ type sessionState struct {
 	endUs   int64
 	expires int64
 	// requestID is the request whose conversation this is: its children
-	// (the requests that extend it) name it in parent_ids.
+	// (the requests that extend it) name it in parent_ids; startUs is
+	// when it arrived.
 	requestID string
+	startUs   int64
 }
 
 // sessionKey is a keyed hash of a conversation's messages (and tenant),
@@ -37,11 +39,11 @@ func (lr *logReader) linkLogged(req *trace.Request, endUs int64) {
 	if s, ok := lr.sessions[key]; ok {
 		s.turn++
 		setTurn(req, s.turn, s.endUs)
-		s.endUs, s.requestID = max(endUs, req.TS), req.RequestID
+		s.endUs, s.requestID, s.startUs = max(endUs, req.TS), req.RequestID, req.TS
 		lr.touch(key, s)
 		return
 	}
-	s := &sessionState{id: req.SessionID, endUs: max(endUs, req.TS), requestID: req.RequestID}
+	s := &sessionState{id: req.SessionID, endUs: max(endUs, req.TS), requestID: req.RequestID, startUs: req.TS}
 	lr.sessions[key] = s
 	lr.touch(key, s)
 }
@@ -59,7 +61,9 @@ func (lr *logReader) continueConversation(calls []*trace.Request, ends []int64) 
 	s, ok := lr.sessions[key]
 	if ok {
 		first = s.turn + 1
-		if len(calls[0].ParentIDs) == 0 && s.requestID != "" {
+		// It follows the conversation's latest call only if that came
+		// before it (traces of one conversation may overlap).
+		if len(calls[0].ParentIDs) == 0 && s.requestID != "" && s.startUs <= calls[0].TS {
 			calls[0].ParentIDs = []string{s.requestID}
 			if calls[0].TS >= s.endUs {
 				calls[0].ThinkTimeMs = new(float64(calls[0].TS-s.endUs) / 1000)
@@ -76,7 +80,10 @@ func (lr *logReader) continueConversation(calls []*trace.Request, ends []int64) 
 			last = i
 		}
 	}
-	s.turn, s.endUs, s.requestID = first+int32(len(calls)-1), max(ends[last], calls[last].TS), calls[last].RequestID
+	s.turn = first + int32(len(calls)-1)
+	if end := max(ends[last], calls[last].TS); end >= s.endUs {
+		s.endUs, s.requestID, s.startUs = end, calls[last].RequestID, calls[last].TS
+	}
 	lr.touch(key, s)
 }
 

@@ -153,9 +153,9 @@ type mooncakeLinker struct {
 	// sessionNo is the session of the request link set last.
 	sessionNo int64
 	// bySession maps an AIPerf session_id to its last request;
-	// sessionIDs is the order they were first seen.
+	// sessionIDs lists them as used, so the least recently used go first.
 	bySession  map[string]mooncakeNode
-	sessionIDs []string
+	sessionIDs []keyEntry
 	sessions   int64
 	linked     int64
 	explicit   bool
@@ -231,9 +231,7 @@ func (l *mooncakeLinker) accepted(req *trace.Request, sessionID *string) {
 	n := mooncakeNode{id: req.RequestID, session: req.SessionID, ts: req.TS, turn: req.Turn, sessionNo: l.sessionNo}
 	if sessionID != nil {
 		l.explicit = true
-		if _, ok := l.bySession[*sessionID]; !ok {
-			l.sessionIDs = append(l.sessionIDs, *sessionID)
-		}
+		l.sessionIDs = append(l.sessionIDs, keyEntry{id: n.id, session: *sessionID})
 		l.bySession[*sessionID] = n
 		l.forget()
 		return
@@ -253,13 +251,15 @@ func (l *mooncakeLinker) accepted(req *trace.Request, sessionID *string) {
 	}
 	key := prefixKey(h[:len(h)-1])
 	l.byKey[key] = n
-	l.keys = append(l.keys, keyEntry{key, n.id})
+	l.keys = append(l.keys, keyEntry{key: key, id: n.id})
 	l.forget()
 }
 
+// keyEntry is one remembered request, under a prefix key or a session id.
 type keyEntry struct {
-	key uint64
-	id  string
+	key     uint64
+	id      string
+	session string
 }
 
 type blockEntry struct{ block, session int64 }
@@ -278,8 +278,10 @@ func (l *mooncakeLinker) forget() {
 		l.keys = append(l.keys[:0], l.keys[maxLinkKeys/2:]...)
 	}
 	if len(l.sessionIDs) > maxLinkKeys {
-		for _, id := range l.sessionIDs[:maxLinkKeys/2] {
-			delete(l.bySession, id)
+		for _, e := range l.sessionIDs[:maxLinkKeys/2] {
+			if l.bySession[e.session].id == e.id { // not used since
+				delete(l.bySession, e.session)
+			}
 		}
 		l.sessionIDs = append(l.sessionIDs[:0], l.sessionIDs[maxLinkKeys/2:]...)
 	}

@@ -204,6 +204,9 @@ func otlpResultSpan(startUnixNs int64, runID, key string, r *trace.Result) otlpO
 	if r.ObservedReasoningTokens > 0 {
 		a = append(a, intKV("gen_ai.usage.reasoning.output_tokens", r.ObservedReasoningTokens))
 	}
+	if r.UsageCachedTokens != nil {
+		a = append(a, intKV("gen_ai.usage.cache_read.input_tokens", *r.UsageCachedTokens))
+	}
 	if r.ObservedFinishReason != "" {
 		a = append(a, otlpOutKV{Key: "gen_ai.response.finish_reasons", Value: otlpOutAny{ArrayValue: &otlpOutArray{Values: []otlpOutAny{{StringValue: &r.ObservedFinishReason}}}}})
 	}

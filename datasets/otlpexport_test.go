@@ -46,7 +46,7 @@ func otlpTestRun(t *testing.T) (string, trace.RunInfo, []trace.Result) {
 		ScheduledNs: 1_000_000, AdmittedNs: 1_000_000, SentNs: new(int64(2_000_000)),
 		FirstChunkNs: new(int64(52_000_000)), FirstTokenNs: new(int64(52_000_000)), DoneNs: new(int64(92_000_000)),
 		TokenTimesNs:         []int64{50_000_000, 70_000_000, 90_000_000},
-		ObservedOutputTokens: 3, UsagePromptTokens: new(int64(104)), UsageCompletionTokens: new(int64(3)),
+		ObservedOutputTokens: 3, UsagePromptTokens: new(int64(104)), UsageCompletionTokens: new(int64(3)), UsageCachedTokens: new(int64(64)),
 		ObservedFinishReason: "length", PromptTokensSent: 100, HTTPStatus: 200, Outcome: trace.OutcomeOK, RunID: "run-7",
 	}
 	refused := trace.Result{
@@ -211,7 +211,8 @@ func TestOTLPExportReadsBack(t *testing.T) {
 
 	if got.TS != (info.StartUnixNs+*r.SentNs)/1000 || got.InputTokens != 104 || got.OutputTokens != 3 || got.MaxTokens != 16 ||
 		got.Model != r.Model || got.API != trace.APIChat || !got.Stream || *got.TopP != 0.9 || *got.Temperature != 0.5 ||
-		*got.E2EMs != 90 || *got.TTFTMs != 50 || *got.FinishReason != "length" || got.SessionID != salt.ID("session", "sess-a") {
+		*got.E2EMs != 90 || *got.TTFTMs != 50 || *got.FinishReason != "length" || got.SessionID != salt.ID("session", "sess-a") ||
+		got.CachedTokens == nil || *got.CachedTokens != 64 {
 		t.Errorf("read back %+v (e2e %v ttft %v)", got, deref(got.E2EMs), deref(got.TTFTMs))
 	}
 	if refused := sink.rows[1]; refused.API != trace.APICompletions || *refused.Status != 503 || refused.InputTokens != 50 {

@@ -95,6 +95,16 @@ func (g *otlpGraph) take(id string) []heldRequest {
 	}
 	delete(g.traces, id)
 	g.spans -= len(t.spans)
+	if len(g.order)-g.head > 2*len(g.traces)+1024 {
+		// Most ids listed are of traces released: keep those still held.
+		kept := g.order[:0]
+		for _, id := range g.order[g.head:] {
+			if _, ok := g.traces[id]; ok {
+				kept = append(kept, id)
+			}
+		}
+		g.order, g.head = kept, 0
+	}
 	g.link(t)
 	return t.held
 }
@@ -184,12 +194,20 @@ func (g *otlpGraph) link(t *otlpTrace) {
 	for _, id := range agents {
 		s := t.spans[id]
 		calls, up := byAgent[id], t.agentOf(id)
-		outer, ok := byAgent[up]
-		if len(calls) == 0 || !ok || up == id {
+		if len(calls) == 0 || up == id {
 			continue
 		}
-		// Its first call follows the outer agent's last call ended by its
-		// start, or, where it had none yet, the one above that.
+		// The run it answers to: the nearest agent above with calls of its
+		// own (an orchestrator that only dispatches has none).
+		for hops := 0; len(byAgent[up]) == 0 && up != "" && hops < 64; hops++ {
+			up = t.agentOf(up)
+		}
+		outer := byAgent[up]
+		if len(outer) == 0 {
+			continue
+		}
+		// Its first call follows the outer run's last call ended by its
+		// start, or, where that had none yet, the one above it.
 		for a, hops := up, 0; hops < 64; hops++ {
 			if p := lastEndedBy(t.held, byAgent[a], s.start); p >= 0 {
 				parents[calls[0]] = append(parents[calls[0]], p)

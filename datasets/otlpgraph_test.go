@@ -156,6 +156,16 @@ func TestOTLPAgentSpanCases(t *testing.T) {
 				turn    int32
 				role    string
 			}{11: {nil, 0, ""}, 31: {[]int{11}, 1, "sub-agent"}, 21: {[]int{11, 31}, 2, "planner"}}},
+		{"a sub-agent under an orchestrator that makes no call",
+			otlpDocJSON(otlpSpanJSON(t1, "a1", "R", "chat", 0, 1000, 11, ""),
+				otlpSpanJSON(t1, "c1", "S", "chat", 1200, 1800, 31, ""), otlpSpanJSON(t1, "c2", "S", "chat", 1900, 2800, 32, ""),
+				otlpSpanJSON(t1, "S", "O", "invoke_agent", 1100, 2900, 0, ""), otlpSpanJSON(t1, "O", "R", "invoke_agent", 1100, 3000, 0, ""),
+				otlpSpanJSON(t1, "a2", "R", "chat", 3100, 3500, 12, ""), otlpSpanJSON(t1, "R", "", "invoke_agent", 0, 4000, 0, "")),
+			map[int]struct {
+				parents []int
+				turn    int32
+				role    string
+			}{11: {nil, 0, ""}, 31: {[]int{11}, 1, "sub-agent"}, 32: {[]int{31}, 2, ""}, 12: {[]int{11, 32}, 3, "planner"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 5 { // the same each time, whatever the map order

@@ -10,7 +10,7 @@ import "time"
 
 // SchemaVersion is written to every manifest and run.json. Bump it when a
 // column is added, removed, renamed or changes meaning.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // DefaultBlockSize is the prefix-block size in tokens used when a source does
 // not say otherwise (Mooncake's block size).

@@ -104,6 +104,11 @@ func referenceEvent(data []byte) (ev Event, ok, comparable bool) {
 				ev.HasReasoningTokens, ev.ReasoningTokens = true, n
 			}
 		}
+		if d, isObj := u["prompt_tokens_details"].(map[string]any); isObj {
+			if n, isNum := num(d["cached_tokens"]); isNum {
+				ev.HasCachedTokens, ev.CachedTokens = true, n
+			}
+		}
 	}
 	return ev, true, true
 }
@@ -166,6 +171,7 @@ func compareWithReference(t *testing.T, data []byte) {
 		got.HasUsage != want.HasUsage || got.CompletionTokens != want.CompletionTokens ||
 		got.HasPromptTokens != want.HasPromptTokens || got.PromptTokens != want.PromptTokens ||
 		got.HasReasoningTokens != want.HasReasoningTokens || got.ReasoningTokens != want.ReasoningTokens ||
+		got.HasCachedTokens != want.HasCachedTokens || got.CachedTokens != want.CachedTokens ||
 		string(got.Text) != string(want.Text) || !slices.Equal(got.Pieces, want.Pieces) || got.Index != want.Index || got.Answer != want.Answer {
 		t.Fatalf("%q:\n scanner   %+v\n reference %+v", data, got, want)
 	}
@@ -192,6 +198,8 @@ func eventCorpus(t testing.TB) []string {
 		`{"choices":[{"index":1.0,"delta":{"content":"x"}}]}`, `{"choices":[{"index":-1,"text":"x"}]}`, `{"choices":[{"index":1e400,"text":"x"}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6,"completion_tokens_details":{"reasoning_tokens":2}}}`,
 		`{"usage":{"completion_tokens":1e2,"prompt_tokens":-0.0}}`,
+		`{"choices":[],"usage":{"prompt_tokens":900,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":768,"audio_tokens":0}}}`,
+		`{"usage":{"prompt_tokens_details":{"cached_tokens":null}}}`, `{"usage":{"prompt_tokens_details":[]}}`,
 		`{"usage":{"completion_tokens":null}}`,
 		`{"error":{"message":"engine died","code":500}}`, `{"error":"plain"}`, `{"error":null,"choices":[]}`,
 		` {"a":[true,false,null,{"b":[[]]}]} `,
