@@ -268,31 +268,34 @@ type blockEntry struct{ block, session int64 }
 // remembered once one passes maxLinkKeys (an entry since overwritten
 // stays); a session_id forgotten and seen again starts a new session.
 func (l *mooncakeLinker) forget() {
-	if len(l.keys) > maxLinkKeys {
-		for _, e := range l.keys[:maxLinkKeys/2] {
-			if l.byKey[e.key].id == e.id {
-				delete(l.byKey, e.key)
-				delete(l.children, e.key)
-			}
+	l.keys = dropOlderHalf(l.keys, func(e keyEntry) {
+		if l.byKey[e.key].id == e.id {
+			delete(l.byKey, e.key)
+			delete(l.children, e.key)
 		}
-		l.keys = append(l.keys[:0], l.keys[maxLinkKeys/2:]...)
-	}
-	if len(l.sessionIDs) > maxLinkKeys {
-		for _, e := range l.sessionIDs[:maxLinkKeys/2] {
-			if l.bySession[e.session].id == e.id { // not used since
-				delete(l.bySession, e.session)
-			}
+	})
+	l.sessionIDs = dropOlderHalf(l.sessionIDs, func(e keyEntry) {
+		if l.bySession[e.session].id == e.id { // not used since
+			delete(l.bySession, e.session)
 		}
-		l.sessionIDs = append(l.sessionIDs[:0], l.sessionIDs[maxLinkKeys/2:]...)
-	}
-	if len(l.blocks) > maxLinkKeys {
-		for _, e := range l.blocks[:maxLinkKeys/2] {
-			if l.blockSession[e.block] == e.session {
-				delete(l.blockSession, e.block)
-			}
+	})
+	l.blocks = dropOlderHalf(l.blocks, func(e blockEntry) {
+		if l.blockSession[e.block] == e.session {
+			delete(l.blockSession, e.block)
 		}
-		l.blocks = append(l.blocks[:0], l.blocks[maxLinkKeys/2:]...)
+	})
+}
+
+// dropOlderHalf, once list holds more than maxLinkKeys entries, removes
+// its older half, calling drop on each entry removed.
+func dropOlderHalf[E any](list []E, drop func(E)) []E {
+	if len(list) <= maxLinkKeys {
+		return list
 	}
+	for _, e := range list[:maxLinkKeys/2] {
+		drop(e)
+	}
+	return append(list[:0], list[maxLinkKeys/2:]...)
 }
 
 // longestParent returns the remembered request with the most full blocks

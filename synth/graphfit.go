@@ -262,7 +262,6 @@ func (n *graphNodes) shape() string {
 // graphFitter accumulates the agent-graph sessions: their shapes, and
 // each request's wait and growth over its parents.
 type graphFitter struct {
-	sessions      int64
 	shapes        *reservoir[string]
 	delay, growth *reservoir[float64]
 	// service holds the parents' service times, where a wait was logged.
@@ -273,7 +272,7 @@ type graphFitter struct {
 	siblings                     *reservoir[[2]float64]
 	kindDelay, kindGrowth        [len(graphKinds)]*reservoir[float64]
 	kindTools                    [len(graphKinds)]int64
-	delays, tools                int64
+	tools                        int64
 	laterSiblings, sharedAnswers int64
 }
 
@@ -297,12 +296,10 @@ func (f *graphFitter) close(n *graphNodes) bool {
 	if n.tooLong {
 		return false
 	}
-	f.sessions++
 	f.shapes.add(n.shape())
 	children := childrenOf(n.parents)
 	for i := 1; i < len(n.parents); i++ {
 		k := kindOf(n.parents, children, i)
-		f.delays++
 		f.delay.add(n.wait[i])
 		f.growth.add(n.grow[i])
 		f.kindDelay[k].add(n.wait[i])
@@ -325,9 +322,11 @@ func (f *graphFitter) close(n *graphNodes) bool {
 	return true
 }
 
+// sessions is the number of agent-graph sessions closed: each left its
+// shape in the sample.
+func (f *graphFitter) sessions() int64 { return int64(f.shapes.seen) }
+
 func (f *graphFitter) merge(o *graphFitter, rng *rand.Rand) {
-	f.sessions += o.sessions
-	f.delays += o.delays
 	f.tools += o.tools
 	f.shapes.merge(o.shapes, rng)
 	f.delay.merge(o.delay, rng)
@@ -355,13 +354,14 @@ func commonPrefix(a, b []int64) int {
 // fit returns the graph model, nil without an agent-graph session; all
 // is the number of sessions of every kind.
 func (f *graphFitter) fit(all int64) *GraphModel {
-	if f.sessions == 0 || f.delays == 0 {
+	sessions, delays := f.sessions(), int64(f.delay.seen)
+	if sessions == 0 || delays == 0 {
 		return nil
 	}
-	m := &GraphModel{Sessions: f.sessions, Share: float64(f.sessions) / float64(all),
+	m := &GraphModel{Sessions: sessions, Share: float64(sessions) / float64(all),
 		Shapes:    shapeTable(f.shapes.items, rand.New(rand.NewPCG(foldSeed, 12))),
 		DelayS:    floatMarginal(f.delay, 257),
-		ToolShare: float64(f.tools) / float64(f.delays), GrowthTokens: floatMarginal(f.growth, 257)}
+		ToolShare: float64(f.tools) / float64(delays), GrowthTokens: floatMarginal(f.growth, 257)}
 	for k, name := range graphKinds {
 		if f.kindDelay[k].seen >= minKindSamples {
 			m.ByKind = append(m.ByKind, GraphKind{Kind: name, DelayS: floatMarginal(f.kindDelay[k], 257), GrowthTokens: floatMarginal(f.kindGrowth[k], 257),
@@ -451,8 +451,6 @@ func errShape(s string, node int) error {
 
 // graphJSON is a graphFitter in a partial fit.
 type graphJSON struct {
-	Sessions   int64                  `json:"sessions"`
-	Delays     int64                  `json:"delays"`
 	Tools      int64                  `json:"tools"`
 	Shapes     *reservoir[string]     `json:"shapes"`
 	Delay      *reservoir[float64]    `json:"delay_s"`
@@ -467,7 +465,7 @@ type graphJSON struct {
 }
 
 func (f *graphFitter) MarshalJSON() ([]byte, error) {
-	return json.Marshal(graphJSON{Sessions: f.sessions, Delays: f.delays, Tools: f.tools, Shapes: f.shapes, Delay: f.delay, Growth: f.growth, Siblings: f.siblings, Service: f.service, Later: f.laterSiblings, Shared: f.sharedAnswers,
+	return json.Marshal(graphJSON{Tools: f.tools, Shapes: f.shapes, Delay: f.delay, Growth: f.growth, Siblings: f.siblings, Service: f.service, Later: f.laterSiblings, Shared: f.sharedAnswers,
 		KindDelay: f.kindDelay[:], KindGrowth: f.kindGrowth[:], KindTools: f.kindTools[:]})
 }
 
@@ -482,10 +480,10 @@ func (f *graphFitter) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	// Each count is the number of values its reservoir saw, or bounded by one.
-	if w.Sessions != int64(w.Shapes.seen) || w.Delays != int64(w.Delay.seen) || w.Tools < 0 || w.Tools > w.Delays ||
-		w.Later < 0 || w.Later > w.Delays || w.Shared < 0 || w.Shared > w.Later {
-		return fmt.Errorf("graphs: %d sessions (%d shapes seen), %d waits (%d seen) of which %d tools, %d later siblings of which %d shared",
-			w.Sessions, w.Shapes.seen, w.Delays, w.Delay.seen, w.Tools, w.Later, w.Shared)
+	delays := int64(w.Delay.seen)
+	if w.Tools < 0 || w.Tools > delays || w.Later < 0 || w.Later > delays || w.Shared < 0 || w.Shared > w.Later {
+		return fmt.Errorf("graphs: %d sessions, %d waits of which %d tools, %d later siblings of which %d shared",
+			w.Shapes.seen, delays, w.Tools, w.Later, w.Shared)
 	}
 	if len(w.KindDelay) != len(graphKinds) || len(w.KindGrowth) != len(graphKinds) || len(w.KindTools) != len(graphKinds) {
 		return fmt.Errorf("graphs: %d and %d kinds of wait and growth, want %d", len(w.KindDelay), len(w.KindGrowth), len(graphKinds))
@@ -503,7 +501,7 @@ func (f *graphFitter) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	}
-	*f = graphFitter{sessions: w.Sessions, delays: w.Delays, tools: w.Tools, shapes: w.Shapes, delay: w.Delay, growth: w.Growth, siblings: w.Siblings, service: w.Service, laterSiblings: w.Later, sharedAnswers: w.Shared}
+	*f = graphFitter{tools: w.Tools, shapes: w.Shapes, delay: w.Delay, growth: w.Growth, siblings: w.Siblings, service: w.Service, laterSiblings: w.Later, sharedAnswers: w.Shared}
 	copy(f.kindDelay[:], w.KindDelay)
 	copy(f.kindGrowth[:], w.KindGrowth)
 	copy(f.kindTools[:], w.KindTools)

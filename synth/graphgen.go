@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/servetrace/servetrace/trace"
 )
@@ -48,18 +49,14 @@ func newGraphDraw(m *GraphModel, seed uint64) *graphDraw {
 	return d
 }
 
-// meanNodes is the mean number of requests of a graph session.
+// meanNodes is the mean number of requests of a graph session: a shape
+// lists every request after the first, space-separated.
 func (m *GraphModel) meanNodes() float64 {
 	var n, w float64
 	for _, s := range m.Shapes {
 		nodes := 1.0
 		if s.Parents != "" {
-			for _, c := range s.Parents {
-				if c == ' ' {
-					nodes++
-				}
-			}
-			nodes++
+			nodes += float64(strings.Count(s.Parents, " ") + 1)
 		}
 		n += nodes * float64(s.Weight)
 		w += float64(s.Weight)

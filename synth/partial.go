@@ -688,8 +688,8 @@ func (f *sessionFitter) UnmarshalJSON(b []byte) error {
 	if w.Graphs == nil {
 		w.Graphs = newGraphFitter()
 	}
-	if n := turns.total(); w.Multi < 0 || w.Multi > w.Sessions || n+w.Graphs.sessions != w.Sessions {
-		return fmt.Errorf("sessions: %d sessions, %d multi-turn, %d in the turns histogram and %d agent graphs", w.Sessions, w.Multi, n, w.Graphs.sessions)
+	if n := turns.total(); w.Multi < 0 || w.Multi > w.Sessions || n+w.Graphs.sessions() != w.Sessions {
+		return fmt.Errorf("sessions: %d sessions, %d multi-turn, %d in the turns histogram and %d agent graphs", w.Sessions, w.Multi, n, w.Graphs.sessions())
 	}
 	*f = sessionFitter{open: map[string]*sessionState{}, turns: turns, think: w.Think, newTokens: w.NewTokens, sessions: w.Sessions, multi: w.Multi, graphs: w.Graphs, blockBudget: maxHeldBlocks}
 	return nil
