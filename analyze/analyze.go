@@ -304,7 +304,8 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 		if err := streamable(rows, limit, opts); err != nil {
 			return nil, err
 		}
-		rep, err := analyzeStreamed(ctx, runDirs, rows, limit, opts, peers)
+		tallies := newProbeSessionTap(opts.Window)
+		rep, err := analyzeStreamed(ctx, runDirs, rows, limit, opts, peers, tallies.tap())
 		if err != nil {
 			return nil, err
 		}
@@ -312,13 +313,14 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 			rep.Notes = append(rep.Notes, fmt.Sprintf("server phases are not joined when the rows (%d) are streamed: raise --in-memory-rows to see where the time went", rows))
 		}
 		rep.peerThroughput()
-		if err := rep.addProbesAndSessions(runDirs, opts); err != nil {
+		if err := rep.addProbesAndSessions(tallies, runDirs, opts); err != nil {
 			return nil, err
 		}
 		return rep, nil
 	}
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
-	l, err := loadColumnsWith(ctx, runDirs, opts.VsLogged != "" || hasServerPhases(runDirs), peers)
+	tallies := newProbeSessionTap(opts.Window)
+	l, err := loadColumnsWith(ctx, runDirs, opts.VsLogged != "" || hasServerPhases(runDirs), peers, tallies.tap())
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +336,7 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	}
 	rep.Phases = phases
 	rep.Notes = append(rep.Notes, notes...)
-	if err := rep.addProbesAndSessions(runDirs, opts); err != nil {
+	if err := rep.addProbesAndSessions(tallies, runDirs, opts); err != nil {
 		return nil, err
 	}
 	rep.Sent = summarizeSent(l.cols)
@@ -463,13 +465,13 @@ func loadColumns(runDirs []string, withIDs bool) (*loaded, error) {
 // loadColumnsContext is loadColumns, stopping between directories and
 // parts once ctx ends.
 func loadColumnsContext(ctx context.Context, runDirs []string, withIDs bool) (*loaded, error) {
-	return loadColumnsWith(ctx, runDirs, withIDs, nil)
+	return loadColumnsWith(ctx, runDirs, withIDs, nil, nil)
 }
 
 // loadColumnsWith is loadColumnsContext with the peer result files
 // already opened (nil: none).
-func loadColumnsWith(ctx context.Context, runDirs []string, withIDs bool, peers peerFiles) (*loaded, error) {
-	l := &loaded{cols: &resultColumns{wantIDs: withIDs}, runRows: map[string][]int32{}}
+func loadColumnsWith(ctx context.Context, runDirs []string, withIDs bool, peers peerFiles, tap *batchTap) (*loaded, error) {
+	l := &loaded{cols: &resultColumns{wantIDs: withIDs, tap: tap}, runRows: map[string][]int32{}}
 	ids := map[string]bool{}
 	for _, dir := range runDirs {
 		if err := ctx.Err(); err != nil {

@@ -62,7 +62,9 @@ type resultColumns struct {
 	// usageCached is the server's cached prompt tokens (null where
 	// absent, and in parts written before the column).
 	usageCached []int64
-	contract    [3]stringLists // sent, stripped, refused
+	// tap, when set, reads every batch read too (readPart).
+	tap      *batchTap
+	contract [3]stringLists // sent, stripped, refused
 }
 
 // stringLists is a list-of-strings column: row i's values are
@@ -172,9 +174,38 @@ func (c *resultColumns) validateFrom(first, base int) error {
 	return nil
 }
 
-// readPart appends one Parquet part's rows.
+// readPart appends one Parquet part's rows, handing each batch to c's tap
+// too.
 func (c *resultColumns) readPart(path string) error {
-	return forEachBatch(path, c.wantsColumn, c.appendBatch)
+	return forEachBatch(path, c.tap.wants(c.wantsColumn), c.tap.then(c.appendBatch))
+}
+
+// batchTap is a second reader of the batches an analysis reads (the probe
+// and session tallies), so the parts are read once for both.
+type batchTap struct {
+	columns []string
+	fn      func(arrow.RecordBatch) error
+}
+
+// wants adds the tap's columns to a reader's; a nil tap adds none.
+func (t *batchTap) wants(want func(top string) bool) func(top string) bool {
+	if t == nil {
+		return want
+	}
+	return func(top string) bool { return want(top) || slices.Contains(t.columns, top) }
+}
+
+// then runs the tap on a batch before fn; a nil tap leaves fn as it is.
+func (t *batchTap) then(fn func(arrow.RecordBatch) error) func(arrow.RecordBatch) error {
+	if t == nil {
+		return fn
+	}
+	return func(rec arrow.RecordBatch) error {
+		if err := t.fn(rec); err != nil {
+			return err
+		}
+		return fn(rec)
+	}
 }
 
 // wantsColumn reports whether top-level column top is one c reads.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -204,7 +203,8 @@ func (g *GreedyAnswers) judge(confidence float64) {
 		return
 	}
 	g.ChangedShare = float64(k) / float64(n)
-	g.ChangedLo, g.ChangedHi = clopperPearson(k, n, confidence)
+	ci := BinomialCI(k, n, confidence)
+	g.ChangedLo, g.ChangedHi = ci[0], ci[1]
 	if k == 0 {
 		g.Verdict = OutputsIdentical
 		g.Why = fmt.Sprintf("all %d greedy answers identical; at most %.2f%% change at %.0f%% confidence", n, 100*g.ChangedHi, 100*confidence)
@@ -238,19 +238,6 @@ func (s *SampledAnswer) judge(lenA, lenB []float64, alpha float64) {
 	}
 	s.Verdict = OutputsSimilar
 	s.Why = fmt.Sprintf("output lengths (KS %.3f, p %.2g) and finish reasons (p %.2g) alike", s.LengthKS, s.LengthP, s.FinishP)
-}
-
-// clopperPearson is the exact two-sided interval of a binomial share k/n.
-func clopperPearson(k, n int, confidence float64) (lo, hi float64) {
-	a := (1 - confidence) / 2
-	lo, hi = 0, 1
-	if k > 0 {
-		lo = distuv.Beta{Alpha: float64(k), Beta: float64(n - k + 1)}.Quantile(a)
-	}
-	if k < n {
-		hi = distuv.Beta{Alpha: float64(k + 1), Beta: float64(n - k)}.Quantile(1 - a)
-	}
-	return lo, hi
 }
 
 // ksPValue is the asymptotic two-sample Kolmogorov–Smirnov p-value of
@@ -315,27 +302,17 @@ func outputSalt(dir string) (string, error) {
 // readAnswers reads the ok, non-warmup requests' answers of a run by
 // request id.
 func readAnswers(dir string) (map[string]answer, error) {
-	parts, err := trace.ResultParts(dir)
+	out := map[string]answer{}
+	err := forEachResultBatch([]string{dir}, answerColumns, func(rec arrow.RecordBatch) error { return appendAnswers(rec, out) })
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]answer{}
-	want := func(top string) bool {
-		switch top {
-		case "request_id", "outcome", "warmup", "temperature", "seed", "output_hashes", "output_event_hashes", "observed_output_tokens", "observed_finish_reason":
-			return true
-		}
-		return false
-	}
-	for _, p := range parts {
-		path := filepath.Join(dir, p.Path)
-		err := forEachBatch(path, want, func(rec arrow.RecordBatch) error { return appendAnswers(rec, out) })
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-	}
 	return out, nil
 }
+
+// answerColumns are the result columns an answers comparison reads.
+var answerColumns = []string{"request_id", "outcome", "warmup", "temperature", "seed", "output_hashes", "output_event_hashes",
+	"observed_output_tokens", "observed_finish_reason"}
 
 // appendAnswers adds a batch's ok rows to out.
 func appendAnswers(rec arrow.RecordBatch, out map[string]answer) error {

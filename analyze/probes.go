@@ -38,7 +38,8 @@ func (a *Accuracy) finish() {
 		return
 	}
 	a.Accuracy = float64(a.Correct) / float64(a.Graded)
-	a.Lo, a.Hi = clopperPearson(a.Correct, a.Graded, probeConfidence)
+	ci := BinomialCI(a.Correct, a.Graded, probeConfidence)
+	a.Lo, a.Hi = ci[0], ci[1]
 }
 
 // Probes is what the probe requests (replay --probes) say of the answers'

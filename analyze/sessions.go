@@ -84,42 +84,43 @@ func (t *sessionTally) result(percentiles []float64) *Sessions {
 	return out
 }
 
+// probeSessionTap is the probe and session tallies, fed the batches an
+// analysis reads anyway.
+type probeSessionTap struct {
+	probes   *probeTally
+	sessions *sessionTally
+}
+
+func newProbeSessionTap(window time.Duration) *probeSessionTap {
+	return &probeSessionTap{probes: newProbeTally(window), sessions: newSessionTally()}
+}
+
+// tap returns the batch reader that feeds both tallies.
+func (p *probeSessionTap) tap() *batchTap {
+	return &batchTap{columns: slices.Concat(probeColumns, sessionColumns), fn: func(rec arrow.RecordBatch) error {
+		if err := p.probes.add(rec); err != nil {
+			return err
+		}
+		return p.sessions.add(rec)
+	}}
+}
+
 // addProbesAndSessions sets the report's probes, sessions and, against
-// opts.Baseline, the sessions' slowdown, running the probe and session
-// tallies over the runs' parts in one pass.
-func (rep *Report) addProbesAndSessions(runDirs []string, opts Options) error {
-	probes, sessions, err := probeAndSessionTallies(runDirs, opts.Window)
-	if err != nil {
-		return err
-	}
-	rep.Probes, rep.Sessions = probes.result(), sessions.result(opts.Percentiles)
+// opts.Baseline, the sessions' slowdown, from tallies fed every batch of
+// the runs' parts.
+func (rep *Report) addProbesAndSessions(t *probeSessionTap, runDirs []string, opts Options) error {
+	rep.Probes, rep.Sessions = t.probes.result(), t.sessions.result(opts.Percentiles)
 	if opts.Baseline == "" {
 		return nil
 	}
-	if rep.SessionSlowdown, err = sessionSlowdown(sessions, opts.Baseline, opts.Percentiles); err != nil {
+	var err error
+	if rep.SessionSlowdown, err = sessionSlowdown(t.sessions, opts.Baseline, opts.Percentiles); err != nil {
 		return err
 	}
 	if note := otherWorkload(runDirs, opts.Baseline); note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}
 	return nil
-}
-
-// probeAndSessionTallies runs the probe and session tallies over the
-// runs' parts in one pass, reading each column they need once.
-func probeAndSessionTallies(runDirs []string, window time.Duration) (*probeTally, *sessionTally, error) {
-	probes, sessions := newProbeTally(window), newSessionTally()
-	columns := slices.Concat(probeColumns, sessionColumns)
-	err := forEachResultBatch(runDirs, columns, func(rec arrow.RecordBatch) error {
-		if err := probes.add(rec); err != nil {
-			return err
-		}
-		return sessions.add(rec)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return probes, sessions, nil
 }
 
 // addSessionBatch folds a batch's rows into their sessions (keyed by run
@@ -201,7 +202,7 @@ func quantilesText(b *strings.Builder, d Distribution) {
 			fmt.Fprintf(b, ", p%g ≥%s", q.P, num(max(q.Value, deref0(q.CILo))))
 			continue
 		}
-		fmt.Fprintf(b, ", p%g %s [%s, %s]", q.P, num(q.Value), optNum(q.CILo), optNum(q.CIHi))
+		fmt.Fprintf(b, ", p%g %s [%s, %s]", q.P, num(q.Value), bound(q.CILo), bound(q.CIHi))
 	}
 }
 
@@ -211,12 +212,4 @@ func deref0(p *float64) float64 {
 		return 0
 	}
 	return *p
-}
-
-// optNum is num of a bound, "—" where the sample cannot give one.
-func optNum(p *float64) string {
-	if p == nil {
-		return "—"
-	}
-	return num(*p)
 }

@@ -27,11 +27,12 @@ func TestSessionMakespans(t *testing.T) {
 	add("", 3000, 9000, trace.OutcomeOK)
 	dir := t.TempDir()
 	writeRun(t, dir, "run", rows, 0)
-	_, tally, err := probeAndSessionTallies([]string{dir}, 0)
-	if err != nil {
+	tallies := newProbeSessionTap(0)
+	tp := tallies.tap()
+	if err := forEachResultBatch([]string{dir}, tp.columns, tp.fn); err != nil {
 		t.Fatal(err)
 	}
-	s := tally.result([]float64{50})
+	s := tallies.sessions.result([]float64{50})
 	if s == nil || s.Sessions != 3 || s.Requests != 7 || s.Incomplete != 1 || s.MakespanMs.N != 2 {
 		t.Fatalf("%+v; want 3 sessions of 7 requests, 1 incomplete, 2 measured", s)
 	}

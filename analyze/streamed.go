@@ -188,7 +188,7 @@ func streamable(rows int64, limit int, opts Options) error {
 
 // analyzeStreamed is AnalyzeContext for runs of more rows than held in
 // memory.
-func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit int, opts Options, peers peerFiles) (*Report, error) {
+func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit int, opts Options, peers peerFiles, tap *batchTap) (*Report, error) {
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
 	// A source is a servetrace run's parts, or a peer tool's run.
 	type source struct {
@@ -299,7 +299,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	}
 	g.Go(func() error {
 		defer close(full)
-		wants := (&resultColumns{lean: lean}).wantsColumn
+		wants := tap.wants((&resultColumns{lean: lean}).wantsColumn)
 		for _, r := range runs {
 			if r.peer != nil {
 				base := 0
@@ -327,7 +327,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 				}
 				path := filepath.Join(r.dir, p.Path)
 				base := 0
-				err := forEachBatch(path, wants, func(rec arrow.RecordBatch) error {
+				err := forEachBatch(path, wants, tap.then(func(rec arrow.RecordBatch) error {
 					chunk, err := take()
 					if err != nil {
 						return err
@@ -340,7 +340,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 					}
 					base += chunk.n
 					return send(chunk)
-				})
+				}))
 				if rf := (rowFault{}); errors.As(err, &rf) {
 					return rf.err // names its run, part and row already
 				}
