@@ -181,11 +181,16 @@ func (g *graph) hold(n *node, conv *session) {
 	g.convs = append(g.convs, n)
 	g.convBytes += n.convBytes
 	for g.convBytes > maxGraphConvBytes && len(g.convs) > 0 {
-		old := g.convs[0]
-		g.convs = g.convs[1:]
-		g.convBytes -= old.convBytes
-		old.conv, old.convBytes = nil, 0
+		g.dropOldestConv()
 	}
+}
+
+// dropOldestConv lets go of the oldest conversation held.
+func (g *graph) dropOldestConv() {
+	old := g.convs[0]
+	g.convs = g.convs[1:]
+	g.convBytes -= old.convBytes
+	old.conv, old.convBytes = nil, 0
 }
 
 // history is the conversation a child of finished parents continues:
@@ -229,9 +234,7 @@ func (g *graph) remember(n *node) {
 		// convs is in finishing order too: a node forgotten with its
 		// conversation still held is the oldest there.
 		if old := g.nodes[g.order[0]]; old != nil && old.conv != nil && len(g.convs) > 0 && g.convs[0] == old {
-			g.convs = g.convs[1:]
-			g.convBytes -= old.convBytes
-			old.conv, old.convBytes = nil, 0
+			g.dropOldestConv()
 		}
 		delete(g.nodes, g.order[0])
 		g.order = g.order[1:]

@@ -123,21 +123,20 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			r.sendBuilt(reqCtx, p.req, &res, sess, built)
 			releaseSlot()
 			col.results <- res
+			if s.graph == nil && p.chain == nil {
+				return
+			}
+			done := r.clock()
+			if res.DoneNs != nil {
+				done = *res.DoneNs
+			}
 			if s.graph != nil {
-				done := r.clock()
-				if res.DoneNs != nil {
-					done = *res.DoneNs
-				}
 				for _, c := range s.graph.finish(p.req.RequestID, done, res.Outcome == trace.OutcomeOK, sess) {
 					release(c)
 				}
 			}
 			if p.chain == nil {
 				return
-			}
-			done := r.clock()
-			if res.DoneNs != nil {
-				done = *res.DoneNs
 			}
 			if next := p.chain.next(done); next != nil {
 				turn(next, done)

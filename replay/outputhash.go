@@ -59,8 +59,9 @@ func (o *outputHashes) withEvents(key uint64) *outputHashes {
 // 64-bit value, so the short chained hashes say nothing of the text to
 // whoever lacks the salt.
 func eventKey(salt anon.Salt) uint64 {
-	m := salt.MAC(outputEventDomain)
-	return binary.LittleEndian.Uint64(m.Sum(nil))
+	k := salt.Keyed(outputEventDomain)
+	sum := k.Sum(k.Start(nil))
+	return binary.LittleEndian.Uint64(sum[:8])
 }
 
 // outputEventDomain keys the per-event chain apart from the answers'

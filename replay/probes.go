@@ -35,27 +35,36 @@ func newProber(o *Options) *prober {
 
 // probeFor returns the probe sent beside q, or nil.
 func (pr *prober) probeFor(q *trace.Request) *probe.Probe {
-	if pr == nil || q.SessionID != "" && q.Turn > 0 {
-		return nil // a later turn waits on its session; its probe would not
-	}
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], pr.seed)
-	h.Write(b[:])
-	h.Write([]byte(q.RequestID))
-	draw := hashmix.Finalize(h.Sum64())
-	if float64(draw>>11)/(1<<53) >= pr.share {
+	pick, ok := pr.draw(q)
+	if !ok {
 		return nil
 	}
-	// A second mix of the draw picks the probe, so which requests get
-	// one and which probe they get are not tied.
-	pick := draw*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019
 	if len(pr.user) > 0 {
 		p := pr.user[pick%uint64(len(pr.user))]
 		return &p
 	}
 	p := probe.Generate(pick)
 	return &p
+}
+
+// draw says whether q gets a probe and, if so, the number that picks it;
+// the workload check counts probes with it alone, building none.
+func (pr *prober) draw(q *trace.Request) (pick uint64, ok bool) {
+	if pr == nil || q.SessionID != "" && q.Turn > 0 {
+		return 0, false // a later turn waits on its session; its probe would not
+	}
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], pr.seed)
+	h.Write(b[:])
+	h.Write([]byte(q.RequestID))
+	d := hashmix.Finalize(h.Sum64())
+	if float64(d>>11)/(1<<53) >= pr.share {
+		return 0, false
+	}
+	// A second mix of the draw picks the probe, so which requests get
+	// one and which probe they get are not tied.
+	return d*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019, true
 }
 
 // probeRequest is the request that carries p beside q: sent at q's time,
@@ -111,7 +120,6 @@ func (r *Runner) buildPlanned(p *planned, sess *session) *outgoing {
 // gradeProbe grades an ok probe's answer into its result; the answer is
 // dropped after.
 func gradeProbe(res *trace.Result, p *probe.Probe, answer []byte) {
-	res.Probe = p.Kind
 	if res.Outcome == trace.OutcomeOK {
 		res.ProbeCorrect = new(p.Grade(string(answer)))
 	}

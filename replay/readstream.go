@@ -101,7 +101,7 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			}
 			break
 		}
-		if err := chunk.Decode(data, &ev, true); err != nil {
+		if err := chunk.Decode(data, &ev); err != nil {
 			res.DoneNs = trace.Ptr(at)
 			res.Outcome, res.Error = trace.OutcomeProtocolError, "malformed JSON in SSE event: "+shorten(err.Error())
 			break

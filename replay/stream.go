@@ -91,7 +91,7 @@ func checkWorkload(ctx context.Context, src source, o *Options) (workloadCheck, 
 			c.planned++
 			c.counts = c.counts || countsText(q)
 			c.graph = c.graph || len(q.ParentIDs) > 0
-			if pr.probeFor(q) != nil {
+			if _, ok := pr.draw(q); ok {
 				c.planned++
 			}
 		}

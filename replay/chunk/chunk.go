@@ -56,9 +56,9 @@ type Piece struct {
 // pass that builds no tree: chunks arrive by the million, and a generic
 // decoder would make the client, not the server, the bottleneck
 // (docs/measurements.md, "SSE event decoding"). It accepts exactly the documents
-// encoding/json accepts (checked by a differential fuzz test). When
-// collectText is set, content and text are appended, unescaped, to ev.Text.
-func Decode(data []byte, ev *Event, collectText bool) error {
+// encoding/json accepts (checked by a differential fuzz test). Content
+// and text are appended, unescaped, to ev.Text.
+func Decode(data []byte, ev *Event) error {
 	*ev = Event{Text: ev.Text[:0], Pieces: ev.Pieces[:0]}
 	s := scanner{b: data}
 	s.ws()
@@ -78,7 +78,7 @@ func Decode(data []byte, ev *Event, collectText bool) error {
 			}
 			ev.IsError, ev.ErrMsg = true, errorValueText(data[start:s.i])
 		case "choices":
-			return s.choices(ev, collectText)
+			return s.choices(ev)
 		case "usage":
 			return s.usage(ev)
 		default:
@@ -330,7 +330,7 @@ func (s *scanner) valueDepth(depth int) error {
 }
 
 // choices reads the "choices" value: an array of choice objects.
-func (s *scanner) choices(ev *Event, collectText bool) error {
+func (s *scanner) choices(ev *Event) error {
 	if !s.consume('[') {
 		return s.value() // not an array: skip it, as a decoder into a struct would not
 	}
@@ -353,7 +353,7 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 				}
 				return nil
 			case "text":
-				return s.content(ev, collectText)
+				return s.content(ev)
 			case "delta":
 				if !s.consume('{') {
 					return s.value()
@@ -361,7 +361,7 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 				return s.members(func(key []byte) error {
 					switch string(key) {
 					case "content":
-						return s.content(ev, collectText)
+						return s.content(ev)
 					case "reasoning_content", "reasoning":
 						if s.i < len(s.b) && s.b[s.i] == '"' {
 							raw, _, err := s.str()
@@ -409,7 +409,7 @@ func (s *scanner) choices(ev *Event, collectText bool) error {
 
 // content reads a text or content field: a non-empty string is a token
 // event; anything else is skipped.
-func (s *scanner) content(ev *Event, collectText bool) error {
+func (s *scanner) content(ev *Event) error {
 	if s.i >= len(s.b) || s.b[s.i] != '"' {
 		return s.value()
 	}
@@ -418,9 +418,7 @@ func (s *scanner) content(ev *Event, collectText bool) error {
 		return err
 	}
 	ev.Content, ev.Answer = true, true
-	if collectText {
-		ev.Text = appendUnescaped(ev.Text, raw, esc)
-	}
+	ev.Text = appendUnescaped(ev.Text, raw, esc)
 	return nil
 }
 

@@ -153,7 +153,7 @@ func hasDuplicateKeys(data []byte) bool {
 func compareWithReference(t *testing.T, data []byte) {
 	t.Helper()
 	var got Event
-	err := Decode(data, &got, true)
+	err := Decode(data, &got)
 	want, ok, comparable := referenceEvent(data)
 	if ok != (err == nil) {
 		t.Fatalf("%q: scanner error %v, encoding/json accepts: %v", data, err, ok)
@@ -247,7 +247,7 @@ func FuzzDecode(f *testing.F) {
 func TestDecodePieces(t *testing.T) {
 	var ev Event
 	data := `{"choices":[{"index":1,"delta":{"content":"ab"}},{"delta":{"content":"c\u00e9"},"index":0},{"index":2,"delta":{"content":""}},{"index":3,"text":"d"}]}`
-	if err := Decode([]byte(data), &ev, true); err != nil {
+	if err := Decode([]byte(data), &ev); err != nil {
 		t.Fatal(err)
 	}
 	want := []Piece{{Index: 1, End: 2}, {Index: 0, End: 5}, {Index: 3, End: 6}}

@@ -58,18 +58,19 @@ func (s *seq) finishChoice(now time.Time) *requestTimes {
 }
 
 // logFinished keeps a finished request's phases for Phases and exports
-// its span, when spans are on. The handler calls it before the client can
+// its span, when spans are on (and does nothing otherwise). The handler calls it before the client can
 // see the response end, so a client that has read every response finds
 // every request logged, and every span ended (in the exporter's batch).
 func (g *generation) logFinished() {
 	if g.times == nil {
 		return // not finished in the engine: no phases to tell
 	}
+	if g.s.spans == nil {
+		return // no span to export, and no account kept to hold one to
+	}
 	p := g.times.phases()
 	g.s.phases.add(g.id, p)
-	if g.s.spans != nil {
-		g.s.spans.finished(g, p)
-	}
+	g.s.spans.finished(g, p)
 }
 
 // phaseLogSize bounds the finished requests whose phases Phases can
@@ -116,9 +117,13 @@ func (l *phaseLog) get(id string) (requestPhases, bool) {
 // scheduled), prefill (to the first token) and decode (to the last
 // token of its last choice), read from the engine's clock. They are what
 // its llm_request span reports, so a test can hold the span to the
-// engine. ok is false for a request not finished, aborted, or older than
-// the latest 4,096 finished.
+// engine, and is kept only while spans are exported (OTLPTracesEndpoint),
+// off the request path otherwise. ok is false for a request not finished,
+// aborted, or older than the latest 4,096 finished, and without export.
 func (s *Server) Phases(responseID string) (queue, prefill, decode time.Duration, ok bool) {
+	if s.phases == nil {
+		return 0, 0, 0, false
+	}
 	p, ok := s.phases.get(responseID)
 	return p.queue, p.prefill, p.decode, ok
 }

@@ -168,8 +168,9 @@ type Server struct {
 	// tokenizer pool does: a burst of arrivals then waits parked instead of
 	// crowding the run queue ahead of the engine loop.
 	tokenizing chan struct{}
-	// phases are the latest finished requests' phases (Phases); spans
-	// exports their llm_request spans, nil when off.
+	// phases are the latest finished requests' phases (Phases), kept
+	// while spans are exported; spans exports their llm_request spans;
+	// both nil when off.
 	phases *phaseLog
 	spans  *spanExport
 
@@ -307,7 +308,10 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, tok: tok, words: words, vocab: newVocab(words.Words(4096, 0x10b)), models: map[string]bool{},
 		adapters: adapters, refuse: refuse, created: time.Now().Unix(), rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), corruptRNG: rand.New(rand.NewPCG(opts.Seed, 0xbad)),
 		engine: newEngineWith(opts.Engine, feat), metrics: newSimMetrics(), tokenizing: make(chan struct{}, cmp.Or(opts.TokenizerThreads, max(2, runtime.GOMAXPROCS(0)))),
-		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher(), phases: newPhaseLog(phaseLogSize), spans: spans}
+		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher(), spans: spans}
+	if spans != nil {
+		s.phases = newPhaseLog(phaseLogSize)
+	}
 	for _, m := range opts.Models {
 		s.models[m] = true
 	}

@@ -111,14 +111,11 @@ func (s Salt) mac(domain string) hash.Hash {
 	return m
 }
 
-// MAC returns a fresh keyed hash of a domain to stream a long value into
-// (a replay's output text), where the value is too large to hold whole.
-func (s Salt) MAC(domain string) hash.Hash { return s.mac(domain) }
-
 // Keyed computes HMAC-SHA256 under a salt and a domain without
 // allocating: the caller appends the message after Start in a buffer of
-// its own and calls Sum, and gets what MAC(domain), fed the same message,
-// would give. For values hashed by the million (a replay's answers).
+// its own and calls Sum, and gets what the salt's HMAC of the domain, fed
+// the same message, would give. For values hashed by the million (a
+// replay's answers).
 type Keyed struct {
 	prefix []byte   // the inner pad, then the domain and its 0 byte
 	opad   [64]byte // the outer pad
