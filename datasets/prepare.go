@@ -22,7 +22,8 @@ type prepared struct {
 	logged bool
 	prefix []sessionKey
 	roles  []string // each message's role, beside prefix
-	// texts are keyed hashes of each message's text alone, and answer
+	// texts are keyed hashes of each message's text alone (zero for one
+	// shorter than minQuotedAnswer, which no answer key matches), and answer
 	// of the logged reply's: a message that quotes an earlier answer
 	// names a parent (a join), whatever its role.
 	texts     []sessionKey
@@ -474,12 +475,15 @@ func (lr *logReader) prepareSession(req *trace.Request, r logRecord, msgs []mess
 		for k, msg := range msgs {
 			p.prefix[k+1] = lr.chain(p.prefix[k], msg.render())
 			p.roles[k] = msg.role
-			p.texts[k] = lr.answerKey(tenant, msg.text)
+			if len(msg.text) >= minQuotedAnswer { // a shorter one is never registered: left zero
+				p.texts[k] = lr.answerKey(tenant, msg.text)
+			}
 		}
 		if v, ok := r.get("response_text"); ok {
-			k := lr.chain(p.prefix[len(msgs)], message{role: "assistant", text: fmt.Sprint(v)}.render())
+			text := fmt.Sprint(v)
+			k := lr.chain(p.prefix[len(msgs)], message{role: "assistant", text: text}.render())
 			p.withReply = &k
-			if text := fmt.Sprint(v); len(text) >= minQuotedAnswer {
+			if len(text) >= minQuotedAnswer {
 				a := lr.answerKey(tenant, text)
 				p.answer = &a
 			}

@@ -206,12 +206,19 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 	}
 	g.arrivals.ctx = ctx
 	var n int64
-	emitRow := func(r trace.Request) error {
+	idOf := func(k int64) string { return fmt.Sprintf("gen-%d-%d", opts.Seed, k) }
+	full := func() error {
 		if n >= MaxGenerateRows {
 			return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
 		}
+		return nil
+	}
+	emitRow := func(r trace.Request) error {
+		if err := full(); err != nil {
+			return err
+		}
 		if r.RequestID == "" { // an agent graph's rows are named by their session
-			r.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+			r.RequestID = idOf(n)
 		}
 		fan := g.follow
 		if fan != nil && r.SessionID == "" {
@@ -225,11 +232,11 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 			// The graph's rows take the next ids, in order.
 			g.follow = nil
 			first := n
-			for _, c := range fan.graph(r, func(k int) string { return fmt.Sprintf("gen-%d-%d", opts.Seed, first+int64(k)) }) {
-				if n >= MaxGenerateRows {
-					return fmt.Errorf("generated %d rows, the most a workload may hold (MaxGenerateRows); shorten the duration", n)
+			for _, c := range fan.graph(r, func(k int) string { return idOf(first + int64(k)) }) {
+				if err := full(); err != nil {
+					return err
 				}
-				c.RequestID = fmt.Sprintf("gen-%d-%d", opts.Seed, n)
+				c.RequestID = idOf(n)
 				g.toolDelay(&c, g.followAt)
 				if err := emit(c); err != nil {
 					return err

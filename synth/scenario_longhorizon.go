@@ -34,11 +34,8 @@ func (p *LongHorizon) check(s *Scenario) error {
 	if err := checkShare(s, &p.Share, 0.05); err != nil {
 		return err
 	}
-	if p.Turns < 0 || p.Turns > maxHorizonTurns {
-		return fmt.Errorf("%s: turns %d must be within [2, %d]", s.Name, p.Turns, maxHorizonTurns)
-	}
 	orDefault(&p.Turns, 40)
-	if p.Turns < 2 {
+	if p.Turns < 2 || p.Turns > maxHorizonTurns {
 		return fmt.Errorf("%s: turns %d must be within [2, %d]", s.Name, p.Turns, maxHorizonTurns)
 	}
 	if err := checkClientMs(s, "tool_ms", p.ToolMs); err != nil {
@@ -64,10 +61,7 @@ func (p *LongHorizon) bound(s *Scenario, b *rateBound) {
 }
 
 func (p *LongHorizon) apply(_ *Scenario, g *generator, r *trace.Request, _ float64) {
-	if g.scenRng.Float64() < p.Share {
-		r.Role = trace.RolePlanner
-		g.follow = p
-	}
+	headGraph(g, r, p, p.Share)
 }
 
 // graph returns the loop's later calls, each the tool follow-up of the

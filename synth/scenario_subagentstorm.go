@@ -72,9 +72,15 @@ func boundGraphRows(s *Scenario, b *rateBound, extra float64) {
 }
 
 func (p *SubagentStorm) apply(_ *Scenario, g *generator, r *trace.Request, _ float64) {
-	if g.scenRng.Float64() < p.Share {
+	headGraph(g, r, p, p.Share)
+}
+
+// headGraph makes r, with probability share, the planner that heads
+// graph's rows.
+func headGraph(g *generator, r *trace.Request, graph graphScenario, share float64) {
+	if g.scenRng.Float64() < share {
 		r.Role = trace.RolePlanner
-		g.follow = p
+		g.follow = graph
 	}
 }
 
