@@ -1,0 +1,5 @@
+//go:build !race
+
+package memcap
+
+const raceEnabled = false
