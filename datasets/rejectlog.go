@@ -80,7 +80,7 @@ func (l *rejectLog) create() error {
 		parent = "."
 	}
 	l.tmp = filepath.Join(parent, "."+base+".rejects-"+hex.EncodeToString(rnd[:])+".tmp")
-	f, err := os.OpenFile(l.tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := trace.CreateFile(l.tmp)
 	if err != nil {
 		return fmt.Errorf("create a file for the rejects beside %s: %w", l.out, err)
 	}

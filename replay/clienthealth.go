@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -42,18 +43,23 @@ const (
 	metricHeap  = "/memory/classes/heap/objects:bytes"
 )
 
-func newHealthSampler(runDir string) *healthSampler {
+// newHealthSampler starts sampling the client's health into
+// runDir/client.jsonl, which it creates (never through a link planted
+// there).
+func newHealthSampler(runDir string) (*healthSampler, error) {
 	h := &healthSampler{path: filepath.Join(runDir, "client.jsonl"), start: time.Now(), cpu0: processCPU(), stop: make(chan struct{}),
 		samples: []metrics.Sample{{Name: metricSched}, {Name: metricGC}, {Name: metricHeap}, {Name: "/gc/heap/live:bytes"},
 			{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}, {Name: "/gc/heap/goal:bytes"}}}
 	metrics.Read(h.samples)
 	h.sched0 = copyHist(h.samples[0].Value)
 	h.gc0 = uint64Value(h.samples[1].Value)
-	if f, err := os.Create(h.path); err == nil {
-		h.f = f
+	f, err := trace.CreateFile(h.path)
+	if err != nil {
+		return nil, fmt.Errorf("client health: %w", err)
 	}
+	h.f = f
 	h.wg.Go(h.loop)
-	return h
+	return h, nil
 }
 
 func (h *healthSampler) loop() {

@@ -21,7 +21,10 @@ func TestHeapBoundLiftsUnderGCPressure(t *testing.T) {
 	gen := pacing.SetHeapBound(32 << 20) // a bound of its own: no watcher of an earlier one acts on it
 	defer pacing.EndHeapBound(gen)
 	dir := t.TempDir()
-	h := newHealthSampler(dir)
+	h, err := newHealthSampler(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.bound(gen)
 	// 96 MB that stays live, then churn: far past a 32 MB bound.
 	keep := make([][]byte, 0, 96)

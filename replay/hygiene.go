@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -129,9 +129,23 @@ func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
 	} else {
 		buf.WriteString(s.scrub.ScrubLines(string(body)))
 	}
-	if os.MkdirAll(s.dir, 0o755) == nil && os.WriteFile(filepath.Join(s.dir, name), buf.Bytes(), 0o644) == nil {
+	if writeNew(s.dir, name, buf.Bytes()) == nil {
 		s.files = append(s.files, "metrics/"+name)
 	}
+}
+
+// writeNew writes b as the new file name in dir, making dir first; neither
+// is written through a link planted in its place.
+func writeNew(dir, name string, b []byte) error {
+	if err := trace.MakeDir(dir); err != nil {
+		return err
+	}
+	f, err := trace.CreateFile(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
 }
 
 // run scrapes every interval until ctx ends.

@@ -182,6 +182,13 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	}
 	defer w.Close()
 	w.SetEncoder(pacing.InBackground)
+	if len(scrs) > 0 {
+		// Made now, so that a link planted in its place stops the run
+		// instead of its scrapes.
+		if err := trace.MakeDir(filepath.Join(runDir, "metrics")); err != nil {
+			return nil, err
+		}
+	}
 	spanRun, err := r.startSpans(runDir, check.planned)
 	if err != nil {
 		return nil, err
@@ -196,7 +203,10 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 		return nil, err
 	}
 	defer stopServing()
-	health := newHealthSampler(runDir)
+	health, err := newHealthSampler(runDir)
+	if err != nil {
+		return nil, err
+	}
 	if floor, err := clientFloor(ctx, r.opts); err == nil {
 		info.ClientFloor = floor
 	} else if ctx.Err() == nil {

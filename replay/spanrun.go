@@ -31,7 +31,7 @@ func (r *Runner) startSpans(runDir string, planned int64) (*spanRun, error) {
 	if r.opts.CollectSpans == "" {
 		return nil, nil
 	}
-	f, err := os.Create(filepath.Join(runDir, SpansName))
+	f, err := trace.CreateFile(filepath.Join(runDir, SpansName))
 	if err != nil {
 		return nil, fmt.Errorf("span receiver: %w", err)
 	}

@@ -5,13 +5,13 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/trace"
 )
 
 // Result is a configuration's envelope as the sweep found it.
@@ -386,18 +386,7 @@ func writeHTML(dir string, rec *Record, envs []*analyze.Envelope) error {
 	}
 	var text strings.Builder
 	WriteSummary(&text, rec)
-	path := filepath.Join(dir, "envelope.html")
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if err := analyze.WriteFigurePage(f, "servetrace sweep "+rec.SweepID, text.String(), figs); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return trace.WriteFileAtomic(filepath.Join(dir, "envelope.html"), func(w io.Writer) error {
+		return analyze.WriteFigurePage(w, "servetrace sweep "+rec.SweepID, text.String(), figs)
+	})
 }

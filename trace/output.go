@@ -99,7 +99,9 @@ func lockOutput(dir, name string) (*outputLock, error) {
 	}
 	path := filepath.Join(parent, "."+base+"."+name+".lock")
 	for range 10 {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, filePerm())
+		// O_NOFOLLOW: a link planted as the lock would have the
+		// truncation below empty whatever it points to.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, filePerm())
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", dir, err)
 		}

@@ -46,8 +46,8 @@ func writePartFile[T any](path string, rows []T, rowGroupRows int) error {
 // createPart writes a part file atomically (WriteFileAtomic), making its
 // partition directory first.
 func createPart(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create directory %s: %w", filepath.Dir(path), err)
+	if err := MakeDir(filepath.Dir(path)); err != nil {
+		return err
 	}
 	return WriteFileAtomic(path, write)
 }

@@ -261,13 +261,16 @@ func (w *ResultWriter) Close() { w.lock.release() }
 
 func newResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
 	dir := filepath.Join(runDir, ResultsDir)
+	if st, err := os.Lstat(dir); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("run directory %s: %s is not a directory (a symbolic link or a file): move it away or choose another output", runDir, dir)
+	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return nil, fmt.Errorf("run directory %s already holds results: %w", runDir, ErrOutputExists)
 	}
 	if _, err := os.Stat(filepath.Join(runDir, RunInfoName)); err == nil {
 		return nil, fmt.Errorf("run directory %s already holds a run.json: %w", runDir, ErrOutputExists)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := MakeDir(dir); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}
 	return &ResultWriter{dir: dir, rotateRows: rotateRows}, nil

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // arrival is one request as the server saw it, in wall-clock nanoseconds
@@ -81,21 +83,20 @@ func serve(args []string) error {
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(shut)
-	f, err := os.Create(*out)
+	l.mu.Lock()
+	n := len(l.arrivals)
+	err = trace.WriteFileAtomic(*out, func(f io.Writer) error {
+		w := bufio.NewWriter(f)
+		fmt.Fprintln(w, "request_id,arrived_unix_ns,first_byte_unix_ns")
+		for _, a := range l.arrivals {
+			fmt.Fprintf(w, "%s,%d,%d\n", a.id, a.arrived, a.firstByte)
+		}
+		return w.Flush()
+	})
+	l.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "request_id,arrived_unix_ns,first_byte_unix_ns")
-	l.mu.Lock()
-	for _, a := range l.arrivals {
-		fmt.Fprintf(w, "%s,%d,%d\n", a.id, a.arrived, a.firstByte)
-	}
-	n := len(l.arrivals)
-	l.mu.Unlock()
-	if err := w.Flush(); err != nil {
-		return err
-	}
 	fmt.Fprintf(os.Stderr, "arrivallog: %d arrivals written to %s\n", n, *out)
-	return f.Close()
+	return nil
 }

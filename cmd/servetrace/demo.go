@@ -382,5 +382,10 @@ func prepareDemoDir(out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	return os.WriteFile(filepath.Join(out, demoMarker), []byte("written by servetrace demo; the next demo run replaces this directory\n"), 0o644)
+	f, err := trace.CreateFile(filepath.Join(out, demoMarker))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	_, err = f.WriteString("written by servetrace demo; the next demo run replaces this directory\n")
+	return errors.Join(err, f.Close())
 }

@@ -1,0 +1,67 @@
+package trace
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestCreateFileNeverWritesThroughWhatIsThere plants, where a file is to
+// be created, a link to a file, a dangling link and a file, and checks
+// that each is refused and left as it was; a fresh name is created 0644
+// less the umask.
+func TestCreateFileNeverWritesThroughWhatIsThere(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep"), 0o600)
+	plant := map[string]func(p string) error{
+		"link to a file":  func(p string) error { return os.Symlink(victim, p) },
+		"dangling link":   func(p string) error { return os.Symlink(filepath.Join(dir, "nowhere"), p) },
+		"a file is there": func(p string) error { return os.WriteFile(p, []byte("old"), 0o600) },
+	}
+	for name, put := range plant {
+		p := filepath.Join(dir, name)
+		if err := put(p); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := CreateFile(p); err == nil {
+			f.Close()
+			t.Errorf("%s: created", name)
+		} else if !errors.Is(err, fs.ErrExist) {
+			t.Errorf("%s: %v, want fs.ErrExist", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "nowhere")); err == nil {
+		t.Error("the dangling link's target was created")
+	}
+	f, err := CreateFile(filepath.Join(dir, "fresh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if st, _ := os.Stat(f.Name()); st.Mode().Perm() != filePerm() {
+		t.Errorf("mode %v, want %v", st.Mode().Perm(), filePerm())
+	}
+}
+
+func TestMakeDirRefusesALinkOrFile(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	os.Mkdir(other, 0o755)
+	os.Symlink(other, filepath.Join(dir, "link"))
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{{"link", false}, {"file", false}, {"other", true}, {"new/nested", true}} {
+		err := MakeDir(filepath.Join(dir, c.name))
+		if (err == nil) != c.ok {
+			t.Errorf("MakeDir(%s) = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}
