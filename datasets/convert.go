@@ -83,8 +83,8 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		}
 	}
 	if opts.ShardCount > 1 {
-		if opts.Shard < 0 || opts.Shard >= opts.ShardCount {
-			return nil, opterr.New("Shard", fmt.Sprintf("%d/%d", opts.Shard, opts.ShardCount), "want i/N with 0 <= i < N")
+		if opts.Shard < 0 || opts.Shard >= opts.ShardCount || opts.ShardCount > trace.MaxShards {
+			return nil, opterr.New("Shard", fmt.Sprintf("%d/%d", opts.Shard, opts.ShardCount), "want i/N with 0 <= i < N <= %d", trace.MaxShards)
 		}
 		if opts.MinTenantRequests > 1 || opts.DenseIDs {
 			return nil, opterr.New("Shard", fmt.Sprintf("%d/%d", opts.Shard, opts.ShardCount), "MinTenantRequests and DenseIDs need every input in one conversion; they do not combine with shards")

@@ -578,7 +578,9 @@ func ReadAll(ctx context.Context, dir string) ([]Request, *Manifest, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rows := make([]Request, 0, b.Manifest.Rows)
+	// The manifest's count only presizes, within reason: the rows read are
+	// what counts.
+	rows := make([]Request, 0, min(max(b.Manifest.Rows, 0), 1<<20))
 	err = b.Scan(ctx, func(r *Request) error {
 		rows = append(rows, *r)
 		return nil

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -63,5 +64,32 @@ func TestMakeDirRefusesALinkOrFile(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("MakeDir(%s) = %v, want ok %v", c.name, err, c.ok)
 		}
+	}
+}
+
+// TestLockRefusesWhatIsNotAFile plants a named pipe and a link where an
+// output's lock goes: each is refused, nothing blocks, and the link's
+// target keeps its text.
+func TestLockRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	lock := filepath.Join(dir, ".out.writer.lock")
+	if err := syscall.Mkfifo(lock, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := lockOutput(out, "writer"); err == nil {
+		l.release()
+		t.Error("a named pipe was taken as the lock")
+	}
+	os.Remove(lock)
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	os.Symlink(victim, lock)
+	if l, err := lockOutput(out, "writer"); err == nil {
+		l.release()
+		t.Error("a link was followed to take the lock")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
 	}
 }

@@ -15,6 +15,11 @@ import (
 
 var shardManifestRE = regexp.MustCompile(`^_manifest\.shard-(\d+)-of-(\d+)\.json$`)
 
+// MaxShards bounds the shards a conversion is split into: a merge reads
+// the count from the shard manifests' names, and a planted name must not
+// set it to billions.
+const MaxShards = 4096
+
 // MergeShards joins the manifests that N converting shards wrote into dir
 // (and their rejects) into one _manifest.json, after checking that every
 // shard 0..N-1 finished and that they agree on how ids and blocks were made.
@@ -41,8 +46,11 @@ func MergeShards(dir string) (*Manifest, error) {
 		if m == nil {
 			continue
 		}
-		i, _ := strconv.Atoi(m[1])
-		n, _ := strconv.Atoi(m[2])
+		i, ierr := strconv.Atoi(m[1])
+		n, nerr := strconv.Atoi(m[2])
+		if ierr != nil || nerr != nil || n < 1 || n > MaxShards || i >= n {
+			return nil, fmt.Errorf("merge shards: %s in %s names shard %s of %s: want I-of-N with 0 <= I < N <= %d; move the file away if servetrace did not write it", e.Name(), dir, m[1], m[2], MaxShards)
+		}
 		if total >= 0 && n != total {
 			return nil, fmt.Errorf("merge shards: %s says %d shards, another manifest %d: two conversions share %s", e.Name(), n, total, dir)
 		}

@@ -105,8 +105,15 @@ func lockOutput(dir, name string) (*outputLock, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", dir, err)
 		}
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %s is not a regular file: move it away", dir, path)
+		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			holder, _ := os.ReadFile(path)
+			// The holder's pid, from the file already open: a bounded read.
+			var pid [32]byte
+			n, _ := f.ReadAt(pid[:], 0)
+			holder := pid[:n]
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
 				return nil, fmt.Errorf("output %s: %w (pid %s, lock %s); wait for it to finish or choose another output", dir, ErrOutputLocked, strings.TrimSpace(string(holder)), path)
