@@ -7,15 +7,17 @@ import (
 	"sort"
 	"sync"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-
 	"github.com/servetrace/servetrace/internal/traceid"
 	"github.com/servetrace/servetrace/trace"
 )
 
 // Counts says what became of the spans a collector was given.
 type Counts = trace.SpanCounts
+
+// MaxKeptFileBytes bounds what a collector writes of the spans it keeps
+// (WriteKept): past it, a kept span still gives its phases but is not
+// written, and is counted (Unwritten).
+const MaxKeptFileBytes = 256 << 20
 
 // Collector keeps the request spans of one run: those whose trace id
 // starts with the run's half (traceid.Run), at most one per trace id and
@@ -26,12 +28,15 @@ type Collector struct {
 	run   [8]byte
 	limit int
 
-	mu      sync.Mutex
-	sink    io.Writer // the kept spans as OTLP/JSON lines; nil: not written
-	sinkErr error     // the sink's first write error
-	kept    map[traceid.ID]trace.ServerPhases
-	counts  Counts
-	changed chan struct{} // closed and replaced when a span is kept
+	mu        sync.Mutex
+	sink      io.Writer // the kept spans as OTLP/JSON lines; nil: not written
+	sinkErr   error     // the sink's first write error
+	written   int64     // bytes written to sink
+	unwritten int64     // kept spans not written: MaxKeptFileBytes reached
+	dropped   int64     // attributes, events and links of kept spans not kept
+	kept      map[traceid.ID]trace.ServerPhases
+	counts    Counts
+	changed   chan struct{} // closed and replaced when a span is kept
 }
 
 // NewCollector returns a collector of run runID's spans, holding at most
@@ -42,9 +47,9 @@ func NewCollector(runID string, limit int) *Collector {
 }
 
 // WriteKept makes the collector write every span it keeps to w, an
-// OTLP/JSON line per export (the kept spans only, under their resource
-// and scope), as the collector's file exporter writes them, so the spans
-// themselves stay with the run. Writes happen under the collector's lock.
+// OTLP/JSON line each (keptLine), as the collector's file exporter writes
+// exports, up to MaxKeptFileBytes. Writes happen under the collector's
+// lock.
 func (c *Collector) WriteKept(w io.Writer) {
 	c.mu.Lock()
 	c.sink = w
@@ -58,88 +63,92 @@ func (c *Collector) Err() error {
 	return c.sinkErr
 }
 
-// SetLimit changes how many spans the collector may hold (the requests
-// a run sent, once known).
-func (c *Collector) SetLimit(limit int) {
+// Unwritten returns how many kept spans were not written because the
+// kept spans' file reached MaxKeptFileBytes.
+func (c *Collector) Unwritten() int64 {
 	c.mu.Lock()
-	c.limit = max(limit, 1)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	return c.unwritten
 }
 
-// Add takes the spans of one OTLP export.
-func (c *Collector) Add(req *coltracepb.ExportTraceServiceRequest) {
+// Dropped returns how many attributes, events and links of the kept
+// spans were not kept (nor written): only llm_request's own attributes
+// are.
+func (c *Collector) Dropped() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
+
+// addProto takes the spans of one protobuf export; addJSON of one
+// OTLP/JSON export. An export that does not parse is an error, its spans
+// before the fault taken.
+func (c *Collector) addProto(b []byte) error { return c.add(b, walkProto) }
+func (c *Collector) addJSON(b []byte) error  { return c.add(b, walkJSON) }
+
+// add walks one export's spans, judging each as it is read.
+func (c *Collector) add(b []byte, walk func([]byte, func(*spanRecord)) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	before := c.counts.Kept
-	var keptMsg coltracepb.ExportTraceServiceRequest
-	for _, rs := range req.GetResourceSpans() {
-		var keptRS *tracepb.ResourceSpans
-		for _, ss := range rs.GetScopeSpans() {
-			var keptSS *tracepb.ScopeSpans
-			for _, sp := range ss.GetSpans() {
-				if !c.keep(sp) {
-					continue
-				}
-				if c.sink == nil {
-					continue
-				}
-				if keptSS == nil {
-					keptSS = &tracepb.ScopeSpans{Scope: ss.GetScope(), SchemaUrl: ss.GetSchemaUrl()}
-					if keptRS == nil {
-						keptRS = &tracepb.ResourceSpans{Resource: rs.GetResource(), SchemaUrl: rs.GetSchemaUrl()}
-						keptMsg.ResourceSpans = append(keptMsg.ResourceSpans, keptRS)
-					}
-					keptRS.ScopeSpans = append(keptRS.ScopeSpans, keptSS)
-				}
-				keptSS.Spans = append(keptSS.Spans, sp)
-			}
-		}
+	err := walk(b, c.keep)
+	if c.counts.Kept != before {
+		close(c.changed)
+		c.changed = make(chan struct{})
 	}
-	if c.counts.Kept == before {
-		return
-	}
-	if c.sink != nil && c.sinkErr == nil {
-		line, err := marshalJSON(&keptMsg)
-		if err == nil {
-			_, err = c.sink.Write(line)
-		}
-		c.sinkErr = err
-	}
-	close(c.changed)
-	c.changed = make(chan struct{})
+	return err
 }
 
 // keep counts one span and keeps its phases if it is a request span of
-// the run, valid, not a second one for its request, and within the limit.
-// c.mu is held.
-func (c *Collector) keep(sp *tracepb.Span) bool {
+// the run, valid, not a second one for its request, and
+// within the limit. c.mu is held.
+func (c *Collector) keep(rec *spanRecord) {
 	c.counts.Spans++
-	if !isRequestSpan(sp) {
+	if !rec.isRequestSpan() {
 		c.counts.NotRequests++
-		return false
+		return
 	}
-	raw := sp.GetTraceId()
+	raw := rec.traceID.bytes()
 	if len(raw) != 16 || [8]byte(raw[:8]) != c.run {
 		c.counts.OtherRuns++
-		return false
+		return
 	}
 	id := traceid.ID(raw)
 	if _, dup := c.kept[id]; dup {
 		c.counts.Duplicates++
-		return false
+		return
 	}
-	p, bad := phasesOf(sp, hex.EncodeToString(raw))
+	p, bad := rec.phases(hex.EncodeToString(raw))
 	if bad != "" {
 		c.counts.Invalid[clipKey(bad)]++
-		return false
+		return
 	}
 	if len(c.kept) >= c.limit {
 		c.counts.OverLimit++
-		return false
+		return
 	}
 	c.kept[id] = p
 	c.counts.Kept++
-	return true
+	c.dropped += rec.dropped
+	c.write(rec)
+}
+
+// write writes a kept span to the sink, if any, within MaxKeptFileBytes.
+// c.mu is held.
+func (c *Collector) write(rec *spanRecord) {
+	if c.sink == nil || c.sinkErr != nil {
+		return
+	}
+	line, err := keptLine(rec)
+	if err == nil && c.written+int64(len(line)) > MaxKeptFileBytes {
+		c.unwritten++
+		return
+	}
+	if err == nil {
+		_, err = c.sink.Write(line)
+	}
+	c.written += int64(len(line))
+	c.sinkErr = err
 }
 
 // clipKey bounds a reason kept as a map key, so reasons cannot grow the

@@ -9,8 +9,6 @@ import (
 	"io"
 	"strings"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-
 	"github.com/servetrace/servetrace/internal/regfile"
 )
 
@@ -36,7 +34,7 @@ func ReadFile(path string, c *Collector) error {
 		if len(b) == 0 {
 			continue
 		}
-		if err := addJSON(b, c); err != nil {
+		if err := c.addJSON(b); err != nil {
 			if exports == 0 {
 				return readDocument(path, c)
 			}
@@ -67,7 +65,7 @@ func readDocument(path string, c *Collector) error {
 	if len(b) > MaxMessageBytes {
 		return fmt.Errorf("read spans %s: line 1 is not a whole export, and the file is over %d MiB, the most one export may hold: write one export per line", path, MaxMessageBytes>>20)
 	}
-	if err := addJSON(b, c); err != nil {
+	if err := c.addJSON(b); err != nil {
 		return fmt.Errorf("read spans %s: not an OTLP/JSON trace export ({\"resourceSpans\": [...]}, one per line as the collector's file exporter writes): %v", path, err)
 	}
 	return nil
@@ -89,14 +87,4 @@ func openSpans(path string) (io.Reader, func(), error) {
 		src = zr
 	}
 	return src, func() { f.Close() }, nil
-}
-
-// addJSON gives c one OTLP/JSON export.
-func addJSON(b []byte, c *Collector) error {
-	var msg coltracepb.ExportTraceServiceRequest
-	if err := unmarshalJSON(b, &msg); err != nil {
-		return err
-	}
-	c.Add(&msg)
-	return nil
 }

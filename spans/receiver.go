@@ -12,10 +12,7 @@ import (
 	"strings"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 // MaxMessageBytes bounds one OTLP export, compressed and inflated alike:
@@ -24,16 +21,26 @@ import (
 // held.
 const MaxMessageBytes = 16 << 20
 
+// The receiver's bound on what exporters can make it hold: maxExports
+// exports are read and decoded at once, each within MaxMessageBytes, and
+// one more is answered busy (429, ResourceExhausted with a retry delay
+// of retryAfter), which the OTLP exporters retry.
+const (
+	maxExports = 2
+	retryAfter = time.Second
+)
+
 // Receiver is an OTLP trace receiver on one address: gRPC (the
 // collector's TraceService, over HTTP/2 without TLS) and HTTP POST
 // /v1/traces with protobuf or JSON bodies, plain or gzip, as the
 // OpenTelemetry exporters send them. What it receives goes to its
 // Collector.
 type Receiver struct {
-	ln   net.Listener
-	srv  *http.Server
-	grpc *grpc.Server
-	c    *Collector
+	ln      net.Listener
+	srv     *http.Server
+	grpc    *grpc.Server
+	c       *Collector
+	exports chan struct{} // a slot per export being read and decoded
 }
 
 // Listen starts a receiver for c on addr ("host:port"; a missing host is
@@ -51,8 +58,9 @@ func Listen(addr string, c *Collector) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("span receiver: %w", err)
 	}
-	r := &Receiver{ln: ln, c: c, grpc: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))}
-	coltracepb.RegisterTraceServiceServer(r.grpc, traceService{c: c})
+	r := &Receiver{ln: ln, c: c, exports: make(chan struct{}, maxExports),
+		grpc: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.ForceServerCodecV2(rawCodec{}))}
+	r.grpc.RegisterService(&traceServiceDesc, r)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS: h2c with prior knowledge
@@ -81,20 +89,42 @@ func (r *Receiver) Close() error {
 // closeGrace bounds how long Close waits for exports in progress.
 const closeGrace = 2 * time.Second
 
-// ServeHTTP routes gRPC to the gRPC server and serves OTLP/HTTP.
+// ServeHTTP serves gRPC and OTLP/HTTP, an export at a time per slot:
+// with every slot taken, the export is refused as busy before its body
+// is read.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.ProtoMajor == 2 && strings.HasPrefix(req.Header.Get("Content-Type"), "application/grpc") {
-		r.grpc.ServeHTTP(w, req)
-		return
-	}
-	if req.URL.Path != "/v1/traces" {
+	isGRPC := req.ProtoMajor == 2 && strings.HasPrefix(req.Header.Get("Content-Type"), "application/grpc")
+	if !isGRPC && req.URL.Path != "/v1/traces" {
 		http.Error(w, "servetrace receives OTLP traces at /v1/traces", http.StatusNotFound)
 		return
 	}
-	if req.Method != http.MethodPost {
+	if !isGRPC && req.Method != http.MethodPost {
 		http.Error(w, "POST an OTLP export", http.StatusMethodNotAllowed)
 		return
 	}
+	select {
+	case r.exports <- struct{}{}:
+		defer func() { <-r.exports }()
+	default:
+		if isGRPC {
+			grpcBusy(w)
+		} else {
+			// Closing the connection spares reading the body to keep it.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", fmt.Sprint(int(retryAfter/time.Second)))
+			http.Error(w, "busy with other exports: retry", http.StatusTooManyRequests)
+		}
+		return
+	}
+	if isGRPC {
+		r.grpc.ServeHTTP(w, req)
+		return
+	}
+	r.serveHTTPExport(w, req)
+}
+
+// serveHTTPExport takes one OTLP/HTTP export.
+func (r *Receiver) serveHTTPExport(w http.ResponseWriter, req *http.Request) {
 	body, err := readBody(w, req)
 	if err != nil {
 		status := http.StatusBadRequest
@@ -104,28 +134,24 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	var msg coltracepb.ExportTraceServiceRequest
-	ct := req.Header.Get("Content-Type")
-	isJSON := strings.HasPrefix(ct, "application/json")
+	isJSON := strings.HasPrefix(req.Header.Get("Content-Type"), "application/json")
 	if isJSON {
-		err = unmarshalJSON(body, &msg)
+		err = r.c.addJSON(body)
 	} else {
-		err = proto.Unmarshal(body, &msg)
+		err = r.c.addProto(body)
 	}
 	if err != nil {
 		http.Error(w, "not an OTLP trace export: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	r.c.Add(&msg)
-	var out []byte
+	// ExportTraceServiceResponse, empty: {} in JSON, no bytes in protobuf.
 	if isJSON {
 		w.Header().Set("Content-Type", "application/json")
-		out, _ = protojson.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	} else {
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		out, _ = proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Write([]byte("{}"))
+		return
 	}
-	w.Write(out)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.WriteHeader(http.StatusOK)
 }
 
 var errTooLarge = fmt.Errorf("an OTLP export over %d MiB", MaxMessageBytes>>20)
@@ -146,6 +172,9 @@ func readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("content encoding %q: send gzip or none", enc)
 	}
 	var buf bytes.Buffer
+	if req.ContentLength > 0 && req.ContentLength <= MaxMessageBytes {
+		buf.Grow(int(req.ContentLength))
+	}
 	n, err := io.Copy(&buf, io.LimitReader(src, MaxMessageBytes+1))
 	var maxErr *http.MaxBytesError
 	switch {
@@ -155,16 +184,4 @@ func readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("read body: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// traceService is the gRPC TraceService.
-type traceService struct {
-	coltracepb.UnimplementedTraceServiceServer
-	c *Collector
-}
-
-// Export takes one export.
-func (s traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	s.c.Add(req)
-	return &coltracepb.ExportTraceServiceResponse{}, nil
 }

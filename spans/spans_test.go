@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/servetrace/servetrace/internal/llmspan"
@@ -115,11 +118,7 @@ func TestReceiverTakesEveryProtocol(t *testing.T) {
 	}
 	pb, _ := proto.Marshal(export("run", "protobuf"))
 	post(pb, "application/x-protobuf", "")
-	js, err := marshalJSON(export("run", "json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	post(js, "application/json", "")
+	post(otlpJSON(t, export("run", "json")), "application/json", "")
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	pb2, _ := proto.Marshal(export("run", "gzip"))
@@ -207,7 +206,7 @@ func TestReceiverRefusesOversize(t *testing.T) {
 // held, and Listen without a host listens on loopback only.
 func TestCollectorHoldsAtMostLimit(t *testing.T) {
 	c := NewCollector("run", 2)
-	c.Add(export("run", "a", "b", "c"))
+	add(t, c, export("run", "a", "b", "c"))
 	if n, over := len(c.Phases()), c.Counts().OverLimit; n != 2 || over != 1 {
 		t.Errorf("held %d, over the limit %d; want 2 and 1", n, over)
 	}
@@ -229,7 +228,7 @@ func TestWriteKeptIsOTLPJSON(t *testing.T) {
 	c.WriteKept(&out)
 	msg := export("run", "a")
 	msg.ResourceSpans[0].ScopeSpans[0].Spans = append(msg.ResourceSpans[0].ScopeSpans[0].Spans, export("other-run", "b").ResourceSpans[0].ScopeSpans[0].Spans...)
-	c.Add(msg)
+	add(t, c, msg)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 1 {
 		t.Fatalf("%d lines written, want 1:\n%s", len(lines), out.String())
@@ -252,7 +251,7 @@ func TestWriteKeptIsOTLPJSON(t *testing.T) {
 		t.Errorf("written spans %+v, want run's request a only, its id in hex", sp)
 	}
 	again := NewCollector("run", 10)
-	if err := addJSON([]byte(lines[0]), again); err != nil || again.Counts().Kept != 1 {
+	if err := again.addJSON([]byte(lines[0])); err != nil || again.Counts().Kept != 1 {
 		t.Errorf("the written line reads back as %+v (%v)", again.Counts(), err)
 	}
 }
@@ -262,9 +261,7 @@ func TestWriteKeptIsOTLPJSON(t *testing.T) {
 // is not an export, naming its line.
 func TestJoinFiles(t *testing.T) {
 	dir := t.TempDir()
-	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), trace.RunInfo{SchemaVersion: 1, RunID: "run-fixture", Scheduled: 3}); err != nil {
-		t.Fatal(err)
-	}
+	writeRun(t, dir, "run-fixture", []string{"req-1", "req-2", "req-3"}, []string{"req-4"})
 	counts, err := JoinFiles(dir, []string{"testdata/vllm-llm-request.jsonl"}, false)
 	if err != nil || counts.Kept != 2 {
 		t.Fatalf("join: %+v, %v; want 2 kept", counts, err)
@@ -281,5 +278,85 @@ func TestJoinFiles(t *testing.T) {
 	os.WriteFile(bad, append(good, []byte("{\"resourceSpans\": 7}\n")...), 0o644)
 	if _, err := JoinFiles(dir, []string{bad}, true); err == nil || !strings.Contains(err.Error(), "bad.jsonl:3") {
 		t.Errorf("a bad third line: %v, want an error naming bad.jsonl:3", err)
+	}
+}
+
+// add gives c one export, as the receiver takes it off the wire.
+func add(t *testing.T, c *Collector, msg *coltracepb.ExportTraceServiceRequest) {
+	t.Helper()
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.addProto(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// otlpJSON writes msg in OTLP/JSON: protojson's encoding with the ids
+// turned from its base64 to hex, as opentelemetry-proto specifies.
+func otlpJSON(t *testing.T, msg *coltracepb.ExportTraceServiceRequest) []byte {
+	t.Helper()
+	b, err := protojson.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	var toHex func(v any)
+	toHex = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && (k == "traceId" || k == "spanId" || k == "parentSpanId") {
+					raw, _ := base64.StdEncoding.DecodeString(s)
+					x[k] = hex.EncodeToString(raw)
+					continue
+				}
+				toHex(e)
+			}
+		case []any:
+			for _, e := range x {
+				toHex(e)
+			}
+		}
+	}
+	toHex(v)
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// writeRun writes a run dir of run runID whose results hold the requests
+// sent and, never sent, notSent.
+func writeRun(t *testing.T, dir, runID string, sent, notSent []string) {
+	t.Helper()
+	w, err := trace.NewResultWriter(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i, id := range append(append([]string{}, sent...), notSent...) {
+		res := trace.Result{RunID: runID, ScheduledNs: int64(i), Outcome: trace.OutcomeOK}
+		res.RequestID = id
+		if i < len(sent) {
+			res.SentNs = trace.Ptr(int64(i))
+		} else {
+			res.Outcome = trace.OutcomeNotSent
+		}
+		if err := w.Write(res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	info := trace.RunInfo{SchemaVersion: 1, RunID: runID, Scheduled: int64(len(sent) + len(notSent)), Parts: w.Parts(), Complete: true}
+	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), info); err != nil {
+		t.Fatal(err)
 	}
 }
