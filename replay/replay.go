@@ -48,6 +48,7 @@ type Runner struct {
 	clock        func() int64
 	stats        liveStats
 	self         *selfMetrics // nil unless ServeMetrics is set
+	spans        *spanRun     // nil unless CollectSpans is set
 	// scrub removes secrets (the API key, header values, URL credentials)
 	// from whatever server-provided or user-provided text is written.
 	scrub *scrub.Scrubber
@@ -193,6 +194,7 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	if err != nil {
 		return nil, err
 	}
+	r.spans = spanRun
 	info = r.newRunInfo(ctx, workloadDir, m, timeToReady, counter.Name())
 	info.Scheduled = check.planned // what the check counted; the run's own count replaces it
 	if r.opts.WaitIdle > 0 {

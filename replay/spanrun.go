@@ -49,6 +49,14 @@ func (r *Runner) startSpans(runDir string, planned int64) (*spanRun, error) {
 	return &spanRun{c: c, recv: recv, f: f}, nil
 }
 
+// expect names a request the run sends, whose span the receiver may
+// keep: a span of a request the run did not send is made up.
+func (s *spanRun) expect(requestID string) {
+	if s != nil {
+		s.c.Expect(requestID)
+	}
+}
+
 // finish waits up to wait for the spans of the run's ok requests
 // (engines export in batches, seconds after a request ends; not at all
 // once ctx is done), stops the receiver, writes the phases and records
@@ -78,6 +86,15 @@ func (s *spanRun) finish(ctx context.Context, runDir string, info *trace.RunInfo
 	}
 	if counts.OtherRuns > 0 {
 		note(fmt.Sprintf("%d request spans of other traffic or another run were counted and dropped", counts.OtherRuns))
+	}
+	if counts.UnknownRequests > 0 {
+		note(fmt.Sprintf("%d request spans under this run's trace ids named no request it sent (made up) and were dropped", counts.UnknownRequests))
+	}
+	if n := s.c.Dropped(); n > 0 {
+		note(fmt.Sprintf("%s keeps only llm_request's own attributes: %d other attributes, events and links of the kept spans (prompt or answer text among them, if the server sent any), and every span's resource and scope, were not kept", SpansName, n))
+	}
+	if n := s.c.Unwritten(); n > 0 {
+		note(fmt.Sprintf("%s reached its bound of %d MiB: %d kept spans were not written to it (their phases were)", SpansName, spans.MaxKeptFileBytes>>20, n))
 	}
 	if len(counts.Invalid) > 0 {
 		note(fmt.Sprintf("request spans with a phase out of bounds were dropped: %v", counts.Invalid))

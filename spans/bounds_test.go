@@ -156,6 +156,7 @@ func TestLongReceiverDecodeIsBounded(t *testing.T) {
 // the OTLP exporters retry. The held exports, once whole, are taken.
 func TestReceiverRefusesWhenBusy(t *testing.T) {
 	c := NewCollector("run", 100)
+	c.Expect("a")
 	r, err := Listen("127.0.0.1:0", c)
 	if err != nil {
 		t.Fatal(err)

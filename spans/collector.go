@@ -19,19 +19,27 @@ type Counts = trace.SpanCounts
 // written, and is counted (Unwritten).
 const MaxKeptFileBytes = 256 << 20
 
-// Collector keeps the request spans of one run: those whose trace id
-// starts with the run's half (traceid.Run), at most one per trace id and
+// Collector keeps the request spans of one run: those whose trace id is
+// the id of a request the run sent (Expect), at most one per request and
 // at most limit in all, so what it holds is bounded by the requests the
-// run sent whatever a server or an attacker exports to it. It is safe for
-// concurrent use.
+// run sent whatever a server or an attacker exports to it: the run's half
+// of the trace id is in every request it sends, but a request's half
+// cannot be made up. It is safe for concurrent use.
 type Collector struct {
+	runID string
 	run   [8]byte
 	limit int
+
+	// expected holds the request halves of the trace ids of the requests
+	// the run sent, under its own lock: the run adds to it as it sends.
+	expMu    sync.Mutex
+	expected map[[8]byte]struct{}
 
 	mu        sync.Mutex
 	sink      io.Writer // the kept spans as OTLP/JSON lines; nil: not written
 	sinkErr   error     // the sink's first write error
 	written   int64     // bytes written to sink
+	maxWrite  int64     // MaxKeptFileBytes; tests lower it
 	unwritten int64     // kept spans not written: MaxKeptFileBytes reached
 	dropped   int64     // attributes, events and links of kept spans not kept
 	kept      map[traceid.ID]trace.ServerPhases
@@ -40,10 +48,31 @@ type Collector struct {
 }
 
 // NewCollector returns a collector of run runID's spans, holding at most
-// limit (at least 1).
+// limit (at least 1). It keeps no span until the requests they belong to
+// are named (Expect).
 func NewCollector(runID string, limit int) *Collector {
-	return &Collector{run: traceid.Run(runID), limit: max(limit, 1), kept: map[traceid.ID]trace.ServerPhases{},
-		changed: make(chan struct{}), counts: Counts{Invalid: map[string]int64{}}}
+	return &Collector{runID: runID, run: traceid.Run(runID), limit: max(limit, 1), kept: map[traceid.ID]trace.ServerPhases{},
+		expected: map[[8]byte]struct{}{}, maxWrite: MaxKeptFileBytes, changed: make(chan struct{}), counts: Counts{Invalid: map[string]int64{}}}
+}
+
+// Expect names a request the run sent (its workload id, as its
+// traceparent names it): its span may be kept. At most limit requests are
+// held.
+func (c *Collector) Expect(requestID string) {
+	id := traceid.For(c.runID, requestID)
+	c.expMu.Lock()
+	if len(c.expected) < c.limit {
+		c.expected[[8]byte(id[8:])] = struct{}{}
+	}
+	c.expMu.Unlock()
+}
+
+// expects reports whether id names a request the run sent.
+func (c *Collector) expects(id traceid.ID) bool {
+	c.expMu.Lock()
+	_, ok := c.expected[[8]byte(id[8:])]
+	c.expMu.Unlock()
+	return ok
 }
 
 // WriteKept makes the collector write every span it keeps to w, an
@@ -99,8 +128,8 @@ func (c *Collector) add(b []byte, walk func([]byte, func(*spanRecord)) error) er
 	return err
 }
 
-// keep counts one span and keeps its phases if it is a request span of
-// the run, valid, not a second one for its request, and
+// keep counts one span and keeps its phases if it is a request span of a
+// request the run sent, valid, not a second one for its request, and
 // within the limit. c.mu is held.
 func (c *Collector) keep(rec *spanRecord) {
 	c.counts.Spans++
@@ -114,6 +143,10 @@ func (c *Collector) keep(rec *spanRecord) {
 		return
 	}
 	id := traceid.ID(raw)
+	if !c.expects(id) {
+		c.counts.UnknownRequests++
+		return
+	}
 	if _, dup := c.kept[id]; dup {
 		c.counts.Duplicates++
 		return
@@ -140,7 +173,7 @@ func (c *Collector) write(rec *spanRecord) {
 		return
 	}
 	line, err := keptLine(rec)
-	if err == nil && c.written+int64(len(line)) > MaxKeptFileBytes {
+	if err == nil && c.written+int64(len(line)) > c.maxWrite {
 		c.unwritten++
 		return
 	}
