@@ -243,3 +243,33 @@ func TestReceiverRefusesWhenBusy(t *testing.T) {
 		t.Errorf("listening on %s", r.Addr())
 	}
 }
+
+// TestReceiverCutsHalfSentRequests: a connection that sends part of its
+// headers, or its headers and part of its body, and then nothing, is cut
+// once the header or read timeout has passed, so it cannot hold a
+// connection, and a descriptor, for good.
+func TestReceiverCutsHalfSentRequests(t *testing.T) {
+	defer func(h, r time.Duration) { headerTimeout, readTimeout = h, r }(headerTimeout, readTimeout)
+	headerTimeout, readTimeout = 200*time.Millisecond, 300*time.Millisecond
+	r, err := Listen("127.0.0.1:0", NewCollector("run", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, half := range []string{
+		"POST /v1/traces HTTP/1.1\r\nHost: spans\r\n",
+		"POST /v1/traces HTTP/1.1\r\nHost: spans\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n\x0a",
+	} {
+		conn, err := net.Dial("tcp", r.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte(half))
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second)) // a hang, not a timing
+		_, err = io.Copy(io.Discard, conn)
+		conn.Close()
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("%q: the receiver held the connection for 20 s", half)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 )
 
@@ -21,13 +22,27 @@ import (
 // held.
 const MaxMessageBytes = 16 << 20
 
-// The receiver's bound on what exporters can make it hold: maxExports
-// exports are read and decoded at once, each within MaxMessageBytes, and
-// one more is answered busy (429, ResourceExhausted with a retry delay
-// of retryAfter), which the OTLP exporters retry.
+// The receiver's bounds on what exporters, or anyone reaching its port,
+// can make it hold. maxConns connections are served at once (more wait
+// in the kernel's queue, holding none of the process's descriptors);
+// maxExports exports are read and decoded at once, each within
+// MaxMessageBytes, and one more is answered busy (429, ResourceExhausted
+// with a retry delay), which the OTLP exporters retry; a connection must
+// send its headers within headerTimeout and a whole export within
+// readTimeout, and an idle one is closed after idleTimeout.
 const (
-	maxExports = 2
-	retryAfter = time.Second
+	maxConns    = 64
+	maxExports  = 2
+	maxStreams  = 16 // HTTP/2 streams a connection may have open
+	idleTimeout = 60 * time.Second
+	retryAfter  = time.Second
+)
+
+// headerTimeout and readTimeout are variables so that a test can wait
+// them out.
+var (
+	headerTimeout = 10 * time.Second
+	readTimeout   = 30 * time.Second
 )
 
 // Receiver is an OTLP trace receiver on one address: gRPC (the
@@ -64,8 +79,10 @@ func Listen(addr string, c *Collector) (*Receiver, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS: h2c with prior knowledge
-	r.srv = &http.Server{Handler: r, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
-	go r.srv.Serve(ln)
+	r.srv = &http.Server{Handler: r, Protocols: &protocols, ReadHeaderTimeout: headerTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: readTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams}}
+	go r.srv.Serve(netutil.LimitListener(ln, maxConns))
 	return r, nil
 }
 
