@@ -3,11 +3,14 @@ package spans
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -270,6 +273,32 @@ func TestReceiverCutsHalfSentRequests(t *testing.T) {
 		conn.Close()
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			t.Errorf("%q: the receiver held the connection for 20 s", half)
+		}
+	}
+}
+
+// TestReadFileBoundsEmptyExports: a gzip file of four million blank
+// lines (12 MB inflated from 12 KB) is refused as a compression bomb
+// before it is read through, and a plain file of 100,000 empty exports
+// ("{}") at the first past the bound on exports without a span, which a
+// collector never writes; each error names the file.
+func TestReadFileBoundsEmptyExports(t *testing.T) {
+	dir := t.TempDir()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(bytes.Repeat([]byte("  \n"), 4_000_000))
+	zw.Close()
+	bomb := filepath.Join(dir, "blank.jsonl.gz")
+	os.WriteFile(bomb, gz.Bytes(), 0o644)
+	plain := filepath.Join(dir, "empty.jsonl")
+	os.WriteFile(plain, bytes.Repeat([]byte("{}\n"), 100_000), 0o644)
+	for _, c := range []struct{ path, want string }{
+		{bomb, "blank.jsonl.gz inflates more than 256-fold"},
+		{plain, fmt.Sprintf("empty.jsonl:%d: more than %d exports without a span", maxEmptyExports+1, maxEmptyExports)},
+	} {
+		err := ReadFile(c.path, NewCollector("run", 1))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", filepath.Base(c.path), err, c.want)
 		}
 	}
 }

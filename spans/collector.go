@@ -110,22 +110,22 @@ func (c *Collector) Dropped() int64 {
 }
 
 // addProto takes the spans of one protobuf export; addJSON of one
-// OTLP/JSON export. An export that does not parse is an error, its spans
-// before the fault taken.
-func (c *Collector) addProto(b []byte) error { return c.add(b, walkProto) }
-func (c *Collector) addJSON(b []byte) error  { return c.add(b, walkJSON) }
+// OTLP/JSON export. Each returns how many spans the export held; one
+// that does not parse is an error, its spans before the fault taken.
+func (c *Collector) addProto(b []byte) (int64, error) { return c.add(b, walkProto) }
+func (c *Collector) addJSON(b []byte) (int64, error)  { return c.add(b, walkJSON) }
 
 // add walks one export's spans, judging each as it is read.
-func (c *Collector) add(b []byte, walk func([]byte, func(*spanRecord)) error) error {
+func (c *Collector) add(b []byte, walk func([]byte, func(*spanRecord)) error) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	before := c.counts.Kept
+	kept, spans := c.counts.Kept, c.counts.Spans
 	err := walk(b, c.keep)
-	if c.counts.Kept != before {
+	if c.counts.Kept != kept {
 		close(c.changed)
 		c.changed = make(chan struct{})
 	}
-	return err
+	return c.counts.Spans - spans, err
 }
 
 // keep counts one span and keeps its phases if it is a request span of a

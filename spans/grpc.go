@@ -29,7 +29,7 @@ var traceServiceDesc = grpc.ServiceDesc{
 		if err := dec(&msg); err != nil {
 			return nil, err
 		}
-		if err := srv.(*Receiver).c.addProto(msg); err != nil {
+		if _, err := srv.(*Receiver).c.addProto(msg); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "not an OTLP trace export: %v", err)
 		}
 		return rawMessage(nil), nil // ExportTraceServiceResponse, empty

@@ -153,9 +153,9 @@ func (r *Receiver) serveHTTPExport(w http.ResponseWriter, req *http.Request) {
 	}
 	isJSON := strings.HasPrefix(req.Header.Get("Content-Type"), "application/json")
 	if isJSON {
-		err = r.c.addJSON(body)
+		_, err = r.c.addJSON(body)
 	} else {
-		err = r.c.addProto(body)
+		_, err = r.c.addProto(body)
 	}
 	if err != nil {
 		http.Error(w, "not an OTLP trace export: "+err.Error(), http.StatusBadRequest)

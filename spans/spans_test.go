@@ -264,7 +264,7 @@ func TestWriteKeptIsOTLPJSON(t *testing.T) {
 	}
 	again := NewCollector("run", 10)
 	again.Expect("a")
-	if err := again.addJSON([]byte(lines[0])); err != nil || again.Counts().Kept != 1 {
+	if _, err := again.addJSON([]byte(lines[0])); err != nil || again.Counts().Kept != 1 {
 		t.Errorf("the written line reads back as %+v (%v)", again.Counts(), err)
 	}
 }
@@ -304,7 +304,7 @@ func add(t *testing.T, c *Collector, msg *coltracepb.ExportTraceServiceRequest) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.addProto(b); err != nil {
+	if _, err := c.addProto(b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -400,7 +400,7 @@ func TestCollectorKeepsOnlySentRequests(t *testing.T) {
 			}
 			msg.ResourceSpans[0].Resource = &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "PROMPT TEXT"}}}}}
 			if enc == "json" {
-				if err := c.addJSON(otlpJSON(t, msg)); err != nil {
+				if _, err := c.addJSON(otlpJSON(t, msg)); err != nil {
 					t.Fatal(err)
 				}
 			} else {
