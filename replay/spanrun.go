@@ -37,7 +37,7 @@ func (r *Runner) startSpans(runDir string, planned int64) (*spanRun, error) {
 	}
 	c := spans.NewCollector(r.opts.RunID, int(min(max(planned, 1), 1<<30)))
 	c.WriteKept(f)
-	recv, err := spans.Listen(r.opts.CollectSpans, c)
+	recv, err := spans.Listen(r.opts.CollectSpans, c, r.opts.AllowRemoteSpans)
 	if err != nil {
 		f.Close()
 		os.Remove(f.Name())

@@ -86,7 +86,7 @@ func postExport(addr, contentType string, body io.Reader) (*http.Response, error
 func TestLongReceiverDecodeIsBounded(t *testing.T) {
 	memcap.Run(t, 512<<20, func(t *testing.T) {
 		c := NewCollector("run", 100)
-		r, err := Listen("127.0.0.1:0", c)
+		r, err := Listen("127.0.0.1:0", c, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestLongReceiverDecodeIsBounded(t *testing.T) {
 func TestReceiverRefusesWhenBusy(t *testing.T) {
 	c := NewCollector("run", 100)
 	c.Expect("a")
-	r, err := Listen("127.0.0.1:0", c)
+	r, err := Listen("127.0.0.1:0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestReceiverRefusesWhenBusy(t *testing.T) {
 func TestReceiverCutsHalfSentRequests(t *testing.T) {
 	defer func(h, r time.Duration) { headerTimeout, readTimeout = h, r }(headerTimeout, readTimeout)
 	headerTimeout, readTimeout = 200*time.Millisecond, 300*time.Millisecond
-	r, err := Listen("127.0.0.1:0", NewCollector("run", 1))
+	r, err := Listen("127.0.0.1:0", NewCollector("run", 1), false)
 	if err != nil {
 		t.Fatal(err)
 	}

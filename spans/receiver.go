@@ -45,6 +45,10 @@ var (
 	readTimeout   = 30 * time.Second
 )
 
+// ErrNotLoopback is Listen's refusal of an address on another interface
+// than loopback, without allowRemote.
+var ErrNotLoopback = errors.New("not a loopback address")
+
 // Receiver is an OTLP trace receiver on one address: gRPC (the
 // collector's TraceService, over HTTP/2 without TLS) and HTTP POST
 // /v1/traces with protobuf or JSON bodies, plain or gzip, as the
@@ -59,15 +63,19 @@ type Receiver struct {
 }
 
 // Listen starts a receiver for c on addr ("host:port"; a missing host is
-// 127.0.0.1, so spans are taken from this host only unless a host is
-// named).
-func Listen(addr string, c *Collector) (*Receiver, error) {
+// 127.0.0.1). A host that is not loopback is refused (an error wrapping
+// ErrNotLoopback) unless allowRemote is set: the receiver takes spans
+// from anyone who reaches it.
+func Listen(addr string, c *Collector, allowRemote bool) (*Receiver, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("span receiver address %q: want host:port, e.g. 127.0.0.1:4317", addr)
 	}
 	if host == "" {
 		host = "127.0.0.1"
+	}
+	if !allowRemote && !IsLoopback(host) {
+		return nil, fmt.Errorf("span receiver address %q: %w: spans would be taken from any host that reaches it", addr, ErrNotLoopback)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
@@ -84,6 +92,15 @@ func Listen(addr string, c *Collector) (*Receiver, error) {
 		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams}}
 	go r.srv.Serve(netutil.LimitListener(ln, maxConns))
 	return r, nil
+}
+
+// IsLoopback reports whether host ("localhost" or an IP) is loopback.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // Addr is the address the receiver listens on.

@@ -102,7 +102,7 @@ func TestReceiverTakesEveryProtocol(t *testing.T) {
 	for _, id := range []string{"protobuf", "json", "gzip", "grpc"} {
 		c.Expect(id)
 	}
-	r, err := Listen("127.0.0.1:0", c)
+	r, err := Listen("127.0.0.1:0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestReceiverTakesEveryProtocol(t *testing.T) {
 // it is kept.
 func TestReceiverRefusesOversize(t *testing.T) {
 	c := NewCollector("run", 100)
-	r, err := Listen("127.0.0.1:0", c)
+	r, err := Listen("127.0.0.1:0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,8 @@ func TestReceiverRefusesOversize(t *testing.T) {
 }
 
 // TestCollectorHoldsAtMostLimit: spans past the limit are counted, not
-// held, and Listen without a host listens on loopback only.
+// held, Listen without a host listens on loopback only, and another
+// interface is refused unless allowed.
 func TestCollectorHoldsAtMostLimit(t *testing.T) {
 	c := NewCollector("run", 3)
 	for _, id := range []string{"a", "b", "c"} {
@@ -221,13 +222,19 @@ func TestCollectorHoldsAtMostLimit(t *testing.T) {
 	if n, over := len(c.Phases()), c.Counts().OverLimit; n != 2 || over != 1 {
 		t.Errorf("held %d, over the limit %d; want 2 and 1", n, over)
 	}
-	r, err := Listen(":0", c)
+	r, err := Listen(":0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	if !strings.HasPrefix(r.Addr(), "127.0.0.1:") {
 		t.Errorf("listening on %s, want loopback by default", r.Addr())
+	}
+	if r, err := Listen("0.0.0.0:0", c, false); !errors.Is(err, ErrNotLoopback) {
+		if err == nil {
+			r.Close()
+		}
+		t.Errorf("every interface without allowRemote: %v, want ErrNotLoopback", err)
 	}
 }
 

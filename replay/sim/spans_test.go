@@ -123,7 +123,7 @@ func listenSpans(t *testing.T) (*spans.Collector, *bytes.Buffer, *spans.Receiver
 	}
 	kept := &bytes.Buffer{}
 	c.WriteKept(kept)
-	rcv, err := spans.Listen("127.0.0.1:0", c)
+	rcv, err := spans.Listen("127.0.0.1:0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
