@@ -302,3 +302,23 @@ func TestReadFileBoundsEmptyExports(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONNestingIsBounded: an OTLP/JSON export nested deeper than
+// maxJSONDepth, where the walker skips a value it does not read, is
+// refused before the decoder's state grows with it; one just within the
+// bound is read.
+func TestJSONNestingIsBounded(t *testing.T) {
+	nested := func(depth int) []byte {
+		inner := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+		return []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"events":` + inner + `}]}]}]}`)
+	}
+	// The span sits 7 levels down: export, resourceSpans, its element,
+	// scopeSpans, its element, spans, the span.
+	if _, err := NewCollector("run", 1).addJSON(nested(maxJSONDepth - 7)); err != nil {
+		t.Errorf("nested %d deep: %v", maxJSONDepth, err)
+	}
+	_, err := NewCollector("run", 1).addJSON(nested(1 << 20))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d levels", maxJSONDepth)) {
+		t.Errorf("nested a million deep: %v, want refused past %d levels", err, maxJSONDepth)
+	}
+}
