@@ -155,6 +155,7 @@ func (r *Runner) exchange(parent context.Context, q *trace.Request, body []byte,
 	// W3C trace context, so the server's span of this request carries an
 	// id analyze can recompute from the result row (internal/traceid).
 	req.Header["Traceparent"] = []string{traceid.Traceparent(r.opts.RunID, res.RequestID)}
+	r.spans.expect(res.RequestID)
 
 	res.SentNs = trace.Ptr(r.clock())
 	r.stats.sent.Add(1)

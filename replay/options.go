@@ -15,6 +15,7 @@ import (
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/replay/scrub"
+	"github.com/servetrace/servetrace/spans"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
@@ -226,9 +227,12 @@ type Watch struct {
 	// OTLP (gRPC and HTTP) at this host:port (no host: 127.0.0.1) during
 	// the run, keeps the run's, and writes their phases to the run dir;
 	// SpansWait (default 10s) is how long the run's end waits for the
-	// last batch.
-	CollectSpans string
-	SpansWait    time.Duration
+	// last batch. A host other than loopback is refused unless
+	// AllowRemoteSpans is set: the receiver takes spans from any host
+	// that reaches it.
+	CollectSpans     string
+	SpansWait        time.Duration
+	AllowRemoteSpans bool
 }
 
 // Output is what names the run and how it is written and reported.
@@ -379,8 +383,12 @@ func (o *Watch) validate(def Watch) error {
 		o.SpansWait = def.SpansWait
 	}
 	if o.CollectSpans != "" {
-		if _, port, err := net.SplitHostPort(o.CollectSpans); err != nil || port == "" {
+		host, port, err := net.SplitHostPort(o.CollectSpans)
+		if err != nil || port == "" {
 			return opterr.New("CollectSpans", o.CollectSpans, "want host:port, e.g. 127.0.0.1:4317 (the engine exports its spans there)")
+		}
+		if host != "" && !spans.IsLoopback(host) && !o.AllowRemoteSpans {
+			return opterr.New("CollectSpans", o.CollectSpans, "not a loopback address: the receiver would take spans from any host that reaches it; name a loopback address, or set AllowRemoteSpans to listen there")
 		}
 	}
 	if o.MetricsInterval <= 0 {

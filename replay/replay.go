@@ -48,6 +48,7 @@ type Runner struct {
 	clock        func() int64
 	stats        liveStats
 	self         *selfMetrics // nil unless ServeMetrics is set
+	spans        *spanRun     // nil unless CollectSpans is set
 	// scrub removes secrets (the API key, header values, URL credentials)
 	// from whatever server-provided or user-provided text is written.
 	scrub *scrub.Scrubber
@@ -91,7 +92,9 @@ type liveStats struct {
 
 // Run replays the workload bucket at workloadDir against opts.Target and
 // writes results and run.json into runDir. It checks options and that the
-// endpoint answers before it creates anything. When ctx is cancelled
+// endpoint answers, and opens its listeners, before it creates anything;
+// a run that fails before it starts removes what it created and closes
+// its listeners. When ctx is cancelled
 // mid-run, scheduling stops, in-flight requests get opts.Grace to finish and
 // are then aborted, unsent ones are recorded as not_sent, and run.json says
 // the run is incomplete. The returned RunInfo is also in run.json.
@@ -171,42 +174,64 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 	if err != nil {
 		return nil, err
 	}
-	// Nothing is created in runDir before here: a run that cannot start
-	// leaves nothing behind.
 	if r.opts.RunID == "" {
 		r.opts.RunID = newRunID()
 	}
+	// Until the run starts (its provisional run.json written), what it
+	// makes is unmade should it fail: a run that cannot start leaves
+	// nothing behind and nothing running. The listeners come first, so
+	// a port that is taken fails it before it creates anything.
+	var undo startUndo
+	started := false
+	defer func() {
+		if !started {
+			undo.run()
+		}
+	}()
+	spanRun, err := r.listenSpans(check.planned)
+	if err != nil {
+		return nil, err
+	}
+	undo.then(spanRun.close)
+	r.spans = spanRun
+	stopServing, err := r.serveSelfMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stopServing()
+	// Nothing is created in runDir before here.
+	undo.dirs(filepath.Join(runDir, trace.ResultsDir))
 	w, err := trace.NewResultWriter(runDir, r.opts.RotateRows)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
+	undo.then(w.Close) // its part file held ahead, and its lock
 	w.SetEncoder(pacing.InBackground)
 	if len(scrs) > 0 {
 		// Made now, so that a link planted in its place stops the run
 		// instead of its scrapes.
+		undo.dirs(filepath.Join(runDir, "metrics"))
 		if err := trace.MakeDir(filepath.Join(runDir, "metrics")); err != nil {
 			return nil, err
 		}
 	}
-	spanRun, err := r.startSpans(runDir, check.planned)
-	if err != nil {
+	if err := spanRun.writeKept(runDir); err != nil {
 		return nil, err
+	}
+	if spanRun != nil {
+		undo.file(filepath.Join(runDir, SpansName))
 	}
 	info = r.newRunInfo(ctx, workloadDir, m, timeToReady, counter.Name())
 	info.Scheduled = check.planned // what the check counted; the run's own count replaces it
 	if r.opts.WaitIdle > 0 {
 		info.IdleWaitMs = new(ms(idleWait))
 	}
-	stopServing, err := r.serveSelfMetrics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer stopServing()
 	health, err := newHealthSampler(runDir)
 	if err != nil {
 		return nil, err
 	}
+	undo.file(health.path)
 	if floor, err := clientFloor(ctx, r.opts); err == nil {
 		info.ClientFloor = floor
 	} else if ctx.Err() == nil {
@@ -237,6 +262,7 @@ func runRequests(ctx context.Context, src source, m *trace.Manifest, workloadDir
 		health.finish()
 		return nil, err
 	}
+	started = true
 	stopScrape := r.scrapeDuring(ctx, scrs)
 	runErr := r.execute(ctx, s, pre, w, info, check.planned)
 	if s.err != nil {

@@ -12,10 +12,8 @@ import (
 	"strings"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 // MaxMessageBytes bounds one OTLP export, compressed and inflated alike:
@@ -24,22 +22,51 @@ import (
 // held.
 const MaxMessageBytes = 16 << 20
 
+// The receiver's bounds on what exporters, or anyone reaching its port,
+// can make it hold. maxConns connections are served at once (more wait
+// in the kernel's queue, holding none of the process's descriptors);
+// maxExports exports are read and decoded at once, each within
+// MaxMessageBytes, and one more is answered busy (429, ResourceExhausted
+// with a retry delay), which the OTLP exporters retry; a connection must
+// send its headers within headerTimeout and a whole export within
+// readTimeout, and an idle one is closed after idleTimeout.
+const (
+	maxConns    = 64
+	maxExports  = 2
+	maxStreams  = 16 // HTTP/2 streams a connection may have open
+	idleTimeout = 60 * time.Second
+	retryAfter  = time.Second
+)
+
+// headerTimeout and readTimeout are variables so that a test can wait
+// them out.
+var (
+	headerTimeout = 10 * time.Second
+	readTimeout   = 30 * time.Second
+)
+
+// ErrNotLoopback is Listen's refusal of an address on another interface
+// than loopback, without allowRemote.
+var ErrNotLoopback = errors.New("not a loopback address")
+
 // Receiver is an OTLP trace receiver on one address: gRPC (the
 // collector's TraceService, over HTTP/2 without TLS) and HTTP POST
 // /v1/traces with protobuf or JSON bodies, plain or gzip, as the
 // OpenTelemetry exporters send them. What it receives goes to its
 // Collector.
 type Receiver struct {
-	ln   net.Listener
-	srv  *http.Server
-	grpc *grpc.Server
-	c    *Collector
+	ln      net.Listener
+	srv     *http.Server
+	grpc    *grpc.Server
+	c       *Collector
+	exports chan struct{} // a slot per export being read and decoded
 }
 
 // Listen starts a receiver for c on addr ("host:port"; a missing host is
-// 127.0.0.1, so spans are taken from this host only unless a host is
-// named).
-func Listen(addr string, c *Collector) (*Receiver, error) {
+// 127.0.0.1). A host that is not loopback is refused (an error wrapping
+// ErrNotLoopback) unless allowRemote is set: the receiver takes spans
+// from anyone who reaches it.
+func Listen(addr string, c *Collector, allowRemote bool) (*Receiver, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("span receiver address %q: want host:port, e.g. 127.0.0.1:4317", addr)
@@ -47,18 +74,33 @@ func Listen(addr string, c *Collector) (*Receiver, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if !allowRemote && !IsLoopback(host) {
+		return nil, fmt.Errorf("span receiver address %q: %w: spans would be taken from any host that reaches it", addr, ErrNotLoopback)
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
 		return nil, fmt.Errorf("span receiver: %w", err)
 	}
-	r := &Receiver{ln: ln, c: c, grpc: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))}
-	coltracepb.RegisterTraceServiceServer(r.grpc, traceService{c: c})
+	r := &Receiver{ln: ln, c: c, exports: make(chan struct{}, maxExports),
+		grpc: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.ForceServerCodecV2(rawCodec{}))}
+	r.grpc.RegisterService(&traceServiceDesc, r)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC without TLS: h2c with prior knowledge
-	r.srv = &http.Server{Handler: r, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
-	go r.srv.Serve(ln)
+	r.srv = &http.Server{Handler: r, Protocols: &protocols, ReadHeaderTimeout: headerTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: readTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams}}
+	go r.srv.Serve(netutil.LimitListener(ln, maxConns))
 	return r, nil
+}
+
+// IsLoopback reports whether host ("localhost" or an IP) is loopback.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // Addr is the address the receiver listens on.
@@ -81,20 +123,42 @@ func (r *Receiver) Close() error {
 // closeGrace bounds how long Close waits for exports in progress.
 const closeGrace = 2 * time.Second
 
-// ServeHTTP routes gRPC to the gRPC server and serves OTLP/HTTP.
+// ServeHTTP serves gRPC and OTLP/HTTP, an export at a time per slot:
+// with every slot taken, the export is refused as busy before its body
+// is read.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.ProtoMajor == 2 && strings.HasPrefix(req.Header.Get("Content-Type"), "application/grpc") {
-		r.grpc.ServeHTTP(w, req)
-		return
-	}
-	if req.URL.Path != "/v1/traces" {
+	isGRPC := req.ProtoMajor == 2 && strings.HasPrefix(req.Header.Get("Content-Type"), "application/grpc")
+	if !isGRPC && req.URL.Path != "/v1/traces" {
 		http.Error(w, "servetrace receives OTLP traces at /v1/traces", http.StatusNotFound)
 		return
 	}
-	if req.Method != http.MethodPost {
+	if !isGRPC && req.Method != http.MethodPost {
 		http.Error(w, "POST an OTLP export", http.StatusMethodNotAllowed)
 		return
 	}
+	select {
+	case r.exports <- struct{}{}:
+		defer func() { <-r.exports }()
+	default:
+		if isGRPC {
+			grpcBusy(w)
+		} else {
+			// Closing the connection spares reading the body to keep it.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", fmt.Sprint(int(retryAfter/time.Second)))
+			http.Error(w, "busy with other exports: retry", http.StatusTooManyRequests)
+		}
+		return
+	}
+	if isGRPC {
+		r.grpc.ServeHTTP(w, req)
+		return
+	}
+	r.serveHTTPExport(w, req)
+}
+
+// serveHTTPExport takes one OTLP/HTTP export.
+func (r *Receiver) serveHTTPExport(w http.ResponseWriter, req *http.Request) {
 	body, err := readBody(w, req)
 	if err != nil {
 		status := http.StatusBadRequest
@@ -104,28 +168,24 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	var msg coltracepb.ExportTraceServiceRequest
-	ct := req.Header.Get("Content-Type")
-	isJSON := strings.HasPrefix(ct, "application/json")
+	isJSON := strings.HasPrefix(req.Header.Get("Content-Type"), "application/json")
 	if isJSON {
-		err = unmarshalJSON(body, &msg)
+		_, err = r.c.addJSON(body)
 	} else {
-		err = proto.Unmarshal(body, &msg)
+		_, err = r.c.addProto(body)
 	}
 	if err != nil {
 		http.Error(w, "not an OTLP trace export: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	r.c.Add(&msg)
-	var out []byte
+	// ExportTraceServiceResponse, empty: {} in JSON, no bytes in protobuf.
 	if isJSON {
 		w.Header().Set("Content-Type", "application/json")
-		out, _ = protojson.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	} else {
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		out, _ = proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Write([]byte("{}"))
+		return
 	}
-	w.Write(out)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.WriteHeader(http.StatusOK)
 }
 
 var errTooLarge = fmt.Errorf("an OTLP export over %d MiB", MaxMessageBytes>>20)
@@ -146,6 +206,9 @@ func readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("content encoding %q: send gzip or none", enc)
 	}
 	var buf bytes.Buffer
+	if req.ContentLength > 0 && req.ContentLength <= MaxMessageBytes {
+		buf.Grow(int(req.ContentLength))
+	}
 	n, err := io.Copy(&buf, io.LimitReader(src, MaxMessageBytes+1))
 	var maxErr *http.MaxBytesError
 	switch {
@@ -155,16 +218,4 @@ func readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("read body: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// traceService is the gRPC TraceService.
-type traceService struct {
-	coltracepb.UnimplementedTraceServiceServer
-	c *Collector
-}
-
-// Export takes one export.
-func (s traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	s.c.Add(req)
-	return &coltracepb.ExportTraceServiceResponse{}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -15,11 +17,13 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/servetrace/servetrace/internal/llmspan"
@@ -35,6 +39,9 @@ import (
 // by what it was.
 func TestReadFileVLLMFixture(t *testing.T) {
 	c := NewCollector("run-fixture", 100)
+	for _, id := range []string{"req-1", "req-2", "req-3"} {
+		c.Expect(id)
+	}
 	if err := ReadFile("testdata/vllm-llm-request.jsonl", c); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +99,10 @@ func export(run string, requests ...string) *coltracepb.ExportTraceServiceReques
 // exporters send them.
 func TestReceiverTakesEveryProtocol(t *testing.T) {
 	c := NewCollector("run", 100)
-	r, err := Listen("127.0.0.1:0", c)
+	for _, id := range []string{"protobuf", "json", "gzip", "grpc"} {
+		c.Expect(id)
+	}
+	r, err := Listen("127.0.0.1:0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +125,7 @@ func TestReceiverTakesEveryProtocol(t *testing.T) {
 	}
 	pb, _ := proto.Marshal(export("run", "protobuf"))
 	post(pb, "application/x-protobuf", "")
-	js, err := marshalJSON(export("run", "json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	post(js, "application/json", "")
+	post(otlpJSON(t, export("run", "json")), "application/json", "")
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	pb2, _ := proto.Marshal(export("run", "gzip"))
@@ -156,7 +162,7 @@ func TestReceiverTakesEveryProtocol(t *testing.T) {
 // it is kept.
 func TestReceiverRefusesOversize(t *testing.T) {
 	c := NewCollector("run", 100)
-	r, err := Listen("127.0.0.1:0", c)
+	r, err := Listen("127.0.0.1:0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,20 +210,31 @@ func TestReceiverRefusesOversize(t *testing.T) {
 }
 
 // TestCollectorHoldsAtMostLimit: spans past the limit are counted, not
-// held, and Listen without a host listens on loopback only.
+// held, Listen without a host listens on loopback only, and another
+// interface is refused unless allowed.
 func TestCollectorHoldsAtMostLimit(t *testing.T) {
-	c := NewCollector("run", 2)
-	c.Add(export("run", "a", "b", "c"))
+	c := NewCollector("run", 3)
+	for _, id := range []string{"a", "b", "c"} {
+		c.Expect(id)
+	}
+	c.limit = 2
+	add(t, c, export("run", "a", "b", "c"))
 	if n, over := len(c.Phases()), c.Counts().OverLimit; n != 2 || over != 1 {
 		t.Errorf("held %d, over the limit %d; want 2 and 1", n, over)
 	}
-	r, err := Listen(":0", c)
+	r, err := Listen(":0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	if !strings.HasPrefix(r.Addr(), "127.0.0.1:") {
 		t.Errorf("listening on %s, want loopback by default", r.Addr())
+	}
+	if r, err := Listen("0.0.0.0:0", c, false); !errors.Is(err, ErrNotLoopback) {
+		if err == nil {
+			r.Close()
+		}
+		t.Errorf("every interface without allowRemote: %v, want ErrNotLoopback", err)
 	}
 }
 
@@ -226,10 +243,11 @@ func TestCollectorHoldsAtMostLimit(t *testing.T) {
 func TestWriteKeptIsOTLPJSON(t *testing.T) {
 	var out bytes.Buffer
 	c := NewCollector("run", 10)
+	c.Expect("a")
 	c.WriteKept(&out)
 	msg := export("run", "a")
 	msg.ResourceSpans[0].ScopeSpans[0].Spans = append(msg.ResourceSpans[0].ScopeSpans[0].Spans, export("other-run", "b").ResourceSpans[0].ScopeSpans[0].Spans...)
-	c.Add(msg)
+	add(t, c, msg)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 1 {
 		t.Fatalf("%d lines written, want 1:\n%s", len(lines), out.String())
@@ -252,22 +270,24 @@ func TestWriteKeptIsOTLPJSON(t *testing.T) {
 		t.Errorf("written spans %+v, want run's request a only, its id in hex", sp)
 	}
 	again := NewCollector("run", 10)
-	if err := addJSON([]byte(lines[0]), again); err != nil || again.Counts().Kept != 1 {
+	again.Expect("a")
+	if _, err := again.addJSON([]byte(lines[0])); err != nil || again.Counts().Kept != 1 {
 		t.Errorf("the written line reads back as %+v (%v)", again.Counts(), err)
 	}
 }
 
 // TestJoinFiles joins the fixture's spans to a run named run-fixture,
-// refuses to replace the phases without force, and refuses a file that
-// is not an export, naming its line.
+// keeping only those of the requests its results say were sent, refuses
+// to replace the phases without force, and refuses a file that is not an
+// export, naming its line.
 func TestJoinFiles(t *testing.T) {
 	dir := t.TempDir()
-	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), trace.RunInfo{SchemaVersion: 1, RunID: "run-fixture", Scheduled: 3}); err != nil {
-		t.Fatal(err)
-	}
-	counts, err := JoinFiles(dir, []string{"testdata/vllm-llm-request.jsonl"}, false)
-	if err != nil || counts.Kept != 2 {
-		t.Fatalf("join: %+v, %v; want 2 kept", counts, err)
+	writeRun(t, dir, "run-fixture", []string{"req-1", "req-2", "req-3"}, []string{"req-4"})
+	unsent := filepath.Join(t.TempDir(), "unsent.jsonl")
+	os.WriteFile(unsent, append(otlpJSON(t, export("run-fixture", "req-4")), '\n'), 0o644)
+	counts, err := JoinFiles(dir, []string{"testdata/vllm-llm-request.jsonl", unsent}, false)
+	if err != nil || counts.Kept != 2 || counts.UnknownRequests != 1 {
+		t.Fatalf("join: %+v, %v; want 2 kept, and the span of req-4, never sent, an unknown request's", counts, err)
 	}
 	rows, ok, err := trace.ReadServerPhases(dir)
 	if err != nil || !ok || len(rows) != 2 {
@@ -281,5 +301,142 @@ func TestJoinFiles(t *testing.T) {
 	os.WriteFile(bad, append(good, []byte("{\"resourceSpans\": 7}\n")...), 0o644)
 	if _, err := JoinFiles(dir, []string{bad}, true); err == nil || !strings.Contains(err.Error(), "bad.jsonl:3") {
 		t.Errorf("a bad third line: %v, want an error naming bad.jsonl:3", err)
+	}
+}
+
+// add gives c one export, as the receiver takes it off the wire.
+func add(t *testing.T, c *Collector, msg *coltracepb.ExportTraceServiceRequest) {
+	t.Helper()
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.addProto(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// otlpJSON writes msg in OTLP/JSON: protojson's encoding with the ids
+// turned from its base64 to hex, as opentelemetry-proto specifies.
+func otlpJSON(t *testing.T, msg *coltracepb.ExportTraceServiceRequest) []byte {
+	t.Helper()
+	b, err := protojson.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	var toHex func(v any)
+	toHex = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && (k == "traceId" || k == "spanId" || k == "parentSpanId") {
+					raw, _ := base64.StdEncoding.DecodeString(s)
+					x[k] = hex.EncodeToString(raw)
+					continue
+				}
+				toHex(e)
+			}
+		case []any:
+			for _, e := range x {
+				toHex(e)
+			}
+		}
+	}
+	toHex(v)
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// writeRun writes a run dir of run runID whose results hold the requests
+// sent and, never sent, notSent.
+func writeRun(t *testing.T, dir, runID string, sent, notSent []string) {
+	t.Helper()
+	w, err := trace.NewResultWriter(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i, id := range append(append([]string{}, sent...), notSent...) {
+		res := trace.Result{RunID: runID, ScheduledNs: int64(i), Outcome: trace.OutcomeOK}
+		res.RequestID = id
+		if i < len(sent) {
+			res.SentNs = trace.Ptr(int64(i))
+		} else {
+			res.Outcome = trace.OutcomeNotSent
+		}
+		if err := w.Write(res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	info := trace.RunInfo{SchemaVersion: 1, RunID: runID, Scheduled: int64(len(sent) + len(notSent)), Parts: w.Parts(), Complete: true}
+	if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), info); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectorKeepsOnlySentRequests gives the collector, over protobuf
+// and over OTLP/JSON, the spans of requests the run sent, forged spans
+// under the run's half of the trace id, and spans carrying prompt text,
+// events and links: only the sent requests' spans are kept, one each;
+// the forged ones are counted as unknown requests; nothing but
+// llm_request's attributes is written, and the written file stops at its
+// bound.
+func TestCollectorKeepsOnlySentRequests(t *testing.T) {
+	for _, enc := range []string{"protobuf", "json"} {
+		t.Run(enc, func(t *testing.T) {
+			var out bytes.Buffer
+			c := NewCollector("run", 100)
+			c.WriteKept(&out)
+			c.Expect("a")
+			c.Expect("b")
+			msg := export("run", "a", "b", "forged-1", "forged-2", "a")
+			for _, sp := range msg.ResourceSpans[0].ScopeSpans[0].Spans {
+				sp.Attributes = append(sp.Attributes, &commonpb.KeyValue{Key: "gen_ai.prompt", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "PROMPT TEXT"}}})
+				sp.Events = []*tracepb.Span_Event{{Name: "PROMPT TEXT"}}
+				sp.Links = []*tracepb.Span_Link{{TraceId: sp.TraceId, SpanId: sp.SpanId}}
+			}
+			msg.ResourceSpans[0].Resource = &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "PROMPT TEXT"}}}}}
+			if enc == "json" {
+				if _, err := c.addJSON(otlpJSON(t, msg)); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				add(t, c, msg)
+			}
+			got := c.Counts()
+			if got.Kept != 2 || got.UnknownRequests != 2 || got.Duplicates != 1 {
+				t.Errorf("counts %+v: want a and b kept, 2 forged unknown, 1 duplicate", got)
+			}
+			if bytes.Contains(out.Bytes(), []byte("PROMPT TEXT")) || bytes.Contains(out.Bytes(), []byte("gen_ai.prompt")) {
+				t.Errorf("the kept spans' file holds what the spans carried besides their phases:\n%s", out.String())
+			}
+			if n := strings.Count(out.String(), "\n"); n != 2 {
+				t.Errorf("%d lines written, want 2", n)
+			}
+			if d := c.Dropped(); d != 2*3 {
+				t.Errorf("%d attributes, events and links dropped from the kept spans, want 6", d)
+			}
+		})
+	}
+	var out bytes.Buffer
+	c := NewCollector("run", 100)
+	c.WriteKept(&out)
+	c.maxWrite = 500
+	for _, id := range []string{"a", "b", "c"} {
+		c.Expect(id)
+	}
+	add(t, c, export("run", "a", "b", "c"))
+	if got := c.Counts().Kept; got != 3 || c.Unwritten() == 0 || int64(out.Len()) > c.maxWrite {
+		t.Errorf("kept %d, %d unwritten, %d bytes written; want 3 kept, the file within %d bytes, the rest counted", got, c.Unwritten(), out.Len(), c.maxWrite)
 	}
 }

@@ -242,8 +242,8 @@ func TestResultWriterRotatesAndReadsBack(t *testing.T) {
 		if _, err := NewResultWriter(run, 3); err == nil {
 			t.Fatal("a second result writer into the same run directory was allowed")
 		}
+		w.Close() // removes the next part's file, held open ahead
 		assertNoTempFiles(t, run)
-		w.Close()
 	}
 }
 

@@ -161,6 +161,13 @@ func WriteFileAtomic(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	return commitTemp(tmp, path, write)
+}
+
+// commitTemp is WriteFileAtomic's second half: it writes tmp, a hidden
+// temporary file in path's directory, syncs and closes it and renames it
+// to path; tmp is removed on any failure.
+func commitTemp(tmp *os.File, path string, write func(io.Writer) error) error {
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
 	if err := write(tmp); err != nil {
 		tmp.Close()

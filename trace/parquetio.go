@@ -20,27 +20,31 @@ const DefaultRowGroupRows = 128 << 10
 // writePartFile writes rows as the part at path with parquet-go's generic
 // writer, in row groups of rowGroupRows (createPart).
 func writePartFile[T any](path string, rows []T, rowGroupRows int) error {
+	return createPart(path, func(f io.Writer) error { return encodeParquet(f, rows, rowGroupRows) })
+}
+
+// encodeParquet writes rows to f as a Parquet file with parquet-go's
+// generic writer, in row groups of rowGroupRows.
+func encodeParquet[T any](f io.Writer, rows []T, rowGroupRows int) error {
 	if rowGroupRows <= 0 {
 		rowGroupRows = DefaultRowGroupRows
 	}
-	return createPart(path, func(f io.Writer) error {
-		w := parquet.NewGenericWriter[T](f, parquetWriterOptions(rowGroupRows)...)
-		for len(rows) > 0 {
-			k := min(len(rows), rowGroupRows)
-			if _, err := w.Write(rows[:k]); err != nil {
-				return fmt.Errorf("write parquet rows: %w", err)
-			}
-			if rows = rows[k:]; len(rows) > 0 {
-				if err := w.Flush(); err != nil {
-					return fmt.Errorf("flush a row group: %w", err)
-				}
+	w := parquet.NewGenericWriter[T](f, parquetWriterOptions(rowGroupRows)...)
+	for len(rows) > 0 {
+		k := min(len(rows), rowGroupRows)
+		if _, err := w.Write(rows[:k]); err != nil {
+			return fmt.Errorf("write parquet rows: %w", err)
+		}
+		if rows = rows[k:]; len(rows) > 0 {
+			if err := w.Flush(); err != nil {
+				return fmt.Errorf("flush a row group: %w", err)
 			}
 		}
-		if err := w.Close(); err != nil {
-			return fmt.Errorf("finish the parquet file: %w", err)
-		}
-		return nil
-	})
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("finish the parquet file: %w", err)
+	}
+	return nil
 }
 
 // createPart writes a part file atomically (WriteFileAtomic), making its

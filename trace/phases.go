@@ -126,6 +126,9 @@ type SpanCounts struct {
 	// OtherRuns is request spans whose trace id is not the run's (other
 	// traffic, another run).
 	OtherRuns int64 `json:"other_runs"`
+	// UnknownRequests is request spans under the run's half of the trace
+	// id whose other half names no request the run sent (made up).
+	UnknownRequests int64 `json:"unknown_requests"`
 	// NotRequests is spans of another kind (not vLLM's llm_request).
 	NotRequests int64 `json:"not_requests"`
 	// Invalid is request spans with a phase that is not a number within

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -219,6 +220,13 @@ type OutcomeCt map[string]int64
 // ResultWriter appends result rows to DIR/results/part-NNNNN.parquet,
 // rotating parts every RotateRows rows. A part appears under its final name
 // only once whole, so a crash loses at most the rows of the open part.
+//
+// The file each part is written through is opened ahead, when the writer
+// is made and again after each part, and held: a run whose descriptors
+// are all taken when its rows are due (a flood of connections to a
+// receiver beside it, a slow server holding thousands of requests) still
+// writes them. An opening that fails is tried again at each row and part
+// after, and the rows of a part that cannot be written stay held.
 type ResultWriter struct {
 	dir        string
 	rotateRows int
@@ -227,6 +235,7 @@ type ResultWriter struct {
 	seq        int
 	parts      []Part
 	encode     func(func()) // runs a part's encoding; nil runs it in place
+	next       *os.File     // the next part's file, opened ahead; nil: none yet
 }
 
 // SetEncoder makes the writer hand each part's encoding, tens of
@@ -255,9 +264,31 @@ func NewResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
 	return w, nil
 }
 
-// Close releases the run directory's lock; rows not flushed are not
-// written. It may be called more than once.
-func (w *ResultWriter) Close() { w.lock.release() }
+// Close removes the part file opened ahead and releases the run
+// directory's lock; rows not flushed are not written. It may be called
+// more than once.
+func (w *ResultWriter) Close() {
+	if w.next != nil {
+		w.next.Close()
+		os.Remove(w.next.Name())
+		w.next = nil
+	}
+	w.lock.release()
+}
+
+// reserve opens the next part's file ahead, if it is not open yet: a
+// hidden temporary file in results/, renamed to the part once whole.
+func (w *ResultWriter) reserve() error {
+	if w.next != nil {
+		return nil
+	}
+	f, err := os.CreateTemp(w.dir, ".part-*.parquet.tmp")
+	if err != nil {
+		return fmt.Errorf("open the next results part's file: %w", err)
+	}
+	w.next = f
+	return nil
+}
 
 func newResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
 	dir := filepath.Join(runDir, ResultsDir)
@@ -273,11 +304,16 @@ func newResultWriter(runDir string, rotateRows int) (*ResultWriter, error) {
 	if err := MakeDir(dir); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}
-	return &ResultWriter{dir: dir, rotateRows: rotateRows}, nil
+	w := &ResultWriter{dir: dir, rotateRows: rotateRows}
+	if err := w.reserve(); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // Write appends one result.
 func (w *ResultWriter) Write(r Result) error {
+	w.reserve() // a failure is tried again at the next row, and the part
 	w.buf = append(w.buf, r)
 	if len(w.buf) >= w.rotateRows {
 		return w.Flush()
@@ -291,13 +327,22 @@ func (w *ResultWriter) Flush() error {
 		return nil
 	}
 	rel := fmt.Sprintf("part-%05d.parquet", w.seq)
+	path := filepath.Join(w.dir, rel)
+	if err := w.reserve(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f := w.next
+	w.next = nil
 	var err error
-	encode := func() { err = writePartFile(filepath.Join(w.dir, rel), w.buf, DefaultRowGroupRows) }
+	encode := func() {
+		err = commitTemp(f, path, func(out io.Writer) error { return encodeParquet(out, w.buf, DefaultRowGroupRows) })
+	}
 	if w.encode != nil {
 		w.encode(encode)
 	} else {
 		encode()
 	}
+	w.reserve() // for the next part; a failure is tried again later
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func TestLayering(t *testing.T) {
 		"replay/h1":       nil,
 		"replay/chunk":    nil,
 		"replay/probe":    internal,
-		"replay/sim":      append([]string{"trace", "tokenize", "replay/probe"}, internal...),
+		"replay/sim":      append([]string{"trace", "tokenize", "replay/probe", "replay/scrub"}, internal...),
 		"analyze":         append([]string{"trace", "analyze/peer"}, internal...),
 		"analyze/peer":    {"trace", "internal/regfile"},
 		"sweep":           append([]string{"trace", "replay", "analyze"}, internal...),

@@ -130,6 +130,7 @@ func replayFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "probes", Usage: "share of requests beside which a probe is sent at the same time: a request whose answer is graded exactly (copying words, arithmetic, sorting, a JSON field), so the run says whether answers stayed right under load; probes add that share of load"},
 		&cli.StringFlag{Name: "probes-file", Usage: "your own probes, JSONL: {\"prompt\", \"expected\", \"grader\": exact|regex|json-field, \"field\", \"max_tokens\"} a line, sent instead of generated ones (with --probes)"},
 		&cli.StringFlag{Name: "salt-file", Usage: "file holding the salt (hex or base64, at least 128 bits) that keys each answer's fingerprint; default $" + anon.SaltEnv + ", else random (then no other run's answers compare with this one's)"},
+		&cli.BoolFlag{Name: "allow-remote-spans", Usage: "let --collect-spans listen on an address other than loopback (its receiver takes spans from any host that reaches it)"},
 		&cli.DurationFlag{Name: "spans-wait", Value: 10 * time.Second, Usage: "how long the run's end waits for the server's last spans (engines export in batches)"},
 	}
 }
@@ -197,7 +198,7 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 			Grace: c.Duration("grace"), MaxLateness: c.Duration("max-lateness")},
 		Watch: replay.Watch{WaitReady: c.Duration("wait-ready"), MetricsInterval: c.Duration("metrics-interval"),
 			WaitIdle: c.Duration("wait-idle"), ServeMetrics: c.String("serve-metrics"),
-			CollectSpans: c.String("collect-spans"), SpansWait: c.Duration("spans-wait")},
+			CollectSpans: c.String("collect-spans"), SpansWait: c.Duration("spans-wait"), AllowRemoteSpans: c.Bool("allow-remote-spans")},
 		Output: replay.Output{RunID: c.String("run-id"), RotateEvery: c.Duration("rotate-every"), Labels: labels, OutputSalt: salt},
 	}
 	for _, v := range c.StringSlice("metrics-url") {

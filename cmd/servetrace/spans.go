@@ -54,8 +54,8 @@ Example (vLLM exporting to a collector that writes spans.jsonl):
 
 // spanCountsText says what became of the spans, in one line.
 func spanCountsText(s trace.SpanCounts, runDir string) string {
-	line := fmt.Sprintf("%d spans read: %d requests' phases written to %s/%s; dropped: %d not request spans, %d of other runs, %d duplicates, %d over the run's requests",
-		s.Spans, s.Kept, runDir, trace.ServerPhasesName, s.NotRequests, s.OtherRuns, s.Duplicates, s.OverLimit)
+	line := fmt.Sprintf("%d spans read: %d requests' phases written to %s/%s; dropped: %d not request spans, %d of other runs, %d of requests the run did not send, %d duplicates, %d over the run's requests",
+		s.Spans, s.Kept, runDir, trace.ServerPhasesName, s.NotRequests, s.OtherRuns, s.UnknownRequests, s.Duplicates, s.OverLimit)
 	if len(s.Invalid) > 0 {
 		var parts []string
 		for k, v := range s.Invalid {

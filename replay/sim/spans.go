@@ -3,10 +3,17 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -18,6 +25,7 @@ import (
 
 	"github.com/servetrace/servetrace/internal/llmspan"
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/replay/scrub"
 )
 
 // The OTLP protocols Options.OTLPProtocol takes: vLLM's, as it reads
@@ -41,7 +49,8 @@ const (
 // OTEL_BSP_* tune it as in vLLM's Python SDK), in the trace of the
 // request's W3C traceparent header, or a new trace without one.
 type spanExport struct {
-	endpoint string
+	endpoint string // redacted: no credentials
+	scrub    *scrub.Scrubber
 	tp       *sdktrace.TracerProvider
 	tracer   oteltrace.Tracer
 	prop     propagation.TraceContext
@@ -56,6 +65,10 @@ func newSpanExport(endpoint, protocol string) (*spanExport, error) {
 	if err != nil {
 		return nil, err
 	}
+	secrets := exportSecrets(endpoint)
+	scrubber := scrub.New(secrets...)
+	redacted := scrub.URL(endpoint)
+	scrubExportErrors(secrets)
 	var exp sdktrace.SpanExporter
 	if protocol == OTLPHTTPProtobuf {
 		exp, err = otlptracehttp.New(context.Background(), otlptracehttp.WithEndpoint(hostPort), otlptracehttp.WithURLPath(path), otlptracehttp.WithInsecure())
@@ -63,7 +76,7 @@ func newSpanExport(endpoint, protocol string) (*spanExport, error) {
 		exp, err = otlptracegrpc.New(context.Background(), otlptracegrpc.WithEndpoint(hostPort), otlptracegrpc.WithInsecure())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sim: OTLP %s exporter to %s: %w", protocol, endpoint, err)
+		return nil, fmt.Errorf("sim: OTLP %s exporter to %s: %s", protocol, redacted, scrubber.Scrub(err.Error()))
 	}
 	// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the name.
 	res, err := resource.Merge(resource.NewSchemaless(attribute.String("service.name", spanServiceName)), resource.Environment())
@@ -71,7 +84,69 @@ func newSpanExport(endpoint, protocol string) (*spanExport, error) {
 		return nil, fmt.Errorf("sim: span resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return &spanExport{endpoint: endpoint, tp: tp, tracer: tp.Tracer(spanTracerScope)}, nil
+	return &spanExport{endpoint: redacted, scrub: scrubber, tp: tp, tracer: tp.Tracer(spanTracerScope)}, nil
+}
+
+// exportSecrets are the credentials a span export holds: the endpoint's
+// user info and credential query values, and the header values the OTLP
+// exporters take from OTEL_EXPORTER_OTLP_HEADERS and
+// OTEL_EXPORTER_OTLP_TRACES_HEADERS (an Authorization token), as given
+// and percent-decoded.
+func exportSecrets(endpoint string) []string {
+	secrets := scrub.URLSecrets(endpoint)
+	rest := endpoint
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		user, pass, ok := strings.Cut(rest[:at], ":")
+		if !ok {
+			pass = user // a token given as the user
+		}
+		secrets = append(secrets, pass)
+	}
+	for _, env := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for _, kv := range strings.Split(os.Getenv(env), ",") {
+			_, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				continue
+			}
+			secrets = append(secrets, strings.TrimSpace(v))
+			if d, err := url.PathUnescape(strings.TrimSpace(v)); err == nil {
+				secrets = append(secrets, d)
+			}
+		}
+	}
+	return secrets
+}
+
+// The OpenTelemetry SDK reports a failed export to its process-wide
+// error handler, which prints it, with whatever a collector answered
+// (one may quote the Authorization header it refused). The simulator
+// installs a handler that prints it scrubbed of every span export's
+// secrets.
+var (
+	exportErrorsOnce sync.Once
+	exportSecretsMu  sync.Mutex
+	exportScrubber   = scrub.New()
+	exportSecretList []string
+)
+
+// scrubExportErrors adds secrets to those removed from the SDK's error
+// reports, installing the scrubbing handler the first time.
+func scrubExportErrors(secrets []string) {
+	exportSecretsMu.Lock()
+	exportSecretList = append(exportSecretList, secrets...)
+	exportScrubber = scrub.New(exportSecretList...)
+	exportSecretsMu.Unlock()
+	exportErrorsOnce.Do(func() {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			exportSecretsMu.Lock()
+			s := exportScrubber
+			exportSecretsMu.Unlock()
+			log.Print(s.Scrub(err.Error()))
+		}))
+	})
 }
 
 // otlpEndpoint reads an endpoint as vLLM's --otlp-traces-endpoint takes
@@ -81,7 +156,7 @@ func newSpanExport(endpoint, protocol string) (*spanExport, error) {
 // rather than silently sent without TLS.
 func otlpEndpoint(endpoint string) (hostPort, path string, err error) {
 	bad := func(why string) (string, string, error) {
-		return "", "", opterr.New("OTLPTracesEndpoint", endpoint, "%s; give host:port or http://host:port[/path]", why)
+		return "", "", opterr.New("OTLPTracesEndpoint", scrub.URL(endpoint), "%s; give host:port or http://host:port[/path]", why)
 	}
 	path = defaultTracesPath
 	hostPort = endpoint
@@ -172,7 +247,7 @@ func (x *spanExport) finished(g *generation, p requestPhases) {
 // within ctx.
 func (x *spanExport) shutdown(ctx context.Context) error {
 	if err := x.tp.Shutdown(ctx); err != nil {
-		return fmt.Errorf("sim: the last spans were not exported to %s: %w", x.endpoint, err)
+		return errors.New("sim: the last spans were not exported to " + x.endpoint + ": " + x.scrub.Scrub(err.Error()))
 	}
 	return nil
 }

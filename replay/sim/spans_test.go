@@ -116,9 +116,14 @@ func TestSpanExportEndToEnd(t *testing.T) {
 func listenSpans(t *testing.T) (*spans.Collector, *bytes.Buffer, *spans.Receiver) {
 	t.Helper()
 	c := spans.NewCollector(spanRun, 100)
+	for _, r := range spanReqs {
+		if r.name != "" {
+			c.Expect(r.name) // the requests the test sends with a traceparent
+		}
+	}
 	kept := &bytes.Buffer{}
 	c.WriteKept(kept)
-	rcv, err := spans.Listen("127.0.0.1:0", c)
+	rcv, err := spans.Listen("127.0.0.1:0", c, false)
 	if err != nil {
 		t.Fatal(err)
 	}
