@@ -270,7 +270,8 @@ func forEachResultBatch(dirs, columns []string, fn func(arrow.RecordBatch) error
 
 // forEachBatch reads the top-level columns want accepts of one Parquet
 // part with arrow-go record batches, handing each batch to fn; only those
-// columns are decoded.
+// columns are decoded, and each row is held to the bounds of rowbounds.go
+// (the footer's counts checked before any row is decoded).
 func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordBatch) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil { // a corrupt file must not take the process down
@@ -282,12 +283,6 @@ func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordB
 		return err
 	}
 	defer pf.Close()
-	// A plain Go allocator: the checked one reports a library-side leak
-	// in the delta decoder (trace/arrow_test.go).
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 64 << 10}, memory.NewGoAllocator())
-	if err != nil {
-		return err
-	}
 	schema := pf.MetaData().Schema
 	var leaves []int
 	for i := range schema.NumColumns() {
@@ -296,13 +291,33 @@ func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordB
 			leaves = append(leaves, i)
 		}
 	}
+	plan, err := planPart(pf, leaves)
+	if err != nil {
+		return err
+	}
+	props := pqarrow.ArrowReadProperties{Parallel: true, BatchSize: plan.batchRows}
+	for _, leaf := range plan.dict {
+		props.SetReadDict(leaf, true)
+	}
+	// A plain Go allocator: the checked one reports a library-side leak
+	// in the delta decoder (trace/arrow_test.go).
+	fr, err := pqarrow.NewFileReader(pf, props, memory.NewGoAllocator())
+	if err != nil {
+		return err
+	}
 	rr, err := fr.GetRecordReader(context.Background(), leaves, nil)
 	if err != nil {
 		return err
 	}
 	defer rr.Release()
+	var base int64
 	for rr.Next() {
-		if err := fn(rr.RecordBatch()); err != nil {
+		rec := rr.RecordBatch()
+		if err := checkBatch(rec, base); err != nil {
+			return err
+		}
+		base += rec.NumRows()
+		if err := fn(rec); err != nil {
 			return err
 		}
 	}
