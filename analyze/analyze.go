@@ -525,6 +525,7 @@ func loadColumnsWith(ctx context.Context, runDirs []string, withIDs bool, peers 
 	if len(ids) > 1 {
 		l.notes = append(l.notes, fmt.Sprintf("%d different run ids: pooled above as repeats of one configuration; the repeats section gives the interval with runs as the unit", len(ids)))
 	}
+	l.notes = append(l.notes, l.cols.names.notes()...)
 	return l, nil
 }
 

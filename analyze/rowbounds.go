@@ -42,7 +42,14 @@ func listBound(top string) int64 {
 // memory. A variable so that tests can lower it.
 var batchEntries int64 = 1 << 22
 
-// defaultBatchRows is the rows of a record batch where no list bounds it.
+// batchBytes bounds the string bytes one record batch decodes, as the
+// footer gives them (each string column chunk's uncompressed size over
+// its rows): rows of many long strings are read in fewer rows a batch.
+// A variable so that tests can lower it.
+var batchBytes int64 = 32 << 20
+
+// defaultBatchRows is the rows of a record batch where no list or string
+// bounds it.
 const defaultBatchRows = 64 << 10
 
 // partPlan is how a part is read: its batch size and the string columns
@@ -55,12 +62,15 @@ type partPlan struct {
 	dict []int
 }
 
+// fit lowers the batch size to at most rows.
+func (p *partPlan) fit(rows int64) { p.batchRows = min(p.batchRows, max(1, rows)) }
+
 // planPart checks a part's footer before any row is decoded: a row group
 // whose list column holds more entries than its rows times the column's
 // bound holds a row past it, and is refused naming its rows. A row group
 // of more entries than batchEntries in a list column is scanned for its
 // longest row (refusing one past the bound, by row) and read in batches
-// that fit.
+// that fit; one of long strings, in batches of about batchBytes.
 func planPart(pf *file.Reader, leaves []int) (partPlan, error) {
 	plan := partPlan{batchRows: defaultBatchRows}
 	schema := pf.MetaData().Schema
@@ -68,6 +78,7 @@ func planPart(pf *file.Reader, leaves []int) (partPlan, error) {
 	for g := range pf.NumRowGroups() {
 		rg := pf.RowGroup(g)
 		rows := rg.NumRows()
+		var stringBytes int64
 		for _, leaf := range leaves {
 			col := schema.Column(leaf)
 			meta, err := rg.MetaData().ColumnChunk(leaf)
@@ -75,8 +86,11 @@ func planPart(pf *file.Reader, leaves []int) (partPlan, error) {
 				return plan, err
 			}
 			top, _, _ := strings.Cut(col.Path(), ".")
-			if col.PhysicalType() == parquet.Types.ByteArray && col.MaxRepetitionLevel() == 0 && meta.HasDictionaryPage() && !containsInt(plan.dict, leaf) {
-				plan.dict = append(plan.dict, leaf)
+			if col.PhysicalType() == parquet.Types.ByteArray {
+				stringBytes += max(meta.TotalUncompressedSize(), 0)
+				if meta.HasDictionaryPage() && !containsInt(plan.dict, leaf) {
+					plan.dict = append(plan.dict, leaf)
+				}
 			}
 			if col.MaxRepetitionLevel() == 0 {
 				continue
@@ -95,7 +109,10 @@ func planPart(pf *file.Reader, leaves []int) (partPlan, error) {
 			if err != nil {
 				return plan, err
 			}
-			plan.batchRows = min(plan.batchRows, max(1, batchEntries/max(longest, 1)))
+			plan.fit(batchEntries / max(longest, 1))
+		}
+		if rows > 0 {
+			plan.fit(batchBytes / max(stringBytes/rows, 1))
 		}
 		first += rows
 	}
@@ -247,8 +264,8 @@ func longString(a arrow.Array) (at, n int) {
 			}
 		}
 	case *array.Dictionary:
-		dict, ok := a.Dictionary().(*array.String)
-		if !ok {
+		dict, err := dictionaryStrings(a)
+		if err != nil {
 			return -1, 0
 		}
 		for d := range dict.Len() {

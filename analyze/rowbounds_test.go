@@ -21,19 +21,19 @@ import (
 )
 
 // TestLongCompareOutputsRefusesEndlessEventHashes (issue 46, item 5): two
-// runs of 6 greedy answers of 8M chained event hashes each, a few KB on
+// runs of 8 greedy answers of 4M chained event hashes each, a few KB on
 // disk since Parquet stores the repeated value in a few bytes, are
 // refused from the part's footer, naming the part, its row and the
 // column, within 256 MiB (before, compare --outputs decoded and held
 // them: out of memory).
 func TestLongCompareOutputsRefusesEndlessEventHashes(t *testing.T) {
 	memcap.Run(t, 256<<20, func(t *testing.T) {
-		a, b := endlessAnswersRun(t, 6, 8_000_000), endlessAnswersRun(t, 6, 8_000_000)
+		a, b := endlessAnswersRun(t, 8, 4_000_000), endlessAnswersRun(t, 8, 4_000_000)
 		_, err := CompareOutputs(a, b, 0.95)
 		if err == nil {
-			t.Fatal("compared answers of 8M event hashes each; want them refused")
+			t.Fatal("compared answers of 4M event hashes each; want them refused")
 		}
-		for _, want := range []string{"part-00000.parquet", "row 1: column output_event_hashes holds 8000000 entries", fmt.Sprint(MaxRowEvents)} {
+		for _, want := range []string{"part-00000.parquet", "row 1: column output_event_hashes holds 4000000 entries", fmt.Sprint(MaxRowEvents)} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}

@@ -275,8 +275,9 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	// Breakdowns by tenant, model, adapter, phase or turn need the
 	// columns a lean read leaves out.
 	lean := !slices.ContainsFunc(opts.By, func(d string) bool { return slices.Contains(groupColumns, d) })
+	names := &columnNames{} // one interner for every chunk
 	for range cap(free) {
-		free <- &resultColumns{lean: lean}
+		free <- &resultColumns{lean: lean, names: names}
 	}
 	var read int64
 	// take gets a free chunk, emptied; send hands a filled one over.
@@ -369,6 +370,7 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	if _, exact := acc.sent.distinct.count(); !exact {
 		rep.Streamed.PrefixDistinctRelErr = distinctRelErr
 	}
+	rep.Notes = append(rep.Notes, names.notes()...)
 	rep.Notes = append(rep.Notes, streamedText(rep.Streamed))
 	acc.report(rep)
 	if err := ctx.Err(); err != nil {
