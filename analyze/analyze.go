@@ -300,12 +300,20 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if err != nil {
 		return nil, err
 	}
-	if rows > int64(limit) {
-		if err := streamable(rows, limit, opts); err != nil {
+	held := rows
+	if rows <= int64(limit) {
+		entries, err := listEntries(runDirs)
+		if err != nil {
+			return nil, err
+		}
+		held += entries / heldEntriesPerRow
+	}
+	if held > int64(limit) {
+		if err := streamable(held, limit, opts); err != nil {
 			return nil, err
 		}
 		tallies := newProbeSessionTap(opts.Window)
-		rep, err := analyzeStreamed(ctx, runDirs, rows, limit, opts, peers, tallies.tap())
+		rep, err := analyzeStreamed(ctx, runDirs, rows, held, limit, opts, peers, tallies.tap())
 		if err != nil {
 			return nil, err
 		}

@@ -241,3 +241,31 @@ func TestLongRepeatedLongStringIsReadOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswersCountTowardTheRowsHeld (issue 46, item 5): 100 rows of
+// 50,000 token events each hold as much as 94,441 rows of a few (the
+// footer counts an empty prefix_blocks list as one entry): above an
+// in-memory limit of 10,000 rows they are streamed, and say why (before,
+// the 100 rows were held whatever their lists held).
+func TestAnswersCountTowardTheRowsHeld(t *testing.T) {
+	times := make([]int64, 50_000)
+	for i := range times {
+		times[i] = 2e6 + int64(i)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, "run", listRows(100, func(i int, r *trace.Result) { r.TokenTimesNs, r.ObservedOutputTokens = times, int64(len(times)) }), 0)
+	rep, err := Analyze([]string{dir}, Options{InMemoryRows: 10_000, Bootstrap: BootstrapOptions{Resamples: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := int64(100 + (100*50_000+100)/heldEntriesPerRow)
+	if s := rep.Streamed; s == nil || s.Rows != 100 || s.HeldRows != held {
+		t.Fatalf("streamed %+v; want 100 rows counted as %d", s, held)
+	}
+	if want := fmt.Sprintf("streamed analysis of 100 result rows, whose token times and prefix blocks count as %d, (over 10000 held in memory)", held); !strings.Contains(strings.Join(rep.Notes, "\n"), want) {
+		t.Errorf("notes %q; want %q", rep.Notes, want)
+	}
+	if m := rep.Metrics["itl_ms"]; m.N != 100*(50_000-1) {
+		t.Errorf("ITL n %d; want %d", m.N, 100*(50_000-1))
+	}
+}
