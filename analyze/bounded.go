@@ -84,14 +84,19 @@ func (b *boundedValues) appendTo(dst *[]string, a arrow.Array) error {
 		if err != nil {
 			return err
 		}
-		words := make([]string, dict.Len())
-		seen := make([]bool, dict.Len())
+		ids := make([]int, dict.Len())
+		for k := range ids {
+			ids[k] = -1 // only the values rows use are interned
+		}
 		for i := range a.Len() {
 			k := a.GetValueIndex(i)
-			if !seen[k] { // only the values rows use count
-				words[k], seen[k] = b.intern(dict.Value(k)), true
+			switch {
+			case ids[k] < 0:
+				ids[k] = b.id(dict.Value(k))
+			case ids[k] == distinctCap:
+				b.pooled++ // a row more of a value pooled
 			}
-			*dst = append(*dst, words[k])
+			*dst = append(*dst, b.names[ids[k]])
 		}
 	default:
 		return fmt.Errorf("type %s, want string", a.DataType())

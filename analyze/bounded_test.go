@@ -206,3 +206,24 @@ func writeStringsRun(t *testing.T, dir string, n int, value func(col string, i i
 		t.Fatal(err)
 	}
 }
+
+// TestEnvelopeLeavesPooledPhasesOut (issue 46, item 5): a ramp run of
+// 260 phases keeps the first 256 as steps; the 4 pooled as "(other)"
+// are no load level and are left out, the note saying so (before, every
+// phase was a step, however many).
+func TestEnvelopeLeavesPooledPhasesOut(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, "run", listRows(520, func(i int, r *trace.Result) { r.Phase = fmt.Sprintf("v%d", i/2) }), 0)
+	env, err := FindEnvelope([]string{dir}, EnvelopeOptions{Attainment: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range env.Steps {
+		if s.Name == otherValue {
+			t.Fatalf("a step of the pooled phases: %+v", s)
+		}
+	}
+	if len(env.Steps) != 256 || !strings.Contains(strings.Join(env.Notes, "\n"), "column phase has more than 256 distinct values: 8 row values first seen past them") {
+		t.Errorf("%d steps, notes %q; want 256 and the phase note", len(env.Steps), env.Notes)
+	}
+}

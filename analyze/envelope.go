@@ -149,7 +149,7 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 		var order []string
 		for i := range l.cols.n {
 			ph := l.cols.phase[i]
-			if ph == "" || ph == "warmup" {
+			if ph == "" || ph == "warmup" || ph == otherValue { // pooled past distinctCap: no load level
 				continue
 			}
 			if _, ok := byPhase[ph]; !ok {
