@@ -227,3 +227,23 @@ func TestEnvelopeLeavesPooledPhasesOut(t *testing.T) {
 		t.Errorf("%d steps, notes %q; want 256 and the phase note", len(env.Steps), env.Notes)
 	}
 }
+
+// TestProbeWindowsBounded (issue 46, item 5): 16,400 probes, each sent in
+// a 10-second window of its own, keep the first 16,384 windows; the 16
+// later ones count overall, in no window, and a note says so (before,
+// every window was kept, however many).
+func TestProbeWindowsBounded(t *testing.T) {
+	yes := true
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, "run", listRows(16_400, func(i int, r *trace.Result) {
+		sent := int64(i) * 10e9
+		r.SentNs, r.Probe, r.ProbeCorrect = &sent, "arith", &yes
+	}), 0)
+	p, err := ProbeAccuracy([]string{dir}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Graded != 16_400 || len(p.Windows) != maxProbeWindows || !strings.Contains(strings.Join(p.Notes, "\n"), "16 graded probes were sent past the first 16384 windows") {
+		t.Errorf("%d graded, %d windows, notes %q; want 16400, %d and the note", p.Graded, len(p.Windows), p.Notes, maxProbeWindows)
+	}
+}
