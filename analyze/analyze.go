@@ -300,12 +300,20 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	if err != nil {
 		return nil, err
 	}
-	if rows > int64(limit) {
-		if err := streamable(rows, limit, opts); err != nil {
+	held := rows
+	if rows <= int64(limit) {
+		entries, err := listEntries(runDirs)
+		if err != nil {
+			return nil, err
+		}
+		held += entries / heldEntriesPerRow
+	}
+	if held > int64(limit) {
+		if err := streamable(held, limit, opts); err != nil {
 			return nil, err
 		}
 		tallies := newProbeSessionTap(opts.Window)
-		rep, err := analyzeStreamed(ctx, runDirs, rows, limit, opts, peers, tallies.tap())
+		rep, err := analyzeStreamed(ctx, runDirs, rows, held, limit, opts, peers, tallies.tap())
 		if err != nil {
 			return nil, err
 		}
@@ -525,6 +533,7 @@ func loadColumnsWith(ctx context.Context, runDirs []string, withIDs bool, peers 
 	if len(ids) > 1 {
 		l.notes = append(l.notes, fmt.Sprintf("%d different run ids: pooled above as repeats of one configuration; the repeats section gives the interval with runs as the unit", len(ids)))
 	}
+	l.notes = append(l.notes, l.cols.names.notes()...)
 	return l, nil
 }
 

@@ -65,6 +65,17 @@ type resultColumns struct {
 	// tap, when set, reads every batch read too (readPart).
 	tap      *batchTap
 	contract [3]stringLists // sent, stripped, refused
+	// names interns the string columns' values, a bounded number of them;
+	// chunks of one streamed analysis share it.
+	names *columnNames
+}
+
+// stringsOf is the interner of column's values.
+func (c *resultColumns) stringsOf(column string) *boundedValues {
+	if c.names == nil {
+		c.names = &columnNames{}
+	}
+	return c.names.of(column)
 }
 
 // stringLists is a list-of-strings column: row i's values are
@@ -270,7 +281,8 @@ func forEachResultBatch(dirs, columns []string, fn func(arrow.RecordBatch) error
 
 // forEachBatch reads the top-level columns want accepts of one Parquet
 // part with arrow-go record batches, handing each batch to fn; only those
-// columns are decoded.
+// columns are decoded, and each row is held to the bounds of rowbounds.go
+// (the footer's counts checked before any row is decoded).
 func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordBatch) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil { // a corrupt file must not take the process down
@@ -282,12 +294,6 @@ func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordB
 		return err
 	}
 	defer pf.Close()
-	// A plain Go allocator: the checked one reports a library-side leak
-	// in the delta decoder (trace/arrow_test.go).
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 64 << 10}, memory.NewGoAllocator())
-	if err != nil {
-		return err
-	}
 	schema := pf.MetaData().Schema
 	var leaves []int
 	for i := range schema.NumColumns() {
@@ -296,13 +302,46 @@ func forEachBatch(path string, want func(top string) bool, fn func(arrow.RecordB
 			leaves = append(leaves, i)
 		}
 	}
-	rr, err := fr.GetRecordReader(context.Background(), leaves, nil)
+	plan, err := planPart(pf, leaves)
+	if err != nil {
+		return err
+	}
+	props := pqarrow.ArrowReadProperties{Parallel: true, BatchSize: plan.batchRows}
+	for _, leaf := range plan.dict {
+		props.SetReadDict(leaf, true)
+	}
+	// A plain Go allocator: the checked one reports a library-side leak
+	// in the delta decoder (trace/arrow_test.go).
+	fr, err := pqarrow.NewFileReader(pf, props, memory.NewGoAllocator())
+	if err != nil {
+		return err
+	}
+	// A row group at a time: a batch spanning two would join their
+	// dictionaries, at a cost of their distinct values again.
+	var base int64
+	for g := range pf.NumRowGroups() {
+		if err := readRowGroup(fr, g, leaves, &base, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readRowGroup hands fn each batch of row group g, checked (checkBatch);
+// base counts the part's rows before the batch.
+func readRowGroup(fr *pqarrow.FileReader, g int, leaves []int, base *int64, fn func(arrow.RecordBatch) error) error {
+	rr, err := fr.GetRecordReader(context.Background(), leaves, []int{g})
 	if err != nil {
 		return err
 	}
 	defer rr.Release()
 	for rr.Next() {
-		if err := fn(rr.RecordBatch()); err != nil {
+		rec := rr.RecordBatch()
+		if err := checkBatch(rec, *base); err != nil {
+			return err
+		}
+		*base += rec.NumRows()
+		if err := fn(rec); err != nil {
 			return err
 		}
 	}
@@ -380,14 +419,14 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		if err != nil {
 			return err
 		}
-		if err := appendStrings(spec.dst, a); err != nil {
+		if err := c.stringsOf(spec.name).appendTo(spec.dst, a); err != nil {
 			return fmt.Errorf("column %s: %w", spec.name, err)
 		}
 	}
 	if !c.lean {
 		// A run from before agent graphs has no role: every row has none.
 		if a, err := col("role"); err == nil {
-			if err := appendStrings(&c.role, a); err != nil {
+			if err := c.stringsOf("role").appendTo(&c.role, a); err != nil {
 				return fmt.Errorf("column role: %w", err)
 			}
 		} else {
@@ -452,7 +491,7 @@ func (c *resultColumns) appendBatch(rec arrow.RecordBatch) error {
 		return fmt.Errorf("column features is %s, want a list of strings", a.DataType())
 	}
 	var words []string
-	if err := appendStrings(&words, list.ListValues()); err != nil {
+	if err := c.stringsOf("features").appendTo(&words, list.ListValues()); err != nil {
 		return fmt.Errorf("column features: %w", err)
 	}
 	appendList(&c.featureOffsets, list, n, func(from, to int) { c.features = append(c.features, words[from:to]...) }, int64(len(c.features)))
@@ -512,7 +551,7 @@ func (c *resultColumns) appendContract(rec arrow.RecordBatch, n int) error {
 			return fmt.Errorf("column %s is %s, want a list of strings", name, a.DataType())
 		}
 		var words []string
-		if err := appendStrings(&words, list.ListValues()); err != nil {
+		if err := c.stringsOf(name).appendTo(&words, list.ListValues()); err != nil {
 			return fmt.Errorf("column %s: %w", name, err)
 		}
 		appendList(&l.offs, list, n, func(from, to int) { l.vals = append(l.vals, words[from:to]...) }, int64(len(l.vals)))

@@ -19,7 +19,19 @@ type EnvelopeOptions struct {
 	// Attainment is the share of requests that must meet the SLO for a step
 	// to pass (default 0.99: the SLO holds at p99).
 	Attainment float64
+	// Confidence is the level of the exact interval of a step's
+	// attainment that judges it (default 0.95): pass when it lies at or
+	// above Attainment, fail when below, else undecided.
+	Confidence float64
 }
+
+// Step verdicts: an undecided step's attainment interval straddles the
+// target, and it never counts as meeting the SLO.
+const (
+	StepPass      = "pass"
+	StepFail      = "fail"
+	StepUndecided = "undecided"
+)
 
 // Envelope is a service envelope across a load sweep: per step, what was
 // offered, accepted, completed and good, the knee where goodput stops
@@ -60,11 +72,15 @@ type Step struct {
 	GoodputRate   float64    `json:"goodput_rps"`
 	GoodputCI     [2]float64 `json:"goodput_ci95"`
 	// Attainment is the share of counted requests meeting the SLO (Good of
-	// Counted), with its exact binomial 95% interval.
+	// Counted), with its exact binomial interval at the envelope's
+	// confidence (95% unless asked otherwise).
 	Attainment   float64    `json:"attainment"`
 	AttainmentCI [2]float64 `json:"attainment_ci95"`
 	Good         int        `json:"good"`
-	MeetsSLO     bool       `json:"meets_slo"`
+	// Verdict is StepPass, StepFail or StepUndecided, by the interval;
+	// a step that is not steady fails. MeetsSLO is Verdict == StepPass.
+	Verdict  string `json:"verdict"`
+	MeetsSLO bool   `json:"meets_slo"`
 	// Token throughput of the ok requests over the step: output tokens,
 	// and prompt (the server's usage, else what was sent) plus output.
 	OutputTokens     int64   `json:"output_tokens"`
@@ -91,6 +107,12 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 	}
 	if !(o.Attainment > 0 && o.Attainment <= 1) {
 		return nil, opterr.New("Attainment", o.Attainment, "use a share in (0, 1], e.g. 0.99")
+	}
+	if o.Confidence == 0 {
+		o.Confidence = 0.95
+	}
+	if !(o.Confidence > 0.5 && o.Confidence < 1) {
+		return nil, opterr.New("Confidence", o.Confidence, "use a level between 0.5 and 1, e.g. 0.95")
 	}
 	if o.TTFTMode == "" {
 		o.TTFTMode = TTFTFirstContent
@@ -127,7 +149,7 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 		var order []string
 		for i := range l.cols.n {
 			ph := l.cols.phase[i]
-			if ph == "" || ph == "warmup" {
+			if ph == "" || ph == "warmup" || ph == otherValue { // pooled past distinctCap: no load level
 				continue
 			}
 			if _, ok := byPhase[ph]; !ok {
@@ -167,6 +189,9 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 func MeasureStep(runDirs []string, o EnvelopeOptions) (Step, error) {
 	if o.Attainment == 0 {
 		o.Attainment = 0.99
+	}
+	if o.Confidence == 0 {
+		o.Confidence = 0.95
 	}
 	if o.TTFTMode == "" {
 		o.TTFTMode = TTFTFirstContent
@@ -256,12 +281,20 @@ func step(c *resultColumns, name string, rows []int32, offered float64, o Envelo
 	s.Good = good
 	s.OutputTokens = outTok
 	s.OutputTokensPerS, s.TotalTokensPerS = float64(outTok)/span, float64(outTok+promptTok)/span
-	s.AttainmentCI = BinomialCI(good, x.counts.Counted, 0.95)
+	s.AttainmentCI = BinomialCI(good, x.counts.Counted, o.Confidence)
 	if x.counts.Counted > 0 {
 		s.Attainment = float64(good) / float64(x.counts.Counted)
 	}
 	s.Steadiness = steadiness(x.timed["ttft_ms"], x.timed["tpot_ms"], x.timed["e2e_ms"], scrapes)
-	s.MeetsSLO = s.Attainment >= o.Attainment && s.Steadiness.Steady
+	switch {
+	case !s.Steadiness.Steady || s.AttainmentCI[1] < o.Attainment:
+		s.Verdict = StepFail
+	case s.AttainmentCI[0] >= o.Attainment && x.counts.Counted > 0:
+		s.Verdict = StepPass
+	default:
+		s.Verdict = StepUndecided
+	}
+	s.MeetsSLO = s.Verdict == StepPass
 	s.TTFT = Summarize(x.values("ttft_ms"), o.Percentiles)
 	s.E2E = Summarize(x.values("e2e_ms"), o.Percentiles)
 	return s
@@ -288,8 +321,8 @@ func (e *Envelope) findKnee() {
 	}
 }
 
-// findMaxRate sets the highest rate meeting the SLO below the first
-// failing step.
+// findMaxRate sets the highest rate meeting the SLO below the first step
+// that did not: failed, or undecided (never counted as meeting it).
 func (e *Envelope) findMaxRate() {
 	last := -1
 	for k, s := range e.Steps {
@@ -301,6 +334,10 @@ func (e *Envelope) findMaxRate() {
 	for _, s := range e.Steps {
 		if st := s.Steadiness; st != nil && !st.Steady {
 			e.Notes = append(e.Notes, fmt.Sprintf("step %s (%.2f req/s) fails: %s", s.Name, s.OfferedRate, st.Reason))
+		}
+		if s.Verdict == StepUndecided {
+			e.Notes = append(e.Notes, fmt.Sprintf("step %s (%.2f req/s) is undecided: its attainment interval [%.2f%%, %.2f%%] straddles %.1f%%; not counted as meeting the SLO: run it longer to decide it",
+				s.Name, s.OfferedRate, 100*s.AttainmentCI[0], 100*s.AttainmentCI[1], 100*e.Attainment))
 		}
 	}
 	if last < 0 {
@@ -325,7 +362,7 @@ func (e *Envelope) findMaxRate() {
 func recoveryOf(timeOrder []Step, l *loaded, runDirs []string) string {
 	failed := -1
 	for k, s := range timeOrder {
-		if !s.MeetsSLO {
+		if s.Verdict == StepFail {
 			failed = k
 			break
 		}
@@ -406,7 +443,9 @@ func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
 		b.WriteString("knee: not reached (goodput grew at every step)\n")
 	}
 	if e.MaxRateMeetingSLO != nil {
-		if e.MaxRateInterval[1] > 0 {
+		if e.MaxRateInterval[1] > 0 && e.undecidedAt(e.MaxRateInterval[1]) {
+			fmt.Fprintf(&b, "highest rate meeting the SLO: %.2f req/s; the limit lies in [%.2f, %.2f] at this sweep's resolution (%.2f undecided)\n", *e.MaxRateMeetingSLO, e.MaxRateInterval[0], e.MaxRateInterval[1], e.MaxRateInterval[1])
+		} else if e.MaxRateInterval[1] > 0 {
 			fmt.Fprintf(&b, "highest rate meeting the SLO: %.2f req/s; the limit lies in [%.2f, %.2f) at this sweep's resolution\n", *e.MaxRateMeetingSLO, e.MaxRateInterval[0], e.MaxRateInterval[1])
 		} else {
 			fmt.Fprintf(&b, "highest rate meeting the SLO: at least %.2f req/s (no step failed)\n", *e.MaxRateMeetingSLO)
@@ -420,11 +459,21 @@ func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
 	return err
 }
 
-// passesText says whether a step passes, and "not steady" when it fails
-// for that.
+// undecidedAt reports whether the first step at that offered rate is
+// undecided.
+func (e *Envelope) undecidedAt(rate float64) bool {
+	i := slices.IndexFunc(e.Steps, func(s Step) bool { return s.OfferedRate == rate })
+	return i >= 0 && e.Steps[i].Verdict == StepUndecided
+}
+
+// passesText says whether a step passes, "not steady" when it fails for
+// that, and "undecided" when its interval straddles the target.
 func passesText(s Step) string {
 	if st := s.Steadiness; st != nil && !st.Steady {
 		return "false (not steady)"
+	}
+	if s.Verdict == StepUndecided {
+		return "undecided"
 	}
 	return fmt.Sprint(s.MeetsSLO)
 }

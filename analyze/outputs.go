@@ -3,7 +3,6 @@ package analyze
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -88,11 +87,12 @@ type PartedAt struct {
 	Max     int     `json:"max"`
 }
 
-// answer is what a result row says of its answer.
+// answer is what a result row of the first run says of its answer,
+// held at a size bounded by its choices and events.
 type answer struct {
 	greedy bool
-	hashes []string
-	events []int32 // chained per-event hashes, greedy streamed answers
+	hashes [][2]uint64 // each choice's output hash, hashed
+	events []int32     // chained per-event hashes, greedy streamed answers
 	length int64
 	finish string
 }
@@ -116,7 +116,9 @@ func partedAt(a, b []int32) (int, bool) {
 
 // CompareOutputs compares the answers of run b against run a, request by
 // request id. Both runs must carry answer fingerprints under one output
-// salt (replay --salt-file): under two salts no answer could match.
+// salt (replay --salt-file): under two salts no answer could match. Run
+// a's answers are held, each by a hash of its id; run b's are read past
+// them batch by batch.
 func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, error) {
 	if confidence <= 0 || confidence >= 1 {
 		confidence = 0.95
@@ -136,22 +138,45 @@ func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := readAnswers(bDir)
-	if err != nil {
+	p := newAnswerPairing(a, confidence)
+	if err := forEachResultBatch([]string{bDir}, answerColumns, p.addBatch); err != nil {
 		return nil, err
 	}
-	c := &OutputComparison{Confidence: confidence, SaltFingerprint: saltA}
-	var lenA, lenB []float64
+	return p.result(), nil
+}
+
+// answerPairing compares run b's answers, batch by batch, with run a's.
+type answerPairing struct {
+	c          *OutputComparison
+	a          *heldAnswers
+	seen       map[[2]uint64]struct{} // b's ids so far, hashed
+	finish     boundedValues          // b's finish reasons
+	lenA, lenB []float64
+	parted     []float64
+	unpaired   int
+}
+
+func newAnswerPairing(a *heldAnswers, confidence float64) *answerPairing {
+	c := &OutputComparison{Confidence: confidence}
 	c.Sampled.FinishA, c.Sampled.FinishB = map[string]int{}, map[string]int{}
-	unpaired := 0
-	var parted []float64
-	for _, id := range slices.Sorted(maps.Keys(b)) {
-		rb := b[id]
-		ra, ok := a[id]
-		if !ok {
-			unpaired++
-			continue
+	c.Notes = a.notes()
+	return &answerPairing{c: c, a: a, seen: map[[2]uint64]struct{}{}, finish: boundedValues{column: "observed_finish_reason"}}
+}
+
+// addBatch pairs a batch of run b's ok rows with run a's answers.
+func (p *answerPairing) addBatch(rec arrow.RecordBatch) error {
+	return eachAnswer(rec, &p.finish, func(id string, rb answerRow) error {
+		key := hashSession(id)
+		if _, dup := p.seen[key]; dup {
+			return fmt.Errorf("request id %q appears twice among ok requests: compare one run with one run", clip(id, 80))
 		}
+		p.seen[key] = struct{}{}
+		ra, ok := p.a.byID[key]
+		if !ok {
+			p.unpaired++
+			return nil
+		}
+		c := p.c
 		c.Paired++
 		if ra.greedy && rb.greedy {
 			changed := len(ra.hashes) != len(rb.hashes)
@@ -164,34 +189,50 @@ func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, e
 				}
 			}
 			if !changed {
-				continue
+				return nil
 			}
 			at, known := partedAt(ra.events, rb.events)
 			if known {
-				parted = append(parted, float64(at))
+				p.parted = append(p.parted, float64(at))
+				id = fmt.Sprintf("%s (at event %d)", id, at)
 			}
-			if len(c.Greedy.FirstChanged) < 5 {
-				if known {
-					id = fmt.Sprintf("%s (at event %d)", id, at)
-				}
-				c.Greedy.FirstChanged = append(c.Greedy.FirstChanged, id)
-			}
-			continue
+			c.Greedy.FirstChanged = firstFive(c.Greedy.FirstChanged, id)
+			return nil
 		}
-		lenA, lenB = append(lenA, float64(ra.length)), append(lenB, float64(rb.length))
+		p.lenA, p.lenB = append(p.lenA, float64(ra.length)), append(p.lenB, float64(rb.length))
 		c.Sampled.FinishA[ra.finish]++
 		c.Sampled.FinishB[rb.finish]++
+		return nil
+	})
+}
+
+// firstFive adds id to the five least ids changed so far (as strings,
+// the order the report names them in), dropping the greatest past five.
+func firstFive(ids []string, id string) []string {
+	at, _ := slices.BinarySearch(ids, id)
+	if at >= 5 {
+		return ids
 	}
-	if unpaired > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("%d ok request(s) of B have no ok request of the same id in A: left out", unpaired))
+	ids = slices.Insert(ids, at, strings.Clone(id))
+	return ids[:min(len(ids), 5)]
+}
+
+// result is the comparison, judged.
+func (p *answerPairing) result() *OutputComparison {
+	c := p.c
+	if p.unpaired > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d ok request(s) of B have no ok request of the same id in A: left out", p.unpaired))
 	}
-	if len(parted) > 0 {
-		slices.Sort(parted)
-		c.Greedy.PartedAt = &PartedAt{Answers: len(parted), Min: int(parted[0]), P50: rank.Percentile(parted, 0.5), Max: int(parted[len(parted)-1])}
+	if note := p.finish.note(); note != "" {
+		c.Notes = append(c.Notes, "B: "+note)
 	}
-	c.Greedy.judge(confidence)
-	c.Sampled.judge(lenA, lenB, 1-confidence)
-	return c, nil
+	if len(p.parted) > 0 {
+		slices.Sort(p.parted)
+		c.Greedy.PartedAt = &PartedAt{Answers: len(p.parted), Min: int(p.parted[0]), P50: rank.Percentile(p.parted, 0.5), Max: int(p.parted[len(p.parted)-1])}
+	}
+	c.Greedy.judge(c.Confidence)
+	c.Sampled.judge(p.lenA, p.lenB, 1-c.Confidence)
+	return c
 }
 
 // judge gives the greedy verdict: identical when no compared answer
@@ -299,36 +340,98 @@ func outputSalt(dir string) (string, error) {
 	return fp, nil
 }
 
+// maxHeldEvents bounds the chained event hashes held of run a's answers
+// together (128 MiB): answers past it are held without them, and their
+// parting is not located. A variable so that tests can lower it.
+var maxHeldEvents = 1 << 25
+
+// heldAnswers are run a's ok, non-warmup answers by a hash of their
+// request id.
+type heldAnswers struct {
+	byID   map[[2]uint64]answer
+	finish boundedValues
+	// events counts the event hashes held; without counts the greedy
+	// answers held without theirs, past maxHeldEvents.
+	events, without int
+}
+
+// notes says what of run a was held short.
+func (h *heldAnswers) notes() []string {
+	var out []string
+	if h.without > 0 {
+		out = append(out, fmt.Sprintf("A: %d greedy answers past the first %d event hashes held are held without theirs: where they changed, where they parted is not located", h.without, maxHeldEvents))
+	}
+	if note := h.finish.note(); note != "" {
+		out = append(out, "A: "+note)
+	}
+	return out
+}
+
 // readAnswers reads the ok, non-warmup requests' answers of a run by
 // request id.
-func readAnswers(dir string) (map[string]answer, error) {
-	out := map[string]answer{}
-	err := forEachResultBatch([]string{dir}, answerColumns, func(rec arrow.RecordBatch) error { return appendAnswers(rec, out) })
+func readAnswers(dir string) (*heldAnswers, error) {
+	h := &heldAnswers{byID: map[[2]uint64]answer{}, finish: boundedValues{column: "observed_finish_reason"}}
+	err := forEachResultBatch([]string{dir}, answerColumns, func(rec arrow.RecordBatch) error {
+		return eachAnswer(rec, &h.finish, func(id string, r answerRow) error {
+			key := hashSession(id)
+			if _, dup := h.byID[key]; dup {
+				return fmt.Errorf("request id %q appears twice among ok requests: compare one run with one run", clip(id, 80))
+			}
+			ans := answer{greedy: r.greedy, hashes: r.hashes, length: r.length, finish: r.finish}
+			if r.greedy && len(r.events) > 0 {
+				if h.events+len(r.events) <= maxHeldEvents {
+					ans.events = slices.Clone(r.events)
+					h.events += len(r.events)
+				} else {
+					h.without++
+				}
+			}
+			h.byID[key] = ans
+			return nil
+		})
+	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return h, nil
 }
 
 // answerColumns are the result columns an answers comparison reads.
 var answerColumns = []string{"request_id", "outcome", "warmup", "temperature", "seed", "output_hashes", "output_event_hashes",
 	"observed_output_tokens", "observed_finish_reason"}
 
-// appendAnswers adds a batch's ok rows to out.
-func appendAnswers(rec arrow.RecordBatch, out map[string]answer) error {
+// answerRow is one ok, non-warmup row's answer as a batch holds it: its
+// events are the batch's, valid only while fn runs.
+type answerRow struct {
+	greedy bool
+	hashes [][2]uint64
+	events []int32
+	length int64
+	finish string
+}
+
+// eachAnswer hands fn each ok, non-warmup row of a batch: its request id
+// (the batch's bytes, to be cloned if kept) and answer; finish reasons are
+// interned in finish.
+func eachAnswer(rec arrow.RecordBatch, finish *boundedValues, fn func(id string, r answerRow) error) error {
 	col := func(name string) arrow.Array { return batchColumn(rec, name) }
-	var ids, outcomes, finish []string
+	var outcomes, reasons []string
 	for _, c := range []struct {
 		name string
 		dst  *[]string
-	}{{"request_id", &ids}, {"outcome", &outcomes}, {"observed_finish_reason", &finish}} {
+		into *boundedValues
+	}{{"outcome", &outcomes, &boundedValues{}}, {"observed_finish_reason", &reasons, finish}} {
 		a := col(c.name)
 		if a == nil {
 			return fmt.Errorf("no column %q: not a servetrace results file", c.name)
 		}
-		if err := appendStrings(c.dst, a); err != nil {
+		if err := c.into.appendTo(c.dst, a); err != nil {
 			return fmt.Errorf("column %q: %w", c.name, err)
 		}
+	}
+	ids := col("request_id")
+	if ids == nil {
+		return fmt.Errorf("no column %q: not a servetrace results file", "request_id")
 	}
 	warm, _ := col("warmup").(*array.Boolean)
 	temp, _ := col("temperature").(*array.Float64)
@@ -342,30 +445,54 @@ func appendAnswers(rec arrow.RecordBatch, out map[string]answer) error {
 	if hashes == nil {
 		return fmt.Errorf("no column output_hashes: replayed before servetrace fingerprinted answers; replay it again")
 	}
-	values, ok := hashes.ListValues().(*array.String)
-	if !ok {
-		return fmt.Errorf("column output_hashes holds %s, want strings", hashes.ListValues().DataType())
+	values := hashes.ListValues()
+	var eventVals []int32
+	if events != nil {
+		if v, ok := events.ListValues().(*array.Int32); ok {
+			eventVals = v.Int32Values()
+		}
 	}
 	offs := hashes.Offsets()
 	for i := range int(rec.NumRows()) {
 		if outcomes[i] != trace.OutcomeOK || warm.Value(i) {
 			continue
 		}
-		ans := answer{length: length.Value(i), finish: finish[i]}
-		ans.greedy = (temp != nil && temp.IsValid(i) && temp.Value(i) == 0) || (seed != nil && seed.IsValid(i))
+		r := answerRow{length: length.Value(i), finish: reasons[i]}
+		r.greedy = (temp != nil && temp.IsValid(i) && temp.Value(i) == 0) || (seed != nil && seed.IsValid(i))
 		for j := offs[i]; j < offs[i+1]; j++ {
-			ans.hashes = append(ans.hashes, strings.Clone(values.Value(int(j))))
-		}
-		if ans.greedy && events != nil {
-			if vals, ok := events.ListValues().(*array.Int32); ok {
-				eo := events.Offsets()
-				ans.events = slices.Clone(vals.Int32Values()[eo[i]:eo[i+1]])
+			h, err := stringAt(values, int(j))
+			if err != nil {
+				return fmt.Errorf("column output_hashes: %w", err)
 			}
+			r.hashes = append(r.hashes, hashSession(h))
 		}
-		if _, dup := out[ids[i]]; dup {
-			return fmt.Errorf("request id %q appears twice among ok requests: compare one run with one run", ids[i])
+		if r.greedy && eventVals != nil {
+			eo := events.Offsets()
+			r.events = eventVals[eo[i]:eo[i+1]]
 		}
-		out[ids[i]] = ans
+		id, err := stringAt(ids, i)
+		if err != nil {
+			return fmt.Errorf("column request_id: %w", err)
+		}
+		if err := fn(id, r); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// stringAt is row i of a string or dictionary-of-strings column, as the
+// batch holds it (not copied).
+func stringAt(a arrow.Array, i int) (string, error) {
+	switch a := a.(type) {
+	case *array.String:
+		return a.Value(i), nil
+	case *array.Dictionary:
+		dict, err := dictionaryStrings(a)
+		if err != nil {
+			return "", err
+		}
+		return dict.Value(a.GetValueIndex(i)), nil
+	}
+	return "", fmt.Errorf("type %s, want string", a.DataType())
 }

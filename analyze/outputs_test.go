@@ -6,8 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/servetrace/servetrace/internal/memcap"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -171,4 +173,61 @@ func TestOutputsPartAt(t *testing.T) {
 	if got.Greedy.FirstChanged[0] != "r0 (at event 3)" {
 		t.Errorf("first changed %q", got.Greedy.FirstChanged)
 	}
+	// Held to 16 event hashes, A keeps r0's and r1's (8 each) and not
+	// r2's or r3's: r2's change is counted, its parting not located.
+	defer func(old int) { maxHeldEvents = old }(maxHeldEvents)
+	maxHeldEvents = 16
+	got, err = CompareOutputs(answersRun(t, "s", rows(false)), answersRun(t, "s", rows(true)), 0.95)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Greedy.PartedAt; got.Greedy.Identical != 1 || p == nil || p.Answers != 2 || p.Min != 3 || p.Max != 5 {
+		t.Errorf("held to 16 events: identical %d, parted at %+v; want 1 and 2 answers at 3 and 5", got.Greedy.Identical, p)
+	}
+	if !strings.Contains(strings.Join(got.Notes, "\n"), "A: 2 greedy answers past the first 16 event hashes held are held without theirs") {
+		t.Errorf("notes %q", got.Notes)
+	}
+}
+
+// TestLongAnswersHeldFixedSize (issue 46, item 5): two runs of 150,000
+// greedy answers with request ids of 1,000 bytes are compared within
+// 384 MiB: one side is held by a hash of each id, the other streamed
+// (before, both sides were held by id: out of memory).
+func TestLongAnswersHeldFixedSize(t *testing.T) {
+	memcap.Run(t, 384<<20, func(t *testing.T) {
+		const n = 150_000
+		write := func(changed int) string {
+			dir := filepath.Join(t.TempDir(), "run")
+			w, err := trace.NewResultWriter(dir, 10_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zero := 0.0
+			for i := range n {
+				h := fmt.Sprintf("%032x", i)
+				if i < changed {
+					h = fmt.Sprintf("%032x", i+1<<40)
+				}
+				if err := w.Write(trace.Result{Identity: trace.Identity{RequestID: fmt.Sprintf("%01000d", i)}, Temperature: &zero, Outcome: trace.OutcomeOK,
+					OutputHashes: []string{h}, OutputEventHashes: []int32{1, 2, int32(i)}, ObservedOutputTokens: 3, ObservedFinishReason: "stop"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			ri := trace.RunInfo{SchemaVersion: 1, RunID: "r", Complete: true, Parts: w.Parts(), Options: map[string]any{"output_salt_fingerprint": "fp"}}
+			if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), ri); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}
+		got, err := CompareOutputs(write(0), write(7), 0.95)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := got.Greedy; got.Paired != n || g.Compared != n || g.Identical != n-7 || len(g.FirstChanged) != 5 || !strings.HasPrefix(g.FirstChanged[0], fmt.Sprintf("%01000d", 0)) {
+			t.Errorf("paired %d, compared %d, identical %d, first changed %d; want %d, %d, %d, 5 from id 0", got.Paired, g.Compared, g.Identical, len(g.FirstChanged), n, n, n-7)
+		}
+	})
 }

@@ -132,6 +132,7 @@ func TestPeerSummariesAsGiven(t *testing.T) {
 		{"peer/testdata/genai-perf/profile_export_genai_perf.json", "request_throughput.avg", "20"},
 		{"peer/testdata/llmperf/meta-llama-Llama-2-7b-chat-hf_550_150_summary.json", "results_ttft_s_mean", "0.405"},
 		{"peer/testdata/vllm/benchmark_results.json", "Tput (req/s)", "24.9"},
+		{"peer/testdata/vllm/bench-latency.json", "p99_latency", "1.3023219"},
 	} {
 		t.Run(filepath.Base(c.file), func(t *testing.T) {
 			rep, err := Analyze([]string{c.file}, Options{})
@@ -413,5 +414,22 @@ func TestPeerOutcome(t *testing.T) {
 		if got := peerOutcome(c.q); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.q, got, c.want)
 		}
+	}
+}
+
+// TestOlderGuidellmReportSaysWhatItRan (issue 46, item 15): a guidellm
+// 0.2 report is run against its worker's backend and model at its
+// strategy's rate (before: "against not recorded", "no rate recorded").
+func TestOlderGuidellmReportSaysWhatItRan(t *testing.T) {
+	rep, err := Analyze([]string{"peer/testdata/guidellm/v0.2-benchmarks.json"}, Options{Bootstrap: BootstrapOptions{Resamples: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := "against openai_http meta-llama/Llama-3.1-8B-Instruct: offered 2.00 req/s, completed 1.67 req/s"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
 }

@@ -53,6 +53,9 @@ type Probes struct {
 	ByKind  map[string]*Accuracy `json:"by_kind"`
 	WindowS float64              `json:"window_s"`
 	Windows []ProbeWindow        `json:"windows"`
+	// Notes say what was pooled: kinds past the most kept apart, probes
+	// sent past the most windows kept.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ProbeWindow is the accuracy of the probes sent in one window.
@@ -81,16 +84,23 @@ type probeTally struct {
 	p        *Probes
 	byWindow map[int64]*Accuracy
 	window   int64
+	kinds    boundedValues
+	// unwindowed counts the graded probes sent in no window kept.
+	unwindowed int
 }
+
+// maxProbeWindows bounds the send windows a probe tally keeps: a day of
+// the default 10 s windows is 8,640, and a hostile part can give each
+// probe a window of its own.
+const maxProbeWindows = 1 << 14
 
 func newProbeTally(window time.Duration) *probeTally {
 	if window <= 0 {
 		window = 10 * time.Second
 	}
-	return &probeTally{p: &Probes{ByKind: map[string]*Accuracy{}, WindowS: window.Seconds()}, byWindow: map[int64]*Accuracy{}, window: int64(window)}
+	return &probeTally{p: &Probes{ByKind: map[string]*Accuracy{}, WindowS: window.Seconds()}, byWindow: map[int64]*Accuracy{}, window: int64(window),
+		kinds: boundedValues{column: "probe"}}
 }
-
-func (t *probeTally) add(rec arrow.RecordBatch) error { return t.p.addBatch(rec, t.byWindow, t.window) }
 
 // result is the tally's Probes; nil when no probe was sent.
 func (t *probeTally) result() *Probes {
@@ -102,6 +112,12 @@ func (t *probeTally) result() *Probes {
 	for _, a := range p.ByKind {
 		a.finish()
 	}
+	if note := t.kinds.note(); note != "" {
+		p.Notes = append(p.Notes, note)
+	}
+	if t.unwindowed > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("%d graded probes were sent past the first %d windows and are in no window", t.unwindowed, maxProbeWindows))
+	}
 	for _, k := range slices.Sorted(maps.Keys(t.byWindow)) {
 		a := t.byWindow[k]
 		a.finish()
@@ -110,23 +126,24 @@ func (t *probeTally) result() *Probes {
 	return p
 }
 
-// addBatch counts a batch's probes; a run from before probes has no
-// probe column and adds nothing.
-func (p *Probes) addBatch(rec arrow.RecordBatch, byWindow map[int64]*Accuracy, window int64) error {
+// add counts a batch's probes; a run from before probes has no probe
+// column and adds nothing.
+func (t *probeTally) add(rec arrow.RecordBatch) error {
+	p := t.p
 	col := func(name string) arrow.Array { return batchColumn(rec, name) }
 	kindCol := col("probe")
 	if kindCol == nil {
 		return nil
 	}
 	var kinds, outcomes []string
-	if err := appendStrings(&kinds, kindCol); err != nil {
+	if err := t.kinds.appendTo(&kinds, kindCol); err != nil {
 		return fmt.Errorf("column probe: %w", err)
 	}
 	outcomeCol := col("outcome")
 	if outcomeCol == nil {
 		return fmt.Errorf("no column outcome beside probe: not a servetrace results file")
 	}
-	if err := appendStrings(&outcomes, outcomeCol); err != nil {
+	if err := (&boundedValues{}).appendTo(&outcomes, outcomeCol); err != nil {
 		return fmt.Errorf("column outcome: %w", err)
 	}
 	correct, _ := col("probe_correct").(*array.Boolean)
@@ -150,11 +167,15 @@ func (p *Probes) addBatch(rec arrow.RecordBatch, byWindow map[int64]*Accuracy, w
 			p.ByKind[kind] = &Accuracy{}
 		}
 		p.ByKind[kind].add(ok)
-		w := max(sent.Value(i), 0) / window
-		if byWindow[w] == nil {
-			byWindow[w] = &Accuracy{}
+		w := max(sent.Value(i), 0) / t.window
+		if t.byWindow[w] == nil {
+			if len(t.byWindow) >= maxProbeWindows {
+				t.unwindowed++
+				continue
+			}
+			t.byWindow[w] = &Accuracy{}
 		}
-		byWindow[w].add(ok)
+		t.byWindow[w].add(ok)
 	}
 	return nil
 }
@@ -178,6 +199,9 @@ func probesText(p *Probes) string {
 		for _, w := range p.Windows {
 			fmt.Fprintf(&b, "\n  sent from %.0f s: %s", w.StartS, w.Accuracy.text())
 		}
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "\n  %s", n)
 	}
 	return b.String()
 }

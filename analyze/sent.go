@@ -299,15 +299,20 @@ func breakdown(c *resultColumns, dim string, opts Options, spanS float64) []Grou
 			rows[k] = append(rows[k], int32(i))
 		}
 	}
+	// Rows whose value was pooled at read (past distinctCap) are
+	// "(other)" whatever the groups' sizes.
+	pooled := rows[otherValue]
+	delete(rows, otherValue)
 	keys := slices.Collect(maps.Keys(rows))
 	orderGroupKeys(keys, dim, func(k string) int { return len(rows[k]) })
-	if len(keys) > maxGroups {
-		var other []int32
-		for _, k := range keys[maxGroups-1:] {
+	if len(keys) > maxGroups || pooled != nil {
+		keep := min(len(keys), maxGroups-1)
+		other := pooled
+		for _, k := range keys[keep:] {
 			other = append(other, rows[k]...)
 		}
-		keys = append(keys[:maxGroups-1], "(other)")
-		rows["(other)"] = other
+		keys = append(keys[:keep], otherValue)
+		rows[otherValue] = other
 	}
 	var out []Group
 	for _, k := range keys {

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"time"
@@ -39,8 +40,26 @@ const maxSessions = 1 << 22
 // sessionSpan is one session's extent so far.
 type sessionSpan struct {
 	first, last int64
-	requests    int
+	requests    int32
 	incomplete  bool
+}
+
+// sessionKey names a session: its run (an index into the tally's run
+// ids) and a 128-bit hash of its session_id. What a session costs is
+// then fixed, whatever its id's length; two of 2^22 ids collide with
+// odds below 2^-80.
+type sessionKey struct {
+	run uint32
+	id  [2]uint64
+}
+
+// sessionSeeds key the session ids' hash: random per process (no file
+// can aim at a collision), shared by a run's tally and its baseline's.
+var sessionSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// hashSession is session id's 128-bit hash.
+func hashSession(id string) [2]uint64 {
+	return [2]uint64{maphash.String(sessionSeeds[0], id), maphash.String(sessionSeeds[1], id)}
 }
 
 // sessionColumns are the columns a session tally reads.
@@ -49,14 +68,17 @@ var sessionColumns = []string{"session_id", "sent_ns", "done_ns", "warmup", "out
 // sessionTally follows sessions batch by batch, so it can share a pass
 // over the parts with other tallies.
 type sessionTally struct {
-	spans     map[string]*sessionSpan
+	spans     map[sessionKey]sessionSpan
+	runs      boundedValues // run ids, at most distinctCap
 	truncated bool
 }
 
-func newSessionTally() *sessionTally { return &sessionTally{spans: map[string]*sessionSpan{}} }
+func newSessionTally() *sessionTally {
+	return &sessionTally{spans: map[sessionKey]sessionSpan{}, runs: boundedValues{column: "run_id"}}
+}
 
 func (t *sessionTally) add(rec arrow.RecordBatch) error {
-	truncated, err := addSessionBatch(rec, t.spans)
+	truncated, err := t.addBatch(rec)
 	t.truncated = t.truncated || truncated
 	return err
 }
@@ -70,7 +92,7 @@ func (t *sessionTally) result(percentiles []float64) *Sessions {
 			continue
 		}
 		out.Sessions++
-		out.Requests += s.requests
+		out.Requests += int(s.requests)
 		if s.incomplete {
 			out.Incomplete++
 			continue
@@ -110,6 +132,9 @@ func (p *probeSessionTap) tap() *batchTap {
 // the runs' parts.
 func (rep *Report) addProbesAndSessions(t *probeSessionTap, runDirs []string, opts Options) error {
 	rep.Probes, rep.Sessions = t.probes.result(), t.sessions.result(opts.Percentiles)
+	if note := t.sessions.runs.note(); note != "" {
+		rep.Notes = append(rep.Notes, "sessions: "+note)
+	}
 	if opts.Baseline == "" {
 		return nil
 	}
@@ -123,23 +148,28 @@ func (rep *Report) addProbesAndSessions(t *probeSessionTap, runDirs []string, op
 	return nil
 }
 
-// addSessionBatch folds a batch's rows into their sessions (keyed by run
-// and session, so repeats of one workload stay apart); truncated is true
-// once maxSessions are followed and a new one was left out.
-func addSessionBatch(rec arrow.RecordBatch, spans map[string]*sessionSpan) (truncated bool, err error) {
+// addBatch folds a batch's rows into their sessions (keyed by run and
+// session, so repeats of one workload stay apart); truncated is true once
+// maxSessions are followed and a new one was left out.
+func (t *sessionTally) addBatch(rec arrow.RecordBatch) (truncated bool, err error) {
 	col := func(name string) arrow.Array { return batchColumn(rec, name) }
-	var sessions, outcomes, runs []string
+	var outcomes, runs []string
 	for _, c := range []struct {
 		name string
 		dst  *[]string
-	}{{"session_id", &sessions}, {"outcome", &outcomes}, {"run_id", &runs}} {
+		into *boundedValues
+	}{{"outcome", &outcomes, &boundedValues{}}, {"run_id", &runs, &t.runs}} {
 		a := col(c.name)
 		if a == nil {
 			return false, fmt.Errorf("no column %q: not a servetrace results file", c.name)
 		}
-		if err := appendStrings(c.dst, a); err != nil {
+		if err := c.into.appendTo(c.dst, a); err != nil {
 			return false, fmt.Errorf("column %q: %w", c.name, err)
 		}
+	}
+	ids, err := sessionHashes(col("session_id"))
+	if err != nil {
+		return false, err
 	}
 	sent, _ := col("sent_ns").(*array.Int64)
 	done, _ := col("done_ns").(*array.Int64)
@@ -147,28 +177,64 @@ func addSessionBatch(rec arrow.RecordBatch, spans map[string]*sessionSpan) (trun
 	if sent == nil || done == nil || warm == nil {
 		return false, fmt.Errorf("columns sent_ns, done_ns and warmup missing: not a servetrace results file")
 	}
-	for i, id := range sessions {
-		if id == "" {
+	for i, id := range ids {
+		if id == ([2]uint64{}) {
 			continue
 		}
-		key := runs[i] + "\x00" + id
-		s := spans[key]
-		if s == nil {
-			if len(spans) >= maxSessions {
+		run, _ := t.runs.find(runs[i]) // interned above
+		key := sessionKey{run: uint32(run), id: id}
+		s, ok := t.spans[key]
+		if !ok {
+			if len(t.spans) >= maxSessions {
 				truncated = true
 				continue
 			}
-			s = &sessionSpan{first: 1<<63 - 1, last: -1 << 63}
-			spans[key] = s
+			s = sessionSpan{first: 1<<63 - 1, last: -1 << 63}
 		}
 		s.requests++
 		if outcomes[i] != trace.OutcomeOK || warm.Value(i) || !sent.IsValid(i) || !done.IsValid(i) {
 			s.incomplete = true
-			continue
+		} else {
+			s.first, s.last = min(s.first, sent.Value(i)), max(s.last, done.Value(i))
 		}
-		s.first, s.last = min(s.first, sent.Value(i)), max(s.last, done.Value(i))
+		t.spans[key] = s
 	}
 	return truncated, nil
+}
+
+// sessionHashes hashes a session_id column's values, row by row; a row
+// of no session gets the zero hash.
+func sessionHashes(a arrow.Array) ([][2]uint64, error) {
+	var out [][2]uint64
+	hash := func(id string) [2]uint64 {
+		if id == "" {
+			return [2]uint64{}
+		}
+		return hashSession(id)
+	}
+	switch a := a.(type) {
+	case nil:
+		return nil, fmt.Errorf("no column %q: not a servetrace results file", "session_id")
+	case *array.String:
+		for i := range a.Len() {
+			out = append(out, hash(a.Value(i)))
+		}
+	case *array.Dictionary:
+		dict, err := dictionaryStrings(a)
+		if err != nil {
+			return nil, fmt.Errorf("column session_id: %w", err)
+		}
+		words := make([][2]uint64, dict.Len())
+		for k := range words {
+			words[k] = hash(dict.Value(k))
+		}
+		for i := range a.Len() {
+			out = append(out, words[a.GetValueIndex(i)])
+		}
+	default:
+		return nil, fmt.Errorf("column session_id: type %s, want string", a.DataType())
+	}
+	return out, nil
 }
 
 // sessionsText says the sessions' makespans in a line, each percentile

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/servetrace/servetrace/internal/memcap"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -127,4 +129,46 @@ func TestPrefixCacheHitByTurn(t *testing.T) {
 			t.Errorf("the table shows no cache hit column (%v):\n%s", err, text.String())
 		}
 	}
+}
+
+// TestLongSessionsHeldFixedSize (issue 46, item 5): 150,000 sessions of
+// two requests with distinct session ids of 1,000 bytes, streamed, and
+// matched against themselves as the baseline, within 640 MiB: a session
+// is held as a hash of its id, whatever the id's length (405 MB of RSS;
+// before, each id was a map key twice over, the run's and the
+// baseline's: 908 MB).
+func TestLongSessionsHeldFixedSize(t *testing.T) {
+	memcap.Run(t, 640<<20, func(t *testing.T) {
+		const sessions = 150_000
+		dir := filepath.Join(t.TempDir(), "run")
+		w, err := trace.NewResultWriter(dir, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 * sessions {
+			sent, done := int64(i)*1e6, int64(i)*1e6+5e5
+			if err := w.Write(trace.Result{Identity: trace.Identity{RequestID: fmt.Sprintf("r%d", i), SessionID: fmt.Sprintf("%01000d", i/2)},
+				Shape:  trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, N: 1},
+				SentNs: &sent, DoneNs: &done, Outcome: trace.OutcomeOK, RunID: "run"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		ri := trace.RunInfo{SchemaVersion: 1, RunID: "run", Complete: true, Parts: w.Parts()}
+		if err := trace.WriteJSONAtomic(filepath.Join(dir, trace.RunInfoName), ri); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Analyze([]string{dir}, Options{InMemoryRows: 10_000, Baseline: dir, Bootstrap: BootstrapOptions{Resamples: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := rep.Sessions; s == nil || s.Sessions != sessions || s.MakespanMs.N != sessions || s.MakespanMs.Max != 1.5 {
+			t.Errorf("sessions %+v; want %d of makespan 1.5 ms", s, sessions)
+		}
+		if s := rep.SessionSlowdown; s == nil || s.Matched != sessions || s.Slowdown.Max != 1 {
+			t.Errorf("slowdown %+v; want %d matched, each 1", s, sessions)
+		}
+	})
 }

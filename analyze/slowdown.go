@@ -101,16 +101,15 @@ func matchSessions(run, base *sessionTally, percentiles []float64) (*SessionSlow
 	if len(baseRuns) == 0 {
 		return nil, fmt.Errorf("it has no sessions (session_id) of two or more requests: give an unloaded run of the same workload")
 	}
-	baseKey := baseRuns[0] + "\x00"
+	baseRun, _ := base.runs.find(baseRuns[0])
 	var slowdowns []float64
 	for key, s := range run.spans {
 		if s.requests < 2 {
 			continue
 		}
-		_, id, _ := strings.Cut(key, "\x00")
-		b := base.spans[baseKey+id]
+		b, ok := base.spans[sessionKey{run: uint32(baseRun), id: key.id}]
 		switch {
-		case b == nil || b.requests < 2:
+		case !ok || b.requests < 2:
 			out.OnlyInRun++
 		case s.incomplete || b.incomplete || b.last <= b.first:
 			out.Incomplete++
@@ -122,8 +121,11 @@ func matchSessions(run, base *sessionTally, percentiles []float64) (*SessionSlow
 		if b.requests < 2 {
 			continue
 		}
-		id := strings.TrimPrefix(key, baseKey)
-		if !slices.ContainsFunc(runRuns, func(r string) bool { s := run.spans[r+"\x00"+id]; return s != nil && s.requests >= 2 }) {
+		if !slices.ContainsFunc(runRuns, func(r string) bool {
+			k, _ := run.runs.find(r)
+			s, ok := run.spans[sessionKey{run: uint32(k), id: key.id}]
+			return ok && s.requests >= 2
+		}) {
 			out.OnlyInBaseline++
 		}
 	}
@@ -140,8 +142,8 @@ func matchSessions(run, base *sessionTally, percentiles []float64) (*SessionSlow
 func sessionRunIDs(t *sessionTally) []string {
 	seen := map[string]bool{}
 	for key, s := range t.spans {
-		if run, _, _ := strings.Cut(key, "\x00"); s.requests >= 2 {
-			seen[run] = true
+		if s.requests >= 2 {
+			seen[t.runs.names[key.run]] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -46,6 +47,71 @@ const DefaultInMemoryRows = 2_000_000
 // peak (docs/measurements.md, "Streamed analysis").
 const heldRowBytes = 1700
 
+// heldEntriesPerRow is how many token times or prefix blocks a held
+// analysis counts as one row: each is held as a value and again as a gap
+// or a block id in a set, about 32 bytes, where a row of a few is
+// heldRowBytes. Rows at the per-row bound (MaxRowEvents) would otherwise
+// pass as few.
+const heldEntriesPerRow = heldRowBytes / 32
+
+// heldListColumns are the list columns a held analysis keeps every entry
+// of.
+var heldListColumns = []string{"token_times_ns", "prefix_blocks"}
+
+// listEntries counts the entries of the heldListColumns in the parts of
+// the servetrace runs among dirs, from the parts' footers.
+func listEntries(dirs []string) (int64, error) {
+	var n int64
+	for _, dir := range dirs {
+		if peer.IsResultFile(dir) {
+			continue
+		}
+		parts, err := trace.ResultParts(dir)
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range parts {
+			path := filepath.Join(dir, p.Path)
+			k, err := footerEntries(path, heldListColumns)
+			if err != nil {
+				return 0, fmt.Errorf("read %s: %w", path, err)
+			}
+			n += k
+		}
+	}
+	return n, nil
+}
+
+// footerEntries sums the footer's value counts of the named columns' leaves
+// over a part's row groups.
+func footerEntries(path string, columns []string) (n int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt Parquet data: %v", r)
+		}
+	}()
+	pf, err := openParquet(path)
+	if err != nil {
+		return 0, err
+	}
+	defer pf.Close()
+	schema := pf.MetaData().Schema
+	for i := range schema.NumColumns() {
+		top, _, _ := strings.Cut(schema.Column(i).Path(), ".")
+		if !slices.Contains(columns, top) {
+			continue
+		}
+		for g := range pf.NumRowGroups() {
+			meta, err := pf.MetaData().RowGroup(g).ColumnChunk(i)
+			if err != nil {
+				return 0, err
+			}
+			n += max(meta.NumValues(), 0)
+		}
+	}
+	return n, nil
+}
+
 const (
 	// streamBatches is the batch-means batch count of a streamed analysis:
 	// batchesFor's most, as every streamed run is long.
@@ -80,12 +146,20 @@ type Streamed struct {
 	// distinct prefix block ids behind the reuse share: 0 when counted
 	// exactly (up to exactDistinct ids).
 	PrefixDistinctRelErr float64 `json:"prefix_distinct_rel_err,omitempty"`
+	// HeldRows, where the rows' token times and prefix blocks brought
+	// them over the limit, is what they count as: the rows and an extra
+	// row per heldEntriesPerRow entries.
+	HeldRows int64 `json:"held_rows,omitempty"`
 }
 
 // streamedText is the report's note on a streamed analysis.
 func streamedText(s *Streamed) string {
-	text := fmt.Sprintf("streamed analysis of %d result rows (over %d held in memory): percentiles and interval ends within %.1f%%; batch means over %d batches of equal send count; bootstrap over a uniform sample of %d values per metric, its error scaled to the whole run",
-		s.Rows, s.InMemoryRows, 100*s.RelErr, s.Batches, s.BootstrapSample)
+	of := fmt.Sprintf("%d result rows", s.Rows)
+	if s.HeldRows > 0 {
+		of = fmt.Sprintf("%d result rows, whose token times and prefix blocks count as %d,", s.Rows, s.HeldRows)
+	}
+	text := fmt.Sprintf("streamed analysis of %s (over %d held in memory): percentiles and interval ends within %.1f%%; batch means over %d batches of equal send count; bootstrap over a uniform sample of %d values per metric, its error scaled to the whole run",
+		of, s.InMemoryRows, 100*s.RelErr, s.Batches, s.BootstrapSample)
 	if s.PrefixDistinctRelErr > 0 {
 		text += fmt.Sprintf("; prefix reuse from an estimate of distinct block ids (HyperLogLog, ±%.1f%% of that count at 95%%)", 196*s.PrefixDistinctRelErr)
 	}
@@ -187,8 +261,9 @@ func streamable(rows int64, limit int, opts Options) error {
 }
 
 // analyzeStreamed is AnalyzeContext for runs of more rows than held in
-// memory.
-func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit int, opts Options, peers peerFiles, tap *batchTap) (*Report, error) {
+// memory; held is what they count as (more than rows where their token
+// times and prefix blocks brought them over the limit).
+func analyzeStreamed(ctx context.Context, runDirs []string, rows, held int64, limit int, opts Options, peers peerFiles, tap *batchTap) (*Report, error) {
 	rep := &Report{TTFTMode: opts.TTFTMode, Interval: opts.Interval, Metrics: map[string]Distribution{}}
 	// A source is a servetrace run's parts, or a peer tool's run.
 	type source struct {
@@ -275,8 +350,9 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	// Breakdowns by tenant, model, adapter, phase or turn need the
 	// columns a lean read leaves out.
 	lean := !slices.ContainsFunc(opts.By, func(d string) bool { return slices.Contains(groupColumns, d) })
+	names := &columnNames{} // one interner for every chunk
 	for range cap(free) {
-		free <- &resultColumns{lean: lean}
+		free <- &resultColumns{lean: lean, names: names}
 	}
 	var read int64
 	// take gets a free chunk, emptied; send hands a filled one over.
@@ -369,6 +445,10 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows int64, limit in
 	if _, exact := acc.sent.distinct.count(); !exact {
 		rep.Streamed.PrefixDistinctRelErr = distinctRelErr
 	}
+	if held > rows {
+		rep.Streamed.HeldRows = held
+	}
+	rep.Notes = append(rep.Notes, names.notes()...)
 	rep.Notes = append(rep.Notes, streamedText(rep.Streamed))
 	acc.report(rep)
 	if err := ctx.Err(); err != nil {

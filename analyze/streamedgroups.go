@@ -82,7 +82,7 @@ func (g *groupsAcc) add(c *resultColumns, i int, row *rowValues) {
 func (g *groupsAcc) addTo(k string, c *resultColumns, i int, row *rowValues) {
 	acc := g.byKey[k]
 	if acc == nil {
-		if len(g.byKey) < streamGroupCap {
+		if len(g.byKey) < streamGroupCap && k != otherValue { // values pooled at read stay pooled
 			acc = &groupAcc{}
 			g.byKey[k] = acc
 		} else {

@@ -78,8 +78,9 @@ type Options struct {
 	// Repeats runs every fixed level this many times per configuration,
 	// alternating the configurations' order (A B, then B A).
 	Repeats int
-	// MaxExtensions reruns an undecided search level at most this many
-	// times, pooling its requests, before judging it by its point estimate.
+	// MaxExtensions reruns an undecided level (searched, or fixed after
+	// its repeats) at most this many times, pooling its requests; still
+	// undecided, it stays so, and never counts as meeting the SLO.
 	MaxExtensions int
 	// Budget stops the sweep before a step that would end past it (0: none).
 	Budget time.Duration

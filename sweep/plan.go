@@ -51,8 +51,8 @@ type level struct {
 	runs        int // measuring steps (recovery steps excluded)
 	verdict     string
 	// final is set when the verdict stands: decided, or undecided with
-	// no extension left (then judged by the point estimate, and verdict
-	// is pass or fail).
+	// no extension left. An undecided level never counts as a pass: its
+	// interval straddles the target, and a longer step may fall short.
 	final bool
 	// notSteady is the reason of the first of its steps whose queue was
 	// still growing: the level fails, whatever its attainment.
@@ -90,23 +90,18 @@ func (o *Options) levels(done []Step, config string) map[float64]*level {
 			continue
 		}
 		l.verdict, _ = o.judge(l.good, l.count)
-		// Fixed levels are never extended: their runs are all there is.
-		l.final = l.verdict != undecided || o.Search == nil || l.runs > o.MaxExtensions
-		if l.verdict == undecided && l.final {
-			l.verdict = fail
-			if l.count > 0 && float64(l.good)/float64(l.count) >= o.Attainment {
-				l.verdict = pass
-			}
-		}
+		l.final = l.verdict != undecided || l.runs >= max(o.Repeats, 1)+o.MaxExtensions
 	}
 	return out
 }
 
-// bracket returns the highest passing level below the lowest failing one
-// (0 when none), and that failing level (0 when none).
+// bracket returns the highest passing level below the lowest level that
+// did not pass, failed or undecided for good (0 when none), and that
+// level (0 when none): an undecided level is never counted as meeting
+// the SLO.
 func bracket(ls map[float64]*level) (lo, hi float64) {
 	for _, l := range ls {
-		if l.final && l.verdict == fail && (hi == 0 || l.value < hi) {
+		if l.final && l.verdict != pass && (hi == 0 || l.value < hi) {
 			hi = l.value
 		}
 	}
@@ -132,7 +127,9 @@ func (o *Options) planNext(done []Step) (n next, why string, ok bool) {
 // fixedNext walks the fixed levels in order; at each, repeat r runs the
 // configurations in their order for even r and reversed for odd r, the
 // alternation continuing across levels (A B | B A | A B ...), so that
-// neither side is always measured first.
+// neither side is always measured first. A configuration's level still
+// undecided after its repeats is run again, pooled, before the next
+// level, up to MaxExtensions times.
 func (o *Options) fixedNext(done []Step) (next, string, bool) {
 	ran := map[string]int{}
 	for _, s := range done {
@@ -141,7 +138,12 @@ func (o *Options) fixedNext(done []Step) (next, string, bool) {
 		}
 	}
 	turn := 0
-	for _, lv := range o.Levels {
+	for k, lv := range o.Levels {
+		if k > 0 {
+			if n, why, ok := o.extendNext(done, o.Levels[k-1]); ok {
+				return n, why, true
+			}
+		}
 		for r := range o.Repeats {
 			order := slices.Clone(o.Configs)
 			if turn%2 == 1 {
@@ -159,7 +161,27 @@ func (o *Options) fixedNext(done []Step) (next, string, bool) {
 			}
 		}
 	}
+	if n, why, ok := o.extendNext(done, o.Levels[len(o.Levels)-1]); ok {
+		return n, why, true
+	}
 	return next{}, "every fixed level was run", false
+}
+
+// extendNext is the extension of fixed level lv for the first
+// configuration, in order, whose runs of it left it undecided with
+// extensions to spare.
+func (o *Options) extendNext(done []Step, lv float64) (next, string, bool) {
+	for _, c := range o.Configs {
+		if l := o.levels(done, c.Name)[lv]; l != nil && !l.final {
+			return next{Config: c.Name, Level: lv, Purpose: "extend", Repeat: l.runs}, undecidedWhy(o, l), true
+		}
+	}
+	return next{}, "", false
+}
+
+// undecidedWhy says why an undecided level runs again.
+func undecidedWhy(o *Options, l *level) string {
+	return fmt.Sprintf("%s %s is undecided (%d of %d good; the interval straddles %.4g): run it again, pooled", fmtLevel(l.value), o.Mode, l.good, l.count, o.Attainment)
 }
 
 // searchNext grows, shrinks or bisects (see Search).
@@ -174,8 +196,7 @@ func (o *Options) searchNext(done []Step) (next, string, bool) {
 			continue
 		}
 		if l := ls[d.Level]; l != nil && !l.final {
-			return next{Config: config, Level: d.Level, Purpose: "extend", Repeat: l.runs},
-				fmt.Sprintf("%s %s is undecided (%d of %d good; the interval straddles %.4g): run it again, pooled", fmtLevel(d.Level), o.Mode, l.good, l.count, o.Attainment), true
+			return next{Config: config, Level: d.Level, Purpose: "extend", Repeat: l.runs}, undecidedWhy(o, l), true
 		}
 		break
 	}

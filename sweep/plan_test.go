@@ -83,15 +83,17 @@ func TestSearchBracketsTheLimit(t *testing.T) {
 	}
 }
 
-// TestSearchExtendsUndecidedLevels: a level whose interval straddles the
-// target is run again, pooled, and judged by its point estimate once the
-// extensions are spent.
+// TestSearchExtendsUndecidedLevels (issue 46, item 14): a level whose
+// interval straddles the target is run again, pooled, and once the
+// extensions are spent stays undecided: it is neither a pass (before, its
+// point estimate passed it) nor counted below the limit, and the search
+// goes on below it.
 func TestSearchExtendsUndecidedLevels(t *testing.T) {
 	o := searchOptions(4)
 	o.MaxExtensions = 2
 	o.Recovery = false
 	// 4 passes clearly; 8 is always 99 of 100 (99% attainment: never
-	// decisive against 0.99 with 100 requests); 16 fails.
+	// decisive against 0.99 with 100 requests); every other level fails.
 	steps := simulate(t, o, func(level float64, _ int) (int, int) {
 		switch {
 		case level <= 4:
@@ -113,9 +115,46 @@ func TestSearchExtendsUndecidedLevels(t *testing.T) {
 	if n8 != 1+o.MaxExtensions {
 		t.Errorf("level 8 ran %d times, want 1 + %d extensions", n8, o.MaxExtensions)
 	}
-	l := o.levels(steps, "A")[8]
-	if !l.final || l.verdict != pass || l.good != 297 || l.count != 300 {
-		t.Errorf("level 8 pooled: %+v, want final pass by its point estimate on 297 of 300", *l)
+	ls := o.levels(steps, "A")
+	if l := ls[8]; !l.final || l.verdict != undecided || l.good != 297 || l.count != 300 {
+		t.Errorf("level 8 pooled: %+v, want final and undecided on 297 of 300", *l)
+	}
+	if lo, hi := bracket(ls); lo != 4 || hi <= 4 || hi >= 8 {
+		t.Errorf("bracket [%g, %g); want 4 the highest level meeting the SLO, the search gone on below 8", lo, hi)
+	}
+}
+
+// TestFixedLevelsExtendUndecided (issue 46, item 14): a fixed level whose
+// interval straddles the target is run again, pooled, up to
+// MaxExtensions times, right after its own repeats; still undecided, it
+// is not the highest level meeting the SLO (before, fixed levels were
+// never extended and passed by their point estimate).
+func TestFixedLevelsExtendUndecided(t *testing.T) {
+	o := DefaultOptions()
+	o.Configs = []Config{{Name: "A"}}
+	o.Levels, o.Recovery, o.MaxExtensions = []float64{4, 8, 16}, false, 2
+	steps := simulate(t, o, func(level float64, _ int) (int, int) {
+		switch level {
+		case 4:
+			return 1000, 1000
+		case 8:
+			return 99, 100
+		}
+		return 10, 100
+	})
+	var got []string
+	for _, s := range steps {
+		got = append(got, fmt.Sprintf("%s:%g", s.Purpose, s.Level))
+	}
+	if want := "level:4 level:8 extend:8 extend:8 level:16"; strings.Join(got, " ") != want {
+		t.Errorf("steps %v, want %s", got, want)
+	}
+	ls := o.levels(steps, "A")
+	if l := ls[8]; !l.final || l.verdict != undecided {
+		t.Errorf("level 8: %+v, want final and undecided", *l)
+	}
+	if lo, hi := bracket(ls); lo != 4 || hi != 8 {
+		t.Errorf("bracket [%g, %g); want [4, 8): 8 is not shown to meet the SLO", lo, hi)
 	}
 }
 
@@ -134,7 +173,7 @@ func TestFixedLevelsInterleaveABBA(t *testing.T) {
 		o := DefaultOptions()
 		o.Configs = []Config{{Name: "A"}, {Name: "B"}}
 		o.Levels, o.Repeats, o.Recovery = c.levels, c.repeats, false
-		steps := simulate(t, o, func(float64, int) (int, int) { return 100, 100 })
+		steps := simulate(t, o, func(float64, int) (int, int) { return 1000, 1000 }) // decisive: no extension
 		var got []string
 		for _, s := range steps {
 			got = append(got, fmt.Sprintf("%s%g", s.Config, s.Level))
@@ -176,5 +215,47 @@ func TestBoundFormula(t *testing.T) {
 	}
 	if math.Abs(round4(12.34567)-12.35) > 1e-12 {
 		t.Errorf("round4(12.34567) = %v", round4(12.34567))
+	}
+}
+
+// TestUndecidedLevelsAreNotCounted (issue 46, item 14): a result whose
+// lowest level not passing is undecided names it, brackets the limit
+// [4, 8] closed at it, and the summary says "undecided" where it said
+// "pass (point estimate)" and counted 8 as the highest level meeting the
+// SLO.
+func TestUndecidedLevelsAreNotCounted(t *testing.T) {
+	o := DefaultOptions()
+	o.Configs = []Config{{Name: "A"}}
+	o.Levels, o.Recovery, o.MaxExtensions = []float64{4, 8}, false, 0
+	steps := simulate(t, o, func(level float64, _ int) (int, int) {
+		if level == 4 {
+			return 1000, 1000
+		}
+		return 99, 100
+	})
+	r := Result{Config: "A", Mode: o.Mode}
+	for _, lv := range []float64{4, 8} {
+		l := o.levels(steps, "A")[lv]
+		_, ci := o.judge(l.good, l.count)
+		r.Levels = append(r.Levels, LevelStat{Level: lv, Counted: l.count, Good: l.good, Verdict: l.verdict, Judged: judgedHow(l), AttainmentCI: ci,
+			Attainment: float64(l.good) / float64(l.count)})
+	}
+	r.setBracket(o.levels(steps, "A"), o.Attainment)
+	if r.MaxLevel == nil || *r.MaxLevel != 4 || r.Bracket != [2]float64{4, 8} || len(r.Undecided) != 1 || r.Undecided[0] != 8 {
+		t.Fatalf("result %+v; want the highest level meeting the SLO 4, bracket [4, 8), 8 undecided", r)
+	}
+	var b strings.Builder
+	if err := WriteSummary(&b, &Record{Plan: Plan{Confidence: 0.95, Attainment: 0.99}, Results: []Result{r}}); err != nil {
+		t.Fatal(err)
+	}
+	txt := b.String()
+	for _, want := range []string{"8: undecided (interval)", "highest level meeting the SLO: 4; the limit lies in [4, 8]",
+		"8 is undecided: its attainment interval [", "straddles 99.00%; not counted as meeting the SLO"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("summary lacks %q:\n%s", want, txt)
+		}
+	}
+	if strings.Contains(txt, "point estimate") {
+		t.Errorf("summary still judges by the point estimate:\n%s", txt)
 	}
 }

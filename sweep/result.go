@@ -18,12 +18,16 @@ import (
 type Result struct {
 	Config string `json:"config"`
 	Mode   Mode   `json:"mode"`
-	// MaxLevel is the highest level meeting the SLO below the lowest
-	// failing one; the limit lies in Bracket [lo, hi) (hi 0: no level
-	// failed, the limit is above lo).
-	MaxLevel *float64    `json:"max_level_meeting_slo,omitempty"`
-	Bracket  [2]float64  `json:"bracket"`
-	Levels   []LevelStat `json:"levels"`
+	// MaxLevel is the highest level meeting the SLO below the lowest one
+	// that did not (failed, or undecided for good); the limit lies in
+	// Bracket [lo, hi) (hi 0: no level failed, the limit is above lo),
+	// [lo, hi] where hi is undecided.
+	MaxLevel *float64   `json:"max_level_meeting_slo,omitempty"`
+	Bracket  [2]float64 `json:"bracket"`
+	// Undecided lists the levels whose interval still straddled the
+	// target after every extension: none counts as meeting the SLO.
+	Undecided []float64   `json:"undecided_levels,omitempty"`
+	Levels    []LevelStat `json:"levels"`
 	// KneeLevel is where goodput stopped growing (analyze envelope's knee).
 	KneeLevel *float64  `json:"knee_level,omitempty"`
 	Recovery  *Recovery `json:"recovery,omitempty"`
@@ -43,9 +47,10 @@ type LevelStat struct {
 	Good         int        `json:"good"`
 	Attainment   float64    `json:"attainment"`
 	AttainmentCI [2]float64 `json:"attainment_ci"`
-	// Verdict is pass or fail; Judged says how: "interval", or "point
-	// estimate" when the interval still straddled the target after every
-	// extension.
+	// Verdict is pass, fail, or undecided when the interval still
+	// straddled the target after every extension (never counted as
+	// meeting the SLO); Judged says how: "interval", "not steady" or
+	// "inaccurate".
 	Verdict string `json:"verdict"`
 	Judged  string `json:"judged"`
 	// NotSteady says why the level failed for a queue still growing over
@@ -111,10 +116,8 @@ func (s *sweeper) results() ([]Result, []*analyze.Envelope, error) {
 			measuring = append(measuring, dirs...)
 			r.Levels = append(r.Levels, stat)
 		}
-		lo, hi := bracket(ls)
-		r.Bracket = [2]float64{lo, hi}
-		if lo > 0 {
-			r.MaxLevel = new(lo)
+		r.setBracket(ls, s.o.Attainment)
+		if lo := r.Bracket[0]; lo > 0 {
 			if i := slices.IndexFunc(r.Levels, func(l LevelStat) bool { return l.Level == lo }); i >= 0 && s.o.CostPerHour > 0 {
 				l := r.Levels[i]
 				if l.OutputTokensPerS > 0 {
@@ -124,12 +127,6 @@ func (s *sweeper) results() ([]Result, []*analyze.Envelope, error) {
 					r.CostPerMillionTotal = new(s.o.CostPerHour / 3600 / l.TotalTokensPerS * 1e6)
 				}
 			}
-		}
-		switch {
-		case lo == 0 && hi > 0:
-			r.Notes = append(r.Notes, fmt.Sprintf("no level passed: the limit is below %s", fmtLevel(hi)))
-		case lo > 0 && hi == 0:
-			r.Notes = append(r.Notes, fmt.Sprintf("no level failed: the limit is above %s; sweep higher", fmtLevel(lo)))
 		}
 		var env *analyze.Envelope
 		if len(measuring) >= 2 {
@@ -149,6 +146,38 @@ func (s *sweeper) results() ([]Result, []*analyze.Envelope, error) {
 		out, envs = append(out, r), append(envs, env)
 	}
 	return out, envs, nil
+}
+
+// setBracket sets the highest level meeting the SLO, the bracket of the
+// limit and the undecided levels from the pooled levels, with the notes
+// that say what they mean against the attainment target; r.Levels must
+// be set.
+func (r *Result) setBracket(ls map[float64]*level, attainment float64) {
+	lo, hi := bracket(ls)
+	r.Bracket = [2]float64{lo, hi}
+	if lo > 0 {
+		r.MaxLevel = new(lo)
+	}
+	for _, l := range r.Levels {
+		if l.Verdict != undecided {
+			continue
+		}
+		r.Undecided = append(r.Undecided, l.Level)
+		r.Notes = append(r.Notes, fmt.Sprintf("%s is undecided: its attainment interval [%.2f%%, %.2f%%] over %d requests straddles %.2f%%; not counted as meeting the SLO: run it longer (more extensions, or longer steps) to decide it",
+			fmtLevel(l.Level), 100*l.AttainmentCI[0], 100*l.AttainmentCI[1], l.Counted, 100*attainment))
+	}
+	switch {
+	case lo == 0 && hi > 0:
+		r.Notes = append(r.Notes, fmt.Sprintf("no level passed: the limit is below %s", fmtLevel(hi)))
+	case lo > 0 && hi == 0:
+		r.Notes = append(r.Notes, fmt.Sprintf("no level failed: the limit is above %s; sweep higher", fmtLevel(lo)))
+	}
+}
+
+// hiUndecided reports whether the bracket's upper end is an undecided
+// level: the limit may then be at it, and the bracket is closed.
+func (r *Result) hiUndecided() bool {
+	return r.Bracket[1] > 0 && slices.Contains(r.Undecided, r.Bracket[1])
 }
 
 // levelOfRun returns the level of the step with that run id.
@@ -171,16 +200,9 @@ func (s *sweeper) levelStat(done []Step, config string, l *level) (LevelStat, []
 			dirs = append(dirs, filepath.Join(s.dir, st.RunDir))
 		}
 	}
-	v, ci := s.o.judge(l.good, l.count)
-	stat.AttainmentCI, stat.Inaccurate = ci, l.inaccurate
-	switch {
-	case l.notSteady != "":
-		stat.Judged, stat.NotSteady = "not steady", l.notSteady
-	case l.inaccurate != "":
-		stat.Judged = "inaccurate"
-	case v == undecided:
-		stat.Judged = "point estimate"
-	}
+	_, ci := s.o.judge(l.good, l.count)
+	stat.AttainmentCI, stat.Inaccurate, stat.NotSteady = ci, l.inaccurate, l.notSteady
+	stat.Judged = judgedHow(l)
 	m, err := analyze.MeasureStep(dirs, s.envelopeOptions())
 	if err != nil {
 		return stat, nil, err
@@ -195,6 +217,18 @@ func (s *sweeper) levelStat(done []Step, config string, l *level) (LevelStat, []
 		}
 	}
 	return stat, dirs, nil
+}
+
+// judgedHow says how a level's verdict was reached: "not steady" or
+// "inaccurate" where that failed it, else "interval".
+func judgedHow(l *level) string {
+	switch {
+	case l.notSteady != "":
+		return "not steady"
+	case l.inaccurate != "":
+		return "inaccurate"
+	}
+	return "interval"
 }
 
 // recovery measures the configuration's recovery step, if it ran.
@@ -317,6 +351,8 @@ func WriteSummary(w io.Writer, rec *Record) error {
 			}
 		}
 		switch {
+		case r.MaxLevel != nil && r.hiUndecided():
+			fmt.Fprintf(&b, "  highest level meeting the SLO: %s; the limit lies in [%s, %s] (%s undecided)\n", fmtLevel(*r.MaxLevel), fmtLevel(r.Bracket[0]), fmtLevel(r.Bracket[1]), fmtLevel(r.Bracket[1]))
 		case r.MaxLevel != nil && r.Bracket[1] > 0:
 			fmt.Fprintf(&b, "  highest level meeting the SLO: %s; the limit lies in [%s, %s)\n", fmtLevel(*r.MaxLevel), fmtLevel(r.Bracket[0]), fmtLevel(r.Bracket[1]))
 		case r.MaxLevel != nil:

@@ -410,7 +410,7 @@ func (s *sweeper) judgeAccuracy(rec *Step) error {
 }
 
 func (s *sweeper) envelopeOptions() analyze.EnvelopeOptions {
-	return analyze.EnvelopeOptions{Options: analyze.Options{SLO: s.o.SLO, TTFTMode: s.o.TTFTMode}, Attainment: s.o.Attainment}
+	return analyze.EnvelopeOptions{Options: analyze.Options{SLO: s.o.SLO, TTFTMode: s.o.TTFTMode}, Attainment: s.o.Attainment, Confidence: s.o.Confidence}
 }
 
 func (s *sweeper) progress(format string, args ...any) {

@@ -99,7 +99,9 @@ func TestSweepWaitsForASlowDrainingServer(t *testing.T) {
 	})
 	wl := workload(t, 200, 40, 4)
 	o := baseOptions(Config{Name: "A", Target: target, Workload: wl})
-	o.Levels = []float64{20, 40}
+	// One-second steps of 20 and 40 requests decide nothing at 99%: no
+	// extensions, so that each level runs once.
+	o.Levels, o.MaxExtensions = []float64{20, 40}, 0
 	o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}}
 	o.Replay.MetricsInterval = 200 * time.Millisecond
 	dir := filepath.Join(t.TempDir(), "sweep")
@@ -171,6 +173,7 @@ func TestSweepResumesAfterInterrupt(t *testing.T) {
 	})
 	o := baseOptions(Config{Name: "A", Target: a, Workload: wl}, Config{Name: "B", Target: b, Workload: wl})
 	o.Levels, o.Recovery = []float64{20, 40}, false
+	o.MaxExtensions = 0 // steps of 20 and 40 requests decide nothing at 99%: each level runs once
 	o.Replay.Grace = 200 * time.Millisecond
 	dir := filepath.Join(t.TempDir(), "sweep")
 	armed.Store(true)

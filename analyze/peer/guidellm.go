@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,11 @@ import (
 // request_start_time (unix s), request_latency (s),
 // time_to_first_token_ms, prompt_tokens, output_tokens. Reports before
 // v0.4 name the times start_time, end_time and first_token_time; both are
-// read.
+// read. A v0.2 report (src/guidellm/benchmark/benchmark.py and
+// output.py at v0.2.1) has no report-level args: each benchmark keeps its
+// strategy in args.strategy (type_, rate, streams, max_concurrency), its
+// model in worker.backend_model (and request_loader.processor), its
+// backend in worker.backend_type and its counts in total_count.
 
 func init() {
 	register(format{tool: "guidellm", match: isGuidellm, read: readGuidellm})
@@ -35,20 +40,48 @@ func isGuidellm(o object) bool {
 	return err == nil && b.has("requests", "metrics")
 }
 
-// guidellmBenchmark is what a benchmark holds beside its requests.
+// guidellmStrategy is a benchmark's scheduling strategy.
+type guidellmStrategy struct {
+	Type           string   `json:"type_"`
+	Rate           *float64 `json:"rate"`
+	Streams        *anyInt  `json:"streams"`         // concurrent
+	MaxConcurrency *anyInt  `json:"max_concurrency"` // throughput, constant, poisson
+}
+
+// guidellmBenchmark is what a benchmark holds beside its requests: v0.4
+// and later in config and metrics.request_totals, v0.2 in args, worker,
+// request_loader and total_count.
 type guidellmBenchmark struct {
 	Config struct {
-		Strategy struct {
-			Type string   `json:"type_"`
-			Rate *float64 `json:"rate"`
-		} `json:"strategy"`
+		Strategy guidellmStrategy `json:"strategy"`
 	} `json:"config"`
+	Args struct {
+		Strategy guidellmStrategy `json:"strategy"`
+	} `json:"args"`
+	Worker struct {
+		BackendType  string `json:"backend_type"`
+		BackendModel string `json:"backend_model"`
+	} `json:"worker"`
+	Loader struct {
+		Processor string `json:"processor"`
+	} `json:"request_loader"`
 	Duration float64 `json:"duration"`
 	Metrics  struct {
 		Totals struct {
 			Successful *anyInt `json:"successful"`
 		} `json:"request_totals"`
 	} `json:"metrics"`
+	TotalCount struct {
+		Successful *anyInt `json:"successful"`
+	} `json:"total_count"`
+}
+
+// strategy is the benchmark's strategy wherever its version keeps it.
+func (b *guidellmBenchmark) strategy() guidellmStrategy {
+	if b.Config.Strategy.Type != "" {
+		return b.Config.Strategy
+	}
+	return b.Args.Strategy
 }
 
 type guidellmRequest struct {
@@ -104,6 +137,7 @@ func readGuidellm(o object) ([]Run, error) {
 	if args.Model != nil {
 		model = *args.Model // the report's args (BenchmarkGenerativeTextArgs), as guidellm ran
 	}
+	backend, _ := args.Backend.(string)
 	tool := "guidellm"
 	if md.Version != "" {
 		tool += " " + md.Version
@@ -127,7 +161,8 @@ func readGuidellm(o object) ([]Run, error) {
 		for _, k := range []struct {
 			key  string
 			into any
-		}{{"config", &bm.Config}, {"duration", &bm.Duration}, {"metrics", &bm.Metrics}} {
+		}{{"config", &bm.Config}, {"args", &bm.Args}, {"worker", &bm.Worker}, {"request_loader", &bm.Loader}, {"duration", &bm.Duration},
+			{"metrics", &bm.Metrics}, {"total_count", &bm.TotalCount}} {
 			if err := b.decode(k.key, k.into); err != nil {
 				return nil, fmt.Errorf("benchmark %d: fields of the wrong type: %w", bi, err)
 			}
@@ -136,11 +171,21 @@ func readGuidellm(o object) ([]Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("benchmark %d: %w", bi, err)
 		}
-		r := Run{Tool: tool, Source: label, ID: runID("guidellm", label) + "-" + bm.Config.Strategy.Type, Model: model, DurationS: bm.Duration, Completed: -1, sampled: true}
-		if bm.Config.Strategy.Rate != nil {
-			r.OfferedRate = *bm.Config.Strategy.Rate
+		st := bm.strategy()
+		r := Run{Tool: tool, Source: label, ID: runID("guidellm", label) + "-" + st.Type, Model: cmp.Or(model, bm.Worker.BackendModel, bm.Loader.Processor),
+			Backend: cmp.Or(backend, bm.Worker.BackendType), DurationS: bm.Duration, Completed: -1, sampled: true}
+		if st.Rate != nil {
+			r.OfferedRate = *st.Rate
 		}
-		if s := bm.Metrics.Totals.Successful; s != nil {
+		switch {
+		case st.Type == "synchronous":
+			r.MaxConcurrency = 1
+		case st.Streams != nil:
+			r.MaxConcurrency = int(*st.Streams)
+		case st.MaxConcurrency != nil:
+			r.MaxConcurrency = int(*st.MaxConcurrency)
+		}
+		if s := cmp.Or(bm.Metrics.Totals.Successful, bm.TotalCount.Successful); s != nil {
 			r.Completed = int64(*s)
 		}
 		// A request cancelled while still queued has no start time: it was

@@ -16,7 +16,9 @@ import (
 // Infinity for an unlimited rate), AIPerf aiperf/exporters/json_exporter.py
 // and record_export_results_processor.py, perf_analyzer
 // src/profile_data_exporter.cc and genai_perf/export_data/json_exporter.py,
-// guidellm src/guidellm/benchmark/schemas/report.py, LLMPerf
+// guidellm src/guidellm/benchmark/schemas/report.py (v0.2.1's
+// benchmark/benchmark.py for guidellm/v0.2-benchmarks.json), vLLM
+// vllm/benchmarks/latency.py (vllm/bench-latency.json), LLMPerf
 // token_benchmark_ray.py, and vLLM's
 // .buildkite/performance-benchmarks/scripts/convert-results-json-to-markdown.py.
 func TestReadEachFormat(t *testing.T) {
@@ -304,4 +306,71 @@ func TestVLLMPooling(t *testing.T) {
 	if r := runs[0]; len(r.Requests) != 2 || r.Requests[1].E2ENs != 20e6 || r.Requests[1].Streamed || r.SendTimes != SentAllAtOnce {
 		t.Errorf("pooling run %+v", r)
 	}
+}
+
+// TestLatencyOnlyAndOlderFiles (issue 46, item 15): real files that hold
+// less than a serving run are read for what they have and say what they
+// lack, where they were refused or misread. `vllm bench latency
+// --output-json` (vllm/benchmarks/latency.py: avg_latency, std_latency,
+// latencies, percentiles, whole batches in seconds) is a summary of its
+// figures noting it has no request_throughput, completed or duration; so
+// is a serve summary of latency statistics alone. A guidellm 0.2 report
+// (src/guidellm/benchmark/benchmark.py at v0.2.1: GenerativeBenchmark's
+// args.strategy, worker.backend_model, request_loader.processor,
+// total_count, requests' start_time and first_token_time) gives its model,
+// backend, strategy, rate and successful count (before, the model was
+// "not recorded" and the rate lost).
+func TestLatencyOnlyAndOlderFiles(t *testing.T) {
+	t.Run("vllm bench latency", func(t *testing.T) {
+		runs, err := Read("testdata/vllm/bench-latency.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runs[0]
+		if len(runs) != 1 || r.HasRecords() || r.Tool != "vLLM bench latency" || r.Remedy == "" {
+			t.Fatalf("runs %+v; want one summary of vLLM bench latency with a remedy", runs)
+		}
+		got := map[string]Figure{}
+		for _, f := range r.Figures {
+			got[f.Name] = f
+		}
+		if f := got["avg_latency"]; f.Value != 1.2843791395000002 || f.Unit != "s" {
+			t.Errorf("avg_latency %+v; want 1.2843791395000002 s", f)
+		}
+		if f := got["p99_latency"]; f.Value != 1.3023219 || f.Unit != "s" {
+			t.Errorf("p99_latency %+v; want 1.3023219 s", f)
+		}
+		if f := got["iterations"]; f.Value != 5 {
+			t.Errorf("iterations %+v; want 5", f)
+		}
+		if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "has no request_throughput, completed or duration") || !strings.Contains(notes, "whole batches") {
+			t.Errorf("notes %q", notes)
+		}
+	})
+	t.Run("a serve summary of latency statistics alone", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "latency-only.json")
+		os.WriteFile(p, []byte(`{"mean_ttft_ms": 41.5, "median_ttft_ms": 40.2, "p99_ttft_ms": 80.1, "mean_tpot_ms": 7.2, "p99_itl_ms": 9.9, "mean_e2el_ms": 512.0}`), 0o644)
+		runs, err := Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runs[0]
+		if r.HasRecords() || r.Tool != "vLLM bench serve" || len(r.Figures) != 6 || !strings.Contains(strings.Join(r.Notes, "\n"), "has no request_throughput, duration or completed") {
+			t.Errorf("run %+v; want a vLLM summary of 6 figures saying what it lacks", r)
+		}
+	})
+	t.Run("guidellm 0.2", func(t *testing.T) {
+		runs, err := Read("testdata/guidellm/v0.2-benchmarks.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runs[0]
+		if len(runs) != 1 || r.Model != "meta-llama/Llama-3.1-8B-Instruct" || r.Backend != "openai_http" || r.OfferedRate != 2 || r.Completed != 2 ||
+			r.DurationS != 1.2 || !strings.HasSuffix(r.ID, "-constant") {
+			t.Fatalf("run %+v; want model, backend, rate 2, 2 completed over 1.2 s, a constant strategy", r)
+		}
+		if len(r.Requests) != 3 || r.Failed() != 1 || r.Requests[1].SentNs != 500e6 || r.Requests[0].TTFTNs != 40e6 || r.Requests[1].E2ENs != 700e6 {
+			t.Errorf("requests %+v; want 3, 1 failed, the second sent 0.5 s in with TTFT 45 ms and latency 0.7 s", r.Requests)
+		}
+	})
 }

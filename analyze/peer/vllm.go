@@ -53,8 +53,29 @@ func isVLLM(o object) bool {
 	}
 	_, tput := number(o.raw("request_throughput"))
 	_, old := number(o.raw("request_inthroughput"))
-	return (tput || old) && o.hasAny("mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "mean_tpot_ms")
+	if (tput || old) && o.hasAny("mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "mean_tpot_ms") {
+		return true
+	}
+	// A summary of latency statistics alone, without the throughput: two
+	// or more of vLLM's own names, and no key of another shape.
+	stats := 0
+	for _, k := range o.keys {
+		switch {
+		case vllmLatencyStat.MatchString(k):
+			stats++
+		case !vllmFigure.MatchString(k) && !vllmSetting[k]:
+			return false
+		}
+	}
+	return stats >= 2
 }
+
+// vllmLatencyStat matches vLLM's per-metric latency statistics.
+var vllmLatencyStat = regexp.MustCompile(`^(mean|median|std|p[0-9.]+)_(ttft|tpot|itl|e2el)_ms$`)
+
+// vllmSetting are the settings a vLLM result writes beside its figures.
+var vllmSetting = map[string]bool{"date": true, "backend": true, "model_id": true, "tokenizer_id": true, "num_prompts": true, "request_rate": true,
+	"burstiness": true, "max_concurrency": true, "endpoint_type": true, "label": true}
 
 // EveryAtOnce reports whether a request_rate says every request was sent
 // at once: "inf", as Python writes float("inf") (the token Infinity, or
@@ -108,8 +129,8 @@ func readVLLM(o object) ([]Run, error) {
 	if n == 0 && inputs == 0 {
 		run.Remedy = "rerun vllm bench serve with --save-result --save-detailed"
 		run.Notes = append(run.Notes, fmt.Sprintf("%s is a summary (vllm bench serve without --save-detailed): its figures are reported as given, and no interval can be computed", src))
-		if missing := missingKeys(o, "duration", "completed"); missing != "" {
-			run.Notes = append(run.Notes, fmt.Sprintf("%s has no %s (a vllm bench serve summary writes both): no rate follows from it", src, missing))
+		if missing := missingKeys(o, "request_throughput", "duration", "completed"); missing != "" {
+			run.Notes = append(run.Notes, fmt.Sprintf("%s has no %s (a vllm bench serve summary writes each): no rate follows from it, and its latency figures are reported as given", src, missing))
 		}
 		return []Run{run}, nil
 	}
@@ -185,15 +206,19 @@ func vllmSends(run *Run, o object, n int64) (func() vllmSend, error) {
 	}, nil
 }
 
-// missingKeys names the keys o lacks, "" when it has them all.
+// missingKeys names the keys o lacks ("a, b or c"), "" when it has them
+// all. request_throughput also counts as had under its 2024 name.
 func missingKeys(o object, keys ...string) string {
 	var out []string
 	for _, k := range keys {
-		if !o.has(k) {
+		if !o.has(k) && !(k == "request_throughput" && o.has("request_inthroughput")) {
 			out = append(out, k)
 		}
 	}
-	return strings.Join(out, " or ")
+	if len(out) < 2 {
+		return strings.Join(out, "")
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
 }
 
 // minOfList is the least number of a list read element by element.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -302,8 +303,9 @@ func demoSweep(c *cli.Context, w io.Writer, target, workloadDir, dir string, cap
 	}
 	o.StepDuration, o.StepWarmup, o.Attainment = c.Duration("sweep-step"), demoStepWarmup, demoAttainment
 	o.SLO = demoSLO
-	o.CostPerHour = 3  // an H100's hourly price, roughly
-	o.Recovery = false // its step would take the demo past two minutes
+	o.CostPerHour = 3   // an H100's hourly price, roughly
+	o.Recovery = false  // its step would take the demo past two minutes
+	o.MaxExtensions = 1 // an undecided level runs once more, then stays undecided
 	o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}, {Role: replay.RoleGPU, URL: target + "/dcgm/metrics"}}
 	o.Replay.MetricsInterval = 500 * time.Millisecond
 	if isTerminal(os.Stderr) {
@@ -333,8 +335,14 @@ func demoAgreement(w io.Writer, rec *sweep.Record, rep *analyze.Report, runDir s
 		holds = "does not hold it"
 	}
 	limit := fmt.Sprintf("[%g, %g) req/s", lo, hi)
-	if hi == 0 {
+	switch {
+	case hi == 0:
 		limit = fmt.Sprintf("above %g req/s", lo)
+	case slices.Contains(rec.Results[0].Undecided, hi):
+		limit = fmt.Sprintf("[%g, %g] req/s (%g undecided)", lo, hi, hi)
+		if capacity >= lo && capacity <= hi {
+			holds = "holds it"
+		}
 	}
 	fmt.Fprintf(w, "  capacity: the simulator's cost model serves this workload's requests at %.1f req/s when saturated; the sweep's limit %s %s\n", capacity, limit, holds)
 	main, err := analyze.MeasureStep([]string{runDir}, analyze.EnvelopeOptions{Options: analyze.Options{SLO: demoSLO}, Attainment: demoAttainment})

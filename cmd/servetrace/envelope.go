@@ -30,6 +30,7 @@ Example:
 			&cli.BoolFlag{Name: "json", Usage: "print the envelope as JSON"},
 			&cli.StringFlag{Name: "slo", Usage: "objectives, e.g. ttft=800ms,tpot=50ms (without: goodput = completed)"},
 			&cli.Float64Flag{Name: "attainment", Value: 0.99, Usage: "share of a step's requests that must meet the SLO"},
+			&cli.Float64Flag{Name: "confidence", Value: 0.95, Usage: "confidence of the attainment interval a step is judged by: pass when it lies at or above --attainment, fail when below, else undecided (never counted as meeting the SLO)"},
 			&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML page with the envelope plot"},
 		},
@@ -51,7 +52,7 @@ Example:
 			}
 			env, err := interruptible(c.Context, func() (*analyze.Envelope, error) {
 				return analyze.FindEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: slo, TTFTMode: analyze.TTFTMode(c.String("ttft-mode"))},
-					Attainment: c.Float64("attainment")})
+					Attainment: c.Float64("attainment"), Confidence: c.Float64("confidence")})
 			})
 			if err != nil {
 				return err

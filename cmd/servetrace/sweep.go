@@ -39,7 +39,7 @@ func sweepCmd() *cli.Command {
 		&cli.DurationFlag{Name: "step-duration", Value: def.StepDuration, Usage: "measured time of each step; 0 sizes each step from its level and the workload: at least 10 s, twice the requests a pass needs at the level's rate, 10 times the slowest E2E p99 met so far"},
 		&cli.DurationFlag{Name: "step-warmup", Usage: "warmup before each step's measured time (recorded, excluded from the verdict)"},
 		&cli.IntFlag{Name: "repeats", Value: def.Repeats, Usage: "runs of each fixed step per configuration"},
-		&cli.IntFlag{Name: "max-extensions", Value: def.MaxExtensions, Usage: "with --search: reruns of an undecided step, pooled, before judging it by its point estimate"},
+		&cli.IntFlag{Name: "max-extensions", Value: def.MaxExtensions, Usage: "reruns of an undecided level, pooled, before leaving it undecided (never counted as meeting the SLO)"},
 		&cli.DurationFlag{Name: "budget", Usage: "stop before a step that would end past this much wall time (0 = none)"},
 		&cli.DurationFlag{Name: "idle-timeout", Value: def.IdleTimeout, Usage: "with an engine --metrics-url: wait up to this long before each step for nothing running or waiting"},
 		&cli.BoolFlag{Name: "no-recovery", Usage: "skip the recovery step after the first failing step"},
@@ -60,7 +60,8 @@ func sweepCmd() *cli.Command {
 each for the server to report nothing running or waiting (with an engine
 --metrics-url), and judges a step by the exact binomial interval of the
 share of its requests meeting --slo: pass when it lies at or above
---attainment, fail when below, else undecided (a search reruns it, pooled).
+--attainment, fail when below, else undecided: rerun, pooled, up to
+--max-extensions times, and never counted as meeting the SLO.
 After the first failing step, a recovery step at the highest passing rate
 starts on the backlog and measures how long the overload takes to clear.
 sweep.json (the plan, every step, every decision and why, the results) is
