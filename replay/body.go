@@ -175,7 +175,7 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 	o.newTokens = text
 	if sess != nil && len(sess.messages) > 0 {
 		if sess.uncounted != "" {
-			sess.tokens += int64(max(0, r.prompt.Counter().Count(sess.uncounted)))
+			sess.tokens += countText(r.prompt.Counter(), sess.uncounted)
 			sess.uncounted = ""
 		}
 		o.history, o.historyTokens = sess.messages, sess.tokens

@@ -294,6 +294,10 @@ func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Res
 	if o.probe != nil {
 		gradeProbe(res, o.probe, reply)
 	}
+	if len(reply) >= maxKeptReply {
+		r.notes.add(fmt.Sprintf("answers over %d MiB were kept cut to their first %d MiB for the turn or request that continues them", maxKeptReply>>20, maxKeptReply>>20), q.RequestID)
+		reply = trimPartialRune(reply)
+	}
 	if sess != nil {
 		text := string(reply)
 		sess.messages = append(o.history, chatMessage{Role: "user", Content: o.prompt}, chatMessage{Role: "assistant", Content: text})

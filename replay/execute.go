@@ -26,6 +26,8 @@ type collector struct {
 	done               chan struct{}
 	results            chan trace.Result
 	lastFlush          time.Time
+	// buffered counts the list entries of the rows the open part holds.
+	buffered int
 	// Prompt truncation: requests whose usage reported prompt tokens, and
 	// the deficits of those the server cut.
 	promptChecked int64
@@ -91,8 +93,7 @@ func (c *collector) loop(r *Runner) {
 			c.add(res, r)
 		case <-tick.C:
 			if time.Since(c.lastFlush) >= c.every && c.err == nil {
-				c.err = c.w.Flush()
-				c.lastFlush = time.Now()
+				c.flush()
 			}
 		}
 	}
@@ -130,9 +131,21 @@ func (c *collector) add(res trace.Result, r *Runner) {
 		}
 	}
 	c.countFeatures(&res)
+	r.fitRow(&res)
 	if c.err == nil {
 		c.err = c.w.Write(res)
 	}
+	// Rows the open part holds: past the bound on their lists, the part
+	// is written now rather than at its time.
+	if c.buffered += listEntries(&res); c.buffered > maxBufferedListEntries && c.err == nil {
+		c.flush()
+	}
+}
+
+// flush writes the open part.
+func (c *collector) flush() {
+	c.err = c.w.Flush()
+	c.lastFlush, c.buffered = time.Now(), 0
 }
 
 // countFeatures adds a result's features to the run's counts.

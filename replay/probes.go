@@ -104,7 +104,7 @@ func (r *Runner) buildProbe(q *trace.Request, p *probe.Probe) *outgoing {
 		return o
 	}
 	o.body, o.prompt = b, p.Prompt
-	o.promptTokensSent = int64(max(0, r.prompt.Counter().Count(p.Prompt)))
+	o.promptTokensSent = countText(r.prompt.Counter(), p.Prompt)
 	return o
 }
 

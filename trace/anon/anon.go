@@ -143,8 +143,12 @@ func (s Salt) Keyed(domain string) *Keyed {
 func (k *Keyed) Start(buf []byte) []byte { return append(buf[:0], k.prefix...) }
 
 // Sum returns the HMAC of the message appended to Start's buffer.
-func (k *Keyed) Sum(buf []byte) [sha256.Size]byte {
-	inner := sha256.Sum256(buf)
+func (k *Keyed) Sum(buf []byte) [sha256.Size]byte { return k.SumInner(sha256.Sum256(buf)) }
+
+// SumInner returns the HMAC whose inner hash, SHA-256 of Start's prefix
+// and then the message, is inner: for a message too long to gather in a
+// buffer, hashed as it comes.
+func (k *Keyed) SumInner(inner [sha256.Size]byte) [sha256.Size]byte {
 	var outer [sha256.BlockSize + sha256.Size]byte
 	copy(outer[:], k.opad[:])
 	copy(outer[sha256.BlockSize:], inner[:])
