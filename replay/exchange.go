@@ -300,8 +300,7 @@ func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Res
 	}
 	if sess != nil {
 		text := string(reply)
-		sess.messages = append(o.history, chatMessage{Role: "user", Content: o.prompt}, chatMessage{Role: "assistant", Content: text})
-		sess.tokens, sess.uncounted = o.historyTokens+o.newTokens, text
+		sess.record(o.histLink, o.prompt, text, o.historyTokens, o.newTokens)
 	}
 }
 

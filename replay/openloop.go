@@ -88,7 +88,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 			return
 		}
 		col.notSent(r, s, p)
-		for _, c := range s.graph.finish(p.req.RequestID, r.clock(), false, nil) {
+		for _, c := range s.graph.finish(p, r.clock(), false, nil) {
 			release(c)
 		}
 	}
@@ -131,7 +131,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 				done = *res.DoneNs
 			}
 			if s.graph != nil {
-				for _, c := range s.graph.finish(p.req.RequestID, done, res.Outcome == trace.OutcomeOK, sess) {
+				for _, c := range s.graph.finish(p, done, res.Outcome == trace.OutcomeOK, sess) {
 					release(c)
 				}
 			}

@@ -22,8 +22,10 @@ type planned struct {
 	// probe is set on a probe request placed beside a workload request.
 	probe *probe.Probe
 	// sess, on a request of the agent graph, is the conversation its
-	// prompt continues (its parents'), and then its own.
+	// prompt continues (its parents'), and then its own; node is its
+	// place in the graph.
 	sess *session
+	node *node
 	// chained marks a later turn of a session: it is sent when the turn
 	// before it is done, plus its think time, not by the scheduler.
 	chained bool
