@@ -180,13 +180,18 @@ func (c *collector) notSent(r *Runner, s *stream, p *planned) {
 	c.notSentBecause(r, s, p, "run ended before the request was sent")
 }
 
-// notSentBecause records p, never sent, saying why.
+// notSentBecause records p, never sent, saying why, and the probe beside
+// it.
 func (c *collector) notSentBecause(r *Runner, s *stream, p *planned, why string) {
 	s.release(p)
 	res := r.newResult(p)
 	res.AdmittedNs = p.scheduledNs
 	res.Outcome, res.Error = trace.OutcomeNotSent, why
 	c.results <- res
+	if b := p.beside; b != nil {
+		p.beside = nil
+		c.notSentBecause(r, s, b, why)
+	}
 }
 
 // execute runs the stream's schedule and records every request it planned

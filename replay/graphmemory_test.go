@@ -213,3 +213,41 @@ func TestGraphDuplicateIDs(t *testing.T) {
 		t.Errorf("notes %q; want the repeated id noted", info.Notes)
 	}
 }
+
+// TestProbeBesideGraphChildGoesWithIt (issue 46 item 12): a probe drawn
+// beside a request that waits on a slow parent goes when that request
+// goes, not at its logged time (it went 400 ms early), and one beside a
+// request whose parent failed is not sent either.
+func TestProbeBesideGraphChildGoesWithIt(t *testing.T) {
+	srv := &graphServer{arrived: map[string]time.Time{}, done: map[string]time.Time{}, slow: map[string]time.Duration{"parent": 400 * time.Millisecond}, prompts: map[string]string{}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	zero := 0.0
+	reqs := []trace.Request{
+		{Identity: trace.Identity{RequestID: "parent"}, TS: t0.UnixMicro(), Shape: trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, Stream: true, N: 1}},
+		{Identity: trace.Identity{RequestID: "child"}, TS: t0.Add(10 * time.Millisecond).UnixMicro(), ParentIDs: []string{"parent"}, ToolMs: &zero,
+			Shape: trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, Stream: true, N: 1}},
+		{Identity: trace.Identity{RequestID: "fail-parent"}, TS: t0.Add(20 * time.Millisecond).UnixMicro(), Shape: trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, Stream: true, N: 1}},
+		{Identity: trace.Identity{RequestID: "orphaned"}, TS: t0.Add(30 * time.Millisecond).UnixMicro(), ParentIDs: []string{"fail-parent"}, ToolMs: &zero,
+			Shape: trace.Shape{InputTokens: 4, OutputTokens: 1, MaxTokens: 1, API: trace.APIChat, Stream: true, N: 1}},
+	}
+	opts := DefaultOptions()
+	opts.Target, opts.RunID, opts.Probes = ts.URL, "run", 1
+	rows, _ := runAndRead(t, tracetest.WriteWorkload(t, reqs), filepath.Join(t.TempDir(), "run"), opts)
+	by := map[string]trace.Result{}
+	for _, r := range rows {
+		by[r.RequestID] = r
+	}
+	child, probe, parent := by["child"], by[probeIDPrefix+"child"], by["parent"]
+	if len(rows) != 8 || child.SentNs == nil || probe.SentNs == nil || parent.DoneNs == nil {
+		t.Fatalf("rows %d; child %+v probe %+v", len(rows), child, probe)
+	}
+	if probe.ScheduledNs != child.ScheduledNs || *probe.SentNs < *parent.DoneNs {
+		t.Errorf("the child's probe was scheduled at %v and sent at %v; the child at %v, its parent done at %v: want the probe with the child",
+			time.Duration(probe.ScheduledNs), time.Duration(*probe.SentNs), time.Duration(child.ScheduledNs), time.Duration(*parent.DoneNs))
+	}
+	if o, p := by["orphaned"], by[probeIDPrefix+"orphaned"]; o.Outcome != trace.OutcomeNotSent || p.Outcome != trace.OutcomeNotSent || p.Error != o.Error {
+		t.Errorf("a child of a failed parent: %s %q, its probe %s %q; want both not sent, for one reason", o.Outcome, o.Error, p.Outcome, p.Error)
+	}
+}

@@ -84,7 +84,17 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 		}
 		built := r.build(p.req, p.sess)
 		if r.waitUntil(ctx, due) && acquire() {
+			probe := p.beside
+			p.beside = nil
 			launch(p, due, built)
+			if probe == nil {
+				return
+			}
+			if acquire() {
+				launch(probe, due, nil)
+			} else {
+				col.notSent(r, s, probe)
+			}
 			return
 		}
 		col.notSent(r, s, p)
