@@ -7,10 +7,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/trace"
 )
 
-// collector receives results, writes them, and tallies run.json figures.
+// finished is a request's result on its way to the writer, with a probe's
+// answer for the collector to grade first.
+type finished struct {
+	res    trace.Result
+	probe  *probe.Probe
+	answer []byte
+}
+
+// collector receives results, grades probes, writes the results, and
+// tallies run.json figures.
 type collector struct {
 	w        *trace.ResultWriter
 	every    time.Duration
@@ -24,7 +34,7 @@ type collector struct {
 	last               int64
 	err                error
 	done               chan struct{}
-	results            chan trace.Result
+	results            chan finished
 	lastFlush          time.Time
 	// buffered counts the list entries of the rows the open part holds.
 	buffered int
@@ -75,7 +85,7 @@ func (c *collector) promptTruncation() *trace.PromptTruncation {
 
 func newCollector(w *trace.ResultWriter, every time.Duration, r *Runner) *collector {
 	c := &collector{w: w, every: every, outcomes: trace.OutcomeCt{}, first: -1, last: -1,
-		done: make(chan struct{}), results: make(chan trace.Result, 4096), lastFlush: time.Now()}
+		done: make(chan struct{}), results: make(chan finished, 4096), lastFlush: time.Now()}
 	go c.loop(r)
 	return c
 }
@@ -86,11 +96,14 @@ func (c *collector) loop(r *Runner) {
 	defer tick.Stop()
 	for {
 		select {
-		case res, ok := <-c.results:
+		case f, ok := <-c.results:
 			if !ok {
 				return
 			}
-			c.add(res, r)
+			if f.probe != nil {
+				r.grade(&f.res, f.probe, f.answer)
+			}
+			c.add(f.res, r)
 		case <-tick.C:
 			if time.Since(c.lastFlush) >= c.every && c.err == nil {
 				c.flush()
@@ -187,7 +200,7 @@ func (c *collector) notSentBecause(r *Runner, s *stream, p *planned, why string)
 	res := r.newResult(p)
 	res.AdmittedNs = p.scheduledNs
 	res.Outcome, res.Error = trace.OutcomeNotSent, why
-	c.results <- res
+	c.results <- finished{res: res}
 	if b := p.beside; b != nil {
 		p.beside = nil
 		c.notSentBecause(r, s, b, why)

@@ -130,9 +130,9 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 				r.stats.builtLate.Add(1)
 				built = r.buildPlanned(p, sess)
 			}
-			r.sendBuilt(reqCtx, p.req, &res, sess, built)
+			answer := r.sendBuilt(reqCtx, p.req, &res, sess, built)
 			releaseSlot()
-			col.results <- res
+			col.results <- finished{res: res, probe: built.probe, answer: answer}
 			if s.graph == nil && p.chain == nil {
 				return
 			}

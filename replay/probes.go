@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 
 	"github.com/servetrace/servetrace/internal/hashmix"
@@ -118,9 +119,22 @@ func (r *Runner) buildPlanned(p *planned, sess *session) *outgoing {
 }
 
 // gradeProbe grades an ok probe's answer into its result; the answer is
-// dropped after.
-func gradeProbe(res *trace.Result, p *probe.Probe, answer []byte) {
+// dropped after. The collector runs it, off the send path (a pattern's
+// grade costs the answer's length times its program); a variable, so
+// tests can watch where it runs.
+var gradeProbe = func(res *trace.Result, p *probe.Probe, answer []byte) {
 	if res.Outcome == trace.OutcomeOK {
 		res.ProbeCorrect = new(p.Grade(string(answer)))
 	}
+}
+
+// grade grades a probe's answer for the collector: one cut at
+// maxKeptReply is graded wrong, unread, and noted.
+func (r *Runner) grade(res *trace.Result, p *probe.Probe, answer []byte) {
+	if len(answer) >= maxKeptReply && res.Outcome == trace.OutcomeOK {
+		r.notes.add(fmt.Sprintf("probe answers of %d MiB or more were graded wrong, unread", maxKeptReply>>20), res.RequestID)
+		res.ProbeCorrect = new(false)
+		return
+	}
+	gradeProbe(res, p, answer)
 }

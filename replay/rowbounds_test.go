@@ -52,7 +52,7 @@ func TestCollectorWritesBigRowsEarly(t *testing.T) {
 	for i := range rows {
 		res := trace.Result{Identity: trace.Identity{RequestID: "r"}, Outcome: trace.OutcomeOK, TokenTimesNs: make([]int64, perRow)}
 		res.TokenTimesNs[0] = int64(i)
-		c.results <- res
+		c.results <- finished{res: res}
 	}
 	close(c.results)
 	<-c.done
