@@ -70,20 +70,11 @@ func ParseSalt(text string) (Salt, error) {
 	return Salt{key: key}, nil
 }
 
-// LoadSalt reads the salt from file if given, else from $SERVETRACE_SALT,
-// else returns a random one (Random set).
-func LoadSalt(file string) (Salt, error) {
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return Salt{}, fmt.Errorf("salt file: %w", err)
-		}
-		s, err := ParseSalt(string(b))
-		if err != nil {
-			return Salt{}, fmt.Errorf("salt file %s: %w", file, err)
-		}
-		return s, nil
-	}
+// LoadSalt returns the salt in $SERVETRACE_SALT, else a random one
+// (Random set). A salt file is the caller's to read, bounded and never
+// from a named pipe (cmd/servetrace's loadSalt), and to parse with
+// ParseSalt.
+func LoadSalt() (Salt, error) {
 	if v := os.Getenv(SaltEnv); v != "" {
 		s, err := ParseSalt(v)
 		if err != nil {
