@@ -90,17 +90,6 @@ func (b *requestBody) setContract(c *contract, api string) {
 	b.Stop, b.ReasoningEffort = c.stop, c.effort
 }
 
-// session is the conversation so far of a multi-turn session: the prompts
-// sent and the text the server actually returned. It passes from each turn
-// to the next, never shared by two goroutines at once.
-type session struct {
-	messages []chatMessage
-	tokens   int64 // tokens of all messages' content, chat template not counted
-	// uncounted is the last reply, not yet in tokens: it is counted when a
-	// next turn is built, so a session of one turn costs no count.
-	uncounted string
-}
-
 // outgoing is a request built and ready to send: its body and what the
 // result records of it, or why it cannot be sent.
 type outgoing struct {
@@ -111,9 +100,11 @@ type outgoing struct {
 	notSent          string
 	// The features sent and stripped (contract.go).
 	sent, stripped []string
-	// The turn's prompt and the history it followed, for the session.
+	// The turn's prompt and the history it followed (histLink, made into
+	// history for the body), for the session.
 	prompt                   string
 	history                  []chatMessage
+	histLink                 *convLink
 	historyTokens, newTokens int64
 	// probe is set on a probe request: its answer is graded, then dropped.
 	probe *probe.Probe
@@ -173,12 +164,12 @@ func (r *Runner) build(q *trace.Request, sess *session) *outgoing {
 		text = 1
 	}
 	o.newTokens = text
-	if sess != nil && len(sess.messages) > 0 {
+	if sess != nil && sess.hist != nil {
 		if sess.uncounted != "" {
-			sess.tokens += int64(max(0, r.prompt.Counter().Count(sess.uncounted)))
+			sess.tokens += countText(r.prompt.Counter(), sess.uncounted)
 			sess.uncounted = ""
 		}
-		o.history, o.historyTokens = sess.messages, sess.tokens
+		o.histLink, o.history, o.historyTokens = sess.hist, sess.hist.messages(), sess.tokens
 		o.newTokens = max(1, text-o.historyTokens)
 		o.prompt, err = r.prompt.Prompt(o.newTokens, nil, tokenize.SeedFor(q.RequestID))
 	} else {

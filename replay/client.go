@@ -7,11 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/replay/h1"
 	"github.com/servetrace/servetrace/replay/scrub"
 )
@@ -48,7 +48,7 @@ func newHTTPClient(o Options) (*http.Client, error) {
 	if o.CACert != "" || o.Insecure {
 		cfg := &tls.Config{InsecureSkipVerify: o.Insecure}
 		if o.CACert != "" {
-			pem, err := os.ReadFile(o.CACert)
+			pem, err := regfile.ReadFile(o.CACert, maxCACertBytes)
 			if err != nil {
 				return nil, opterr.New("CACert", o.CACert, "%v", err)
 			}
@@ -168,3 +168,7 @@ func (r *Runner) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// maxCACertBytes bounds the CA certificate file, a PEM bundle: a system's
+// whole bundle is a few hundred KiB.
+const maxCACertBytes = 1 << 20

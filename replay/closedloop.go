@@ -32,8 +32,9 @@ func (r *Runner) runClosedLoop(ctx, reqCtx context.Context, s *stream, col *coll
 				p.scheduledNs = now
 				res := r.newResult(p)
 				res.AdmittedNs = now
-				r.sendBuilt(reqCtx, p.req, &res, nil, r.buildPlanned(p, nil))
-				col.results <- res
+				built := r.buildPlanned(p, nil)
+				answer := r.sendBuilt(reqCtx, p.req, &res, nil, built)
+				col.results <- finished{res: res, probe: built.probe, answer: answer}
 			}
 		})
 	}

@@ -271,8 +271,9 @@ func shortJSONError(err error) string {
 }
 
 // sendBuilt sends a built request and records it in res; with sess, the
-// turn and its reply join the session's history.
-func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Result, sess *session, o *outgoing) {
+// turn and its reply join the session's history. A probe's answer is
+// returned for the collector to grade, off the send path.
+func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Result, sess *session, o *outgoing) (probeAnswer []byte) {
 	res.API, res.Stream, res.Model = o.api, o.stream, o.model
 	res.FeaturesSent, res.FeaturesStripped = o.sent, o.stripped
 	if o.notSent != "" {
@@ -283,7 +284,7 @@ func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Res
 		if o.promptTokensSent > 0 {
 			res.PromptTokensSent = o.promptTokensSent
 		}
-		return
+		return nil
 	}
 	res.PromptTokensSent = o.promptTokensSent
 	var reply []byte
@@ -293,13 +294,17 @@ func (r *Runner) sendBuilt(ctx context.Context, q *trace.Request, res *trace.Res
 	}
 	r.exchange(ctx, q, o.body, o.stream, res, collect)
 	if o.probe != nil {
-		gradeProbe(res, o.probe, reply)
+		return reply
+	}
+	if len(reply) >= maxKeptReply {
+		r.notes.add(fmt.Sprintf("answers over %d MiB were kept cut to their first %d MiB for the turn or requests that continue them", maxKeptReply>>20, maxKeptReply>>20), q.RequestID)
+		reply = trimPartialRune(reply)
 	}
 	if sess != nil {
 		text := string(reply)
-		sess.messages = append(o.history, chatMessage{Role: "user", Content: o.prompt}, chatMessage{Role: "assistant", Content: text})
-		sess.tokens, sess.uncounted = o.historyTokens+o.newTokens, text
+		sess.record(o.histLink, o.prompt, text, o.historyTokens, o.newTokens)
 	}
+	return nil
 }
 
 // maxWholeBody bounds a non-streamed response body: a completion of the

@@ -7,10 +7,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/trace"
 )
 
-// collector receives results, writes them, and tallies run.json figures.
+// finished is a request's result on its way to the writer, with a probe's
+// answer for the collector to grade first.
+type finished struct {
+	res    trace.Result
+	probe  *probe.Probe
+	answer []byte
+}
+
+// collector receives results, grades probes, writes the results, and
+// tallies run.json figures.
 type collector struct {
 	w        *trace.ResultWriter
 	every    time.Duration
@@ -24,8 +34,10 @@ type collector struct {
 	last               int64
 	err                error
 	done               chan struct{}
-	results            chan trace.Result
+	results            chan finished
 	lastFlush          time.Time
+	// buffered counts the list entries of the rows the open part holds.
+	buffered int
 	// Prompt truncation: requests whose usage reported prompt tokens, and
 	// the deficits of those the server cut.
 	promptChecked int64
@@ -73,7 +85,7 @@ func (c *collector) promptTruncation() *trace.PromptTruncation {
 
 func newCollector(w *trace.ResultWriter, every time.Duration, r *Runner) *collector {
 	c := &collector{w: w, every: every, outcomes: trace.OutcomeCt{}, first: -1, last: -1,
-		done: make(chan struct{}), results: make(chan trace.Result, 4096), lastFlush: time.Now()}
+		done: make(chan struct{}), results: make(chan finished, 4096), lastFlush: time.Now()}
 	go c.loop(r)
 	return c
 }
@@ -84,15 +96,17 @@ func (c *collector) loop(r *Runner) {
 	defer tick.Stop()
 	for {
 		select {
-		case res, ok := <-c.results:
+		case f, ok := <-c.results:
 			if !ok {
 				return
 			}
-			c.add(res, r)
+			if f.probe != nil {
+				r.grade(&f.res, f.probe, f.answer)
+			}
+			c.add(f.res, r)
 		case <-tick.C:
 			if time.Since(c.lastFlush) >= c.every && c.err == nil {
-				c.err = c.w.Flush()
-				c.lastFlush = time.Now()
+				c.flush()
 			}
 		}
 	}
@@ -130,9 +144,21 @@ func (c *collector) add(res trace.Result, r *Runner) {
 		}
 	}
 	c.countFeatures(&res)
+	r.fitRow(&res)
 	if c.err == nil {
 		c.err = c.w.Write(res)
 	}
+	// Rows the open part holds: past the bound on their lists, the part
+	// is written now rather than at its time.
+	if c.buffered += listEntries(&res); c.buffered > maxBufferedListEntries && c.err == nil {
+		c.flush()
+	}
+}
+
+// flush writes the open part.
+func (c *collector) flush() {
+	c.err = c.w.Flush()
+	c.lastFlush, c.buffered = time.Now(), 0
 }
 
 // countFeatures adds a result's features to the run's counts.
@@ -167,13 +193,18 @@ func (c *collector) notSent(r *Runner, s *stream, p *planned) {
 	c.notSentBecause(r, s, p, "run ended before the request was sent")
 }
 
-// notSentBecause records p, never sent, saying why.
+// notSentBecause records p, never sent, saying why, and the probe beside
+// it.
 func (c *collector) notSentBecause(r *Runner, s *stream, p *planned, why string) {
 	s.release(p)
 	res := r.newResult(p)
 	res.AdmittedNs = p.scheduledNs
 	res.Outcome, res.Error = trace.OutcomeNotSent, why
-	c.results <- res
+	c.results <- finished{res: res}
+	if b := p.beside; b != nil {
+		p.beside = nil
+		c.notSentBecause(r, s, b, why)
+	}
 }
 
 // execute runs the stream's schedule and records every request it planned

@@ -184,34 +184,37 @@ func TestAgentGraphWaitsOnParents(t *testing.T) {
 // its descendants at once, and what is still held at the end is drained.
 func TestGraphNeverHolds(t *testing.T) {
 	g := newGraph()
-	req := func(id string, parents ...string) *planned {
-		return &planned{req: &trace.Request{Identity: trace.Identity{RequestID: id}, ParentIDs: parents}}
+	reqs := map[string]*planned{}
+	add := func(id string, parents ...string) (held bool, ready int64, follows bool, failed string) {
+		reqs[id] = graphReq(id, parents...)
+		held, ready, follows, failed, _ = g.add(reqs[id])
+		return
 	}
-	if held, _, follows, failed, _ := g.add(req("a", "b")); held || follows || failed != "" || g.unknownParents != 1 {
+	if held, _, follows, failed := add("a", "b"); held || follows || failed != "" || g.notRead.n != 1 {
 		t.Fatalf("a, naming b not yet read: held %v follows %v failed %q", held, follows, failed)
 	}
-	if held, _, _, _, _ := g.add(req("b", "a")); !held {
+	if held, _, _, _ := add("b", "a"); !held {
 		t.Fatal("b waits for a")
 	}
-	if got := g.finish("a", 5, true, nil); len(got) != 1 || got[0].p.req.RequestID != "b" || got[0].readyNs != 5 || got[0].failed != "" {
+	if got := g.finish(reqs["a"], 5, true, nil); len(got) != 1 || got[0].p.req.RequestID != "b" || got[0].readyNs != 5 || got[0].failed != "" {
 		t.Fatalf("a's end released %+v; want b ready at 5", got)
 	}
 	// x fails: y (its child) and z (y's child, also waiting on w) fail.
-	g.add(req("x"))
-	g.add(req("w"))
-	g.add(req("y", "x"))
-	g.add(req("z", "y", "w"))
-	g.add(req("held", "w"))
-	got := g.finish("x", 9, false, nil)
+	add("x")
+	add("w")
+	add("y", "x")
+	add("z", "y", "w")
+	add("held", "w")
+	got := g.finish(reqs["x"], 9, false, nil)
 	if len(got) != 1 || got[0].p.req.RequestID != "y" || got[0].failed == "" {
 		t.Fatalf("x's failure released %+v; want y, failed", got)
 	}
-	if got := g.finish("w", 10, true, nil); len(got) != 2 {
+	if got := g.finish(reqs["w"], 10, true, nil); len(got) != 2 {
 		t.Fatalf("w's end released %+v; want z (failed: y failed) and held", got)
 	}
-	g.add(req("late", "never-ends"))
-	g.add(req("never-ends"))
-	g.add(req("child", "never-ends"))
+	add("late", "never-ends")
+	add("never-ends")
+	add("child", "never-ends")
 	if d := g.drain(); len(d) != 1 || d[0].req.RequestID != "child" {
 		t.Errorf("drained %d; want the one child still waiting", len(d))
 	}

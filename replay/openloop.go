@@ -84,11 +84,21 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 		}
 		built := r.build(p.req, p.sess)
 		if r.waitUntil(ctx, due) && acquire() {
+			probe := p.beside
+			p.beside = nil
 			launch(p, due, built)
+			if probe == nil {
+				return
+			}
+			if acquire() {
+				launch(probe, due, nil)
+			} else {
+				col.notSent(r, s, probe)
+			}
 			return
 		}
 		col.notSent(r, s, p)
-		for _, c := range s.graph.finish(p.req.RequestID, r.clock(), false, nil) {
+		for _, c := range s.graph.finish(p, r.clock(), false, nil) {
 			release(c)
 		}
 	}
@@ -120,9 +130,9 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 				r.stats.builtLate.Add(1)
 				built = r.buildPlanned(p, sess)
 			}
-			r.sendBuilt(reqCtx, p.req, &res, sess, built)
+			answer := r.sendBuilt(reqCtx, p.req, &res, sess, built)
 			releaseSlot()
-			col.results <- res
+			col.results <- finished{res: res, probe: built.probe, answer: answer}
 			if s.graph == nil && p.chain == nil {
 				return
 			}
@@ -131,7 +141,7 @@ func (r *Runner) runOpenLoop(ctx, reqCtx context.Context, s *stream, pre *prefet
 				done = *res.DoneNs
 			}
 			if s.graph != nil {
-				for _, c := range s.graph.finish(p.req.RequestID, done, res.Outcome == trace.OutcomeOK, sess) {
+				for _, c := range s.graph.finish(p, done, res.Outcome == trace.OutcomeOK, sess) {
 					release(c)
 				}
 			}

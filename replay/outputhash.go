@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"hash/fnv"
 	"slices"
 	"sync"
@@ -24,12 +26,15 @@ const maxHashedChoices = trace.MaxOutputHashes
 // outputHashes fingerprints each choice's output text with the run's
 // salt as it streams by: the text itself is never kept, and two runs
 // with the same salt compare answer for answer. The text is gathered in
-// a pooled buffer after the HMAC's inner pad and hashed once at the end,
-// so a streamed answer costs no allocation per event.
+// a pooled buffer after the HMAC's inner pad, so a streamed answer costs
+// no allocation per event; past answerChunk bytes the buffer is fed to a
+// running hash and emptied, so an answer of any length holds at most
+// answerChunk bytes per choice.
 type outputHashes struct {
-	keyed *anon.Keyed
-	n     int       // the choices the request asked for
-	bufs  []*[]byte // by choice index; nil until text comes
+	keyed   *anon.Keyed
+	n       int         // the choices the request asked for
+	bufs    []*[]byte   // by choice index; nil until text comes
+	digests []hash.Hash // by choice index; nil until its text passes answerChunk
 	// events, when set, also chains the text of each streamed event into
 	// a hash kept after every event (a greedy request of one choice), so
 	// two runs' answers can be told where they first part.
@@ -44,10 +49,16 @@ func newOutputHashes(keyed *anon.Keyed, n int32) *outputHashes {
 }
 
 // answerBuffers holds the buffers answers are gathered in between
-// requests; one past maxPooledAnswer is left to the collector.
+// requests; one grown past maxPooledAnswer is left to the collector.
 var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-const maxPooledAnswer = 1 << 20
+// answerChunk is the most text a choice's buffer gathers before it is
+// hashed: an answer up to it costs one SHA-256 and no allocation, a
+// longer one a running hash.
+const (
+	answerChunk     = 16 << 10
+	maxPooledAnswer = 4 * answerChunk
+)
 
 // withEvents turns on the per-event chain, keyed by key (eventKey).
 func (o *outputHashes) withEvents(key uint64) *outputHashes {
@@ -80,8 +91,9 @@ func (o *outputHashes) chainEvent(text []byte) {
 	o.eventSums = append(o.eventSums, int32(o.chain>>32))
 }
 
-// maxEventHashes bounds the chained hashes kept for one answer.
-const maxEventHashes = trace.MaxTokens
+// maxEventHashes bounds the chained hashes kept for one answer, a list of
+// its result row.
+const maxEventHashes = maxRowList
 
 // add hashes an event's text into the choices its pieces name; a piece
 // for a choice past n is not hashed.
@@ -109,7 +121,27 @@ func (o *outputHashes) write(index int32, text []byte) {
 		*b = o.keyed.Start(*b)
 		o.bufs[index] = b
 	}
+	if len(*b)+len(text) > answerChunk {
+		d := o.digest(index)
+		d.Write(*b)
+		*b = (*b)[:0]
+		if len(text) >= answerChunk {
+			d.Write(text)
+			return
+		}
+	}
 	*b = append(*b, text...)
+}
+
+// digest is the running hash of choice index, made at its first use.
+func (o *outputHashes) digest(index int32) hash.Hash {
+	if o.digests == nil {
+		o.digests = make([]hash.Hash, o.n)
+	}
+	if o.digests[index] == nil {
+		o.digests[index] = sha256.New()
+	}
+	return o.digests[index]
 }
 
 // sums returns each choice's fingerprint, 32 hex digits, in index order
@@ -120,9 +152,15 @@ func (o *outputHashes) sums() []string {
 	var empty []byte
 	for i := range out {
 		var sum [32]byte
-		if o.bufs != nil && o.bufs[i] != nil {
+		switch {
+		case o.digests != nil && o.digests[i] != nil:
+			d := o.digests[i]
+			d.Write(*o.bufs[i])
+			var inner [sha256.Size]byte
+			sum = o.keyed.SumInner([sha256.Size]byte(d.Sum(inner[:0])))
+		case o.bufs != nil && o.bufs[i] != nil:
 			sum = o.keyed.Sum(*o.bufs[i])
-		} else {
+		default:
 			empty = o.keyed.Start(empty)
 			sum = o.keyed.Sum(empty)
 		}
@@ -141,6 +179,7 @@ func (o *outputHashes) release() {
 		}
 		o.bufs[i] = nil
 	}
+	o.digests = nil
 }
 
 // greedy reports whether a request's answer should repeat exactly: sent

@@ -152,3 +152,37 @@ func TestOutputHashes(t *testing.T) {
 		t.Errorf("under another salt: %v", got["whole"])
 	}
 }
+
+// TestOutputHashesOfLongAnswers (issue 46 item 1): answers longer than
+// answerChunk, in pieces of every size about it, are hashed as they come
+// to the HMAC-SHA256 computed here over the whole text, and no choice's
+// buffer grows past answerChunk.
+func TestOutputHashesOfLongAnswers(t *testing.T) {
+	salt, err := anon.ParseSalt("000102030405060708090a0b0c0d0e0f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces := []int{1, answerChunk - 1, 2, answerChunk, 5000, 3 * answerChunk, 7}
+	h := newOutputHashes(salt.Keyed(outputDomain), 2)
+	var whole [2][]byte
+	for i, n := range pieces {
+		for c := range 2 {
+			text := []byte(strings.Repeat(string(rune('a'+i+c)), n))
+			h.write(int32(c), text)
+			whole[c] = append(whole[c], text...)
+			if got := len(*h.bufs[c]); got > answerChunk {
+				t.Fatalf("choice %d's buffer holds %d bytes; want at most %d", c, got, answerChunk)
+			}
+		}
+	}
+	k, _ := hex.DecodeString("000102030405060708090a0b0c0d0e0f")
+	got := h.sums()
+	for c := range 2 {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(outputDomain + "\x00"))
+		m.Write(whole[c])
+		if want := hex.EncodeToString(m.Sum(nil)[:16]); got[c] != want {
+			t.Errorf("choice %d of %d bytes: %s; want %s", c, len(whole[c]), got[c], want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 
 	"github.com/servetrace/servetrace/internal/hashmix"
@@ -104,7 +105,7 @@ func (r *Runner) buildProbe(q *trace.Request, p *probe.Probe) *outgoing {
 		return o
 	}
 	o.body, o.prompt = b, p.Prompt
-	o.promptTokensSent = int64(max(0, r.prompt.Counter().Count(p.Prompt)))
+	o.promptTokensSent = countText(r.prompt.Counter(), p.Prompt)
 	return o
 }
 
@@ -118,9 +119,22 @@ func (r *Runner) buildPlanned(p *planned, sess *session) *outgoing {
 }
 
 // gradeProbe grades an ok probe's answer into its result; the answer is
-// dropped after.
-func gradeProbe(res *trace.Result, p *probe.Probe, answer []byte) {
+// dropped after. The collector runs it, off the send path (a pattern's
+// grade costs the answer's length times its program); a variable, so
+// tests can watch where it runs.
+var gradeProbe = func(res *trace.Result, p *probe.Probe, answer []byte) {
 	if res.Outcome == trace.OutcomeOK {
 		res.ProbeCorrect = new(p.Grade(string(answer)))
 	}
+}
+
+// grade grades a probe's answer for the collector: one cut at
+// maxKeptReply is graded wrong, unread, and noted.
+func (r *Runner) grade(res *trace.Result, p *probe.Probe, answer []byte) {
+	if len(answer) >= maxKeptReply && res.Outcome == trace.OutcomeOK {
+		r.notes.add(fmt.Sprintf("probe answers of %d MiB or more were graded wrong, unread", maxKeptReply>>20), res.RequestID)
+		res.ProbeCorrect = new(false)
+		return
+	}
+	gradeProbe(res, p, answer)
 }

@@ -2,8 +2,10 @@ package replay
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/servetrace/servetrace/replay/probe"
 	"github.com/servetrace/servetrace/trace"
+	"github.com/servetrace/servetrace/trace/tracetest"
 )
 
 // TestProbesAreGraded: a third of the requests get a probe beside them,
@@ -106,5 +109,87 @@ func TestProbeShareIsUniform(t *testing.T) {
 		if math.Abs(float64(hits)-mean) > 4*sd {
 			t.Errorf("share %g, seed %d: %d of %d drew a probe; want %.0f ± %.0f", c.share, c.seed, hits, n, mean, 4*sd)
 		}
+	}
+}
+
+// TestProbeGradedOffTheSendPath (issue 46 item 9): grading a probe's
+// answer does not hold the sender: in closed loop with one worker, the
+// request after a probe reaches the server while that probe's grade is
+// still running (a grade inline on the send path held it: a 900 KB
+// pattern made five requests take 138 s).
+func TestProbeGradedOffTheSendPath(t *testing.T) {
+	arrived := make(chan string, 16)
+	srv := newListener(t, func(l *listener, w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			arrived <- strings.TrimPrefix(r.Header.Get("X-Request-Id"), "run-")
+		}
+		okServer(w, r)
+	})
+	reqs := make([]trace.Request, 2)
+	for i := range reqs {
+		reqs[i] = trace.Request{Identity: trace.Identity{RequestID: "r" + strconv.Itoa(i)}, TS: time.Date(2025, 1, 1, 0, 0, 0, i*1000, time.UTC).UnixMicro(),
+			Shape: trace.Shape{InputTokens: 4, OutputTokens: 3, MaxTokens: 3, API: trace.APIChat, Stream: true, N: 1}}
+	}
+	graded := make(chan bool, 4)
+	defer func(g func(*trace.Result, *probe.Probe, []byte)) { gradeProbe = g }(gradeProbe)
+	first := true
+	gradeProbe = func(res *trace.Result, p *probe.Probe, answer []byte) {
+		if first { // the first probe's grade waits for the next request to arrive
+			first = false
+			timeout := time.After(10 * time.Second)
+			for seen := false; !seen; {
+				select {
+				case id := <-arrived:
+					seen = id == "r1"
+				case <-timeout:
+					graded <- false
+					res.ProbeCorrect = new(true)
+					return
+				}
+			}
+			graded <- true
+		}
+		res.ProbeCorrect = new(true)
+	}
+	opts := DefaultOptions()
+	opts.Target, opts.RunID, opts.Concurrency, opts.Probes = srv.srv.URL, "run", 1, 1
+	rows, _ := runAndRead(t, tracetest.WriteWorkload(t, reqs), filepath.Join(t.TempDir(), "run"), opts)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows; want 2 requests and their probes", len(rows))
+	}
+	if !<-graded {
+		t.Error("the request after a probe was not sent while the probe's grade ran: grading holds the sender")
+	}
+}
+
+// TestProbeAnswerCutIsWrong (issue 46 item 9): a probe's answer longer
+// than the text kept (maxKeptReply) is graded wrong, unread, and noted,
+// though its first maxKeptReply bytes are the expected answer.
+func TestProbeAnswerCutIsWrong(t *testing.T) {
+	piece := strings.Repeat("a", 64<<10)
+	srv := newListener(t, func(l *listener, w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			okServer(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range maxKeptReply/len(piece) + 1 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", piece)
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})
+	q := trace.Request{Identity: trace.Identity{RequestID: "r"}, TS: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(),
+		Shape: trace.Shape{InputTokens: 4, OutputTokens: 3, MaxTokens: 3, API: trace.APIChat, Stream: true, N: 1}}
+	opts := DefaultOptions()
+	opts.Target, opts.RunID, opts.Probes = srv.srv.URL, "run", 1
+	opts.UserProbes = []probe.Probe{{Kind: probe.KindUser, Prompt: "say a lot", Expect: strings.Repeat("a", maxKeptReply), Grader: probe.GraderExact, MaxTokens: 16}}
+	rows, info := runAndRead(t, tracetest.WriteWorkload(t, []trace.Request{q}), filepath.Join(t.TempDir(), "run"), opts)
+	for _, r := range rows {
+		if r.Probe != "" && (r.Outcome != trace.OutcomeOK || r.ProbeCorrect == nil || *r.ProbeCorrect) {
+			t.Errorf("%s: %s, correct %v; want ok and graded wrong", r.RequestID, r.Outcome, r.ProbeCorrect)
+		}
+	}
+	if !strings.Contains(strings.Join(info.Notes, "\n"), "probe answers of 1 MiB or more were graded wrong, unread") {
+		t.Errorf("notes %q; want the cut answer noted", info.Notes)
 	}
 }

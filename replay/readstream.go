@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/servetrace/servetrace/replay/chunk"
 	"github.com/servetrace/servetrace/trace"
@@ -51,6 +52,33 @@ func honestEmpty(res *trace.Result) bool {
 	return res.ObservedFinishReason != "" && (res.UsageCompletionTokens == nil || *res.UsageCompletionTokens == 0)
 }
 
+// maxKeptReply bounds the text of an answer kept for what follows it: a
+// session's next turn or a graph's children continue the conversation
+// with it, and a probe is graded on it. A longer answer is kept cut to
+// its first maxKeptReply bytes (noted by sendBuilt).
+const maxKeptReply = 1 << 20
+
+// keepReply appends what of text fits under maxKeptReply to reply.
+func keepReply(reply *[]byte, text []byte) {
+	if room := maxKeptReply - len(*reply); room > 0 {
+		*reply = append(*reply, text[:min(room, len(text))]...)
+	}
+}
+
+// trimPartialRune drops the start of a rune the cut at maxKeptReply left
+// at the end of reply.
+func trimPartialRune(reply []byte) []byte {
+	for i := len(reply) - 1; i >= 0 && i >= len(reply)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(reply[i]) {
+			if !utf8.FullRune(reply[i:]) {
+				return reply[:i]
+			}
+			break
+		}
+	}
+	return reply
+}
+
 // readStream consumes an SSE response.
 func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Result, b behaviour) {
 	sse := newSSEReader(ctx, body, r.clock, b.readDelay)
@@ -71,7 +99,7 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 	}
 	var ev chunk.Event
 	sent := *res.SentNs
-	var events int64
+	var events, text int64
 	var lastUsage, finalUsage *int64
 	for {
 		data, at, err := sse.next()
@@ -111,8 +139,13 @@ func (r *Runner) readStream(ctx context.Context, body io.Reader, res *trace.Resu
 			res.Outcome, res.Error = trace.OutcomeStreamError, "error in stream: "+shorten(ev.ErrMsg)
 			break
 		}
+		if text += int64(len(ev.Text)); text > maxAnswerText {
+			res.DoneNs = trace.Ptr(at)
+			res.Outcome, res.Error = trace.OutcomeProtocolError, fmt.Sprintf("answer text went on past %d MiB", maxAnswerText>>20)
+			break
+		}
 		if b.collect != nil {
-			*b.collect = append(*b.collect, ev.Text...)
+			keepReply(b.collect, ev.Text)
 		}
 		b.hashes.add(&ev)
 		if ev.Choices > 0 && res.FirstChunkNs == nil {
@@ -221,7 +254,7 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 		}
 		hashes.write(ch.Index, []byte(text))
 		if collect != nil {
-			*collect = append(*collect, text...)
+			keepReply(collect, []byte(text))
 		}
 	}
 	if u := c.Usage; u != nil {
@@ -262,6 +295,12 @@ func (r *Runner) readWhole(ctx context.Context, body io.Reader, res *trace.Resul
 // first token: past it, they grow as they come.
 const maxPresizedTokens = 4096
 
-// maxTokenEvents bounds the token events recorded for one stream: a server
-// that streams on past any max_tokens must not grow the result without end.
-const maxTokenEvents = maxUsageTokens
+// maxTokenEvents bounds the token events recorded for one stream, each an
+// entry of its row's lists: a server that streams on past any max_tokens
+// must not grow the result without end.
+const maxTokenEvents = maxRowList
+
+// maxAnswerText bounds the text of one streamed answer, its choices
+// together: a session or graph keeps it for the next prompt, and a server
+// that streams on must not make the client hash text for ever.
+const maxAnswerText = 16 << 20

@@ -443,11 +443,10 @@ func (r *Runner) finish(runDir string, info *trace.RunInfo, w *trace.ResultWrite
 		info.Reason = strings.TrimPrefix(info.Reason+"; ", "; ") + fmt.Sprintf("%d server token counts failed (first: %v): session prompt sizes may be off", serverTok.failed.Load(), serverTok.err())
 	}
 	info.Reason = r.scrub.Scrub(info.Reason)
-	if n, first := r.graph.forgottenConvs(); n > 0 {
-		r.notes.addN(fmt.Sprintf("a parent's conversation was no longer held (the graph keeps %d MiB of them): the child was sent without it", maxGraphConvBytes>>20), first, n)
-	}
-	if n, first := r.graph.unknown(); n > 0 {
-		r.notes.addN("parent_ids named a request not read before the child (outside the window, another shard's, or later in the workload): taken as finished", first, n)
+	for _, n := range r.graph.graphNotes() {
+		if n.t.n > 0 {
+			r.notes.addN(n.what, n.t.first, n.t.n)
+		}
 	}
 	info.Notes = r.notes.lines()
 	info.StartUTC = time.Unix(0, info.StartUnixNs).UTC().Format(time.RFC3339Nano)

@@ -21,9 +21,14 @@ type planned struct {
 	warmup      bool
 	// probe is set on a probe request placed beside a workload request.
 	probe *probe.Probe
+	// beside is the probe that goes with a request of the agent graph,
+	// when it goes, or is recorded not sent with it.
+	beside *planned
 	// sess, on a request of the agent graph, is the conversation its
-	// prompt continues (its parents'), and then its own.
+	// prompt continues (its parents'), and then its own; node is its
+	// place in the graph.
 	sess *session
+	node *node
 	// chained marks a later turn of a session: it is sent when the turn
 	// before it is done, plus its think time, not by the scheduler.
 	chained bool

@@ -19,7 +19,7 @@ func TestSplicedBodyIsMarshaled(t *testing.T) {
 	if !r.prompt.PlainJSON() {
 		t.Fatal("the prompt builder's words need JSON escaping: splicing is off and this test says nothing")
 	}
-	hist := &session{messages: []chatMessage{{Role: "user", Content: "a <b> & \"c\"\n"}, {Role: "assistant", Content: "\\ reply \u2028 é"}}, tokens: 12}
+	hist := &session{hist: newLink(nil, chatMessage{Role: "user", Content: "a <b> & \"c\"\n"}, chatMessage{Role: "assistant", Content: "\\ reply \u2028 é"}), tokens: 12}
 	for _, c := range []struct {
 		name string
 		q    trace.Request

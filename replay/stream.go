@@ -238,12 +238,22 @@ func (s *stream) run(ctx context.Context) {
 			return nil
 		}
 		req := *q // the reader's row is valid only during its call
-		if err := s.place(&planned{req: &req, scheduledNs: at.scheduledNs, warmup: at.warmup}); err != nil {
+		p := &planned{req: &req, scheduledNs: at.scheduledNs, warmup: at.warmup}
+		var probe *planned
+		if pr := s.probes.probeFor(q); pr != nil {
+			pq := probeRequest(q, pr)
+			probe = &planned{req: &pq, scheduledNs: at.scheduledNs, warmup: at.warmup, probe: pr}
+		}
+		if s.graph != nil {
+			// A request of the graph may wait for its parents: its probe
+			// waits with it (place).
+			p.beside, probe = probe, nil
+		}
+		if err := s.place(p); err != nil {
 			return err
 		}
-		if p := s.probes.probeFor(q); p != nil {
-			pq := probeRequest(q, p)
-			return s.place(&planned{req: &pq, scheduledNs: at.scheduledNs, warmup: at.warmup, probe: p})
+		if probe != nil {
+			return s.place(probe)
 		}
 		return nil
 	})
@@ -264,7 +274,8 @@ func (s *stream) place(p *planned) error {
 	if s.draining {
 		return s.dropOrStop(p)
 	}
-	p.cost = min(s.units, 1+int64(len(p.req.PrefixBlocks))/lookAheadBlocksPerUnit)
+	// A probe beside p holds a unit of the look-ahead with it.
+	p.cost = min(s.units, 1+int64(len(p.req.PrefixBlocks))/lookAheadBlocksPerUnit+besides(p))
 	if !s.budget.TryAcquire(p.cost) {
 		s.markFull()
 		if s.budget.Acquire(s.stopCtx, p.cost) != nil {
@@ -272,19 +283,44 @@ func (s *stream) place(p *planned) error {
 		}
 	}
 	s.hold(p.cost)
-	s.planned.Add(1)
+	s.planned.Add(1 + besides(p))
 	s.lastNs.Store(p.scheduledNs)
 	if s.graph != nil && p.probe == nil {
 		held, ready, follows, failed, sess := s.graph.add(p)
 		switch {
 		case held:
-			return nil // sent when its parents are done
+			return nil // sent when its parents are done, its probe with it
 		case failed != "" || follows:
 			s.onReleased(released{p: p, readyNs: ready, failed: failed, sess: sess})
 			return nil
 		}
 	}
-	if s.chained && p.req.SessionID != "" {
+	// Not the graph's: the probe beside p goes by the scheduler, as p
+	// does, with its own unit.
+	probe := p.beside
+	if probe != nil {
+		p.beside = nil
+		p.cost--
+		probe.cost = 1
+	}
+	if err := s.schedule(p); err != nil || probe == nil {
+		return err
+	}
+	return s.schedule(probe)
+}
+
+// besides is 1 for a request with a probe beside it, else 0.
+func besides(p *planned) int64 {
+	if p.beside != nil {
+		return 1
+	}
+	return 0
+}
+
+// schedule hands p, placed, to its session or to the scheduler and the
+// prefetcher.
+func (s *stream) schedule(p *planned) error {
+	if s.chained && p.req.SessionID != "" && p.probe == nil {
 		if c := s.chains[p.req.SessionID]; c != nil {
 			s.follow(c, p)
 			return nil
@@ -370,9 +406,9 @@ func (s *stream) dropOrStop(p *planned) error {
 	if s.drop == nil {
 		return errStopScan
 	}
-	s.planned.Add(1)
+	s.planned.Add(1 + besides(p))
 	s.lastNs.Store(p.scheduledNs)
-	s.drop(p)
+	s.drop(p) // and its probe
 	return nil
 }
 

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // ServerPhasesName is the run directory's file of server-side phases,
@@ -115,6 +118,18 @@ func ReadServerPhases(runDir string) (rows []ServerPhases, ok bool, err error) {
 	return rows, true, nil
 }
 
+// FieldCounts counts something by the field at fault. It prints as
+// "N (field), ..." in the fields' order, so a note reads as words.
+type FieldCounts map[string]int64
+
+func (c FieldCounts) String() string {
+	parts := make([]string, 0, len(c))
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		parts = append(parts, fmt.Sprintf("%d (%s)", c[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // SpanCounts says what became of the spans a run's collector received
 // (run.json's "spans"): only the run's request spans are kept, one per
 // request; the rest are counted by why they were dropped.
@@ -133,7 +148,7 @@ type SpanCounts struct {
 	NotRequests int64 `json:"not_requests"`
 	// Invalid is request spans with a phase that is not a number within
 	// bounds, by the attribute at fault.
-	Invalid map[string]int64 `json:"invalid,omitempty"`
+	Invalid FieldCounts `json:"invalid,omitempty"`
 	// Duplicates is second spans for a request already kept.
 	Duplicates int64 `json:"duplicates"`
 	// OverLimit is request spans dropped because the collector held as

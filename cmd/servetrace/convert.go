@@ -12,7 +12,6 @@ import (
 	"github.com/servetrace/servetrace/replay"
 	"github.com/servetrace/servetrace/tokenize"
 	"github.com/servetrace/servetrace/trace"
-	"github.com/servetrace/servetrace/trace/anon"
 )
 
 func convertCmd() *cli.Command {
@@ -147,7 +146,7 @@ func logOptions(c *cli.Context) (datasets.LogOptions, error) {
 		}
 		mapping = m
 	}
-	salt, err := anon.LoadSalt(c.String("salt-file"))
+	salt, err := loadSalt(c.String("salt-file"))
 	if err != nil {
 		return datasets.LogOptions{}, fmt.Errorf("--salt-file: %w", err)
 	}

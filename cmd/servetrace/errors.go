@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -27,7 +28,7 @@ func withFlagHints(app *cli.App, err error) string {
 	msg := oneLine(err.Error())
 	switch {
 	case errors.Is(err, trace.ErrOutputExists):
-		msg += "; choose a new --out, or pass --force to replace it"
+		msg += outputExistsAdvice(ranCommand(app))
 	case errors.Is(err, trace.ErrOutputIsInput):
 		msg += " (--out)"
 	case errors.Is(err, trace.ErrShardsNotMerged):
@@ -44,6 +45,45 @@ func withFlagHints(app *cli.App, err error) string {
 		msg += " (--max-reject-ratio)"
 	}
 	return msg
+}
+
+// outputExistsAdvice says how to get past an existing output with the
+// flags cmd has: replay and sweep never replace a run, so they have no
+// --force to advise.
+func outputExistsAdvice(cmd *cli.Command) string {
+	out, force := hasFlag(cmd, "out"), hasFlag(cmd, "force")
+	switch {
+	case out && force:
+		return "; choose a new --out, or pass --force to replace it"
+	case force:
+		return "; pass --force to replace it"
+	}
+	return "; choose a new --out"
+}
+
+// ranCommand is the command the app was run with (its first argument
+// that is not a flag), or nil.
+func ranCommand(app *cli.App) *cli.Command {
+	args, _ := app.Metadata["args"].([]string)
+	for i, a := range args {
+		if i > 0 && !strings.HasPrefix(a, "-") {
+			return app.Command(a)
+		}
+	}
+	return nil
+}
+
+// hasFlag reports whether cmd has a flag of that name; a nil cmd has none.
+func hasFlag(cmd *cli.Command, name string) bool {
+	if cmd == nil {
+		return false
+	}
+	for _, f := range cmd.Flags {
+		if slices.Contains(f.Names(), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // flagFor names the flag that sets a library option: the field in

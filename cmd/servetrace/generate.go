@@ -63,7 +63,7 @@ Examples:
 			if path := c.String("scenarios"); path != "" {
 				s, err := synth.ReadScenarioFile(path)
 				if err != nil {
-					return usageError(err.Error())
+					return usageError("--scenarios: " + err.Error())
 				}
 				scenarios = append(scenarios, s...)
 			}

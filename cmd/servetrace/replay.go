@@ -15,6 +15,7 @@ import (
 
 	"github.com/servetrace/servetrace/analyze"
 	"github.com/servetrace/servetrace/internal/opterr"
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/replay"
 	"github.com/servetrace/servetrace/replay/pacing"
 	"github.com/servetrace/servetrace/replay/probe"
@@ -178,7 +179,7 @@ func replayOptions(c *cli.Context) (replay.Options, error) {
 			return replay.Options{}, fmt.Errorf("--probes-file: %w", err)
 		}
 	}
-	salt, err := anon.LoadSalt(c.String("salt-file"))
+	salt, err := loadSalt(c.String("salt-file"))
 	if err != nil {
 		return replay.Options{}, fmt.Errorf("--salt-file: %w", err)
 	}
@@ -242,7 +243,7 @@ func apiKey(envName, file string) (string, error) {
 		}
 		return v, nil
 	case file != "":
-		b, err := os.ReadFile(file)
+		b, err := regfile.ReadFile(file, maxAPIKeyFileBytes)
 		if err != nil {
 			return "", fmt.Errorf("--api-key-file: %w", err)
 		}

@@ -20,6 +20,7 @@ import (
 // bounded read: probes are a sample mixed into a run, and none needs more.
 const (
 	maxFileProbes    = 100_000
+	maxFileBytes     = 64 << 20
 	maxLineBytes     = 1 << 20
 	maxProbeTokens   = 32768
 	defaultMaxTokens = 256
@@ -40,12 +41,14 @@ type fileLine struct {
 // the answer, or for grader regex the pattern), "grader" ("exact", the
 // default, "regex" or "json-field"), "field" (the dotted path, required for
 // json-field and allowed only there) and "max_tokens" (1 to 32768, default
-// 256); each probe's Kind is KindUser. Empty lines are skipped. Anything
+// 256); each probe's Kind is KindUser; a regex grader's pattern is at
+// most 4 KiB and compiles to at most 2,048 instructions, since grading
+// costs the answer's length times the program's. Empty lines are skipped. Anything
 // else is an error naming the file and line and what would fix it (an
 // unknown field included, so a misspelt "grader" is not silently exact),
 // and never quoting the prompt or answer. It reads only a regular file, so
 // a named pipe cannot hang it, and at most 100,000 probes of lines up to
-// 1 MiB.
+// 1 MiB, 64 MiB in all.
 func ReadFile(path string) ([]Probe, error) {
 	f, err := regfile.Open(path)
 	if err != nil {
@@ -62,10 +65,13 @@ func read(r io.Reader, name string) ([]Probe, error) {
 	// longer line is seen as one rather than as a scanner error.
 	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes+3)
 	var probes []Probe
-	n := 0
+	n, size := 0, 0
 	for sc.Scan() {
 		n++
 		line := sc.Bytes()
+		if size += len(line) + 1; size > maxFileBytes {
+			return nil, fmt.Errorf("%s:%d: the file passes %d MiB; keep a sample of its probes", name, n, maxFileBytes>>20)
+		}
 		if n == 1 {
 			line = bytes.TrimPrefix(line, []byte("\uFEFF")) // a byte order mark
 		}
@@ -143,7 +149,11 @@ func parseLine(line []byte) (Probe, error) {
 		}
 	case GraderRegex:
 		re, err := compileWhole(p.Expect)
-		if err != nil {
+		var big *patternTooBig
+		switch {
+		case errors.As(err, &big):
+			return Probe{}, fmt.Errorf(`"expected" %s`, big.Error())
+		case err != nil:
 			return Probe{}, fmt.Errorf(`"expected" is not an RE2 pattern (%s); fix the pattern, or use "grader": "exact" for literal text`, regexpProblem(err))
 		}
 		p.re = re

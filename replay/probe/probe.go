@@ -9,7 +9,9 @@
 package probe
 
 import (
+	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 )
 
@@ -81,9 +83,14 @@ type Probe struct {
 }
 
 // Grade says whether answer is correct, by the probe's Grader. It never
-// panics, whatever the answer holds; an unknown grader or a pattern that
-// does not compile grades every answer wrong, since nothing can be checked.
+// panics, whatever the answer holds; an unknown grader, a pattern that
+// does not compile or passes the grading bounds, and an answer past
+// MaxGradedAnswer (or past 64 KiB, trimmed, for a pattern) grade wrong,
+// since nothing can be checked.
 func (p Probe) Grade(answer string) bool {
+	if len(answer) > MaxGradedAnswer {
+		return false
+	}
 	switch p.Grader {
 	case GraderExact, "":
 		return gradeExact(p.Expect, answer)
@@ -95,7 +102,8 @@ func (p Probe) Grade(answer string) bool {
 				return false
 			}
 		}
-		return matchesWhole(re, strings.TrimSpace(answer))
+		answer = strings.TrimSpace(answer)
+		return len(answer) <= maxRegexAnswer && matchesWhole(re, answer)
 	case GraderJSONField:
 		return gradeJSONField(p.Field, p.Expect, answer)
 	}
@@ -155,8 +163,50 @@ func unquote(s string) (inner string, ok bool) {
 	return "", false
 }
 
-// compileWhole compiles pattern for matchesWhole.
+// Bounds on grading: the answer any grader reads, a regex grader's
+// pattern, the instructions it compiles to and the answer it matches. Go's
+// regexp matches in time proportional to the text times the program (a
+// 900 KB pattern made five requests take 138 s), and a probe's answer is
+// short: an answer past MaxGradedAnswer, or past maxRegexAnswer for a
+// pattern, ran past any max_tokens a probe asks for (32,768 tokens) and
+// is graded wrong, unread.
+const (
+	MaxGradedAnswer = 1 << 20
+	maxRegexAnswer  = 64 << 10
+	maxPatternBytes = 4 << 10
+	maxPatternInsts = 2048
+)
+
+// patternTooBig is the error for a pattern past the grading bounds; it
+// never quotes the pattern, a probe's answer.
+type patternTooBig struct {
+	bytes, insts int // insts is 0 for a pattern refused by its length
+}
+
+func (e *patternTooBig) Error() string {
+	if e.insts == 0 {
+		return fmt.Sprintf("is a pattern of %d bytes; a regex probe's may have at most %d", e.bytes, maxPatternBytes)
+	}
+	return fmt.Sprintf("compiles to %d instructions; a regex probe's pattern may compile to at most %d: simplify it (fewer or smaller repeats)", e.insts, maxPatternInsts)
+}
+
+// compileWhole compiles pattern for matchesWhole, within the grading
+// bounds.
 func compileWhole(pattern string) (*regexp.Regexp, error) {
+	if len(pattern) > maxPatternBytes {
+		return nil, &patternTooBig{bytes: len(pattern)}
+	}
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, err
+	}
+	if len(prog.Inst) > maxPatternInsts {
+		return nil, &patternTooBig{bytes: len(pattern), insts: len(prog.Inst)}
+	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, err

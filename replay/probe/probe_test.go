@@ -355,3 +355,27 @@ func FuzzSolve(f *testing.F) {
 		}
 	})
 }
+
+// TestGradeBoundsTheAnswer (issue 46 item 9): an answer longer than
+// MaxGradedAnswer is graded wrong by every grader, unread, and one longer
+// than maxRegexAnswer by a pattern, even one that matches anything; one
+// of exactly the bound is read.
+func TestGradeBoundsTheAnswer(t *testing.T) {
+	obj := `{"a": 1}`
+	for _, c := range []struct {
+		p      Probe
+		answer string
+		right  bool
+	}{
+		{Probe{Grader: GraderRegex, Expect: `(?s).*`}, strings.Repeat("a", maxRegexAnswer), true},
+		{Probe{Grader: GraderRegex, Expect: `(?s).*`}, strings.Repeat("a", maxRegexAnswer+1), false},
+		{Probe{Grader: GraderExact, Expect: strings.Repeat("a", MaxGradedAnswer)}, strings.Repeat("a", MaxGradedAnswer), true},
+		{Probe{Grader: GraderExact, Expect: strings.Repeat("a", MaxGradedAnswer+1)}, strings.Repeat("a", MaxGradedAnswer+1), false},
+		{Probe{Grader: GraderJSONField, Field: "a", Expect: "1"}, obj + strings.Repeat(" ", MaxGradedAnswer-len(obj)), true},
+		{Probe{Grader: GraderJSONField, Field: "a", Expect: "1"}, obj + strings.Repeat(" ", MaxGradedAnswer), false},
+	} {
+		if got := c.p.Grade(c.answer); got != c.right {
+			t.Errorf("%s: an answer of %d bytes graded %v; want %v", c.p.Grader, len(c.answer), got, c.right)
+		}
+	}
+}

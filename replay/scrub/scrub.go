@@ -25,8 +25,9 @@ const (
 	minCopiedText = 16
 	// longSecret is the length from which any minSecretRun-byte run copied
 	// from a secret is removed (a gateway may quote part of a key); a
-	// shorter secret is removed only whole, and only as a word of its own,
-	// since its fragments could not be told from words.
+	// shorter secret is removed only whole, and only as a word of its own
+	// (not glued by - or . into a name such as llama-3.1-8b), since its
+	// fragments could not be told from words.
 	longSecret   = 8
 	minSecretRun = 4
 	// minSpacedRun is the shortest run of a secret's letters and digits,
@@ -249,8 +250,7 @@ func (s *Scrubber) whole(text string) string {
 				break
 			}
 			at, end := i+k, i+k+len(sec)
-			if (at == 0 || !isWordByte(text[at-1]) || !isWordByte(sec[0])) &&
-				(end == len(text) || !isWordByte(text[end]) || !isWordByte(sec[len(sec)-1])) {
+			if (!gluedBefore(text, at) || !isWordByte(sec[0])) && (!gluedAfter(text, end) || !isWordByte(sec[len(sec)-1])) {
 				out.WriteString(text[last:at])
 				out.WriteString(redactedLabel)
 				last = end
@@ -263,6 +263,28 @@ func (s *Scrubber) whole(text string) string {
 		}
 	}
 	return text
+}
+
+// gluedBefore reports whether what precedes text[at] joins it into a
+// longer word or name: a word byte, or a - or . after one ("llama-3",
+// "0.3"). A short secret is a value of its own only where it is not
+// glued: a header value of "3" must not take the digit out of every
+// model name and version.
+func gluedBefore(text string, at int) bool {
+	if at == 0 {
+		return false
+	}
+	c := text[at-1]
+	return isWordByte(c) || (c == '-' || c == '.') && at >= 2 && isWordByte(text[at-2])
+}
+
+// gluedAfter is gluedBefore for what follows text[:end].
+func gluedAfter(text string, end int) bool {
+	if end == len(text) {
+		return false
+	}
+	c := text[end]
+	return isWordByte(c) || (c == '-' || c == '.') && end+1 < len(text) && isWordByte(text[end+1])
 }
 
 func isWordByte(c byte) bool {

@@ -128,3 +128,26 @@ func TestScrubKeepsNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubKeepsNamesAroundShortSecrets (issue 46 item 12): a short
+// secret (a header value of "3") is removed where it stands as a value of
+// its own, not from inside a name or version it is glued into with - or .
+// (run.json's server details read "llama-<redacted>.1-8b-h100").
+func TestScrubKeepsNamesAroundShortSecrets(t *testing.T) {
+	s := New("3", "ab")
+	for _, text := range []string{"llama-3.1-8b-h100", "v0.3.1", "lora-ab-2", "ab.c"} {
+		if got := s.Scrub(text); got != text {
+			t.Errorf("Scrub(%q) = %q; want it kept", text, got)
+		}
+	}
+	for text, want := range map[string]string{
+		`{"org": "3"}`:     `{"org": "<redacted>"}`,
+		"X-Org: 3\n":       "X-Org: <redacted>\n",
+		"token=ab&x=1":     "token=<redacted>&x=1",
+		"tenant (ab) kept": "tenant (<redacted>) kept",
+	} {
+		if got := s.Scrub(text); got != want {
+			t.Errorf("Scrub(%q) = %q, want %q", text, got, want)
+		}
+	}
+}

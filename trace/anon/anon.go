@@ -70,20 +70,11 @@ func ParseSalt(text string) (Salt, error) {
 	return Salt{key: key}, nil
 }
 
-// LoadSalt reads the salt from file if given, else from $SERVETRACE_SALT,
-// else returns a random one (Random set).
-func LoadSalt(file string) (Salt, error) {
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return Salt{}, fmt.Errorf("salt file: %w", err)
-		}
-		s, err := ParseSalt(string(b))
-		if err != nil {
-			return Salt{}, fmt.Errorf("salt file %s: %w", file, err)
-		}
-		return s, nil
-	}
+// LoadSalt returns the salt in $SERVETRACE_SALT, else a random one
+// (Random set). A salt file is the caller's to read, bounded and never
+// from a named pipe (cmd/servetrace's loadSalt), and to parse with
+// ParseSalt.
+func LoadSalt() (Salt, error) {
 	if v := os.Getenv(SaltEnv); v != "" {
 		s, err := ParseSalt(v)
 		if err != nil {
@@ -143,8 +134,12 @@ func (s Salt) Keyed(domain string) *Keyed {
 func (k *Keyed) Start(buf []byte) []byte { return append(buf[:0], k.prefix...) }
 
 // Sum returns the HMAC of the message appended to Start's buffer.
-func (k *Keyed) Sum(buf []byte) [sha256.Size]byte {
-	inner := sha256.Sum256(buf)
+func (k *Keyed) Sum(buf []byte) [sha256.Size]byte { return k.SumInner(sha256.Sum256(buf)) }
+
+// SumInner returns the HMAC whose inner hash, SHA-256 of Start's prefix
+// and then the message, is inner: for a message too long to gather in a
+// buffer, hashed as it comes.
+func (k *Keyed) SumInner(inner [sha256.Size]byte) [sha256.Size]byte {
 	var outer [sha256.BlockSize + sha256.Size]byte
 	copy(outer[:], k.opad[:])
 	copy(outer[sha256.BlockSize:], inner[:])
