@@ -15,10 +15,9 @@ import (
 // MaxRowEvents bounds one result row's per-event lists as analysis reads
 // them (token_times_ns, choice_index, output_event_hashes) and its
 // prefix_blocks: a row holding more is refused, naming its part, row and
-// column. Parquet stores a repeated value in a few bytes, so a part of
-// kilobytes can hold rows of millions of entries; no answer streams a
-// million events.
-const MaxRowEvents = 1 << 20
+// column. It is the bound replay writes to and trace checks
+// (trace.MaxResultList).
+const MaxRowEvents = trace.MaxResultList
 
 // listBounds is the most entries one row's list column may hold at read,
 // by column; a list column not named here is held to MaxRowEvents.

@@ -148,14 +148,14 @@ func TestRowListsAndStringsBounded(t *testing.T) {
 			if i == 6 {
 				r.TokenTimesNs = long
 			}
-		}), 1 << 22, []string{"row 7: column token_times_ns holds 1048577 entries, at most 1048576"}, Options{}},
+		}), 1 << 22, []string{"row 7: column token_times_ns holds 262145 entries, at most 262144"}, Options{}},
 		{"one row of too many token events, found by the level scan", listRows(10, func(i int, r *trace.Result) {
 			if i == 6 {
 				r.TokenTimesNs = long
 			}
-		}), 1000, []string{"row 7: column token_times_ns holds 1048577 or more entries, at most 1048576"}, Options{}},
+		}), 1000, []string{"row 7: column token_times_ns holds 262145 or more entries, at most 262144"}, Options{}},
 		{"every row over, from the footer", listRows(2, func(i int, r *trace.Result) { r.PrefixBlocks = long }), 1 << 22,
-			[]string{"rows 1 to 2: column prefix_blocks holds 2097154 entries, more than 2 rows of at most 1048576 each"}, Options{}},
+			[]string{"rows 1 to 2: column prefix_blocks holds 524290 entries, more than 2 rows of at most 262144 each"}, Options{}},
 		{"too many features", listRows(5, func(i int, r *trace.Result) {
 			if i == 3 {
 				r.FeaturesSent = make([]string, trace.MaxFeatures+1)

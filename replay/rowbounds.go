@@ -9,10 +9,11 @@ import (
 // maxRowList bounds every list a result row holds (token times, choice
 // indices, event hashes, prefix blocks, feature labels), so a run dir
 // never holds a row whose reading costs more than a few MiB, whatever a
-// server streamed or a workload row carried. The stream's own bounds
+// server streamed or a workload row carried; it is the bound every reader
+// holds rows to (trace.MaxResultList). The stream's own bounds
 // (maxTokenEvents, maxEventHashes) keep to it; fitRow holds every row to
 // it as it is written.
-const maxRowList = 1 << 18
+const maxRowList = trace.MaxResultList
 
 // maxBufferedListEntries bounds the list entries of the rows the open
 // part holds in memory: past it, the part is written, so a server that

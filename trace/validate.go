@@ -26,6 +26,12 @@ const (
 	MaxStringBytes = 1024
 	// MaxFeatures bounds the features list of one request.
 	MaxFeatures = 64
+	// MaxResultList bounds a result row's per-event lists (token_times_ns,
+	// choice_index, output_event_hashes) and its prefix_blocks, as replay
+	// writes them and every reader reads them: Parquet stores a repeated
+	// value in a few bytes, so without it a part of kilobytes could hold
+	// rows of millions of entries, and no answer streams 262,144 events.
+	MaxResultList = 1 << 18
 )
 
 // Timestamps outside [MinTS, MaxTS] (1900 to 2200, in microseconds) are
@@ -129,6 +135,14 @@ func (r *Result) Validate() error {
 			return &FieldError{"first_token_ns", strconv.FormatInt(*r.FirstTokenNs, 10), "is after done_ns " + strconv.FormatInt(*r.DoneNs, 10)}
 		}
 	}
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"token_times_ns", len(r.TokenTimesNs)}, {"choice_index", len(r.ChoiceIndex)}, {"output_event_hashes", len(r.OutputEventHashes)}, {"prefix_blocks", len(r.PrefixBlocks)}} {
+		if l.n > MaxResultList {
+			return &FieldError{l.name, strconv.Itoa(l.n) + " entries", fmt.Sprintf("at most %d", MaxResultList)}
+		}
+	}
 	prev := int64(0)
 	for i, t := range r.TokenTimesNs {
 		if t < prev {
@@ -169,9 +183,6 @@ func (r *Result) Validate() error {
 	}
 	if len(r.ChoiceIndex) != 0 && len(r.ChoiceIndex) != len(r.TokenTimesNs) {
 		return &FieldError{"choice_index", strconv.Itoa(len(r.ChoiceIndex)) + " entries", fmt.Sprintf("must be empty or one per token_times_ns entry (%d)", len(r.TokenTimesNs))}
-	}
-	if len(r.OutputEventHashes) > MaxTokens {
-		return &FieldError{"output_event_hashes", strconv.Itoa(len(r.OutputEventHashes)) + " entries", fmt.Sprintf("at most %d", MaxTokens)}
 	}
 	if len(r.OutputHashes) > MaxOutputHashes {
 		return &FieldError{"output_hashes", strconv.Itoa(len(r.OutputHashes)) + " entries", fmt.Sprintf("at most %d", MaxOutputHashes)}
