@@ -86,6 +86,9 @@ type merger struct {
 // the lowest rank (the leftmost of equals) is joined, starting from single
 // bytes. The result is valid until the next call.
 func (m *merger) merge(ranks map[string]int, piece string) []int {
+	if len(piece) > longPiece {
+		return m.mergeLong(ranks, piece)
+	}
 	m.starts, m.pair = m.starts[:0], m.pair[:0]
 	for i := range len(piece) + 1 {
 		m.starts = append(m.starts, i)
