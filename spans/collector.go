@@ -153,7 +153,7 @@ func (c *Collector) keep(rec *spanRecord) {
 	}
 	p, bad := rec.phases(hex.EncodeToString(raw))
 	if bad != "" {
-		c.counts.Invalid[clipKey(bad)]++
+		c.countInvalid(bad)
 		return
 	}
 	if len(c.kept) >= c.limit {
@@ -186,6 +186,23 @@ func (c *Collector) write(rec *spanRecord) {
 
 // clipKey bounds a reason kept as a map key, so reasons cannot grow the
 // counts without bound.
+// maxInvalidReasons bounds the distinct reasons Counts.Invalid holds: a
+// reason may quote the value at fault, so a sender could otherwise make
+// one key per span; the rest are counted as otherReasons.
+const maxInvalidReasons = 32
+
+// otherReasons counts invalid spans past maxInvalidReasons reasons.
+const otherReasons = "(other reasons)"
+
+// countInvalid counts a span dropped for reason. c.mu is held.
+func (c *Collector) countInvalid(reason string) {
+	k := clipKey(reason)
+	if _, ok := c.counts.Invalid[k]; !ok && len(c.counts.Invalid) >= maxInvalidReasons {
+		k = otherReasons
+	}
+	c.counts.Invalid[k]++
+}
+
 func clipKey(s string) string {
 	if len(s) > 80 {
 		return s[:80]

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -57,12 +55,7 @@ func spanCountsText(s trace.SpanCounts, runDir string) string {
 	line := fmt.Sprintf("%d spans read: %d requests' phases written to %s/%s; dropped: %d not request spans, %d of other runs, %d of requests the run did not send, %d duplicates, %d over the run's requests",
 		s.Spans, s.Kept, runDir, trace.ServerPhasesName, s.NotRequests, s.OtherRuns, s.UnknownRequests, s.Duplicates, s.OverLimit)
 	if len(s.Invalid) > 0 {
-		var parts []string
-		for k, v := range s.Invalid {
-			parts = append(parts, fmt.Sprintf("%d (%s)", v, k))
-		}
-		sort.Strings(parts)
-		line += ", invalid " + strings.Join(parts, ", ")
+		line += ", invalid " + s.Invalid.String()
 	}
 	return line
 }
