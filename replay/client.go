@@ -33,6 +33,8 @@ func newHTTPClient(o Options) (*http.Client, error) {
 		WriteBufferSize:     32 << 10,
 		ReadBufferSize:      16 << 10,
 		Protocols:           new(http.Protocols),
+		// One bound on a response's head for every transport: h1's.
+		MaxResponseHeaderBytes: h1.DefaultMaxResponseHeaderBytes,
 	}
 	switch o.HTTP {
 	case "", HTTP1:

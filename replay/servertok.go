@@ -73,7 +73,7 @@ func (s *serverCounter) count(text string) (int, error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("POST %s: %s, not a /tokenize answer", scrub.URL(s.url), s.opts.httpStatusError(resp))
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, tokenizeAnswerBytes(len(text)))).Decode(&out); err != nil {
 		return 0, fmt.Errorf("POST %s: HTTP %d, not a /tokenize answer", scrub.URL(s.url), resp.StatusCode)
 	}
 	if out.Count != nil {
@@ -82,7 +82,22 @@ func (s *serverCounter) count(text string) (int, error) {
 		}
 		return *out.Count, nil
 	}
+	if len(out.Tokens) > maxTextTokens(len(text)) {
+		return 0, fmt.Errorf("POST %s: impossible answer: %d tokens for %d bytes of text", scrub.URL(s.url), len(out.Tokens), len(text))
+	}
 	return len(out.Tokens), nil
+}
+
+// maxTextTokens is the most tokens a text of n bytes can hold: every
+// token of a byte-level or byte-fallback vocabulary covers at least one
+// byte, and a few are added (a prefix space, a start token).
+func maxTextTokens(n int) int { return n + 16 }
+
+// tokenizeAnswerBytes bounds the /tokenize answer for a text of n bytes:
+// its token ids, at most 11 bytes each in JSON, and a MiB for the rest,
+// within 64 MiB.
+func tokenizeAnswerBytes(n int) int64 {
+	return min(int64(64<<20), 1<<20+11*int64(maxTextTokens(n)))
 }
 
 // err returns the first failed count, if any.
