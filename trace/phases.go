@@ -3,6 +3,7 @@ package trace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -100,15 +101,41 @@ func WriteServerPhases(runDir string, rows []ServerPhases) error {
 }
 
 // ReadServerPhases reads runDir's server phases; ok is false when the run
-// has none. Every row is checked.
+// has none. Every row is checked, and the file may hold no more rows than
+// the run scheduled requests (maxPhasesRows where run.json does not say).
+// maxPhasesRows bounds a server phases file whose run does not say how
+// many requests it scheduled.
+const maxPhasesRows = 1 << 26
+
 func ReadServerPhases(runDir string) (rows []ServerPhases, ok bool, err error) {
 	path := filepath.Join(runDir, ServerPhasesName)
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
-	rows, err = readPartFile[ServerPhases](path)
+	p, err := openPartFile[ServerPhases](path)
 	if err != nil {
 		return nil, false, err
+	}
+	defer p.close()
+	// A run has at most one row per request it scheduled: a file claiming
+	// more is not the run's (and would be held whole).
+	most := int64(maxPhasesRows)
+	if info, err := ReadRunInfo(runDir); err == nil && info.Scheduled > 0 {
+		most = min(most, info.Scheduled)
+	}
+	if p.numRows > most {
+		return nil, false, fmt.Errorf("%s holds %d rows, more than the run's %d requests: not this run's phases; move it away", path, p.numRows, most)
+	}
+	rows = make([]ServerPhases, 0, p.numRows)
+	for {
+		r, err := p.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		rows = append(rows, *r)
 	}
 	for i := range rows {
 		if err := rows[i].Validate(); err != nil {

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -62,5 +63,25 @@ func TestServerPhasesRefused(t *testing.T) {
 				t.Error("a file was written for a refused row")
 			}
 		})
+	}
+}
+
+// TestServerPhasesNoMoreThanTheRunsRequests: a phases file of more rows
+// than the run scheduled requests is not the run's, and is refused from
+// its footer before its rows are held.
+func TestServerPhasesNoMoreThanTheRunsRequests(t *testing.T) {
+	dir := t.TempDir()
+	var rows []ServerPhases
+	for i := range 5 {
+		rows = append(rows, ServerPhases{TraceID: strings.Repeat("ab", 15) + fmt.Sprintf("%02x", i), Source: "vllm", TTFTS: Ptr(0.5)})
+	}
+	if err := WriteServerPhases(dir, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, RunInfoName), []byte(`{"scheduled":2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadServerPhases(dir); err == nil || !strings.Contains(err.Error(), "5 rows, more than the run's 2 requests") {
+		t.Fatalf("err %v; want the 5 rows refused for a run of 2", err)
 	}
 }
