@@ -531,6 +531,9 @@ func (o *otlpReader) span(s *spanAt, resource otlpAttributes) error {
 	}
 	root := o.graph.note(&s.span)
 	req, endUs, skip, err := o.convert(&s.span, resource, s.line)
+	if err == nil && skip == "" {
+		err = validRow(&req) // a row that fails is rejected now, never held or linked
+	}
 	switch {
 	case skip != "":
 		o.skipped[skip]++
