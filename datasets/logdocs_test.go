@@ -257,28 +257,3 @@ func TestGatewayBodiesAsStrings(t *testing.T) {
 		})
 	}
 }
-
-// TestJSONTextInACellIsBounded (issue 46, 15): a string holding JSON obeys
-// the bound of a line wherever it comes from: a CSV cell (which no line
-// bound holds) whose messages are 17 MiB of JSON text is rejected naming
-// the field and the bound, and the row beside it converts.
-func TestJSONTextInACellIsBounded(t *testing.T) {
-	msgs := func(text string) string {
-		b, _ := json.Marshal([]map[string]string{{"role": "user", "content": text}})
-		return `"` + strings.ReplaceAll(string(b), `"`, `""`) + `"`
-	}
-	in := filepath.Join(t.TempDir(), "log.csv")
-	csv := "time,msgs,in_tok,out_tok\n2025-03-01 10:00:00," + msgs("hello there") + ",5,2\n" +
-		"2025-03-01 10:00:01," + msgs(strings.Repeat("x", MaxLineBytes+(1<<20))) + ",7,2\n"
-	if err := os.WriteFile(in, []byte(csv), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := mustMapping(t, "ts: time\nmessages: msgs\nprompt_tokens: in_tok\ncompletion_tokens: out_tok\n")
-	rows, man, out := convertWith(t, []string{in}, ConvertOptions{MaxRejectRatio: -1, Options: Options{Format: FormatCSV, Log: LogOptions{Mapping: m}}})
-	if len(rows) != 1 || rows[0].InputTokens != 5 || man.Rejects != 1 {
-		t.Fatalf("%d rows, %d rejects; want the first row and the second rejected", len(rows), man.Rejects)
-	}
-	if rs := rejectLines(t, out); rs[0].Line != 3 || rs[0].Reason != "messages: a string holding JSON longer than 16 MiB" {
-		t.Errorf("reject %+v; want line 3: messages: a string holding JSON longer than 16 MiB", rs[0])
-	}
-}

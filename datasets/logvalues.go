@@ -36,7 +36,7 @@ func storedMessages(v any) (any, bool, error) {
 			return nil, false, bad("messages", "a string that is not the JSON text of a messages array")
 		}
 		if err != nil {
-			return nil, false, bad("messages", "%s", jsonTextReason(err))
+			return nil, false, bad("messages", "a string holding JSON that does not parse (%s)", jsonReason(err))
 		}
 		return storedMessages(d)
 	case map[string]any:

@@ -3,7 +3,6 @@ package datasets
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -383,7 +382,7 @@ func expandPath(rec map[string]any, path []string) error {
 				return nil
 			}
 			if err != nil {
-				return bad(strings.Join(path[:i+1], "."), "%s", jsonTextReason(err))
+				return bad(strings.Join(path[:i+1], "."), "a string holding JSON that does not parse (%s)", jsonReason(err))
 			}
 			set(d)
 			next = d
@@ -391,17 +390,6 @@ func expandPath(rec map[string]any, path []string) error {
 		cur = next
 	}
 	return nil
-}
-
-// errJSONTextTooLong is a string holding JSON longer than a line may be.
-var errJSONTextTooLong = fmt.Errorf("longer than %d MiB", MaxLineBytes>>20)
-
-// jsonTextReason says why a string holding JSON could not be decoded.
-func jsonTextReason(err error) string {
-	if errors.Is(err, errJSONTextTooLong) {
-		return "a string holding JSON " + err.Error()
-	}
-	return "a string holding JSON that does not parse (" + jsonReason(err) + ")"
 }
 
 // maxJSONTextLayers bounds how many times a body may have been encoded as
@@ -412,17 +400,13 @@ const maxJSONTextLayers = 3
 // decodeJSONText decodes a string that starts like JSON (an object or an
 // array, after spaces), numbers as json.Number, or that is the JSON text of
 // such a string (a body encoded twice), within maxJSONTextLayers; isJSON
-// is false, and nothing decoded, for any other string. The text obeys the
-// bound of a line (MaxLineBytes), which a CSV cell does not: a longer one
-// is an error.
+// is false, and nothing decoded, for any other string. The text is part of
+// a line or CSV record, so within MaxLineBytes.
 func decodeJSONText(s string) (v any, isJSON bool, err error) {
 	for range maxJSONTextLayers {
 		t := strings.TrimSpace(s)
 		if t == "" || (t[0] != '{' && t[0] != '[' && t[0] != '"') {
 			return nil, false, nil
-		}
-		if len(t) > MaxLineBytes {
-			return nil, true, errJSONTextTooLong
 		}
 		if t[0] == '"' { // the JSON text of a string: JSON only if that string is
 			if err := json.Unmarshal([]byte(t), &s); err != nil {
