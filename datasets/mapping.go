@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/servetrace/servetrace/internal/regfile"
 )
 
 // LogFields are the fields a request-log mapping can bind to JSON paths.
@@ -199,8 +200,12 @@ func MappingPresets() []string {
 	return out
 }
 
+// maxMappingFileBytes bounds a mapping file: a field a line.
+const maxMappingFileBytes = 1 << 20
+
 // LoadMapping returns a preset by name, or reads a mapping file: one
-// "field: path | path ..." per line, # comments (a small YAML subset).
+// "field: path | path ..." per line, # comments (a small YAML subset). The
+// file must be a regular file of at most maxMappingFileBytes.
 func LoadMapping(nameOrFile string) (*Mapping, error) {
 	if nameOrFile == "" {
 		nameOrFile = "openai"
@@ -208,7 +213,7 @@ func LoadMapping(nameOrFile string) (*Mapping, error) {
 	if text, ok := mappingPresets[nameOrFile]; ok {
 		return parseMapping(nameOrFile, text)
 	}
-	b, err := os.ReadFile(nameOrFile)
+	b, err := regfile.ReadFile(nameOrFile, maxMappingFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("mapping %s: not a preset (%s) and not a readable mapping file: %w", nameOrFile, strings.Join(MappingPresets(), ", "), err)
 	}

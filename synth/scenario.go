@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/servetrace/servetrace/internal/regfile"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -249,11 +249,16 @@ type ScenarioFile struct {
 	Scenarios []Scenario `json:"scenarios"`
 }
 
+// maxScenarioFileBytes bounds a scenario file: a few scenarios take a few
+// hundred bytes.
+const maxScenarioFileBytes = 1 << 20
+
 // ReadScenarioFile reads a YAML (or JSON) scenario file strictly: unknown
 // fields are errors naming the field. Each scenario is decoded on its own
-// so an error says which one.
+// so an error says which one. The file must be a regular file of at most
+// maxScenarioFileBytes.
 func ReadScenarioFile(path string) ([]Scenario, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxScenarioFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read scenarios: %w", err)
 	}
