@@ -30,7 +30,7 @@ type fastCSV struct {
 	rec     []string
 	raw     []byte
 	strs    stringArena
-	slow    *csv.Reader
+	slow    *boundedCSV
 }
 
 func newFastCSV(br *bufio.Reader) *fastCSV { return &fastCSV{br: br} }
@@ -42,14 +42,19 @@ func (c *fastCSV) Read() ([]string, error) {
 	}
 	for {
 		line, err := c.readLine()
+		if err == errLineTooLong {
+			c.lines++
+			return nil, &csv.ParseError{StartLine: c.lines, Line: c.lines, Err: err}
+		}
 		if len(line) == 0 || err != nil && err != io.EOF {
 			return nil, err // io.EOF once no line is left
 		}
 		c.lines++
 		if bytes.IndexByte(line, '"') >= 0 {
-			c.slow = csv.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(line)), c.br))
+			c.slow = newBoundedCSV(io.MultiReader(bytes.NewReader(bytes.Clone(line)), c.br))
 			c.slow.ReuseRecord, c.slow.FieldsPerRecord = true, -1
 			c.lines--
+			c.slow.lineBase = c.lines
 			return c.readSlow()
 		}
 		// As encoding/csv: a \r at the end of the input dropped, \r\n as \n.
@@ -78,13 +83,24 @@ func (c *fastCSV) Read() ([]string, error) {
 }
 
 // readLine reads a line as it is, its \n included; err is io.EOF with
-// the input's last line if that has no \n.
+// the input's last line if that has no \n, or errLineTooLong for a line
+// of more than MaxLineBytes, read past whole.
 func (c *fastCSV) readLine() ([]byte, error) {
 	line, err := c.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		c.raw = append(c.raw[:0], line...)
 		for err == bufio.ErrBufferFull {
 			line, err = c.br.ReadSlice('\n')
+			if len(c.raw)+len(line) > MaxLineBytes {
+				c.raw = c.raw[:0]
+				for err == bufio.ErrBufferFull {
+					_, err = c.br.ReadSlice('\n')
+				}
+				if err == nil || err == io.EOF {
+					err = errLineTooLong
+				}
+				return nil, err
+			}
 			c.raw = append(c.raw, line...)
 		}
 		line = c.raw

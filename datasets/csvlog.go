@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
 	"fmt"
 	"strings"
 )
@@ -43,12 +42,12 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 // first line has more of, and checks that the mapping names only columns
 // and that the ts column is there, so a wrong mapping fails on line 1
 // rather than rejecting every row.
-func openCSVLog(br *bufio.Reader, name string, m *Mapping) (*csv.Reader, []string, error) {
+func openCSVLog(br *bufio.Reader, name string, m *Mapping) (*boundedCSV, []string, error) {
 	first, err := peekLine(br)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	cr := csv.NewReader(br)
+	cr := newBoundedCSV(br)
 	if bytes.Count(first, []byte("\t")) > bytes.Count(first, []byte(",")) {
 		cr.Comma = '\t'
 	}

@@ -18,15 +18,18 @@ var contractFields = []string{
 }
 
 // contractLines returns the mapping lines of contractFields for a preset
-// whose request body is at body and whose usage objects are at usages.
+// whose request body is at one of bodies and whose usage object at one of
+// usages.
 // vLLM's guided_* parameters (removed in v0.12 for structured_outputs),
 // SGLang's regex and ebnf, and llama.cpp's grammar are read beside
 // OpenAI's response_format, since a log of any of those servers holds them.
-func contractLines(body string, usages ...string) string {
+func contractLines(bodies, usages []string) string {
 	b := func(paths ...string) string {
-		out := make([]string, len(paths))
-		for i, p := range paths {
-			out[i] = body + "." + p
+		var out []string
+		for _, body := range bodies {
+			for _, p := range paths {
+				out = append(out, body+"."+p)
+			}
 		}
 		return strings.Join(out, " | ")
 	}

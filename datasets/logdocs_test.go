@@ -214,3 +214,46 @@ func convertWith(t *testing.T, inputs []string, o ConvertOptions) ([]trace.Reque
 	}
 	return rows, man, out
 }
+
+// TestGatewayBodiesAsStrings (issue 46, 15): logs that keep the request
+// and response bodies as their JSON text convert, their token counts read
+// from the body's usage, with no --format or --map: Helicone's ClickHouse
+// table (request_response_rmt, whose request_body and response_body are
+// String columns and prompt_tokens Nullable: clickhouse/migrations in
+// Helicone/helicone), printed by ClickHouse's JSONEachRow (64-bit integers
+// quoted); a gateway's request_body and response_body strings; Portkey's
+// log shape (request.body and response.body strings, as its logs API
+// takes them); and a body encoded twice. Before, the gateway file was
+// refused for want of token counts and the Helicone rows counted their
+// messages instead of reading the logged usage.
+func TestGatewayBodiesAsStrings(t *testing.T) {
+	for _, c := range []struct {
+		file                 string
+		in, out, max, cached []int64
+		e2e                  []float64
+	}{
+		{"testdata/logs/helicone_clickhouse.jsonl", []int64{37, 52}, []int64{9, 11}, []int64{32, 48}, []int64{-1, 32}, []float64{640, 910}},
+		{"testdata/logs/gateway_bodies.jsonl", []int64{14, 21, 33}, []int64{8, 6, 7}, []int64{64, 96, 128}, []int64{-1, -1, -1}, nil},
+	} {
+		t.Run(filepath.Base(c.file), func(t *testing.T) {
+			rows, man, _ := convertWith(t, []string{c.file}, ConvertOptions{})
+			if len(rows) != len(c.in) || man.Rejects != 0 {
+				t.Fatalf("%d rows, %d rejects; want %d rows", len(rows), man.Rejects, len(c.in))
+			}
+			for i, r := range rows {
+				cached := int64(-1)
+				if r.CachedTokens != nil {
+					cached = *r.CachedTokens
+				}
+				if r.InputTokens != c.in[i] || r.OutputTokens != c.out[i] || r.MaxTokens != c.max[i] || cached != c.cached[i] ||
+					r.API != trace.APIChat || len(r.PrefixBlocks) == 0 || r.FinishReason == nil || *r.FinishReason != "stop" {
+					t.Errorf("row %d: %+v cached %d finish %v; want input %d, output %d, max %d, cached %d, chat, prefix blocks, stop",
+						i, r.Shape, cached, r.FinishReason, c.in[i], c.out[i], c.max[i], c.cached[i])
+				}
+				if c.e2e != nil && (r.E2EMs == nil || *r.E2EMs != c.e2e[i] || r.Tenant == "" || r.Model != "gpt-4o-mini") {
+					t.Errorf("row %d: e2e %v tenant %q model %q; want %v ms, the user's tenant, gpt-4o-mini", i, r.E2EMs, r.Tenant, r.Model, c.e2e[i])
+				}
+			}
+		})
+	}
+}

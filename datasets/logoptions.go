@@ -19,7 +19,9 @@ type LogOptions struct {
 	// BlockSize is the prefix block size in tokens (default 512).
 	BlockSize int
 	// SessionIdle ends an inferred session after this long without a turn
-	// (default 30 minutes); it bounds the memory sessions take.
+	// (default 30 minutes), counted from its latest request's end, an end
+	// counting at most an hour past that request's arrival; it bounds the
+	// memory sessions take.
 	SessionIdle time.Duration
 	// HashNames replaces model and adapter names by HMACs.
 	HashNames bool

@@ -1,7 +1,9 @@
 package datasets
 
 import (
+	"container/heap"
 	"slices"
+	"time"
 
 	"github.com/servetrace/servetrace/trace"
 	"github.com/servetrace/servetrace/trace/anon"
@@ -20,15 +22,38 @@ type sessionState struct {
 	startUs   int64
 }
 
+// maxHeldAnswer bounds how long past its arrival a request's end keeps
+// its session open: a logged end later than that (a row claiming to end
+// days later) counts as that, so no one row can hold the linker's memory
+// for longer than maxHeldAnswer plus the idle window.
+const maxHeldAnswer = time.Hour
+
 // sessionKey is a keyed hash of a conversation's messages (and tenant),
 // never the text.
 type sessionKey [16]byte
 
 // sessionExpiry is when a session entry may be forgotten; an entry touched
-// again later is queued again, and the older queue entry is ignored.
+// again is queued again, and the older queue entry, no longer its
+// state's expiry, is ignored.
 type sessionExpiry struct {
 	key     sessionKey
+	s       *sessionState
 	expires int64
+}
+
+// expiryHeap orders session entries by when they may be forgotten, so
+// each leaves at its own time whatever the order rows came in.
+type expiryHeap []sessionExpiry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expires < h[j].expires }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(sessionExpiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // linkLogged numbers turns of a logged conversation id.
@@ -98,12 +123,12 @@ func (lr *logReader) linkByPrefix(req *trace.Request, p *prepared) {
 	var parent *sessionState
 	from := 0 // the messages the request adds to its parent's conversation
 	for k := n - 1; k >= 1; k-- {
-		if s, ok := lr.sessions[prefix[k]]; ok {
+		if s, ok := lr.sessions[prefix[k]]; ok && s.requestID != req.RequestID { // a repeated line is not its own parent
 			parent, from = s, k
 			break
 		}
 	}
-	s := &sessionState{id: salt16(lr.lo.Salt, req.RequestID), endUs: max(endUs, req.TS), requestID: req.RequestID}
+	s := &sessionState{id: salt16(lr.lo.Salt, req.RequestID), endUs: max(endUs, req.TS), requestID: req.RequestID, startUs: req.TS}
 	if parent != nil {
 		s.id, s.turn = parent.id, parent.turn+1
 		req.ParentIDs = []string{parent.requestID}
@@ -112,7 +137,7 @@ func (lr *logReader) linkByPrefix(req *trace.Request, p *prepared) {
 		// requests too, a join, and its wait runs from the last to end.
 		lastEndUs := parent.endUs
 		for _, key := range p.texts[from:] { // only answers of minQuotedAnswer bytes are registered
-			if a, ok := lr.sessions[key]; ok && a.requestID != "" && !slices.Contains(req.ParentIDs, a.requestID) && len(req.ParentIDs) < trace.MaxParents {
+			if a, ok := lr.sessions[key]; ok && a.requestID != "" && a.requestID != req.RequestID && !slices.Contains(req.ParentIDs, a.requestID) && len(req.ParentIDs) < trace.MaxParents {
 				req.ParentIDs = append(req.ParentIDs, a.requestID)
 				lastEndUs = max(lastEndUs, a.endUs)
 			}
@@ -125,7 +150,7 @@ func (lr *logReader) linkByPrefix(req *trace.Request, p *prepared) {
 		}
 	}
 	if p.answer != nil {
-		a := &sessionState{id: s.id, endUs: s.endUs, requestID: req.RequestID}
+		a := &sessionState{id: s.id, endUs: s.endUs, requestID: req.RequestID, startUs: req.TS}
 		lr.sessions[*p.answer] = a
 		lr.touch(*p.answer, a)
 	}
@@ -166,23 +191,22 @@ func (lr *logReader) answerKey(tenant, text string) sessionKey {
 	return k
 }
 
-// touch schedules a session entry's expiry.
+// touch schedules a session entry's expiry: the idle window after its
+// latest request's end, an end counting at most maxHeldAnswer past that
+// request's arrival.
 func (lr *logReader) touch(key sessionKey, s *sessionState) {
-	s.expires = s.endUs + lr.lo.SessionIdle.Microseconds()
-	lr.expiry = append(lr.expiry, sessionExpiry{key, s.expires})
+	end := min(s.endUs, satAdd(s.startUs, maxHeldAnswer.Microseconds()))
+	s.expires = satAdd(end, lr.lo.SessionIdle.Microseconds())
+	heap.Push(&lr.expiry, sessionExpiry{key, s, s.expires})
 }
 
 // expire forgets sessions idle past the window, so memory stays bounded by
 // the number of conversations active within it.
 func (lr *logReader) expire(nowUs int64) {
-	i := 0
-	for ; i < len(lr.expiry) && lr.expiry[i].expires < nowUs; i++ {
-		e := lr.expiry[i]
-		if s, ok := lr.sessions[e.key]; ok && s.expires <= e.expires {
+	for len(lr.expiry) > 0 && lr.expiry[0].expires < nowUs {
+		e := heap.Pop(&lr.expiry).(sessionExpiry)
+		if s, ok := lr.sessions[e.key]; ok && s == e.s && s.expires == e.expires {
 			delete(lr.sessions, e.key)
 		}
-	}
-	if i > 0 {
-		lr.expiry = append(lr.expiry[:0], lr.expiry[i:]...)
 	}
 }

@@ -45,6 +45,9 @@ type Mapping struct {
 var mappingPresets = map[string]string{
 	// A plain request/response log: the OpenAI request body under
 	// "request", the response body under "response", timing beside them.
+	// A gateway that keeps each body as its JSON text has it under
+	// request_body and response_body, or (Portkey's log shape) under
+	// request.body and response.body.
 	"openai": `
 ts: timestamp | start_time | created_at | @timestamp
 first_token_ts: first_token_time
@@ -55,27 +58,27 @@ e2e_s: request_time | duration_s
 request_id: id | request_id
 session_id: conversation_id | session_id
 tenant: tenant | organization | org_id
-user: user | user_id | request.user
-model: request.model | response.model | model
+user: user | user_id | request.user | request_body.user | request.body.user
+model: request.model | request_body.model | request.body.model | response.model | response_body.model | response.body.model | model
 adapter: adapter
-messages: request.messages
-prompt: request.prompt
-response_text: response.choices.0.message.content | response.choices.0.text
-max_tokens: request.max_completion_tokens | request.max_tokens
-temperature: request.temperature
-top_p: request.top_p
-n: request.n
-stream: request.stream
-response_format: request.response_format.type
-tools: request.tools
-logprobs: request.logprobs
-prompt_tokens: response.usage.prompt_tokens | usage.prompt_tokens
-completion_tokens: response.usage.completion_tokens | usage.completion_tokens
-cached_tokens: response.usage.prompt_tokens_details.cached_tokens | usage.prompt_tokens_details.cached_tokens
-reasoning_tokens: response.usage.completion_tokens_details.reasoning_tokens | usage.completion_tokens_details.reasoning_tokens
+messages: request.messages | request_body.messages | request.body.messages
+prompt: request.prompt | request_body.prompt | request.body.prompt
+response_text: response.choices.0.message.content | response.choices.0.text | response_body.choices.0.message.content | response_body.choices.0.text | response.body.choices.0.message.content | response.body.choices.0.text
+max_tokens: request.max_completion_tokens | request.max_tokens | request_body.max_completion_tokens | request_body.max_tokens | request.body.max_completion_tokens | request.body.max_tokens
+temperature: request.temperature | request_body.temperature | request.body.temperature
+top_p: request.top_p | request_body.top_p | request.body.top_p
+n: request.n | request_body.n | request.body.n
+stream: request.stream | request_body.stream | request.body.stream
+response_format: request.response_format.type | request_body.response_format.type | request.body.response_format.type
+tools: request.tools | request_body.tools | request.body.tools
+logprobs: request.logprobs | request_body.logprobs | request.body.logprobs
+prompt_tokens: response.usage.prompt_tokens | response_body.usage.prompt_tokens | response.body.usage.prompt_tokens | usage.prompt_tokens
+completion_tokens: response.usage.completion_tokens | response_body.usage.completion_tokens | response.body.usage.completion_tokens | usage.completion_tokens
+cached_tokens: response.usage.prompt_tokens_details.cached_tokens | response_body.usage.prompt_tokens_details.cached_tokens | response.body.usage.prompt_tokens_details.cached_tokens | usage.prompt_tokens_details.cached_tokens
+reasoning_tokens: response.usage.completion_tokens_details.reasoning_tokens | response_body.usage.completion_tokens_details.reasoning_tokens | response.body.usage.completion_tokens_details.reasoning_tokens | usage.completion_tokens_details.reasoning_tokens
 status: status | status_code | http_status
 error_code: error.code
-finish_reason: response.choices.0.finish_reason
+finish_reason: response.choices.0.finish_reason | response_body.choices.0.finish_reason | response.body.choices.0.finish_reason
 cancelled: cancelled | client_disconnected
 `,
 	// LiteLLM's StandardLoggingPayload (docs.litellm.ai/docs/proxy/logging_spec):
@@ -110,16 +113,19 @@ finish_reason: response.choices.0.finish_reason
 `,
 	// Helicone's request records (its HeliconeRequest schema, as the
 	// @helicone/export tool writes them with --include-body): ISO times,
-	// delay_ms and time_to_first_token in milliseconds.
+	// delay_ms and time_to_first_token in milliseconds. Rows of its
+	// ClickHouse table (request_response_rmt) name some columns otherwise
+	// (latency, status, model, user_id) and keep prompt_tokens null where
+	// the usage is only in response_body, a String column.
 	"helicone": `
 ts: request_created_at
 end_ts: response_created_at
 ttft_ms: time_to_first_token
-e2e_ms: delay_ms
+e2e_ms: delay_ms | latency
 request_id: request_id
-session_id: request_properties.Helicone-Session-Id
-user: request_user_id | helicone_user
-model: request_model | response_model
+session_id: request_properties.Helicone-Session-Id | properties.Helicone-Session-Id
+user: request_user_id | helicone_user | user_id
+model: request_model | response_model | model | request_body.model
 messages: request_body.messages
 prompt: request_body.prompt
 response_text: response_body.choices.0.message.content | response_body.choices.0.text
@@ -131,11 +137,11 @@ stream: request_body.stream
 response_format: request_body.response_format.type
 tools: request_body.tools
 logprobs: request_body.logprobs
-prompt_tokens: prompt_tokens
-completion_tokens: completion_tokens
-cached_tokens: prompt_cache_read_tokens
+prompt_tokens: prompt_tokens | response_body.usage.prompt_tokens
+completion_tokens: completion_tokens | response_body.usage.completion_tokens
+cached_tokens: prompt_cache_read_tokens | response_body.usage.prompt_tokens_details.cached_tokens
 reasoning_tokens: response_body.usage.completion_tokens_details.reasoning_tokens
-status: response_status
+status: response_status | status
 finish_reason: response_body.choices.0.finish_reason
 `,
 	// OpenAI Batch API output lines (platform.openai.com/docs/api-reference/batch:
@@ -173,13 +179,13 @@ finish_reason: response.body.choices.0.finish_reason
 func init() {
 	// Every preset reads the workload contract's fields from its request
 	// body and usage.
-	for name, body := range map[string][]string{
-		"openai":       {"request", "response.usage", "usage"},
-		"litellm":      {"model_parameters", "response.usage"},
-		"helicone":     {"request_body", "response_body.usage"},
-		"openai-batch": {"batch_input.body", "response.body.usage"},
+	for name, where := range map[string]struct{ bodies, usages []string }{
+		"openai":       {[]string{"request", "request_body", "request.body"}, []string{"response.usage", "response_body.usage", "response.body.usage", "usage"}},
+		"litellm":      {[]string{"model_parameters"}, []string{"response.usage"}},
+		"helicone":     {[]string{"request_body"}, []string{"response_body.usage"}},
+		"openai-batch": {[]string{"batch_input.body"}, []string{"response.body.usage"}},
 	} {
-		mappingPresets[name] += contractLines(body[0], body[1:]...)
+		mappingPresets[name] += contractLines(where.bodies, where.usages)
 	}
 	LogFields = append(LogFields, contractFields...)
 }
@@ -198,7 +204,8 @@ func MappingPresets() []string {
 const maxMappingFileBytes = 1 << 20
 
 // LoadMapping returns a preset by name, or reads a mapping file: one
-// "field: path | path ..." per line, # comments (a small YAML subset).
+// "field: path | path ..." per line, # comments (a small YAML subset). The
+// file must be a regular file of at most maxMappingFileBytes.
 func LoadMapping(nameOrFile string) (*Mapping, error) {
 	if nameOrFile == "" {
 		nameOrFile = "openai"
@@ -222,6 +229,7 @@ func parseMapping(name, text string) (*Mapping, error) {
 	m := &Mapping{Name: name, Paths: map[string][][]string{}}
 	fromPreset := map[string]bool{} // fields whose paths a preset line gave
 	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, maxMappingFileBytes)
 	for line := 1; sc.Scan(); line++ {
 		s := strings.TrimSpace(sc.Text())
 		if i := strings.Index(s, "#"); i >= 0 {
@@ -266,6 +274,9 @@ func parseMapping(name, text string) (*Mapping, error) {
 			}
 			m.Paths[field] = append(m.Paths[field], strings.Split(p, "."))
 		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("mapping %s: %w", name, err)
 	}
 	if len(m.Paths["ts"]) == 0 && (len(m.Paths["end_ts"]) == 0 || len(m.Paths["e2e_ms"])+len(m.Paths["e2e_s"]) == 0) {
 		return nil, fmt.Errorf("mapping %s: no path for ts (the request's arrival time), which every row needs, nor for end_ts and e2e_ms or e2e_s to take it from", name)
@@ -390,18 +401,34 @@ func expandPath(rec map[string]any, path []string) error {
 	return nil
 }
 
+// maxJSONTextLayers bounds how many times a body may have been encoded as
+// a JSON string before its JSON text (a logger that encodes a string it
+// was given as JSON text encodes it once more).
+const maxJSONTextLayers = 3
+
 // decodeJSONText decodes a string that starts like JSON (an object or an
-// array, after spaces), numbers as json.Number; isJSON is false, and
-// nothing decoded, for any other string.
+// array, after spaces), numbers as json.Number, or that is the JSON text of
+// such a string (a body encoded twice), within maxJSONTextLayers; isJSON
+// is false, and nothing decoded, for any other string. The text is part of
+// a line or CSV record, so within MaxLineBytes.
 func decodeJSONText(s string) (v any, isJSON bool, err error) {
-	t := strings.TrimSpace(s)
-	if t == "" || (t[0] != '{' && t[0] != '[') {
-		return nil, false, nil
+	for range maxJSONTextLayers {
+		t := strings.TrimSpace(s)
+		if t == "" || (t[0] != '{' && t[0] != '[' && t[0] != '"') {
+			return nil, false, nil
+		}
+		if t[0] == '"' { // the JSON text of a string: JSON only if that string is
+			if err := json.Unmarshal([]byte(t), &s); err != nil {
+				return nil, false, nil
+			}
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(t))
+		dec.UseNumber()
+		err = dec.Decode(&v)
+		return v, true, err
 	}
-	dec := json.NewDecoder(strings.NewReader(t))
-	dec.UseNumber()
-	err = dec.Decode(&v)
-	return v, true, err
+	return nil, false, nil
 }
 
 // present reports whether the record holds a field's first present path,

@@ -45,7 +45,7 @@ type logReader struct {
 	opts     Options
 	lo       LogOptions
 	sessions map[sessionKey]*sessionState
-	expiry   []sessionExpiry
+	expiry   expiryHeap
 	latestUs int64
 	// csv is set for CSV input, where every value is text.
 	csv bool
@@ -94,6 +94,15 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: %d Batch API requests failed and are not in the trace (a batch records no arrival time for them): %s", opts.Name, n, ReasonsText(lr.skips)))
 	}
 	return st, err
+}
+
+// validRow checks a converted row against the record's ranges
+// (trace.Request.Validate), as a rowError that rejects its line.
+func validRow(req *trace.Request) error {
+	if err := req.Validate(); err != nil {
+		return &rowError{reason: err.Error()}
+	}
+	return nil
 }
 
 // skipped is a line that is no request to convert and no fault: counted
@@ -219,11 +228,16 @@ func (lr *logReader) convertRecord(rec map[string]any, lineNo int64) (trace.Requ
 	return lr.finish(p)
 }
 
-// finish checks the row's order and links its session, in input order.
+// finish checks the row and its order and links its session, in input
+// order. A row that fails its check is rejected before it is ordered or
+// linked, so it moves neither the order check nor the session table.
 func (lr *logReader) finish(p prepared) (trace.Request, error) {
 	req := p.req
 	if !p.held && req.TS < lr.latestUs-lr.lo.MaxDisorder.Microseconds() {
 		return req, bad("ts", "%s earlier than a row before it (more than the disorder allowed)", time.Duration(lr.latestUs-req.TS)*time.Microsecond)
+	}
+	if err := validRow(&req); err != nil {
+		return req, err
 	}
 	lr.media.add(p.media)
 	lr.latestUs = max(lr.latestUs, req.TS)

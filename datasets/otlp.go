@@ -529,8 +529,14 @@ func (o *otlpReader) span(s *spanAt, resource otlpAttributes) error {
 	if s.err != nil {
 		return o.reject(s.line, "span: "+jsonReason(s.err))
 	}
-	root := o.graph.note(&s.span)
+	root, repeat := o.graph.note(&s.span)
+	if repeat {
+		return nil // a retried export's copy: the first was read
+	}
 	req, endUs, skip, err := o.convert(&s.span, resource, s.line)
+	if err == nil && skip == "" {
+		err = validRow(&req) // a row that fails is rejected now, never held or linked
+	}
 	switch {
 	case skip != "":
 		o.skipped[skip]++
@@ -604,6 +610,9 @@ func (o *otlpReader) graphNote() []string {
 	}
 	if g := o.graph; g.early > 0 {
 		notes = append(notes, fmt.Sprintf("%d traces were linked before their root span was read (more than %d spans held)", g.early, maxHeldSpans))
+	}
+	if g := o.graph; g.duplicates > 0 {
+		notes = append(notes, fmt.Sprintf("%d spans repeated a trace and span id read before (a retried export) and were dropped, the first of each kept", g.duplicates))
 	}
 	return notes
 }

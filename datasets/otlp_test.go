@@ -207,7 +207,7 @@ func TestOTLPDetect(t *testing.T) {
 // only its line.
 func TestOTLPStreamBounds(t *testing.T) {
 	span := func(start int) string {
-		return `{"traceId":"aa","spanId":"bb","startTimeUnixNano":"` + itoa(int64(start)) + `000000000",` +
+		return `{"traceId":"aa","spanId":"` + itoa(int64(start)) + `","startTimeUnixNano":"` + itoa(int64(start)) + `000000000",` + // a span id of its own: a repeated one is a retried export's copy
 			`"attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},{"key":"gen_ai.usage.input_tokens","value":{"intValue":"7"}}]}`
 	}
 	doc := func(spans ...string) string {

@@ -27,7 +27,7 @@ func TestFailedConversionKeepsRejects(t *testing.T) {
 	}{
 		{"no_ts.jsonl", "3 lines: ts: no timestamp at timestamp | start_time | created_at | @timestamp (the arrival time), nor an end time and a duration to take it from; first at line 1", 3, ErrNothingConverted},
 		{"bad_ts.jsonl", "2 lines: ts: not an RFC 3339 date, a common log time or an epoch number; first at line 1", 2, ErrNothingConverted},
-		{"no_tokens.jsonl", "2 lines: prompt_tokens: no token count at response.usage.prompt_tokens | usage.prompt_tokens, and no messages or prompt to count; first at line 1", 2, ErrNothingConverted},
+		{"no_tokens.jsonl", "2 lines: prompt_tokens: no token count at response.usage.prompt_tokens | response_body.usage.prompt_tokens | response.body.usage.prompt_tokens | usage.prompt_tokens, and no messages or prompt to count; first at line 1", 2, ErrNothingConverted},
 		{"bad_json.jsonl", "2 lines: malformed JSON: syntax error at byte 13; first at line 2; 1 line: malformed JSON: invalid JSON; first at line 1", 3, ErrNothingConverted},
 		{"string_body.jsonl", "2 lines: request: a string holding JSON that does not parse (invalid JSON); first at line 1", 2, ErrNothingConverted},
 		{"cut_short.json", "1 line: malformed JSON: the input ends inside this document (truncated?); first at line 20", 1, ErrTooManyRejects},

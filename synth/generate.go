@@ -35,7 +35,11 @@ type GenerateOptions struct {
 	API    string
 	Stream *bool
 	Model  string
-	// MaxInputTokens caps sampled input lengths (0 = no cap).
+	// MaxInputTokens caps the prompt of every request (0 = no cap), such
+	// as a server's context length: a first turn's input is cut to it; a
+	// later turn or agent-graph call, which replay sends with the
+	// conversation it continues, is not generated when that prompt would
+	// pass it, nor is any request that waits on it (fitsInputCap).
 	MaxInputTokens int64
 	// Scenarios are layered on the workload in order.
 	Scenarios []Scenario
@@ -229,14 +233,20 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 		}
 		n++
 		if fan != nil {
-			// The graph's rows take the next ids, in order.
+			// The graph's rows take the next ids, in order; it ends at
+			// its first row over the input cap.
 			g.follow = nil
 			first := n
+			made := map[string]*trace.Request{r.RequestID: &r}
 			for _, c := range fan.graph(r, func(k int) string { return idOf(first + int64(k)) }) {
 				if err := full(); err != nil {
 					return err
 				}
+				if !g.fitsInputCap(c.InputTokens, parentRows(made, c.ParentIDs)...) {
+					break
+				}
 				c.RequestID = idOf(n)
+				made[c.RequestID] = &c
 				g.toolDelay(&c, g.followAt)
 				if err := emit(c); err != nil {
 					return err
@@ -256,10 +266,14 @@ func Generate(ctx context.Context, m *Model, opts GenerateOptions, emit func(tra
 				continue
 			}
 			var r trace.Request
+			var ok bool
 			if p.graph != nil {
-				r = g.graphTurn(p)
+				r, ok = g.graphTurn(p)
 			} else {
-				r = g.nextTurn(p)
+				r, ok = g.nextTurn(p)
+			}
+			if !ok {
+				continue // over the input cap: not generated
 			}
 			if err := emitRow(r); err != nil {
 				return err
@@ -461,6 +475,7 @@ func (g *generator) firstTurn(t float64) trace.Request {
 		r.PrefixBlocks = g.prefix.blocks(t, in)
 	}
 	g.applyScenarios(&r, t)
+	g.cutToInputCap(&r)
 	if g.graphs != nil && g.graphs.rng.Float64() < g.graphs.m.Share {
 		g.startGraph(&r, t, ci)
 		return r
@@ -489,19 +504,20 @@ func (g *generator) scheduleNext(p pendingTurn, t float64) {
 
 // nextTurn builds the next turn of a session: its input holds the previous
 // turn's input and output plus new text, and its prefix blocks repeat the
-// previous input's full blocks.
-func (g *generator) nextTurn(p *pendingTurn) trace.Request {
+// previous input's full blocks. A turn over the input cap is not made
+// (ok false) and ends its session.
+func (g *generator) nextTurn(p *pendingTurn) (r trace.Request, ok bool) {
 	s := g.m.Sessions
 	c := &g.m.Lengths[p.classIdx]
 	prev := p.prev
 	newTokens := max(1, int64(math.Round(s.NewTokens.Quantile(g.sessRng.Float64()))))
 	in := min(prev.InputTokens+prev.OutputTokens+newTokens, MaxModelTokens)
-	if g.opts.MaxInputTokens > 0 {
-		in = min(in, g.opts.MaxInputTokens)
-	}
 	out := max(1, int64(math.Round(c.Output.Quantile(g.lengths.Float64()))))
+	if !g.fitsInputCap(in, &prev) {
+		return trace.Request{}, false
+	}
 	think := max(0, (p.at-float64(prev.TS-g.startUs)/1e6)*1000) // the previous TS was rounded to 1 µs
-	r := trace.Request{Identity: trace.Identity{SessionID: p.session, Turn: p.turn, Tenant: prev.Tenant, Model: prev.Model, Adapter: prev.Adapter},
+	r = trace.Request{Identity: trace.Identity{SessionID: p.session, Turn: p.turn, Tenant: prev.Tenant, Model: prev.Model, Adapter: prev.Adapter},
 		TS:          g.startUs + int64(math.Round(p.at*1e6)),
 		Shape:       trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1, API: prev.API, Stream: prev.Stream, Features: prev.Features},
 		Temperature: prev.Temperature, TopP: prev.TopP, ThinkTimeMs: &think}
@@ -510,11 +526,71 @@ func (g *generator) nextTurn(p *pendingTurn) trace.Request {
 		r.PrefixBlocks = g.continueBlocks(&prev, nil, in, p.at)
 	}
 	g.applyScenarios(&r, p.at)
+	if !g.fitsInputCap(r.InputTokens, &prev) { // a scenario made it longer
+		g.follow = nil
+		return trace.Request{}, false
+	}
 	next := *p
 	next.turn++
 	next.prev = r
 	g.scheduleNext(next, p.at)
-	return r
+	return r, true
+}
+
+// fitsInputCap reports whether a request of in tokens that continues the
+// conversation of parents fits MaxInputTokens as replay sends it: the
+// first parent's prompt, every parent's answer, then at least one token of
+// its own, so max(in, first's input + the answers + 1). Cutting such a
+// request to the cap would not shorten what replay sends, hence the rule:
+// over the cap it is not generated. Without a cap every request fits.
+func (g *generator) fitsInputCap(in int64, parents ...*trace.Request) bool {
+	limit := g.opts.MaxInputTokens
+	if limit <= 0 {
+		return true
+	}
+	need := in
+	if len(parents) > 0 {
+		sent := parents[0].InputTokens + 1
+		for _, p := range parents {
+			sent += p.OutputTokens
+		}
+		need = max(need, sent)
+	}
+	return need <= limit
+}
+
+// cutToInputCap cuts a first turn a scenario made longer to MaxInputTokens,
+// with its prefix blocks: it continues no conversation, so what replay
+// sends is its input.
+func (g *generator) cutToInputCap(r *trace.Request) {
+	limit := g.opts.MaxInputTokens
+	if limit <= 0 || r.InputTokens <= limit {
+		return
+	}
+	r.InputTokens = limit
+	if bs := g.blockSize(); bs > 0 {
+		r.PrefixBlocks = r.PrefixBlocks[:min(len(r.PrefixBlocks), int((limit+bs-1)/bs))]
+	}
+}
+
+// blockSize is the prefix block size of the workload, 0 without prefix
+// blocks.
+func (g *generator) blockSize() int64 {
+	if g.prefix == nil {
+		return 0
+	}
+	return int64(g.prefix.m.BlockSize)
+}
+
+// parentRows looks up the rows named by ids among made.
+func parentRows(made map[string]*trace.Request, ids []string) []*trace.Request {
+	out := make([]*trace.Request, 0, len(ids))
+	for _, id := range ids {
+		if p, ok := made[id]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // attributes draws the categorical attributes of r from the mix.

@@ -146,7 +146,9 @@ func (g *generator) built(run *graphRun, i int32) {
 // graphTurn builds node p.node of its graph: its input grows over its
 // first parent's input and output, its prefix blocks repeat that
 // parent's full blocks, and it waits the drawn time after its parents.
-func (g *generator) graphTurn(p *pendingTurn) trace.Request {
+// A node over the input cap is not made (ok false), so the nodes that
+// wait on it are never due.
+func (g *generator) graphTurn(p *pendingTurn) (r trace.Request, ok bool) {
 	run, i, d := p.graph, p.node, g.graphs
 	parents := run.parents[i]
 	prev := &run.rows[parents[0]]
@@ -154,18 +156,19 @@ func (g *generator) graphTurn(p *pendingTurn) trace.Request {
 	kind := kindOf(run.parents, run.children, int(i))
 	growth := int64(math.Round(d.growth[kind].Quantile(d.rng.Float64())))
 	in := min(max(1, prev.InputTokens+prev.OutputTokens+growth), MaxModelTokens)
-	if g.opts.MaxInputTokens > 0 {
-		in = min(in, g.opts.MaxInputTokens)
-	}
 	out := max(1, int64(math.Round(c.Output.Quantile(g.lengths.Float64()))))
 	latest := math.Inf(-1)
 	ids := make([]string, len(parents))
+	rows := make([]*trace.Request, len(parents))
 	for k, q := range parents {
 		latest = max(latest, run.end[q])
-		ids[k] = run.rows[q].RequestID
+		ids[k], rows[k] = run.rows[q].RequestID, &run.rows[q]
+	}
+	if !g.fitsInputCap(in, rows...) {
+		return trace.Request{}, false
 	}
 	wait := max(0, (p.at-latest)*1000)
-	r := trace.Request{Identity: trace.Identity{RequestID: fmt.Sprintf("%s-%d", run.session, i), SessionID: run.session, Turn: prev.Turn + 1,
+	r = trace.Request{Identity: trace.Identity{RequestID: fmt.Sprintf("%s-%d", run.session, i), SessionID: run.session, Turn: prev.Turn + 1,
 		Tenant: prev.Tenant, Model: prev.Model, Adapter: prev.Adapter},
 		TS:          g.startUs + int64(math.Round(p.at*1e6)),
 		Shape:       trace.Shape{InputTokens: in, OutputTokens: out, MaxTokens: out, N: 1, API: prev.API, Stream: prev.Stream, Features: prev.Features},
@@ -201,12 +204,16 @@ func (g *generator) graphTurn(p *pendingTurn) trace.Request {
 	}
 	run.lastChild[parents[0]] = i
 	g.applyScenarios(&r, p.at)
+	if !g.fitsInputCap(r.InputTokens, rows...) { // a scenario made it longer
+		g.follow = nil
+		return trace.Request{}, false
+	}
 	run.rows[i] = r
 	g.built(run, i)
 	if run.made++; run.made == len(run.rows) {
 		run.rows = nil // the session's rows are no longer needed
 	}
-	return r
+	return r, true
 }
 
 // continueBlocks returns the prefix blocks of a request of in tokens that

@@ -11,7 +11,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/internal/regfile"
@@ -143,7 +145,7 @@ func ReadPartialHeader(path string) (PartialHeader, error) {
 	var h PartialHeader
 	err := withPartial(path, func(gz io.Reader) error {
 		r := newHeaderBudget(gz)
-		return limitError(path, decodeHeader(path, json.NewDecoder(r), &h))
+		return limitError(path, decodeHeader(path, json.NewDecoder(newPartialScanner(r)), &h))
 	})
 	return h, err
 }
@@ -165,10 +167,11 @@ func readPartial(path string) (*Partial, error) {
 // inside them.
 var (
 	// maxPartialStatsBytes bounds the decompressed statistics line less
-	// its arrival times: every sketch but the prefix groups and the mix's
-	// values has a fixed capacity, and those grow with the distinct
+	// its arrival times, whitespace included (partialScanner bounds what
+	// the rest decodes to): every sketch but the prefix groups and the
+	// mix's values has a fixed capacity, and those grow with the distinct
 	// prefixes and values of the slice.
-	maxPartialStatsBytes int64 = 1 << 30
+	maxPartialStatsBytes int64 = 512 << 20
 	// maxMergedFirstTurns bounds the first turns of every partial of a
 	// merge together: the merge holds each one's arrival time (8 bytes).
 	maxMergedFirstTurns int64 = 1 << 28
@@ -213,7 +216,7 @@ func newHeaderBudget(r io.Reader) *budgetReader {
 // limitError names the limit a partial passed, if err is one.
 func limitError(path string, err error) error {
 	if l := (*errPartialLimit)(nil); errors.As(err, &l) {
-		return fmt.Errorf("fit partial %s: decompressed past its limit: %s; it is not a partial servetrace wrote (fit the shard again)", path, l.what)
+		return fmt.Errorf("fit partial %s: decompressed past its limit: %s; fit the shard again (in more shards, if its slice holds that much)", path, l.what)
 	}
 	return err
 }
@@ -234,10 +237,11 @@ func withPartial(path string, fn func(gz io.Reader) error) error {
 }
 
 // readPartialStream reads a partial from its decompressed stream; path
-// names it in errors.
+// names it in errors. The decoder reads it through a partialScanner, which
+// holds what it buffers and builds to the statistics' limits.
 func readPartialStream(path string, gz io.Reader) (*Partial, error) {
 	r := newHeaderBudget(gz)
-	p, err := decodePartial(path, r, json.NewDecoder(r))
+	p, err := decodePartial(path, r, json.NewDecoder(newPartialScanner(r)))
 	return p, limitError(path, err)
 }
 
@@ -264,15 +268,16 @@ func decodePartial(path string, r *budgetReader, dec *json.Decoder) (*Partial, e
 }
 
 // decodeStateStream reads the statistics object key by key: the arrival
-// times one at a time, refused past the header's count of first turns,
-// and every other statistic whole (within the reader's budget).
+// times one at a time, refused past the header's count of first turns;
+// the length classes a class at a time and each fitter's statistics a
+// member at a time (partialStreamed says which, for partialScanner, which
+// bounds each value read whole); other keys whole, an unknown one skipped.
 func decodeStateStream(dec *json.Decoder, firstTurns int64) (stateJSON, error) {
 	var w stateJSON
 	if err := expectDelim(dec, '{'); err != nil {
 		return w, err
 	}
-	fields := map[string]any{"rows": &w.Rows, "first_turns": &w.FirstTurns, "saw_sessions": &w.SawSessions, "classes": &w.Classes,
-		"prefix": &w.Prefix, "sessions": &w.Sessions, "mix": &w.Mix, "contract": &w.Contract}
+	fields := map[string]any{"rows": &w.Rows, "first_turns": &w.FirstTurns, "saw_sessions": &w.SawSessions}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -284,21 +289,126 @@ func decodeStateStream(dec *json.Decoder, firstTurns int64) (stateJSON, error) {
 			return w, fmt.Errorf("%q twice", key)
 		}
 		seen[key] = true
-		if key == "arrivals_s" {
-			if w.Arrivals, err = decodeArrivals(dec, firstTurns); err != nil {
-				return w, fmt.Errorf("arrivals_s: %w", err)
+		switch key {
+		case "arrivals_s":
+			w.Arrivals, err = decodeArrivals(dec, firstTurns)
+		case "classes":
+			w.Classes, err = decodeClasses(dec)
+		case "prefix":
+			w.Prefix, err = decodeFitter[prefixJSON, prefixFitter](dec)
+		case "sessions":
+			w.Sessions, err = decodeFitter[sessionJSON, sessionFitter](dec)
+		case "mix":
+			w.Mix, err = decodeFitter[mixJSON, mixCounter](dec)
+		case "contract":
+			w.Contract, err = decodeFitter[contractJSON, contractFitter](dec)
+		default:
+			if into, ok := fields[key]; ok {
+				err = dec.Decode(into)
+			} else {
+				err = skipValue(dec) // a field of a later version
 			}
-			continue
 		}
-		into, ok := fields[key]
-		if !ok {
-			into = new(json.RawMessage) // a field of a later version: skipped
-		}
-		if err := dec.Decode(into); err != nil {
+		if err != nil {
 			return w, fmt.Errorf("%s: %w", key, err)
 		}
 	}
 	return w, expectDelim(dec, '}')
+}
+
+// decodeClasses reads the length classes a class at a time.
+func decodeClasses(dec *json.Decoder) ([]classJSON, error) {
+	var out []classJSON
+	if err := expectDelim(dec, '['); err != nil {
+		return nil, err
+	}
+	for dec.More() {
+		if len(out) >= maxTrackedClasses {
+			return nil, fmt.Errorf("more than %d length classes", maxTrackedClasses)
+		}
+		var c classJSON
+		if _, err := decodeFields(dec, &c); err != nil {
+			return nil, fmt.Errorf("class %d: %w", len(out), err)
+		}
+		out = append(out, c)
+	}
+	return out, expectDelim(dec, ']')
+}
+
+// decodeFitter reads a fitter's statistics (its JSON form W) a member at a
+// time and sets a fitter F from them; null is no fitter.
+func decodeFitter[W any, F any, PF interface {
+	*F
+	fromJSON(W) error
+}](dec *json.Decoder) (*F, error) {
+	var w W
+	null, err := decodeFields(dec, &w)
+	if err != nil || null {
+		return nil, err
+	}
+	f := PF(new(F))
+	return f, f.fromJSON(w)
+}
+
+// decodeFields reads a JSON object (or null) a member at a time into the
+// fields of the struct v points to, by their json names: a field that is a
+// struct of its own (not a pointer, with no UnmarshalJSON) is read the same
+// way, any other whole; an unknown member is skipped, a member twice is
+// an error. The decoder then buffers one member's text at a time.
+func decodeFields(dec *json.Decoder, v any) (null bool, err error) {
+	rv := reflect.ValueOf(v).Elem()
+	idx := map[string]int{}
+	for i := range rv.NumField() {
+		if name, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			idx[name] = i
+		}
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	if tok == nil {
+		return true, nil
+	}
+	if tok != json.Delim('{') {
+		return false, fmt.Errorf("found %v where an object was expected", tok)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false, err
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return false, fmt.Errorf("%q twice", key)
+		}
+		seen[key] = true
+		i, ok := idx[key]
+		if !ok {
+			if err := skipValue(dec); err != nil {
+				return false, fmt.Errorf("%s: %w", key, err)
+			}
+			continue
+		}
+		f := rv.Field(i)
+		if _, custom := f.Addr().Interface().(json.Unmarshaler); f.Kind() == reflect.Struct && !custom {
+			_, err = decodeFields(dec, f.Addr().Interface())
+		} else {
+			err = dec.Decode(f.Addr().Interface())
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return false, expectDelim(dec, '}')
+}
+
+// skipValue reads past one value, held whole within partialScanner's
+// bound on a value read whole.
+func skipValue(dec *json.Decoder) error {
+	var raw json.RawMessage
+	return dec.Decode(&raw)
 }
 
 // decodeArrivals reads a JSON array of arrival times, at most max of them.
@@ -681,6 +791,11 @@ func (f *sessionFitter) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return f.fromJSON(w)
+}
+
+// fromJSON sets f from its decoded statistics, checked.
+func (f *sessionFitter) fromJSON(w sessionJSON) error {
 	if err := errors.Join(capacityIs("think_s", w.Think, maxPairs, false), capacityIs("new_tokens", w.NewTokens, maxPairs, false)); err != nil {
 		return err
 	}
@@ -743,6 +858,11 @@ func (f *prefixFitter) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return f.fromJSON(w)
+}
+
+// fromJSON sets f from its decoded statistics, checked.
+func (f *prefixFitter) fromJSON(w prefixJSON) error {
 	errs := []error{capacityIs("reuses", w.Reuses, maxPairs, false), capacityIs("distances", w.Dist, maxPairs, false)}
 	for i := range w.BinReuses {
 		errs = append(errs, capacityIs("bin_reuses", w.BinReuses[i], binPairs, true))
@@ -881,6 +1001,11 @@ func (m *mixCounter) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return m.fromJSON(w)
+}
+
+// fromJSON sets m from its decoded counts, checked.
+func (m *mixCounter) fromJSON(w mixJSON) error {
 	if slices.Contains([]*catCounter{w.Model, w.Adapter, w.Tenant, w.API, w.Stream, w.Temperature, w.TopP, w.Features}, nil) {
 		return errors.New("mix: an attribute's counts are missing")
 	}
@@ -920,6 +1045,11 @@ func (f *contractFitter) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return f.fromJSON(w)
+}
+
+// fromJSON sets f from its decoded statistics, checked.
+func (f *contractFitter) fromJSON(w contractJSON) error {
 	if slices.Contains([]*catCounter{w.ImageCount, w.AudioCount, w.AudioMs, w.Tools, w.Schema, w.Sampling}, nil) {
 		return errors.New("contract: a quantity's counts are missing")
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servetrace/servetrace/internal/memcap"
+	"github.com/servetrace/servetrace/internal/procstat"
 	"github.com/servetrace/servetrace/trace"
 )
 
@@ -137,4 +139,57 @@ func TestReadPartialRefusesBombs(t *testing.T) {
 	if _, err := readPartial(good); err != nil {
 		t.Errorf("the partial servetrace wrote: %v", err)
 	}
+}
+
+// TestLongReadPartialRefusesBombsWithin1GiB (issue 46, 13): with the
+// limits as shipped, each hostile partial (a gzip stream of a few MB whose
+// statistics inflate to a gigabyte or more) is refused, naming what it
+// passed, within 1 GiB of address space: whitespace, a long string, an
+// unknown key holding a long array, a long column of prefix groups, a
+// mix count of many values, deep nesting. Before, encoding/json buffered
+// each statistic whole within the 1 GiB text budget and decoded it, and
+// the red team's 11 MB partial took 3.1 GB before its refusal.
+func TestLongReadPartialRefusesBombsWithin1GiB(t *testing.T) {
+	_, header, state := smallPartial(t)
+	prefixAt := bytes.Index(state, []byte(`"prefix":`))
+	groupsAt := bytes.Index(state, []byte(`"first_block":[`)) + len(`"first_block":[`)
+	mixAt := bytes.Index(state, []byte(`"mix":{"model":{"total":{`)) + len(`"mix":{"model":{"total":{`)
+	if prefixAt < 0 || groupsAt < len(`"first_block":[`) || mixAt < len(`"mix":{"model":{"total":{`) {
+		t.Fatalf("the statistics line changed shape: %.300s", state)
+	}
+	head := func(at int) []byte { return append(append(append([]byte{}, header...), '\n'), state[:at]...) }
+	dir := t.TempDir()
+	type bomb struct {
+		name   string
+		head   []byte
+		chunk  string
+		chunks int
+		tail   []byte
+		want   string
+	}
+	bombs := []bomb{
+		{"whitespace", head(prefixAt), " ", 1100, state[prefixAt:], "statistics of more than"},
+		{"a long string", head(prefixAt), "a", 1100, nil, "a string of more than"},
+		{"an unknown key's long array", append(head(prefixAt), `"x":[`...), "0,", 1100, nil, "more than"},
+		{"a long column of prefix groups", head(groupsAt), "1,", 1100, nil, "more than"},
+		{"a mix value counted again and again", head(mixAt), `"m":1,`, 1100, nil, "more than"},
+		{"deep nesting", append(head(prefixAt), `"x":`...), "[", 1100, nil, "nested deeper than"},
+	}
+	bombs[1].head = append(bombs[1].head, `"x":"`...)
+	for _, b := range bombs {
+		path := filepath.Join(dir, strings.ReplaceAll(b.name, " ", "-")+".fitpart.gz")
+		writeBomb(t, path, b.head, b.chunk, b.chunks, b.tail)
+	}
+	memcap.Run(t, 1<<30, func(t *testing.T) {
+		for _, b := range bombs {
+			path := filepath.Join(dir, strings.ReplaceAll(b.name, " ", "-")+".fitpart.gz")
+			t0 := time.Now()
+			_, err := readPartial(path)
+			t.Logf("%s: refused in %v: %v", b.name, time.Since(t0).Round(time.Millisecond), err)
+			if err == nil || !strings.Contains(err.Error(), b.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s: error %v; want one naming %s and saying %q", b.name, err, path, b.want)
+			}
+		}
+		t.Logf("peak resident memory %d MiB", procstat.PeakRSS()>>20)
+	})
 }

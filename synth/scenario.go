@@ -256,7 +256,8 @@ const maxScenarioFileBytes = 1 << 20
 
 // ReadScenarioFile reads a YAML (or JSON) scenario file strictly: unknown
 // fields are errors naming the field. Each scenario is decoded on its own
-// so an error says which one.
+// so an error says which one. The file must be a regular file of at most
+// maxScenarioFileBytes.
 func ReadScenarioFile(path string) ([]Scenario, error) {
 	b, err := regfile.ReadFile(path, maxScenarioFileBytes)
 	if err != nil {

@@ -40,6 +40,9 @@ func (p *ImageStorm) apply(_ *Scenario, g *generator, r *trace.Request, _ float6
 	if !(g.scenRng.Float64() < p.Share) {
 		return
 	}
+	if limit := g.opts.MaxInputTokens; limit > 0 && int64(p.Images)*int64(media.ImageTokens(int(p.Width), int(p.Height))) >= limit {
+		return // the images alone pass the input cap: no prompt could hold them
+	}
 	r.Features = addLabel(r.Features, trace.FeatureImage)
 	r.ImageCount = int32(p.Images)
 	r.ImageWidthsPx, r.ImageHeightsPx, r.ImageIDs = nil, nil, nil

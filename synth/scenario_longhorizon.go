@@ -17,7 +17,9 @@ func init() { registerScenario(ScenarioLongHorizon, func() ScenarioParams { retu
 // the one before (parent_ids) after ToolMs (default 500), and its prompt
 // is the one before's prompt and answer plus a tool result of ToolResult
 // tokens (default 1,024), so the context passes what a server's prefix
-// cache holds over a session, capped at MaxInput (default 200,000).
+// cache holds over a session; the loop ends before the call whose context
+// would pass MaxInput (default 200,000), since replay sends each call the
+// whole conversation before it.
 type LongHorizon struct {
 	baseHooks
 	Share      float64 `json:"share,omitempty"`
@@ -65,12 +67,15 @@ func (p *LongHorizon) apply(_ *Scenario, g *generator, r *trace.Request, _ float
 }
 
 // graph returns the loop's later calls, each the tool follow-up of the
-// one before.
+// one before, up to the last whose context fits MaxInput.
 func (p *LongHorizon) graph(first trace.Request, id func(k int) string) []trace.Request {
 	out := make([]trace.Request, 0, p.Turns-1)
 	prev, prevID := first, first.RequestID
 	for k := range p.Turns - 1 {
-		input := min(prev.InputTokens+prev.OutputTokens+p.ToolResult, p.MaxInput, MaxModelTokens)
+		input := prev.InputTokens + prev.OutputTokens + p.ToolResult
+		if input > min(p.MaxInput, MaxModelTokens) {
+			break
+		}
 		next := trace.Request{Identity: trace.Identity{SessionID: first.SessionID, Turn: first.Turn + int32(k) + 1, Tenant: first.Tenant, Model: first.Model},
 			TS: first.TS, Shape: trace.Shape{InputTokens: input, OutputTokens: first.OutputTokens, MaxTokens: first.MaxTokens,
 				API: trace.APIChat, Stream: first.Stream, N: 1},

@@ -44,7 +44,7 @@ Examples:
 			startFlag,
 			&cli.StringFlag{Name: "model-name", Usage: "model column for every request (default: the trace's mix)"},
 			&cli.StringFlag{Name: "api", Usage: "api column for every request: chat|completions (default: the trace's mix)"},
-			&cli.Int64Flag{Name: "max-input-tokens", Usage: "cap input lengths (e.g. the server's context length)"},
+			&cli.Int64Flag{Name: "max-input-tokens", Usage: "cap every prompt as replay sends it (e.g. the server's context length): first turns are cut to it; a later turn or agent call whose conversation would pass it is not generated, nor what waits on it"},
 			&cli.BoolFlag{Name: "force", Usage: "replace a workload that already exists at --out"},
 		},
 		Action: func(c *cli.Context) error {
