@@ -52,6 +52,9 @@ func Run(t *testing.T, budget int64, body func(t *testing.T)) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run="+runPattern(t.Name()), "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), envChild+"="+strconv.FormatInt(budget, 10)+":"+t.Name())
+	// A child whose test binary is killed (go test's -timeout) dies with
+	// it rather than spinning on.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	ran := bytes.Contains(out, []byte("=== RUN   "+t.Name()+"\n"))
 	switch {
