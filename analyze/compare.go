@@ -41,6 +41,9 @@ type CompareOptions struct {
 	// prompt and output token distributions for the runs to be comparable
 	// (default 0.05).
 	MaxKS float64
+	// InMemoryRows bounds the result rows each side may hold (default
+	// DefaultInMemoryRows): a comparison holds every row of both.
+	InMemoryRows int
 }
 
 // ComparedMetrics are the per-request metrics compare tests, at p50 and p99.
@@ -111,11 +114,11 @@ func Compare(aDirs, bDirs []string, o CompareOptions) (*Comparison, error) {
 	if o.MaxKS == 0 {
 		o.MaxKS = 0.05
 	}
-	la, err := loadCompared(aDirs)
+	la, err := loadCompared(aDirs, o.InMemoryRows)
 	if err != nil {
 		return nil, fmt.Errorf("side A: %w", err)
 	}
-	lb, err := loadCompared(bDirs)
+	lb, err := loadCompared(bDirs, o.InMemoryRows)
 	if err != nil {
 		return nil, fmt.Errorf("side B: %w", err)
 	}
@@ -152,7 +155,10 @@ func Compare(aDirs, bDirs []string, o CompareOptions) (*Comparison, error) {
 
 // loadCompared loads one side of a comparison, which needs per-request
 // results: a peer tool's summary has only its own figures.
-func loadCompared(dirs []string) (*loaded, error) {
+func loadCompared(dirs []string, limit int) (*loaded, error) {
+	if err := holdable(dirs, limit, "a comparison"); err != nil {
+		return nil, err
+	}
 	l, err := loadColumns(dirs, hasServerPhases(dirs))
 	if err != nil {
 		return nil, err

@@ -120,6 +120,9 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 	if len(o.Percentiles) == 0 {
 		o.Percentiles = []float64{50, 99}
 	}
+	if err := holdable(runDirs, o.InMemoryRows, "an envelope"); err != nil {
+		return nil, err
+	}
 	l, err := load(runDirs)
 	if err != nil {
 		return nil, err
@@ -198,6 +201,9 @@ func MeasureStep(runDirs []string, o EnvelopeOptions) (Step, error) {
 	}
 	if len(o.Percentiles) == 0 {
 		o.Percentiles = []float64{50, 99}
+	}
+	if err := holdable(runDirs, o.InMemoryRows, "a step"); err != nil {
+		return Step{}, err
 	}
 	l, err := load(runDirs)
 	if err != nil {

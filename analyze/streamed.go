@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -192,18 +193,43 @@ func resultRows(runDirs []string, peers peerFiles) (int64, error) {
 			return 0, err
 		}
 		for _, p := range parts {
-			if p.Rows >= 0 {
-				rows += p.Rows
-				continue
-			}
+			// The footer, not run.json, says how many rows a part holds:
+			// a run.json edited to list fewer would have them held.
 			n, err := footerRows(filepath.Join(dir, p.Path))
 			if err != nil {
 				return 0, fmt.Errorf("read %s: %w", filepath.Join(dir, p.Path), err)
+			}
+			if p.Rows >= 0 && n != p.Rows {
+				return 0, fmt.Errorf("run %s: %s holds %d rows, %s says %d: the part was replaced", dir, p.Path, n, trace.RunInfoName, p.Rows)
 			}
 			rows += n
 		}
 	}
 	return rows, nil
+}
+
+// holdable refuses runs whose rows, their token times and prefix blocks
+// counted in, pass limit (0: DefaultInMemoryRows), from the parts'
+// footers before any row is held: what needs every row held at once (a
+// comparison, an envelope) has no streamed path.
+func holdable(dirs []string, limit int, what string) error {
+	limit = cmp.Or(limit, DefaultInMemoryRows)
+	rows, err := resultRows(dirs, peerFiles{})
+	if err != nil {
+		return err
+	}
+	held := rows
+	if rows <= int64(limit) {
+		entries, err := listEntries(dirs)
+		if err != nil {
+			return err
+		}
+		held += entries / heldEntriesPerRow
+	}
+	if held > int64(limit) {
+		return opterr.New("InMemoryRows", limit, "%s holds every result row at once, and these runs hold %d rows (%d counting their token times and prefix blocks): raise it if the memory is there (about %d MB), or use fewer runs", what, rows, held, held*heldRowBytes>>20)
+	}
+	return nil
 }
 
 // peerFiles are the peer result files an analysis opened, by path, so

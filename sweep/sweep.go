@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -410,7 +411,9 @@ func (s *sweeper) judgeAccuracy(rec *Step) error {
 }
 
 func (s *sweeper) envelopeOptions() analyze.EnvelopeOptions {
-	return analyze.EnvelopeOptions{Options: analyze.Options{SLO: s.o.SLO, TTFTMode: s.o.TTFTMode}, Attainment: s.o.Attainment, Confidence: s.o.Confidence}
+	// A step's runs are the sweep's own, as long as its plan made them:
+	// no row bound but the plan's.
+	return analyze.EnvelopeOptions{Options: analyze.Options{SLO: s.o.SLO, TTFTMode: s.o.TTFTMode, InMemoryRows: math.MaxInt}, Attainment: s.o.Attainment, Confidence: s.o.Confidence}
 }
 
 func (s *sweeper) progress(format string, args ...any) {

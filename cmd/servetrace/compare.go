@@ -45,6 +45,7 @@ Example:
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed"},
 			&cli.BoolFlag{Name: "outputs", Usage: "also compare the answers (one run a side, replayed under one --salt-file): greedy ones answer for answer, sampled ones by length and finish reason"},
 			&cli.Float64Flag{Name: "max-ks", Value: 0.05, Usage: "largest token-distribution KS distance still comparable"},
+			&cli.IntFlag{Name: "in-memory-rows", Value: analyze.DefaultInMemoryRows, Usage: "hold at most this many result rows a side (token times and prefix blocks counted in); a comparison holds every row"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
@@ -63,7 +64,8 @@ Example:
 			}
 			res, err := interruptible(c.Context, func() (*analyze.Comparison, error) {
 				return analyze.Compare(a, b, analyze.CompareOptions{TTFTMode: analyze.TTFTMode(c.String("ttft-mode")), Confidence: c.Float64("confidence"),
-					Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed")}, Testing: c.String("testing"), MaxKS: c.Float64("max-ks")})
+					Bootstrap: analyze.BootstrapOptions{Resamples: c.Int("resamples"), Seed: c.Uint64("seed")}, Testing: c.String("testing"), MaxKS: c.Float64("max-ks"),
+					InMemoryRows: c.Int("in-memory-rows")})
 			})
 			if err != nil {
 				return err

@@ -33,6 +33,7 @@ Example:
 			&cli.Float64Flag{Name: "confidence", Value: 0.95, Usage: "confidence of the attainment interval a step is judged by: pass when it lies at or above --attainment, fail when below, else undecided (never counted as meeting the SLO)"},
 			&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML page with the envelope plot"},
+			&cli.IntFlag{Name: "in-memory-rows", Value: analyze.DefaultInMemoryRows, Usage: "hold at most this many result rows (token times and prefix blocks counted in); an envelope holds every row"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, "RUN_DIR"); err != nil {
@@ -51,7 +52,7 @@ Example:
 				dirs = append(dirs, d...)
 			}
 			env, err := interruptible(c.Context, func() (*analyze.Envelope, error) {
-				return analyze.FindEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: slo, TTFTMode: analyze.TTFTMode(c.String("ttft-mode"))},
+				return analyze.FindEnvelope(dirs, analyze.EnvelopeOptions{Options: analyze.Options{SLO: slo, TTFTMode: analyze.TTFTMode(c.String("ttft-mode")), InMemoryRows: c.Int("in-memory-rows")},
 					Attainment: c.Float64("attainment"), Confidence: c.Float64("confidence")})
 			})
 			if err != nil {
