@@ -48,13 +48,18 @@ func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) 
 		return nil, opterr.New("VsLogged", source, "the source trace cannot be read (%v): give its path", err)
 	}
 	type logged struct{ ttft, e2e *float64 }
+	// Only the run's own requests are kept from the trace, which may be
+	// far longer than the run (a slice of it replayed).
 	byID := map[string]logged{}
+	for i := range c.n {
+		byID[c.requestID[i]] = logged{}
+	}
 	b, err := trace.OpenBucket(source)
 	if err != nil {
 		return nil, fmt.Errorf("logged latencies: %w", err)
 	}
 	err = b.Scan(context.Background(), func(r *trace.Request) error {
-		if r.TTFTMs != nil || r.E2EMs != nil {
+		if _, ours := byID[r.RequestID]; ours && (r.TTFTMs != nil || r.E2EMs != nil) {
 			byID[r.RequestID] = logged{r.TTFTMs, r.E2EMs}
 		}
 		return nil
@@ -70,8 +75,8 @@ func vsLogged(c *resultColumns, source string, opts Options) (*VsLogged, error) 
 			continue
 		}
 		v.Replayed++
-		l, ok := byID[c.requestID[i]]
-		if !ok {
+		l := byID[c.requestID[i]]
+		if l.ttft == nil && l.e2e == nil {
 			continue
 		}
 		sent := c.sent[i]
