@@ -5,11 +5,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/pkoukk/tiktoken-go"
+
+	"github.com/servetrace/servetrace/internal/regfile"
 )
 
 // Llama3Pattern is the pre-tokenizer pattern of Llama 3's tiktoken-format
@@ -22,6 +23,10 @@ func IsRankFile(name string) bool {
 	return !Known(name) && (strings.ContainsAny(name, `/\`) || strings.HasSuffix(name, ".tiktoken") || strings.HasSuffix(name, ".model"))
 }
 
+// maxRankFileBytes bounds a rank file: the largest vocabularies in use
+// (o200k_base, Llama 3's) take 2–4 MiB.
+const maxRankFileBytes = 64 << 20
+
 // LoadRankFile builds a tokenizer from a tiktoken-format rank file (one
 // "base64-token rank" pair per line, as Llama 3's tokenizer.model) with the
 // given pre-tokenizer pattern (default Llama3Pattern). Special tokens
@@ -31,7 +36,7 @@ func LoadRankFile(path, pattern string) (*Tokenizer, error) {
 	if pattern == "" {
 		pattern = Llama3Pattern
 	}
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxRankFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer rank file: %w", err)
 	}

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
 )
@@ -74,6 +76,29 @@ func TestRankFileErrorsNameTheLine(t *testing.T) {
 	for _, pattern := range []string{"", `\S+|\s+`} {
 		if _, err := LoadRankFile(p, pattern); err == nil {
 			t.Errorf("pattern %q: a rank file with two tokens on rank 7 loaded", pattern)
+		}
+	}
+}
+
+// TestRankFileIsBoundedAndNeverBlocks: a named pipe given as the rank
+// file is refused without waiting for a writer, a device or a file past
+// the bound without being read whole (before, each was read with
+// os.ReadFile: /dev/zero until memory ran out, a pipe for ever).
+func TestRankFileIsBoundedAndNeverBlocks(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "ranks.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() { _, err := LoadRankFile(path, ""); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s: %v; want it refused as not a regular file", path, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: still reading after a minute", path)
 		}
 	}
 }
