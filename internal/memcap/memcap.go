@@ -50,8 +50,16 @@ func Run(t *testing.T, budget int64, body func(t *testing.T)) {
 	if raceEnabled {
 		t.Skip("memcap: capped tests run without -race (make test-timing's long checks)")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run="+runPattern(t.Name()), "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), envChild+"="+strconv.FormatInt(budget, 10)+":"+t.Name())
+	// The child's threads take 1 MiB stacks and glibc one arena: with cgo
+	// linked, each new thread would otherwise reserve an 8 MiB stack and a
+	// 64 MiB arena, address space the body never uses, and a body that
+	// happened to start threads would fail a budget it kept.
+	args := []string{"-test.run=" + runPattern(t.Name()), "-test.count=1", "-test.v"}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `ulimit -s 1024 && exec "$0" "$@"`, os.Args[0]}, args...)...)
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		cmd = exec.Command(os.Args[0], args...)
+	}
+	cmd.Env = append(os.Environ(), envChild+"="+strconv.FormatInt(budget, 10)+":"+t.Name(), "MALLOC_ARENA_MAX=1")
 	// A child whose test binary is killed (go test's -timeout) dies with
 	// it rather than spinning on.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -1,9 +1,12 @@
 package memcap
 
 import (
+	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -60,4 +63,26 @@ func TestRunPattern(t *testing.T) {
 			t.Errorf("runPattern(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// TestLongCapLeavesRoomForThreads starts 64 threads in a body under a
+// 128 MiB budget: with cgo linked (package net links it here), each
+// thread's stack and malloc arena would count against the cap at glibc's
+// defaults (8 MiB and 64 MiB), failing a body that holds almost nothing.
+func TestLongCapLeavesRoomForThreads(t *testing.T) {
+	Run(t, 128<<20, func(t *testing.T) {
+		_ = net.IPv4len
+		release := make(chan struct{})
+		var started sync.WaitGroup
+		for range 64 {
+			started.Add(1)
+			go func() {
+				runtime.LockOSThread()
+				started.Done()
+				<-release
+			}()
+		}
+		started.Wait()
+		close(release)
+	})
 }
