@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -57,7 +56,7 @@ func LoadBatchInput(ctx context.Context, path string) (*BatchInput, error) {
 // means the file is not the batch's input and every join would be suspect.
 func ReadBatchInput(ctx context.Context, r io.Reader, name string) (*BatchInput, error) {
 	h := sha256.New()
-	br, closeAll, err := decompress(bufio.NewReaderSize(io.TeeReader(r, h), 1<<20), name)
+	br, closeAll, err := decompress(ctx, io.TeeReader(r, h), name)
 	defer closeAll()
 	if err != nil {
 		return nil, fmt.Errorf("batch input %w", err)
