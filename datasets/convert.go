@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
@@ -43,6 +44,12 @@ type ConvertOptions struct {
 	// j with j mod ShardCount == Shard into outDir beside the other shards;
 	// trace.MergeShards joins their manifests. ShardCount 0 or 1: no split.
 	Shard, ShardCount int
+	// Progress, when set, is called every ProgressEvery (default 10 s)
+	// while an input is read, from a goroutine of its own.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	// open wraps each input as it is opened (tests).
+	open func(io.Reader) io.Reader
 }
 
 // Errors of a conversion that wrote nothing, for callers to add their hint.
@@ -110,7 +117,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		}
 		counter := &tenantCounter{counts: map[string]int{}}
 		for _, in := range inputs {
-			if _, _, err := convertOne(ctx, in, opts.Options, counter); err != nil {
+			if _, _, err := convertOne(ctx, in, opts.Options, counter, opts.report("counting tenants")); err != nil {
 				return nil, err
 			}
 		}
@@ -145,7 +152,7 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 	}
 	m := &trace.Manifest{Kind: "trace", PrefixIDs: trace.PrefixIDsNone}
 	for _, in := range inputs {
-		src, st, err := convertOne(ctx, in, opts.Options, sink)
+		src, st, err := convertOne(ctx, in, opts.Options, sink, opts.report("converting"))
 		if err != nil {
 			abort()
 			return nil, err
@@ -248,10 +255,17 @@ func (o Options) startOrDefault() time.Time {
 	return o.Start.UTC()
 }
 
-// convertOne reads one input into w and describes it as a manifest source.
-func convertOne(ctx context.Context, in string, opts Options, w Sink) (trace.Source, Stats, error) {
+// report is how convertOne reports progress at a stage.
+func (o ConvertOptions) report(stage string) progressReport {
+	return progressReport{fn: o.Progress, every: o.ProgressEvery, stage: stage, open: o.open}
+}
+
+// convertOne reads one input into w and describes it as a manifest
+// source, reporting its progress.
+func convertOne(ctx context.Context, in string, opts Options, w Sink, pr progressReport) (trace.Source, Stats, error) {
 	var r io.Reader
 	src := trace.Source{Name: in}
+	size := int64(-1)
 	if d, ok := Lookup(in); ok {
 		r = d.Open()
 		src.Name, src.Licence, src.Citation = d.Name, d.Licence, d.Citation
@@ -266,12 +280,21 @@ func convertOne(ctx context.Context, in string, opts Options, w Sink) (trace.Sou
 			return src, Stats{}, fmt.Errorf("input %s: %w", in, err)
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
 		r = f
+	}
+	if pr.open != nil {
+		r = pr.open(r)
 	}
 	h := sha256.New()
 	opts.Name = src.Name
 	cs := &countingSink{Sink: w}
-	st, err := Read(ctx, io.TeeReader(r, h), opts, cs)
+	read := &countingReader{r: r}
+	stop := pr.watch(src.Name, size, read, cs)
+	st, err := Read(ctx, io.TeeReader(read, h), opts, cs)
+	stop()
 	st.RejectReasons = cs.reasons
 	if err != nil {
 		return src, st, err
@@ -303,10 +326,17 @@ func ReasonsText(m map[string]int64) string {
 }
 
 // countingSink tallies reject reasons, numbers folded to N so that one kind
-// of fault is one line of the summary.
+// of fault is one line of the summary, and counts rows and rejects for
+// progress reports.
 type countingSink struct {
 	Sink
-	reasons map[string]int64
+	reasons       map[string]int64
+	rows, rejects atomic.Int64
+}
+
+func (c *countingSink) Write(r trace.Request) error {
+	c.rows.Add(1)
+	return c.Sink.Write(r)
 }
 
 func (c *countingSink) Reject(r trace.Reject) error {
@@ -314,6 +344,7 @@ func (c *countingSink) Reject(r trace.Reject) error {
 		c.reasons = map[string]int64{}
 	}
 	c.reasons[foldDigits(r.Reason)]++
+	c.rejects.Add(1)
 	return c.Sink.Reject(r)
 }
 
