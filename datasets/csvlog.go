@@ -44,6 +44,7 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 		return lr.settle(&st, sink, line, req, err)
 	})
 	st.Notes = append(st.Notes, lr.media.notes(opts.Name)...)
+	st.Notes = append(st.Notes, lr.sessionNotes()...)
 	return st, err
 }
 

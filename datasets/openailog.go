@@ -56,6 +56,10 @@ type logReader struct {
 	media mediaStats
 	// decoding is what the records being decoded may hold at once.
 	decoding *decodeBudget
+	// maxSessions bounds the session entries held (maxSessionEntries);
+	// forgotten counts those forgotten past it.
+	maxSessions int
+	forgotten   int64
 }
 
 // newLogReader fills in the log options' defaults and returns a reader for
@@ -65,7 +69,7 @@ func newLogReader(opts Options, csv bool) (*logReader, Stats, error) {
 	if err := lo.defaults(); err != nil {
 		return nil, Stats{}, err
 	}
-	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: csv, skips: map[string]int64{}, decoding: newDecodeBudget()}
+	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: csv, skips: map[string]int64{}, decoding: newDecodeBudget(), maxSessions: maxSessionEntries}
 	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
 	return lr, st, nil
 }
@@ -88,6 +92,7 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 		return lr.settle(&st, sink, l.lineNo, req, err)
 	})
 	st.Notes = append(st.Notes, lr.media.notes(opts.Name)...)
+	st.Notes = append(st.Notes, lr.sessionNotes()...)
 	if len(lr.skips) > 0 {
 		var n int64
 		for _, k := range lr.skips {

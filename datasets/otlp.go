@@ -411,6 +411,7 @@ func readOTLP(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (S
 	}
 	st.Notes = append(st.Notes, o.skipNote()...)
 	st.Notes = append(st.Notes, o.graphNote()...)
+	st.Notes = append(st.Notes, lr.sessionNotes()...)
 	return st, err
 }
 
