@@ -36,7 +36,9 @@ type ConvertOptions struct {
 	TimeResolution time.Duration
 	// MinTenantRequests folds tenants with fewer requests into one
 	// "(small tenants)" tenant, so a rare tenant cannot be singled out. It
-	// reads the inputs twice, so it needs files, not standard input.
+	// reads the inputs twice, so it needs files, not standard input; past
+	// 2^20 tenants its counts are lower bounds (tenantCounter), so it
+	// errs on folding.
 	MinTenantRequests int
 	// WriterOptions tunes the bucket writer (buffer bounds).
 	Writer trace.WriterOptions
@@ -110,18 +112,17 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		// counting pass of --min-tenant-requests) link with each other.
 		opts.Log.Salt = anon.RandomSalt()
 	}
-	var tenantCounts map[string]int
+	var tenantCounts *tenantCounter
 	if opts.MinTenantRequests > 1 {
 		if slices.Contains(inputs, "-") {
 			return nil, opterr.New("MinTenantRequests", opts.MinTenantRequests, "reads the inputs twice: give files, not '-' (standard input)")
 		}
-		counter := &tenantCounter{counts: map[string]int{}}
+		tenantCounts = newTenantCounter(maxTenantCounts)
 		for _, in := range inputs {
-			if _, _, err := convertOne(ctx, in, opts.Options, counter, opts.report("counting tenants")); err != nil {
+			if _, _, err := convertOne(ctx, in, opts.Options, tenantCounts, opts.report("counting tenants")); err != nil {
 				return nil, err
 			}
 		}
-		tenantCounts = counter.counts
 	}
 	wo := opts.Writer
 	wo.Force, wo.Inputs, wo.Context = opts.Force, inputs, ctx
@@ -146,9 +147,10 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		return kept
 	}
 	var sink Sink = rl
+	post := &postSink{Sink: rl, dense: newDenseIDs(ExportOptions{DenseIDs: opts.DenseIDs, MaxDenseIDs: opts.MaxDenseIDs}),
+		resolution: opts.TimeResolution.Microseconds(), tenants: tenantCounts, minTenant: opts.MinTenantRequests}
 	if opts.DenseIDs || opts.TimeResolution > 0 || tenantCounts != nil {
-		sink = &postSink{Sink: rl, dense: newDenseIDs(ExportOptions{DenseIDs: opts.DenseIDs, MaxDenseIDs: opts.MaxDenseIDs}),
-			resolution: opts.TimeResolution.Microseconds(), tenants: tenantCounts, minTenant: opts.MinTenantRequests}
+		sink = post
 	}
 	m := &trace.Manifest{Kind: "trace", PrefixIDs: trace.PrefixIDsNone}
 	for _, in := range inputs {
@@ -234,13 +236,11 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		m.Notes = append(m.Notes, fmt.Sprintf("the request side (prompts, max tokens, sampling) was joined by custom_id from the batch input %s (%d requests, sha256 %s)", bi.Name, bi.Requests(), bi.SHA256))
 	}
 	if tenantCounts != nil {
-		folded := 0
-		for _, n := range tenantCounts {
-			if n < opts.MinTenantRequests {
-				folded++
-			}
+		m.Notes = append(m.Notes, fmt.Sprintf("%d requests of tenants with fewer than %d requests were folded into %q", post.folded, opts.MinTenantRequests, SmallTenants))
+		if tenantCounts.lossy() {
+			m.Notes = append(m.Notes, fmt.Sprintf("more than %d tenants were counted at once, so counts were kept as lower bounds, at most %d below the truth: tenants with up to %d requests may have been folded too", maxTenantCounts,
+				tenantCounts.requests/(maxTenantCounts+1), opts.MinTenantRequests-1+tenantCounts.requests/(maxTenantCounts+1)))
 		}
-		m.Notes = append(m.Notes, fmt.Sprintf("%d tenants with fewer than %d requests were folded into %q", folded, opts.MinTenantRequests, SmallTenants))
 	}
 	if err := w.Close(m); err != nil {
 		return nil, err
@@ -366,21 +366,15 @@ func foldDigits(s string) string {
 	return b.String()
 }
 
-// tenantCounter counts requests per tenant (the first pass of
-// --min-tenant-requests); it writes nothing.
-type tenantCounter struct{ counts map[string]int }
-
-func (c *tenantCounter) Write(r trace.Request) error { c.counts[r.Tenant]++; return nil }
-func (c *tenantCounter) Reject(trace.Reject) error   { return nil }
-
 // postSink applies the bucket-wide anonymisation options to each row:
 // dense block ids, coarser times, folded rare tenants.
 type postSink struct {
 	Sink
 	dense      *denseIDs
 	resolution int64 // µs
-	tenants    map[string]int
+	tenants    *tenantCounter
 	minTenant  int
+	folded     int64 // requests folded into SmallTenants
 }
 
 func (p *postSink) Write(r trace.Request) error {
@@ -394,8 +388,9 @@ func (p *postSink) Write(r trace.Request) error {
 	if p.resolution > 1 {
 		r.TS -= r.TS % p.resolution
 	}
-	if p.tenants != nil && r.Tenant != "" && p.tenants[r.Tenant] < p.minTenant {
+	if p.tenants != nil && r.Tenant != "" && p.tenants.count(r.Tenant) < p.minTenant {
 		r.Tenant = SmallTenants
+		p.folded++
 	}
 	return p.Sink.Write(r)
 }
