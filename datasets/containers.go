@@ -153,7 +153,7 @@ func (l layerReader) Read(p []byte) (int, error) {
 	switch {
 	case err == nil || err == io.EOF:
 	case errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		err = fmt.Errorf("%s needs a window of more than %d MiB to decompress (made with zstd --long=28 or more?): decompress it first with zstd -d --long=31, then convert the result: %w", l.what, maxZstdWindow>>20, err)
+		err = fmt.Errorf("%s needs a window of more than %d MiB to decompress (made in zstd's long mode, 28 or more?): decompress it first with zstd -d, its long-window option set to 31, then convert the result: %w", l.what, maxZstdWindow>>20, err)
 	default:
 		err = fmt.Errorf("%s: %w (truncated or corrupt?)", l.what, err)
 	}
