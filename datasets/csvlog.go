@@ -29,7 +29,7 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
 		tokens := 0 // of the JSON text its cells may hold
 		for _, f := range rec {
-			tokens += jsonTokens([]byte(f))
+			tokens += jsonTokensIn(f)
 		}
 		if tokens > maxDecodeTokens {
 			return lr.settle(&st, sink, line, trace.Request{}, errTooManyTokens)

@@ -3,6 +3,7 @@ package datasets
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -19,11 +20,23 @@ const maxDecodeTokens = 1 << 20
 // such a string, its structure maybe escaped, even as \u002c).
 func jsonTokens(b []byte) int {
 	n := 0
-	for _, c := range []byte("{[:,\\") {
+	for _, c := range []byte(tokenBytes) {
 		n += bytes.Count(b, []byte{c})
 	}
 	return n
 }
+
+// jsonTokensIn is jsonTokens of a string (a CSV field), without copying it.
+func jsonTokensIn(s string) int {
+	n := 0
+	for _, c := range tokenBytes {
+		n += strings.Count(s, string(c))
+	}
+	return n
+}
+
+// tokenBytes are the bytes jsonTokens counts.
+const tokenBytes = "{[:,\\"
 
 // errTooManyTokens rejects a record of more than maxDecodeTokens.
 var errTooManyTokens = &rowError{reason: fmt.Sprintf("more than %d JSON tokens (brackets, keys, values, escapes, those of its strings included): too many to decode; split or trim the record", maxDecodeTokens)}

@@ -26,8 +26,8 @@ func TestJSONTokens(t *testing.T) {
 		{`"[0\u002c0\u002c0]"`, 3},
 		{`"prose, with commas: and colons"`, 2},
 	} {
-		if got := jsonTokens([]byte(c.in)); got != c.want {
-			t.Errorf("jsonTokens(%s) = %d; want %d", c.in, got, c.want)
+		if got, in := jsonTokens([]byte(c.in)), jsonTokensIn(c.in); got != c.want || in != c.want {
+			t.Errorf("jsonTokens(%s) = %d, of the string %d; want %d", c.in, got, in, c.want)
 		}
 	}
 }
@@ -177,4 +177,35 @@ func (c *countingJSONL) Read(p []byte) (int, error) {
 	k := copy(p, c.buf)
 	c.buf = c.buf[k:]
 	return k, nil
+}
+
+// TestRecordsOfTooManyTokensAreRejected: each reader that decodes a
+// record into Go maps or slices rejects one of more than maxDecodeTokens
+// before decoding it, naming the line, and reads on.
+func TestRecordsOfTooManyTokensAreRejected(t *testing.T) {
+	many := "[" + strings.Repeat("0,", maxDecodeTokens) + "0]" // a JSON text of 2^20+1 values
+	for _, c := range []struct {
+		format, in string
+		mapping    string
+	}{
+		{FormatOpenAILog, `{"request":{"messages":` + many + "}}\n" + `{"x":1}` + "\n", ""},
+		{FormatCSV, "time,in,msgs\n" + `2025-03-01 10:00:00,5,"` + many + `"` + "\n" + "2025-03-01 10:00:01,5,\n", "ts: time\nprompt_tokens: in\nmessages: msgs\n"},
+		{FormatShareGPT, `[{"id":"a","conversations":` + many + `},{"id":"b","conversations":[]}]`, ""},
+	} {
+		t.Run(c.format, func(t *testing.T) {
+			opts := Options{Name: "many", Format: c.format, Log: LogOptions{Salt: testSalt(t)}}
+			if c.mapping != "" {
+				opts.Log.Mapping = mustMapping(t, c.mapping)
+			}
+			var sink memSink
+			if _, err := Read(context.Background(), strings.NewReader(c.in), opts, &sink); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("more than %d JSON tokens", maxDecodeTokens)
+			if len(sink.rows)+len(sink.rejects) != 2 || len(sink.rejects) == 0 || !strings.Contains(sink.rejects[0].Reason, want) ||
+				len(sink.rejects) == 2 && strings.Contains(sink.rejects[1].Reason, want) {
+				t.Fatalf("%d rows, rejects %+v; want the first record rejected for its JSON tokens, the second read", len(sink.rows), sink.rejects)
+			}
+		})
+	}
 }
