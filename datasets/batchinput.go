@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -11,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -18,6 +18,11 @@ import (
 // batch input files of at most 200 MB, so a larger file is not one batch's
 // input.
 const MaxBatchInputBytes = 256 << 20
+
+// MaxBatchInputRequests bounds the requests indexed, a map entry each
+// beside their lines: ten times the most any provider's batch holds
+// (Azure OpenAI's 100,000; OpenAI's is 50,000).
+const MaxBatchInputRequests = 1_000_000
 
 // BatchInput is an OpenAI Batch API input file (JSONL lines of custom_id,
 // method, url and body) indexed by custom_id: the request side that the
@@ -29,6 +34,9 @@ type BatchInput struct {
 	Name, SHA256 string
 	data         []byte
 	spans        map[string]batchSpan
+	// maxTokens is the most JSON tokens a line holds (jsonTokens): what
+	// joining one adds to a record's share of the decode budget.
+	maxTokens int
 }
 
 // batchSpan is one input line: where it is in data, and its line number.
@@ -57,7 +65,7 @@ func LoadBatchInput(ctx context.Context, path string) (*BatchInput, error) {
 // means the file is not the batch's input and every join would be suspect.
 func ReadBatchInput(ctx context.Context, r io.Reader, name string) (*BatchInput, error) {
 	h := sha256.New()
-	br, closeAll, err := decompress(bufio.NewReaderSize(io.TeeReader(r, h), 1<<20), name)
+	br, closeAll, err := decompress(ctx, io.TeeReader(r, h), name)
 	defer closeAll()
 	if err != nil {
 		return nil, fmt.Errorf("batch input %w", err)
@@ -85,16 +93,25 @@ func ReadBatchInput(ctx context.Context, r io.Reader, name string) (*BatchInput,
 		if line = bytes.TrimSpace(line); len(line) == 0 {
 			continue
 		}
+		tokens := jsonTokens(line)
+		if tokens > maxDecodeTokens {
+			return nil, fmt.Errorf("batch input %s line %d: %s", name, n, errTooManyTokens.reason)
+		}
+		// Only custom_id is decoded, and whether body and response are
+		// there: a body is decoded when an output line joins it.
 		var probe struct {
-			CustomID *string        `json:"custom_id"`
-			Body     map[string]any `json:"body"`
-			Response any            `json:"response"`
+			CustomID *string     `json:"custom_id"`
+			Body     jsonPresent `json:"body"`
+			Response jsonPresent `json:"response"`
 		}
 		if err := json.Unmarshal(line, &probe); err != nil {
 			return nil, fmt.Errorf("batch input %s line %d: malformed JSON (%s): fix or remove the line", name, n, jsonReason(err))
 		}
+		if probe.Body.present && !probe.Body.object {
+			return nil, fmt.Errorf("batch input %s line %d: malformed JSON (%s): fix or remove the line", name, n, jsonReason(&json.UnmarshalTypeError{Value: "not an object", Type: reflect.TypeFor[map[string]any](), Field: "body"}))
+		}
 		switch {
-		case probe.Body == nil && probe.Response != nil:
+		case !probe.Body.present && probe.Response.present:
 			return nil, fmt.Errorf("batch input %s line %d: a Batch API output line (it has a response), not an input one: give the file the batch was created from", name, n)
 		case probe.CustomID == nil || *probe.CustomID == "":
 			return nil, fmt.Errorf("batch input %s line %d: no custom_id, which joins a request to its output line: is this a Batch API input file?", name, n)
@@ -103,10 +120,14 @@ func ReadBatchInput(ctx context.Context, r io.Reader, name string) (*BatchInput,
 		if prev, dup := bi.spans[id]; dup {
 			return nil, fmt.Errorf("batch input %s line %d: the custom_id of line %d again; one batch's custom_ids are unique: give one batch's input", name, n, prev.line)
 		}
+		if len(bi.spans) == MaxBatchInputRequests {
+			return nil, fmt.Errorf("batch input %s line %d: more than %d requests, and no provider's batch holds more than 100,000: give one batch's input", name, n, MaxBatchInputRequests)
+		}
 		if len(bi.data)+len(line) > MaxBatchInputBytes {
 			return nil, fmt.Errorf("batch input %s: more than %d MiB, and OpenAI batch inputs are at most 200 MB: give one batch's input", name, MaxBatchInputBytes>>20)
 		}
 		bi.spans[id] = batchSpan{off: len(bi.data), n: len(line), line: n}
+		bi.maxTokens = max(bi.maxTokens, tokens)
 		bi.data = append(bi.data, line...)
 	}
 	if len(bi.spans) == 0 {
@@ -115,6 +136,16 @@ func ReadBatchInput(ctx context.Context, r io.Reader, name string) (*BatchInput,
 	io.Copy(io.Discard, br) // the rest (a compressed stream's trailer) into the hash
 	bi.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return bi, nil
+}
+
+// jsonPresent records whether a value is there (not null) and whether it
+// is an object, without decoding it.
+type jsonPresent struct{ present, object bool }
+
+func (p *jsonPresent) UnmarshalJSON(b []byte) error {
+	p.present = string(b) != "null"
+	p.object = len(b) > 0 && b[0] == '{'
+	return nil
 }
 
 // join puts the batch input line with rec's custom_id under batch_input,

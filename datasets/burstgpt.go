@@ -18,12 +18,6 @@ import (
 // (seconds). Failed requests show 0 response tokens.
 const FormatBurstGPT = "burstgpt"
 
-// burstGPTSession is a session's latest turn.
-type burstGPTSession struct {
-	turn  int32
-	endUs int64 // -1 when the trace has no elapsed times
-}
-
 func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (Stats, error) {
 	cr := newFastCSV(br) // no record is kept past its callback
 	header, col, err := csvColumns(cr, opts.Name)
@@ -52,7 +46,7 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 	if salt.IsZero() {
 		salt = anon.RandomSalt()
 	}
-	sessions := map[string]*burstGPTSession{}
+	sessions := newBurstSessions(maxBurstGPTSessions)
 	anchor := opts.Start.UnixMicro()
 	st := Stats{TimesRelative: true}
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
@@ -81,13 +75,9 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 		}
 		req.API, req.Stream = opts.API, opts.Stream
 		if hasSession && field(iSession) != "" {
-			raw := field(iSession)
-			req.SessionID = salt.ID("session", raw)
-			s, ok := sessions[raw]
-			if !ok {
-				s = &burstGPTSession{turn: -1, endUs: -1}
-				sessions[raw] = s
-			}
+			key := salt.ID64("session", field(iSession))
+			req.SessionID = fmt.Sprintf("%016x", uint64(key)) // salt.ID's
+			s := sessions.seen(key)
 			s.turn++
 			setTurn(&req, s.turn, s.endUs)
 			s.endUs = -1
@@ -97,6 +87,9 @@ func readBurstGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 		}
 		return st.accept(sink, opts.Name, line, &req)
 	})
+	if sessions.forgotten > 0 {
+		st.Notes = append(st.Notes, fmt.Sprintf("%s: %d sessions were forgotten, more than %d being open at once (the least recently seen first): a later turn of one starts a new session at turn 0", opts.Name, sessions.forgotten, maxBurstGPTSessions))
+	}
 	if err != nil {
 		return st, err
 	}

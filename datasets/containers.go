@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/bzip2"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ var compressions = []compression{
 		open: func(r io.Reader) (io.ReadCloser, error) { return gzip.NewReader(r) }},
 	{name: "zstd", magic: prefix("\x28\xb5\x2f\xfd"), exts: []string{".zst", ".zstd"},
 		open: func(r io.Reader) (io.ReadCloser, error) {
-			zr, err := zstd.NewReader(r)
+			zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow))
 			if err != nil {
 				return nil, err
 			}
@@ -54,6 +55,13 @@ var compressions = []compression{
 	{name: "zip", magic: prefix("PK\x03\x04"), exts: []string{".zip"},
 		fix: "unzip it and convert the files inside"},
 }
+
+// maxZstdWindow bounds a zstd layer's window, the history its decoder
+// holds: zstd -d's own default limit, which every level up to --ultra -22
+// and --long=27 stays within. A stream that declares a larger window is
+// refused before the window is allocated, so three layers hold at most
+// three such windows.
+const maxZstdWindow = 128 << 20
 
 func prefix(p string) func([]byte) bool {
 	return func(b []byte) bool { return bytes.HasPrefix(b, []byte(p)) }
@@ -85,11 +93,14 @@ func (c *compression) named(name string) string {
 	return " (its name does not say so)"
 }
 
-// decompress unwraps the gzip, zstd or bzip2 layers br starts with (up to
-// three: a file compressed twice reads too), recognised by magic bytes
-// rather than by name. A decompression error on the way names the layer.
-// The returned func closes the decompressors; call it even on error.
-func decompress(br *bufio.Reader, name string) (*bufio.Reader, func(), error) {
+// decompress reads r through a 1 MiB buffer and unwraps the gzip, zstd
+// or bzip2 layers it starts with (up to three: a file compressed twice
+// reads too), recognised by magic bytes rather than by name. A
+// decompression error on the way names the layer. Every read, of r and of
+// each layer, fails once ctx ends (ctxReader). The returned func closes
+// the decompressors; call it even on error.
+func decompress(ctx context.Context, r io.Reader, name string) (*bufio.Reader, func(), error) {
+	br := bufio.NewReaderSize(ctxReader{ctx, r}, 1<<20)
 	var closers []io.Closer
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -108,9 +119,26 @@ func decompress(br *bufio.Reader, name string) (*bufio.Reader, func(), error) {
 			return br, closeAll, fmt.Errorf("%s does not decompress: %w", what, err)
 		}
 		closers = append(closers, zr)
-		br = bufio.NewReaderSize(layerReader{zr, what}, 1<<20)
+		br = bufio.NewReaderSize(ctxReader{ctx, layerReader{zr, what}}, 1<<20)
 	}
 	return br, closeAll, nil
+}
+
+// ctxReader fails its reads once ctx ends. Each format's reader skips
+// blank lines and whitespace in loops of its own, which an endless run of
+// them (a decompression bomb of newlines) would keep busy; checked where
+// the input is read, the context stops every one of them within a
+// buffer (1 MiB) of input.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // layerReader names its decompression layer in the errors it returns, so
@@ -122,7 +150,11 @@ type layerReader struct {
 
 func (l layerReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
-	if err != nil && err != io.EOF {
+	switch {
+	case err == nil || err == io.EOF:
+	case errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		err = fmt.Errorf("%s needs a window of more than %d MiB to decompress (made in zstd's long mode, 28 or more?): decompress it first with zstd -d, its long-window option set to 31, then convert the result: %w", l.what, maxZstdWindow>>20, err)
+	default:
 		err = fmt.Errorf("%s: %w (truncated or corrupt?)", l.what, err)
 	}
 	return n, err

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
@@ -35,7 +36,9 @@ type ConvertOptions struct {
 	TimeResolution time.Duration
 	// MinTenantRequests folds tenants with fewer requests into one
 	// "(small tenants)" tenant, so a rare tenant cannot be singled out. It
-	// reads the inputs twice, so it needs files, not standard input.
+	// reads the inputs twice, so it needs files, not standard input; past
+	// 2^20 tenants its counts are lower bounds (tenantCounter), so it
+	// errs on folding.
 	MinTenantRequests int
 	// WriterOptions tunes the bucket writer (buffer bounds).
 	Writer trace.WriterOptions
@@ -43,6 +46,12 @@ type ConvertOptions struct {
 	// j with j mod ShardCount == Shard into outDir beside the other shards;
 	// trace.MergeShards joins their manifests. ShardCount 0 or 1: no split.
 	Shard, ShardCount int
+	// Progress, when set, is called every ProgressEvery (default 10 s)
+	// while an input is read, from a goroutine of its own.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	// open wraps each input as it is opened (tests).
+	open func(io.Reader) io.Reader
 }
 
 // Errors of a conversion that wrote nothing, for callers to add their hint.
@@ -103,18 +112,17 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		// counting pass of --min-tenant-requests) link with each other.
 		opts.Log.Salt = anon.RandomSalt()
 	}
-	var tenantCounts map[string]int
+	var tenantCounts *tenantCounter
 	if opts.MinTenantRequests > 1 {
 		if slices.Contains(inputs, "-") {
 			return nil, opterr.New("MinTenantRequests", opts.MinTenantRequests, "reads the inputs twice: give files, not '-' (standard input)")
 		}
-		counter := &tenantCounter{counts: map[string]int{}}
+		tenantCounts = newTenantCounter(maxTenantCounts)
 		for _, in := range inputs {
-			if _, _, err := convertOne(ctx, in, opts.Options, counter); err != nil {
+			if _, _, err := convertOne(ctx, in, opts.Options, tenantCounts, opts.report("counting tenants")); err != nil {
 				return nil, err
 			}
 		}
-		tenantCounts = counter.counts
 	}
 	wo := opts.Writer
 	wo.Force, wo.Inputs, wo.Context = opts.Force, inputs, ctx
@@ -139,13 +147,14 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		return kept
 	}
 	var sink Sink = rl
+	post := &postSink{Sink: rl, dense: newDenseIDs(ExportOptions{DenseIDs: opts.DenseIDs, MaxDenseIDs: opts.MaxDenseIDs}),
+		resolution: opts.TimeResolution.Microseconds(), tenants: tenantCounts, minTenant: opts.MinTenantRequests}
 	if opts.DenseIDs || opts.TimeResolution > 0 || tenantCounts != nil {
-		sink = &postSink{Sink: rl, dense: newDenseIDs(ExportOptions{DenseIDs: opts.DenseIDs, MaxDenseIDs: opts.MaxDenseIDs}),
-			resolution: opts.TimeResolution.Microseconds(), tenants: tenantCounts, minTenant: opts.MinTenantRequests}
+		sink = post
 	}
 	m := &trace.Manifest{Kind: "trace", PrefixIDs: trace.PrefixIDsNone}
 	for _, in := range inputs {
-		src, st, err := convertOne(ctx, in, opts.Options, sink)
+		src, st, err := convertOne(ctx, in, opts.Options, sink, opts.report("converting"))
 		if err != nil {
 			abort()
 			return nil, err
@@ -227,13 +236,11 @@ func Convert(ctx context.Context, inputs []string, outDir string, opts ConvertOp
 		m.Notes = append(m.Notes, fmt.Sprintf("the request side (prompts, max tokens, sampling) was joined by custom_id from the batch input %s (%d requests, sha256 %s)", bi.Name, bi.Requests(), bi.SHA256))
 	}
 	if tenantCounts != nil {
-		folded := 0
-		for _, n := range tenantCounts {
-			if n < opts.MinTenantRequests {
-				folded++
-			}
+		m.Notes = append(m.Notes, fmt.Sprintf("%d requests of tenants with fewer than %d requests were folded into %q", post.folded, opts.MinTenantRequests, SmallTenants))
+		if tenantCounts.lossy() {
+			m.Notes = append(m.Notes, fmt.Sprintf("more than %d tenants were counted at once, so counts were kept as lower bounds, at most %d below the truth: tenants with up to %d requests may have been folded too", maxTenantCounts,
+				tenantCounts.requests/(maxTenantCounts+1), opts.MinTenantRequests-1+tenantCounts.requests/(maxTenantCounts+1)))
 		}
-		m.Notes = append(m.Notes, fmt.Sprintf("%d tenants with fewer than %d requests were folded into %q", folded, opts.MinTenantRequests, SmallTenants))
 	}
 	if err := w.Close(m); err != nil {
 		return nil, err
@@ -248,10 +255,17 @@ func (o Options) startOrDefault() time.Time {
 	return o.Start.UTC()
 }
 
-// convertOne reads one input into w and describes it as a manifest source.
-func convertOne(ctx context.Context, in string, opts Options, w Sink) (trace.Source, Stats, error) {
+// report is how convertOne reports progress at a stage.
+func (o ConvertOptions) report(stage string) progressReport {
+	return progressReport{fn: o.Progress, every: o.ProgressEvery, stage: stage, open: o.open}
+}
+
+// convertOne reads one input into w and describes it as a manifest
+// source, reporting its progress.
+func convertOne(ctx context.Context, in string, opts Options, w Sink, pr progressReport) (trace.Source, Stats, error) {
 	var r io.Reader
 	src := trace.Source{Name: in}
+	size := int64(-1)
 	if d, ok := Lookup(in); ok {
 		r = d.Open()
 		src.Name, src.Licence, src.Citation = d.Name, d.Licence, d.Citation
@@ -266,12 +280,21 @@ func convertOne(ctx context.Context, in string, opts Options, w Sink) (trace.Sou
 			return src, Stats{}, fmt.Errorf("input %s: %w", in, err)
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
 		r = f
+	}
+	if pr.open != nil {
+		r = pr.open(r)
 	}
 	h := sha256.New()
 	opts.Name = src.Name
 	cs := &countingSink{Sink: w}
-	st, err := Read(ctx, io.TeeReader(r, h), opts, cs)
+	read := &countingReader{r: r}
+	stop := pr.watch(src.Name, size, read, cs)
+	st, err := Read(ctx, io.TeeReader(read, h), opts, cs)
+	stop()
 	st.RejectReasons = cs.reasons
 	if err != nil {
 		return src, st, err
@@ -303,10 +326,17 @@ func ReasonsText(m map[string]int64) string {
 }
 
 // countingSink tallies reject reasons, numbers folded to N so that one kind
-// of fault is one line of the summary.
+// of fault is one line of the summary, and counts rows and rejects for
+// progress reports.
 type countingSink struct {
 	Sink
-	reasons map[string]int64
+	reasons       map[string]int64
+	rows, rejects atomic.Int64
+}
+
+func (c *countingSink) Write(r trace.Request) error {
+	c.rows.Add(1)
+	return c.Sink.Write(r)
 }
 
 func (c *countingSink) Reject(r trace.Reject) error {
@@ -314,6 +344,7 @@ func (c *countingSink) Reject(r trace.Reject) error {
 		c.reasons = map[string]int64{}
 	}
 	c.reasons[foldDigits(r.Reason)]++
+	c.rejects.Add(1)
 	return c.Sink.Reject(r)
 }
 
@@ -335,21 +366,15 @@ func foldDigits(s string) string {
 	return b.String()
 }
 
-// tenantCounter counts requests per tenant (the first pass of
-// --min-tenant-requests); it writes nothing.
-type tenantCounter struct{ counts map[string]int }
-
-func (c *tenantCounter) Write(r trace.Request) error { c.counts[r.Tenant]++; return nil }
-func (c *tenantCounter) Reject(trace.Reject) error   { return nil }
-
 // postSink applies the bucket-wide anonymisation options to each row:
 // dense block ids, coarser times, folded rare tenants.
 type postSink struct {
 	Sink
 	dense      *denseIDs
 	resolution int64 // µs
-	tenants    map[string]int
+	tenants    *tenantCounter
 	minTenant  int
+	folded     int64 // requests folded into SmallTenants
 }
 
 func (p *postSink) Write(r trace.Request) error {
@@ -363,8 +388,9 @@ func (p *postSink) Write(r trace.Request) error {
 	if p.resolution > 1 {
 		r.TS -= r.TS % p.resolution
 	}
-	if p.tenants != nil && r.Tenant != "" && p.tenants[r.Tenant] < p.minTenant {
+	if p.tenants != nil && r.Tenant != "" && p.tenants.count(r.Tenant) < p.minTenant {
 		r.Tenant = SmallTenants
+		p.folded++
 	}
 	return p.Sink.Write(r)
 }

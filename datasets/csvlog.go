@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/servetrace/servetrace/trace"
 )
 
 // FormatCSV is a CSV or TSV log with a header row, read through a Mapping
@@ -25,6 +27,13 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 		return Stats{}, err
 	}
 	err = eachCSVRecord(ctx, cr, opts, sink, &st, func(rec []string, line int64) error {
+		tokens := 0 // of the JSON text its cells may hold
+		for _, f := range rec {
+			tokens += jsonTokensIn(f)
+		}
+		if tokens > maxDecodeTokens {
+			return lr.settle(&st, sink, line, trace.Request{}, errTooManyTokens)
+		}
 		row := make(map[string]any, len(header))
 		for i, h := range header {
 			if i < len(rec) {
@@ -35,6 +44,7 @@ func readCSVLog(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) 
 		return lr.settle(&st, sink, line, req, err)
 	})
 	st.Notes = append(st.Notes, lr.media.notes(opts.Name)...)
+	st.Notes = append(st.Notes, lr.sessionNotes()...)
 	return st, err
 }
 

@@ -280,7 +280,7 @@ func Read(ctx context.Context, r io.Reader, opts Options, sink Sink) (Stats, err
 	if opts.API == "" {
 		opts.API = trace.APIChat
 	}
-	br, closeAll, err := decompress(bufio.NewReaderSize(r, 1<<20), opts.Name)
+	br, closeAll, err := decompress(ctx, r, opts.Name)
 	defer closeAll()
 	if err != nil {
 		return Stats{}, err

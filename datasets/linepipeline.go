@@ -10,8 +10,15 @@ import (
 	"sync"
 )
 
-// logBatchLines is how many lines a worker prepares at a time.
-const logBatchLines = 128
+// A batch of lines, the unit of parallel work, closes at logBatchLines
+// lines or before its bytes pass logBatchBytes, whichever comes first; a
+// line longer than logBatchBytes (up to MaxLineBytes) is a batch of its
+// own. Few lines a batch would starve the workers of long runs; a bound
+// on lines alone would let 128 hostile lines of 16 MiB each make one batch.
+const (
+	logBatchLines = 128
+	logBatchBytes = 8 << 20
+)
 
 // logLine is one input line, prepared (or failed) by a worker.
 type logLine struct {
@@ -25,31 +32,53 @@ type logLine struct {
 type logBatch struct {
 	seq   int
 	lines []logLine
+	bytes int // of the lines' raw bytes
 }
 
 // prepareLines reads records (src: one per line, or whole JSON documents),
 // prepares them on every core (JSON decoding and tokenizing dominate), and
 // hands them to emit in input order, so session linking and the order
-// check stay sequential. Memory is bounded by the batches in flight.
+// check stay sequential.
 func prepareLines(ctx context.Context, src recordSource, lr *logReader, emit func(logLine) error) error {
-	workers := max(1, runtime.GOMAXPROCS(0))
+	return linePipeline{name: lr.opts.Name, workers: max(1, runtime.GOMAXPROCS(0)), prepare: lr.prepareLine}.run(ctx, src, emit)
+}
+
+// linePipeline is prepareLines' machinery: how many workers, and what
+// each does to a line.
+type linePipeline struct {
+	name    string
+	workers int
+	prepare func(raw []byte, lineNo int64) (prepared, error)
+	// full, when set, is called each time the reader waits for the
+	// emitter to make room (tests).
+	full func()
+}
+
+// run reads, prepares and emits. A batch holds one of 2×workers+1 slots
+// from when the reader starts it until its lines are emitted, so however
+// long one batch takes, the others prepared meanwhile wait for it in no
+// more than those slots: the bytes in flight are at most 2×workers+1
+// times the larger of logBatchBytes and the longest line.
+func (p linePipeline) run(ctx context.Context, src recordSource, emit func(logLine) error) error {
+	workers := p.workers
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	todo := make(chan logBatch, workers)
 	done := make(chan logBatch, workers)
+	slots := make(chan struct{}, 2*workers+1)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(todo)
-		if err := readBatches(ctx, src, lr.opts.Name, todo); err != nil {
+		if err := p.readBatches(ctx, src, slots, todo); err != nil {
 			readErr <- err
 		}
 	}()
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Go(func() { lr.prepareBatches(ctx, todo, done) })
+		wg.Go(func() { prepareBatches(ctx, p.prepare, todo, done) })
 	}
 	go func() { wg.Wait(); close(done) }()
-	if err := emitInOrder(ctx, done, emit); err != nil {
+	if err := emitInOrder(ctx, done, slots, emit); err != nil {
 		cancel()
 		for range done { // let the workers finish
 		}
@@ -100,14 +129,33 @@ func recordError(err error) bool {
 	return errors.Is(err, errLineTooLong) || errors.As(err, &re)
 }
 
-// readBatches cuts the input into batches of logBatchLines records and
-// sends them on todo, until the end of the input, a read error or ctx
-// ends. A record to reject travels with its error, to be rejected in order.
-func readBatches(ctx context.Context, src recordSource, name string, todo chan<- logBatch) error {
+// readBatches cuts the input into batches (logBatchLines, logBatchBytes)
+// and sends them on todo, taking a slot for each before it starts it,
+// until the end of the input, a read error or ctx ends. A record to
+// reject travels with its error, to be rejected in order.
+func (p linePipeline) readBatches(ctx context.Context, src recordSource, slots chan struct{}, todo chan<- logBatch) error {
 	b := logBatch{}
+	open := false // b holds a slot
+	take := func() bool {
+		select {
+		case slots <- struct{}{}:
+			return true
+		default:
+		}
+		if p.full != nil {
+			p.full()
+		}
+		select {
+		case slots <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	send := func() bool {
 		select {
 		case todo <- b:
+			b, open = logBatch{seq: b.seq + 1}, false
 			return true
 		case <-ctx.Done():
 			return false
@@ -119,17 +167,24 @@ func readBatches(ctx context.Context, src recordSource, name string, todo chan<-
 			break
 		}
 		if err != nil && !recordError(err) {
-			return fmt.Errorf("%s line %d: %w", name, lineNo, err)
+			return fmt.Errorf("%s line %d: %w", p.name, lineNo, err)
 		}
-		b.lines = append(b.lines, logLine{lineNo: lineNo, raw: bytes.Clone(rec), err: err})
-		if len(b.lines) == logBatchLines {
-			if !send() {
+		if open && b.bytes+len(rec) > logBatchBytes && !send() {
+			return nil
+		}
+		if !open {
+			if !take() {
 				return nil
 			}
-			b = logBatch{seq: b.seq + 1}
+			open = true
+		}
+		b.lines = append(b.lines, logLine{lineNo: lineNo, raw: bytes.Clone(rec), err: err})
+		b.bytes += len(rec)
+		if len(b.lines) == logBatchLines && !send() {
+			return nil
 		}
 	}
-	if len(b.lines) > 0 {
+	if open {
 		send()
 	}
 	return nil
@@ -138,12 +193,12 @@ func readBatches(ctx context.Context, src recordSource, name string, todo chan<-
 // prepareBatches prepares each line of each batch from todo (dropping its
 // raw bytes) and passes the batch on to done, until todo closes or ctx
 // ends.
-func (lr *logReader) prepareBatches(ctx context.Context, todo <-chan logBatch, done chan<- logBatch) {
+func prepareBatches(ctx context.Context, prepare func([]byte, int64) (prepared, error), todo <-chan logBatch, done chan<- logBatch) {
 	for b := range todo {
 		for i := range b.lines {
 			l := &b.lines[i]
 			if l.err == nil {
-				l.p, l.err = lr.prepareLine(l.raw, l.lineNo)
+				l.p, l.err = prepare(l.raw, l.lineNo)
 			}
 			l.raw = nil
 		}
@@ -156,9 +211,10 @@ func (lr *logReader) prepareBatches(ctx context.Context, todo <-chan logBatch, d
 }
 
 // emitInOrder hands the lines of the batches from done to emit in input
-// order, holding any batch that arrives early. It returns emit's first
-// error, or nil when done closes or ctx ends.
-func emitInOrder(ctx context.Context, done <-chan logBatch, emit func(logLine) error) error {
+// order, holding any batch that arrives early, and frees each batch's
+// slot once its lines are emitted. It returns emit's first error, or nil
+// when done closes or ctx ends.
+func emitInOrder(ctx context.Context, done <-chan logBatch, slots <-chan struct{}, emit func(logLine) error) error {
 	pending := map[int]logBatch{}
 	next := 0
 	for b := range done {
@@ -175,6 +231,7 @@ func emitInOrder(ctx context.Context, done <-chan logBatch, emit func(logLine) e
 					return err
 				}
 			}
+			<-slots
 		}
 		if next&7 == 0 && ctx.Err() != nil {
 			return nil

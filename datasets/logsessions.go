@@ -1,7 +1,10 @@
 package datasets
 
 import (
+	"bytes"
+	"cmp"
 	"container/heap"
+	"fmt"
 	"slices"
 	"time"
 
@@ -28,6 +31,13 @@ type sessionState struct {
 // for longer than maxHeldAnswer plus the idle window.
 const maxHeldAnswer = time.Hour
 
+// maxSessionEntries bounds the session linker's entries (conversations,
+// with and without their replies, and answers, each keyed): expiry bounds
+// them by the idle window, but rows of one instant never expire. Past it,
+// the entry that would expire soonest is forgotten early and counted; a
+// later turn of its conversation starts a new session.
+const maxSessionEntries = 1 << 21
+
 // sessionKey is a keyed hash of a conversation's messages (and tenant),
 // never the text.
 type sessionKey [16]byte
@@ -42,13 +52,17 @@ type sessionExpiry struct {
 }
 
 // expiryHeap orders session entries by when they may be forgotten, so
-// each leaves at its own time whatever the order rows came in.
+// each leaves at its own time whatever the order rows came in; entries
+// due at once go by key, so which is forgotten first past
+// maxSessionEntries does not depend on how the heap was built.
 type expiryHeap []sessionExpiry
 
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].expires < h[j].expires }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(sessionExpiry)) }
+func (h expiryHeap) Len() int { return len(h) }
+func (h expiryHeap) Less(i, j int) bool {
+	return cmp.Or(cmp.Compare(h[i].expires, h[j].expires), bytes.Compare(h[i].key[:], h[j].key[:])) < 0
+}
+func (h expiryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)   { *h = append(*h, x.(sessionExpiry)) }
 func (h *expiryHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -69,8 +83,7 @@ func (lr *logReader) linkLogged(req *trace.Request, endUs int64) {
 		return
 	}
 	s := &sessionState{id: req.SessionID, endUs: max(endUs, req.TS), requestID: req.RequestID, startUs: req.TS}
-	lr.sessions[key] = s
-	lr.touch(key, s)
+	lr.hold(key, s)
 }
 
 // continueConversation numbers the turns of calls (an agent trace's model
@@ -96,7 +109,6 @@ func (lr *logReader) continueConversation(calls []*trace.Request, ends []int64) 
 		}
 	} else {
 		s = &sessionState{id: calls[0].SessionID}
-		lr.sessions[key] = s
 	}
 	last := 0
 	for i, c := range calls {
@@ -109,7 +121,7 @@ func (lr *logReader) continueConversation(calls []*trace.Request, ends []int64) 
 	if end := max(ends[last], calls[last].TS); end >= s.endUs {
 		s.endUs, s.requestID, s.startUs = end, calls[last].RequestID, calls[last].TS
 	}
-	lr.touch(key, s)
+	lr.hold(key, s)
 }
 
 // linkByPrefix makes a chat request the next turn of an earlier one whose
@@ -150,17 +162,13 @@ func (lr *logReader) linkByPrefix(req *trace.Request, p *prepared) {
 		}
 	}
 	if p.answer != nil {
-		a := &sessionState{id: s.id, endUs: s.endUs, requestID: req.RequestID, startUs: req.TS}
-		lr.sessions[*p.answer] = a
-		lr.touch(*p.answer, a)
+		lr.hold(*p.answer, &sessionState{id: s.id, endUs: s.endUs, requestID: req.RequestID, startUs: req.TS})
 	}
 	req.SessionID = s.id
 	// Register this conversation, with and without the logged reply.
-	lr.sessions[prefix[n]] = s
-	lr.touch(prefix[n], s)
+	lr.hold(prefix[n], s)
 	if withReply != nil {
-		lr.sessions[*withReply] = s
-		lr.touch(*withReply, s)
+		lr.hold(*withReply, s)
 	}
 }
 
@@ -191,22 +199,60 @@ func (lr *logReader) answerKey(tenant, text string) sessionKey {
 	return k
 }
 
+// hold registers (or re-registers) a session entry under key and
+// schedules its expiry; past lr.maxSessions entries, the one due soonest
+// is forgotten.
+func (lr *logReader) hold(key sessionKey, s *sessionState) {
+	lr.sessions[key] = s
+	lr.touch(key, s)
+	for len(lr.sessions) > lr.maxSessions && lr.forgetNext() {
+		lr.forgotten++
+	}
+}
+
 // touch schedules a session entry's expiry: the idle window after its
 // latest request's end, an end counting at most maxHeldAnswer past that
-// request's arrival.
+// request's arrival. The older queue entries of a session touched again
+// wait in the queue until their time, so once the queue holds more than
+// twice the entries, it is rebuilt from them.
 func (lr *logReader) touch(key sessionKey, s *sessionState) {
 	end := min(s.endUs, satAdd(s.startUs, maxHeldAnswer.Microseconds()))
 	s.expires = satAdd(end, lr.lo.SessionIdle.Microseconds())
 	heap.Push(&lr.expiry, sessionExpiry{key, s, s.expires})
+	if len(lr.expiry) > 2*len(lr.sessions)+1024 {
+		lr.expiry = lr.expiry[:0]
+		for k, s := range lr.sessions {
+			lr.expiry = append(lr.expiry, sessionExpiry{k, s, s.expires})
+		}
+		heap.Init(&lr.expiry)
+	}
 }
 
 // expire forgets sessions idle past the window, so memory stays bounded by
 // the number of conversations active within it.
 func (lr *logReader) expire(nowUs int64) {
 	for len(lr.expiry) > 0 && lr.expiry[0].expires < nowUs {
-		e := heap.Pop(&lr.expiry).(sessionExpiry)
-		if s, ok := lr.sessions[e.key]; ok && s == e.s && s.expires == e.expires {
-			delete(lr.sessions, e.key)
-		}
+		lr.forgetNext()
 	}
+}
+
+// forgetNext takes the first entry off the expiry queue and forgets its
+// session entry, if the entry is still the session's latest; it reports
+// whether one was forgotten.
+func (lr *logReader) forgetNext() bool {
+	e := heap.Pop(&lr.expiry).(sessionExpiry)
+	if s, ok := lr.sessions[e.key]; ok && s == e.s && s.expires == e.expires {
+		delete(lr.sessions, e.key)
+		return true
+	}
+	return false
+}
+
+// sessionNotes says, for the manifest, how many session entries were
+// forgotten before their time.
+func (lr *logReader) sessionNotes() []string {
+	if lr.forgotten == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %d conversations were forgotten before their idle window ended, more than %d being open at once (those due to expire soonest first): a later turn of one starts a new session", lr.opts.Name, lr.forgotten, lr.maxSessions)}
 }

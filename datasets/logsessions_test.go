@@ -2,7 +2,9 @@ package datasets
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +105,53 @@ func TestLongSessionLinkerMemoryBounded(t *testing.T) {
 		}
 		if n := len(lr.sessions); n > 18_010 {
 			t.Errorf("%d sessions held after %d rows; want those of the last 30 minutes, about 18,000", n, rows)
+		}
+	})
+}
+
+// TestLongSessionLinkerHoldsAtMostItsCap (issue 46, round 4, item 1, the
+// class): 2M conversations open at once (one instant, each its own
+// logged session) go through the linker within 256 MiB: past its cap
+// (here 10,000) it forgets the entry that would expire soonest, and
+// says how many it forgot. Before, expiry alone bounded the sessions, and
+// rows of one instant never expire: all 2M (some 300 MB) were held.
+func TestLongSessionLinkerHoldsAtMostItsCap(t *testing.T) {
+	memcap.Run(t, 256<<20, func(t *testing.T) {
+		lr := newTestLogReader(t)
+		lr.maxSessions = 10_000
+		t0 := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+		const rows = 2_000_000
+		req := trace.Request{TS: t0}
+		for i := range rows {
+			req.SessionID, req.RequestID = fmt.Sprintf("%016x", i), "r"
+			lr.linkLogged(&req, t0+1000)
+		}
+		if len(lr.sessions) > 10_000 || lr.forgotten != rows-10_000 {
+			t.Errorf("%d sessions held, %d forgotten; want at most 10,000 held and %d forgotten", len(lr.sessions), lr.forgotten, rows-10_000)
+		}
+		want := fmt.Sprintf("%d conversations were forgotten", rows-10_000)
+		if notes := lr.sessionNotes(); len(notes) != 1 || !strings.Contains(notes[0], want) {
+			t.Errorf("notes %q; want one saying %q", notes, want)
+		}
+	})
+}
+
+// TestLongSessionExpiryQueueIsBounded (the class): one conversation of
+// 6M turns at one instant holds one session and an expiry queue of a few
+// entries, within 256 MiB. Before, each turn queued a new expiry entry
+// and the older ones, no longer its expiry, waited for their time, which
+// at one instant never came: 6M entries (192 MB, and its growth).
+func TestLongSessionExpiryQueueIsBounded(t *testing.T) {
+	memcap.Run(t, 256<<20, func(t *testing.T) {
+		lr := newTestLogReader(t)
+		t0 := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+		req := trace.Request{TS: t0, Identity: trace.Identity{SessionID: "0123456789abcdef", RequestID: "r"}}
+		const turns = 6_000_000
+		for i := range turns {
+			lr.linkLogged(&req, t0+int64(i%7))
+		}
+		if len(lr.sessions) != 1 || len(lr.expiry) > 1024+2 || req.Turn != turns-1 {
+			t.Errorf("%d sessions, %d expiry entries, last turn %d; want 1 session, at most 1026 entries, turn %d", len(lr.sessions), len(lr.expiry), req.Turn, turns-1)
 		}
 	})
 }

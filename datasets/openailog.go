@@ -54,6 +54,12 @@ type logReader struct {
 	// media counts, over the rows converted, what could not be measured
 	// of their images and audio.
 	media mediaStats
+	// decoding is what the records being decoded may hold at once.
+	decoding *decodeBudget
+	// maxSessions bounds the session entries held (maxSessionEntries);
+	// forgotten counts those forgotten past it.
+	maxSessions int
+	forgotten   int64
 }
 
 // newLogReader fills in the log options' defaults and returns a reader for
@@ -63,7 +69,7 @@ func newLogReader(opts Options, csv bool) (*logReader, Stats, error) {
 	if err := lo.defaults(); err != nil {
 		return nil, Stats{}, err
 	}
-	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: csv, skips: map[string]int64{}}
+	lr := &logReader{opts: opts, lo: lo, sessions: map[sessionKey]*sessionState{}, csv: csv, skips: map[string]int64{}, decoding: newDecodeBudget(), maxSessions: maxSessionEntries}
 	st := Stats{BlockSize: lo.BlockSize, PrefixSalted: true, Tokenizer: lo.Tokenizer.Name(), Salt: lo.Salt}
 	return lr, st, nil
 }
@@ -86,6 +92,7 @@ func readOpenAILog(ctx context.Context, br *bufio.Reader, opts Options, sink Sin
 		return lr.settle(&st, sink, l.lineNo, req, err)
 	})
 	st.Notes = append(st.Notes, lr.media.notes(opts.Name)...)
+	st.Notes = append(st.Notes, lr.sessionNotes()...)
 	if len(lr.skips) > 0 {
 		var n int64
 		for _, k := range lr.skips {
@@ -195,8 +202,18 @@ func (lr *logReader) settle(st *Stats, sink Sink, line int64, req trace.Request,
 }
 
 // prepareLine decodes a JSON record, joins its batch input where there is
-// one, and prepares it (safe to run in parallel).
+// one, and prepares it (safe to run in parallel), within its share of the
+// decode budget: the line's tokens and the most a batch input line holds.
 func (lr *logReader) prepareLine(line []byte, lineNo int64) (prepared, error) {
+	tokens := jsonTokens(line)
+	if bi := lr.lo.BatchInput; bi != nil {
+		tokens += bi.maxTokens
+	}
+	release, err := lr.decoding.take(tokens)
+	if err != nil {
+		return prepared{}, err
+	}
+	defer release()
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	var rec map[string]any

@@ -31,7 +31,8 @@ const FormatOTLP = "otlp"
 
 // otlpSpan is the part of an OTLP span the reader uses. Events, links and
 // the scope are not decoded at all, so content recorded on events never
-// reaches a Go value.
+// reaches a Go value, and a span of a million events costs only their
+// scan; of its attributes only those convert reads are (otlpAttributes).
 type otlpSpan struct {
 	TraceID string `json:"traceId"`
 	SpanID  string `json:"spanId"`
@@ -80,21 +81,136 @@ type otlpKV struct {
 // otlpAnyV is an AnyValue. intValue is a decimal string in OTLP/JSON (a
 // number is accepted too); doubleValue a number, or "NaN"/"Infinity" as
 // text. kvlistValue and bytesValue, which only content uses, are not
-// decoded.
+// decoded; of an arrayValue only the first maxArrayValues strings are.
 type otlpAnyV struct {
 	StringValue *string         `json:"stringValue"`
 	IntValue    json.RawMessage `json:"intValue"`
 	DoubleValue json.RawMessage `json:"doubleValue"`
 	BoolValue   *bool           `json:"boolValue"`
 	ArrayValue  *struct {
-		Values []otlpAnyV `json:"values"`
+		Values otlpStrings `json:"values"`
 	} `json:"arrayValue"`
 }
 
+// maxArrayValues is how many values of an array attribute are decoded:
+// convert reads only the first finish reason.
+const maxArrayValues = 64
+
+// otlpStrings is an array attribute's values, each a string or, for a
+// value of another type, nil: only the first maxArrayValues are decoded,
+// the rest scanned past, so an array of millions costs no memory.
+type otlpStrings []*string
+
+func (v *otlpStrings) UnmarshalJSON(b []byte) error {
+	*v = nil
+	return eachElement(b, reflect.TypeFor[otlpStrings](), func(dec *json.Decoder) error {
+		if len(*v) == maxArrayValues {
+			return dec.Decode(&jsonSkipped{})
+		}
+		var e struct {
+			StringValue *string `json:"stringValue"`
+		}
+		err := dec.Decode(&e)
+		*v = append(*v, e.StringValue)
+		return err
+	})
+}
+
+// otlpReadKeys are the attributes convert reads (otlpReader.convert,
+// isVLLMRequestSpan, otlpGraph.note): only these are decoded, the first
+// of each, so what a span decodes into does not grow with how many
+// attributes it has. get panics on a key not listed, so a key read
+// without being listed fails every test that reads a span.
+var otlpReadKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	for _, k := range []string{
+		"gen_ai.operation.name", "gen_ai.conversation.id", "gen_ai.request.model", "gen_ai.response.model",
+		"gen_ai.request.max_tokens", "gen_ai.request.stream", "gen_ai.request.temperature", "gen_ai.request.top_p",
+		"gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.image.input_tokens",
+		"gen_ai.tool.definitions", "gen_ai.output.type", "gen_ai.response.finish_reasons", "http.response.status_code",
+		"gen_ai.latency.e2e", "gen_ai.latency.time_in_queue",
+	} {
+		keys[k] = true
+	}
+	for _, sk := range []spanKeys{genAIKeys, vllmSpanKeys} {
+		keys[sk.input], keys[sk.output], keys[sk.n], keys[sk.ttft] = true, true, true, true
+	}
+	for _, k := range otlpTenantKeys {
+		keys[k] = true
+	}
+	return keys
+}()
+
 type otlpAttributes []otlpKV
 
+// UnmarshalJSON decodes the attributes convert reads (otlpReadKeys), the
+// first of each key; every other one is scanned past, its value never
+// decoded.
+func (a *otlpAttributes) UnmarshalJSON(b []byte) error {
+	*a = nil
+	return eachElement(b, reflect.TypeFor[otlpAttributes](), func(dec *json.Decoder) error {
+		var kv struct {
+			Key   string      `json:"key"`
+			Value jsonSkipped `json:"value"`
+		}
+		if err := dec.Decode(&kv); err != nil {
+			return err
+		}
+		if !otlpReadKeys[kv.Key] || slices.ContainsFunc(*a, func(x otlpKV) bool { return x.Key == kv.Key }) {
+			return nil
+		}
+		e := otlpKV{Key: kv.Key}
+		if kv.Value == nil { // no value: an empty one
+			*a = append(*a, e)
+			return nil
+		}
+		if err := json.Unmarshal(kv.Value, &e.Value); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				te.Field = "value." + te.Field
+			}
+			return err
+		}
+		*a = append(*a, e)
+		return nil
+	})
+}
+
+// eachElement calls fn to decode each element of the JSON array b (null:
+// none); anything else is a type error for t, which the decoder of the
+// enclosing value names the field of.
+func eachElement(b []byte, t reflect.Type, fn func(dec *json.Decoder) error) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return &json.UnmarshalTypeError{Value: "not an array", Type: t}
+	}
+	for dec.More() {
+		if err := fn(dec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jsonSkipped is a value scanned but not decoded: its bytes, valid only
+// until the decoder reads on.
+type jsonSkipped []byte
+
+func (s *jsonSkipped) UnmarshalJSON(b []byte) error { *s = b; return nil }
+
 // get returns the first attribute named key (OTLP forbids duplicates).
+// It panics on a key not in otlpReadKeys, which would never be found.
 func (a otlpAttributes) get(key string) (*otlpAnyV, bool) {
+	if !otlpReadKeys[key] {
+		panic("otlp: attribute " + key + " is read but not decoded: list it in otlpReadKeys")
+	}
 	for i := range a {
 		if a[i].Key == key {
 			return &a[i].Value, true
@@ -211,10 +327,10 @@ func (a otlpAttributes) strs(key string) ([]string, bool, error) {
 	case v.ArrayValue != nil:
 		out := make([]string, 0, len(v.ArrayValue.Values))
 		for _, e := range v.ArrayValue.Values {
-			if e.StringValue == nil {
+			if e == nil {
 				return nil, true, bad(key, "not an array of strings")
 			}
-			out = append(out, *e.StringValue)
+			out = append(out, *e)
 		}
 		return out, true, nil
 	case v.StringValue != nil:
@@ -295,6 +411,7 @@ func readOTLP(ctx context.Context, br *bufio.Reader, opts Options, sink Sink) (S
 	}
 	st.Notes = append(st.Notes, o.skipNote()...)
 	st.Notes = append(st.Notes, o.graphNote()...)
+	st.Notes = append(st.Notes, lr.sessionNotes()...)
 	return st, err
 }
 
@@ -403,57 +520,86 @@ func (o *otlpReader) document(doc []byte, first int64) error {
 		}
 		return jsonArray(dec, "resourceSpans", func() error {
 			line := lineAt(int(dec.InputOffset()))
-			var res otlpResource
-			var resErr error
-			var spans []spanAt
-			err := jsonObject(dec, func(key string) error {
-				switch key {
-				case "resource":
-					if err := dec.Decode(&res); err != nil {
-						resErr = err
-					}
-					return nil
-				case "scopeSpans":
-					return jsonArray(dec, "scopeSpans", func() error {
-						return jsonObject(dec, func(key string) error {
-							if key != "spans" {
-								return jsonSkip(dec)
-							}
-							return jsonArray(dec, "spans", func() error {
-								s := spanAt{line: lineAt(int(dec.InputOffset()))}
-								s.err = dec.Decode(&s.span)
-								spans = append(spans, s)
-								return nil
-							})
-						})
-					})
-				}
-				return jsonSkip(dec)
-			})
-			if err != nil {
+			start := lastOff // the element's first byte
+			if err := jsonSkip(dec); err != nil {
 				return err
 			}
-			if resErr != nil {
-				return o.reject(line, "resource: "+jsonReason(resErr))
-			}
-			for _, s := range spans {
-				if err := o.span(&s, res.Attributes); err != nil {
-					return err
-				}
-			}
-			return nil
+			return o.resourceSpans(doc[start:dec.InputOffset()], start, line, lineAt)
 		})
 	})
 	var shape *otlpShapeError
 	if errors.As(err, &shape) {
-		return o.reject(lineAt(int(dec.InputOffset())), shape.Error())
+		at := int(dec.InputOffset())
+		if shape.at > 0 {
+			at = shape.at
+		}
+		return o.reject(lineAt(at), shape.Error())
 	}
 	return err
 }
 
+// resourceSpans converts the spans of one resourceSpans element, rs,
+// which starts at offset off of its document, on line. It is read twice:
+// once for its resource, which may come after its spans, then for its
+// spans, each decoded and converted in turn, so only one span is ever
+// decoded however many the element holds. A resource of the wrong shape
+// rejects the element, a span of the wrong shape that span.
+func (o *otlpReader) resourceSpans(rs []byte, off int, line int64, lineAt func(off int) int64) error {
+	var res otlpResource
+	var resErr error
+	dec := json.NewDecoder(bytes.NewReader(rs))
+	err := walkResourceSpans(dec, func() error {
+		if err := dec.Decode(&res); err != nil {
+			resErr = err
+		}
+		return nil
+	}, func() error { return jsonSkip(dec) })
+	var shape *otlpShapeError
+	if errors.As(err, &shape) {
+		shape.at = off + int(dec.InputOffset())
+	}
+	if err != nil {
+		return err
+	}
+	if resErr != nil {
+		return o.reject(line, "resource: "+jsonReason(resErr))
+	}
+	dec = json.NewDecoder(bytes.NewReader(rs))
+	return walkResourceSpans(dec, func() error { return jsonSkip(dec) }, func() error {
+		s := spanAt{line: lineAt(off + int(dec.InputOffset()))}
+		s.err = dec.Decode(&s.span)
+		return o.span(&s, res.Attributes)
+	})
+}
+
+// walkResourceSpans reads a resourceSpans element, calling resource to
+// consume its resource and span to consume each of its spans.
+func walkResourceSpans(dec *json.Decoder, resource, span func() error) error {
+	return jsonObject(dec, func(key string) error {
+		switch key {
+		case "resource":
+			return resource()
+		case "scopeSpans":
+			return jsonArray(dec, "scopeSpans", func() error {
+				return jsonObject(dec, func(key string) error {
+					if key != "spans" {
+						return jsonSkip(dec)
+					}
+					return jsonArray(dec, "spans", span)
+				})
+			})
+		}
+		return jsonSkip(dec)
+	})
+}
+
 // otlpShapeError is a document whose structure is not OTLP's (an array
-// where an object belongs, say).
-type otlpShapeError struct{ what string }
+// where an object belongs, say); at is where in the document, where known
+// (0: where its decoder stopped).
+type otlpShapeError struct {
+	what string
+	at   int
+}
 
 func (e *otlpShapeError) Error() string { return e.what }
 
@@ -462,18 +608,18 @@ func (e *otlpShapeError) Error() string { return e.what }
 func jsonObject(dec *json.Decoder, fn func(key string) error) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return &otlpShapeError{"malformed JSON"}
+		return &otlpShapeError{what: "malformed JSON"}
 	}
 	if tok == nil {
 		return nil
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return &otlpShapeError{"want an object: not an OTLP/JSON document"}
+		return &otlpShapeError{what: "want an object: not an OTLP/JSON document"}
 	}
 	for dec.More() {
 		k, err := dec.Token()
 		if err != nil {
-			return &otlpShapeError{"malformed JSON"}
+			return &otlpShapeError{what: "malformed JSON"}
 		}
 		if err := fn(k.(string)); err != nil {
 			return err
@@ -481,7 +627,7 @@ func jsonObject(dec *json.Decoder, fn func(key string) error) error {
 	}
 	_, err = dec.Token()
 	if err != nil {
-		return &otlpShapeError{"malformed JSON"}
+		return &otlpShapeError{what: "malformed JSON"}
 	}
 	return nil
 }
@@ -491,13 +637,13 @@ func jsonObject(dec *json.Decoder, fn func(key string) error) error {
 func jsonArray(dec *json.Decoder, name string, fn func() error) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return &otlpShapeError{"malformed JSON"}
+		return &otlpShapeError{what: "malformed JSON"}
 	}
 	if tok == nil {
 		return nil
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return &otlpShapeError{name + ": not an array"}
+		return &otlpShapeError{what: name + ": not an array"}
 	}
 	for dec.More() {
 		if err := fn(); err != nil {
@@ -505,16 +651,16 @@ func jsonArray(dec *json.Decoder, name string, fn func() error) error {
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return &otlpShapeError{"malformed JSON"}
+		return &otlpShapeError{what: "malformed JSON"}
 	}
 	return nil
 }
 
-// jsonSkip consumes one value.
+// jsonSkip consumes one value without decoding or copying it.
 func jsonSkip(dec *json.Decoder) error {
-	var raw json.RawMessage
+	var raw jsonSkipped
 	if err := dec.Decode(&raw); err != nil {
-		return &otlpShapeError{"malformed JSON"}
+		return &otlpShapeError{what: "malformed JSON"}
 	}
 	return nil
 }

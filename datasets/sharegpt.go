@@ -48,6 +48,9 @@ func readShareGPT(ctx context.Context, br *bufio.Reader, opts Options, sink Sink
 		reject := func(reason string) error {
 			return st.reject(sink, opts.Name, record, reason)
 		}
+		if jsonTokens(raw) > maxDecodeTokens {
+			return reject(errTooManyTokens.Error())
+		}
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return reject("malformed conversation: " + jsonReason(err))
 		}

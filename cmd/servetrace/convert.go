@@ -116,6 +116,7 @@ Example:
 				DenseIDs:       c.Bool("dense-ids"), MaxDenseIDs: c.Int("max-dense-ids"),
 				TimeResolution: c.Duration("time-resolution"), MinTenantRequests: c.Int("min-tenant-requests"),
 				Shard: shard, ShardCount: shards,
+				Progress: func(p datasets.Progress) { fmt.Fprintln(c.App.ErrWriter, convertProgress(p)) },
 			})
 			if err != nil {
 				return err
@@ -134,6 +135,16 @@ Example:
 			return nil
 		},
 	}
+}
+
+// convertProgress is convert's progress line for an input: how much of
+// it is read, and the rows and rejects so far.
+func convertProgress(p datasets.Progress) string {
+	read := fmt.Sprintf("%d MiB read", p.Read>>20)
+	if p.Size > 0 {
+		read = fmt.Sprintf("%d of %d MiB read (%.0f%%)", p.Read>>20, p.Size>>20, 100*float64(p.Read)/float64(p.Size))
+	}
+	return fmt.Sprintf("convert: %s %s: %s, %d rows, %d rejected", p.Stage, p.Input, read, p.Rows, p.Rejects)
 }
 
 // logOptions reads the request-log flags of convert.
