@@ -136,10 +136,12 @@ func TestServerCutsStalledClients(t *testing.T) {
 			t.Errorf("%s: the server held the connection for %v", c.name, hang)
 		}
 	}
+	// Refused with a 431, or, where the server's close overtakes its
+	// answer on a loaded machine, with the connection: never served.
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/models", nil)
 	req.Header.Set("X-Big", strings.Repeat("x", 2*maxHeaderBytes))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("a header of %d KiB: %v %v, want 431", 2*maxHeaderBytes>>10, resp, err)
+	if resp, err := http.DefaultClient.Do(req); err == nil && resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a header of %d KiB: %s, want 431", 2*maxHeaderBytes>>10, resp.Status)
 	}
 }
 

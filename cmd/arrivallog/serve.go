@@ -74,7 +74,10 @@ func (l *logger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"object":"list","data":[{"id":"arrivallog","object":"model"}]}`)
 		return
 	}
-	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxBodyBytes)); err != nil {
+		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+		return // too large, or cut off: no arrival to log
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	var first int64
 	for i := range l.chunks {
