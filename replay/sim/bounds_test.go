@@ -283,6 +283,9 @@ func TestSimConnectionCap(t *testing.T) {
 			})
 			pw.Write([]byte("{"))
 		}
+		// Each is in progress once it reads its body, a step of the budget
+		// taken for a body of unknown length.
+		waitFor(t, "the held requests never read their bodies", func() bool { return rs.sim.bodies.inUse() == most*bodyStep })
 		resp, err := client.Get(rs.URL + "/health")
 		if err != nil {
 			t.Fatal(err)
@@ -385,4 +388,39 @@ func TestLongSimWaitingRequestsHoldNoText(t *testing.T) {
 			r.Body.Close()
 		}
 	})
+}
+
+// TestSimSlowAnswersOutliveWriteTimeout: the write timeout bounds a write
+// the client does not take, not the wait for tokens. Over HTTP/2, which
+// enforces a write deadline as a timer on the stream whether or not a
+// write is waiting, a stream whose first token comes after many write
+// timeouts, a stream that stalls as long mid-way, and a whole answer that
+// long in coming are all answered in full.
+func TestSimSlowAnswersOutliveWriteTimeout(t *testing.T) {
+	setFor(t, &streamWriteTimeout, 200*time.Millisecond)
+	o := fast()
+	o.Engine.Cost = CostModel{IterBase: 700 * time.Millisecond}
+	o.StallRate, o.StallFor = 1, time.Second
+	rs := start(t, o)
+	client := h2Client()
+	for _, c := range []struct {
+		name, body string
+		events     int
+	}{
+		{"stream", `{"model":"servetrace-sim","prompt":"hi","max_tokens":3,"ignore_eos":true,"stream":true}`, 5},
+		{"whole", `{"model":"servetrace-sim","prompt":"hi","max_tokens":3,"ignore_eos":true}`, 0},
+	} {
+		resp, err := client.Post(rs.URL+"/v1/completions", "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.events > 0 {
+			if ev := sseEvents(t, resp); len(ev) != c.events || ev[len(ev)-1] != "[DONE]" {
+				t.Errorf("%s: %d events %v, want %d ending in [DONE]", c.name, len(ev), ev, c.events)
+			}
+		} else if b, err := io.ReadAll(resp.Body); err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"finish_reason":"length"`) {
+			t.Errorf("%s: %s %v %s", c.name, resp.Status, err, b)
+		}
+		resp.Body.Close()
+	}
 }

@@ -123,6 +123,8 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		answerBodyError(w, err)
 		return
 	}
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Time{}) // until the answer, after a wait for a tokenizer
 	var req genRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON: "+err.Error())
@@ -156,7 +158,7 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, fmt.Sprintf("the prompt is %d tokens, more than %d", n, tokenize.MaxPromptTokens))
 		return
 	}
-	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	w.Header().Set("Content-Type", "application/json")
 	writeTokens(w, c, s.opts.MaxModelLen)
 }
@@ -222,10 +224,11 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool, h *h
 		answerBodyError(w, err)
 		return nil, 0, false
 	}
-	// The body may have taken up to readTimeout: what follows gets its own
-	// time to write an answer.
+	// No write deadline until the first write (generation.run): HTTP/2
+	// enforces one as a timer on the stream, and the request may wait long
+	// for a tokenizer, and then for the engine.
 	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	rc.SetWriteDeadline(time.Time{})
 	var req genRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON for this endpoint: "+err.Error())
@@ -424,8 +427,10 @@ func (g *generation) drawWords() {
 // renewWriteDeadline gives the response's next write the server's
 // writeTimeout to go out, renewed once half of it has passed rather than
 // on every event: a client that stops reading is cut within that time, and
-// its request aborted in the engine, while a stream that waits long for
-// tokens can still write when they come.
+// its request aborted in the engine. While the handler waits for tokens
+// (run) it renews the deadline every half of it, and before a stall it
+// lifts it: HTTP/2 enforces a write deadline as a timer on the stream,
+// writing or not, and a wait for tokens is no client's fault.
 func (g *generation) renewWriteDeadline() {
 	if g.rc == nil {
 		return
@@ -436,6 +441,14 @@ func (g *generation) renewWriteDeadline() {
 	}
 	g.rc.SetWriteDeadline(now.Add(g.s.writeTimeout))
 	g.renewAt = now.Add(g.s.writeTimeout / 2)
+}
+
+// liftWriteDeadline lifts the write deadline until the next write.
+func (g *generation) liftWriteDeadline() {
+	if g.rc != nil {
+		g.rc.SetWriteDeadline(time.Time{})
+		g.renewAt = time.Time{}
+	}
 }
 
 // choiceState is one choice's progress.
@@ -526,12 +539,22 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 			flusher.Flush()
 		}
 	}
+	var renew <-chan time.Time // nil, never ready, without deadlines
+	if g.rc != nil {
+		tick := time.NewTicker(g.s.writeTimeout / 2)
+		defer tick.Stop()
+		renew = tick.C
+	}
 	var evs []tokenEvent
 	for {
 		select {
 		case <-ctx.Done():
 			g.abort()
 			return
+		case <-renew:
+			g.renewAt = time.Time{} // no write is waiting: renew now
+			g.renewWriteDeadline()
+			continue
 		case <-g.seq.out.ready:
 		}
 		evs = g.seq.out.take(evs)
@@ -675,6 +698,7 @@ func (g *generation) renderTokens(w http.ResponseWriter, flusher http.Flusher, c
 			}
 			return false
 		case "stall":
+			g.liftWriteDeadline()
 			time.Sleep(g.s.opts.StallFor)
 			g.faultAt = -1
 		}
