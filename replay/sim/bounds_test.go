@@ -159,6 +159,31 @@ func TestSimCutsStalledClients(t *testing.T) {
 		}
 	}
 	waitFor(t, "the half-sent body still holds the budget", func() bool { return rs.sim.bodies.inUse() == 0 })
+	// Headers past the bound: a 431, or, where the server's close
+	// overtakes its answer on a loaded machine, the connection; never
+	// served.
+	req, _ := http.NewRequest(http.MethodGet, rs.URL+"/health", nil)
+	req.Header.Set("X-Big", strings.Repeat("x", 2*maxHeaderBytes))
+	if resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("a header of %d KiB: %s, want 431", 2*maxHeaderBytes>>10, resp.Status)
+		}
+	}
+}
+
+// TestConnCap: the cap is 16384 connections, less where the descriptor
+// limit would leave fewer than 256 descriptors for the process's own use,
+// and never under 64.
+func TestConnCap(t *testing.T) {
+	for _, c := range []struct {
+		nofile uint64
+		want   int
+	}{{0, 16384}, {1 << 20, 16384}, {16640, 16384}, {16639, 16383}, {1024, 768}, {300, 64}, {10, 64}} {
+		if got := connCap(c.nofile); got != c.want {
+			t.Errorf("connCap(%d) = %d, want %d", c.nofile, got, c.want)
+		}
+	}
 }
 
 // h2Client speaks HTTP/2 by prior knowledge, as replay does with HTTP 2.
