@@ -255,10 +255,10 @@ func TestSimStreamOutlivesReadTimeout(t *testing.T) {
 func TestSimConnectionCap(t *testing.T) {
 	const most = 4
 	setFor(t, &testConnCap, most)
-	rs := start(t, fast())
-	addr := strings.TrimPrefix(rs.URL, "http://")
 
 	t.Run("connections", func(t *testing.T) {
+		rs := start(t, fast())
+		addr := strings.TrimPrefix(rs.URL, "http://")
 		var held []net.Conn
 		for range most {
 			held = append(held, holdRequest(t, addr, "/v1/completions", 100))
@@ -294,6 +294,7 @@ func TestSimConnectionCap(t *testing.T) {
 	})
 
 	t.Run("HTTP/2 requests", func(t *testing.T) {
+		rs := start(t, fast()) // a server of its own: no request of the last still in progress
 		client := h2Client()
 		var wg sync.WaitGroup
 		var writers []*io.PipeWriter
