@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,4 +216,79 @@ func TestLongReadLogBoundsLines(t *testing.T) {
 			t.Errorf("a 1 GiB line: %v, want refused at line 2 as too long", err)
 		}
 	})
+}
+
+// countingBody is a body of n bytes that counts the bytes read from it.
+type countingBody struct {
+	n, read int64
+	mu      sync.Mutex
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := min(int64(len(p)), b.n-b.read)
+	if k <= 0 {
+		return 0, io.EOF
+	}
+	clear(p[:k])
+	b.read += k
+	return int(k), nil
+}
+
+// TestServerBoundsBodiesAndConnections: a body of 1 GiB is cut at the
+// body bound (64 MiB, and what the sockets buffer), unlogged; with the
+// cap's connections open, the next waits, unserved, until one closes.
+func TestServerBoundsBodiesAndConnections(t *testing.T) {
+	setFor(t, &maxConns, 4)
+	l := &logger{chunks: 1, max: 10}
+	addr := serveLogger(t, l)
+	body := &countingBody{n: 1 << 30}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", body)
+	req.ContentLength = body.n
+	if resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	body.mu.Lock()
+	read := body.read
+	body.mu.Unlock()
+	l.mu.Lock()
+	logged := len(l.arrivals)
+	l.mu.Unlock()
+	if read > maxBodyBytes+(32<<20) || logged != 0 {
+		t.Errorf("a 1 GiB body: %d MiB of it sent, %d arrivals logged; want it cut near %d MiB and none logged", read>>20, logged, maxBodyBytes>>20)
+	}
+
+	var held []net.Conn
+	for range maxConns {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		held = append(held, conn)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: &http.Transport{}}).Get("http://" + addr + "/v1/models")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		t.Fatalf("connection %d of a cap of %d was served (%v)", maxConns+1, maxConns, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	held[0].Close()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Errorf("connection %d, once one closed: %v", maxConns+1, err)
+		}
+	case <-time.After(hang):
+		t.Fatalf("connection %d was not served once one closed", maxConns+1)
+	}
 }

@@ -44,11 +44,12 @@ const (
 	maxIDBytes         = 128
 	maxHeaderBytes     = 64 << 10
 	maxBodyBytes       = 64 << 20
-	maxConns           = 16384
 )
 
-// The timeouts, variables so that a test can wait them out.
+// The timeouts and the connection cap, variables so that a test can
+// reach them.
 var (
+	maxConns      = 16384
 	headerTimeout = 10 * time.Second
 	readTimeout   = 60 * time.Second
 	writeTimeout  = 60 * time.Second
