@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,15 +39,40 @@ func clientFloor(ctx context.Context, opts Options) (*trace.ClientFloor, error) 
 
 // floorServer is a loopback endpoint in this process that streams four
 // tokens and notes, per request, the time from the handler's start to the
-// first token's flush: the server's own share of a TTFT.
+// first token's flush: the server's own share of a TTFT. It notes the
+// floor's own requests only (X-Request-Id floor-0 to floor-99), each in
+// its slot, so whatever else reaches its port can make it hold nothing.
 type floorServer struct {
 	mu     sync.Mutex
-	server map[string]time.Duration
+	server [floorRequests]time.Duration
+	noted  [floorRequests]bool
+}
+
+// floorSlot is the slot of a floor request's X-Request-Id, or false for
+// another id.
+func floorSlot(id string) (int, bool) {
+	n, ok := strings.CutPrefix(id, floorRunID+"-")
+	i, err := strconv.Atoi(n)
+	return i, ok && err == nil && i >= 0 && i < floorRequests
+}
+
+// floorRunID is the run id the floor's requests carry.
+const floorRunID = "floor"
+
+// startFloorServer serves a floorServer on a loopback port until the
+// returned server is closed.
+func startFloorServer() (*floorServer, *http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	fs := &floorServer{}
+	return fs, serveBounded(ln, fs, floorConns, true), "http://" + ln.Addr().String(), nil
 }
 
 func (s *floorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	io.Copy(io.Discard, r.Body)
+	io.Copy(io.Discard, r.Body) // within helperBodyBytes (serveBounded)
 	w.Header().Set("Content-Type", "text/event-stream")
 	f := w.(http.Flusher)
 	var first time.Duration
@@ -58,9 +84,11 @@ func (s *floorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n")
-	s.mu.Lock()
-	s.server[r.Header.Get("X-Request-Id")] = first
-	s.mu.Unlock()
+	if i, ok := floorSlot(r.Header.Get("X-Request-Id")); ok {
+		s.mu.Lock()
+		s.server[i], s.noted[i] = first, true
+		s.mu.Unlock()
+	}
 }
 
 // measureFloor measures the latency this client adds to a TTFT: it sends
@@ -73,20 +101,15 @@ func (s *floorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // of the run: the floor is then absent. The server in this process shares
 // the client's CPUs: the floor is an upper bound on an idle machine.
 func measureFloor(ctx context.Context, opts Options, transport func(*http.Client)) (*trace.ClientFloor, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fs, srv, url, err := startFloorServer()
 	if err != nil {
 		return nil, err
 	}
-	fs := &floorServer{server: map[string]time.Duration{}}
-	srv := &http.Server{Handler: fs, ReadHeaderTimeout: 5 * time.Second, Protocols: new(http.Protocols)}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	go srv.Serve(ln)
 	defer srv.Close()
 
 	o := opts
-	o.Target, o.APIKey, o.Headers, o.CACert, o.Insecure = "http://"+ln.Addr().String(), "", nil, "", false
-	o.RunID, o.Timeout, o.FirstTokenTimeout = "floor", 5*time.Second, 0
+	o.Target, o.APIKey, o.Headers, o.CACert, o.Insecure = url, "", nil, "", false
+	o.RunID, o.Timeout, o.FirstTokenTimeout = floorRunID, 5*time.Second, 0
 	r, err := newRunner(o)
 	if err != nil {
 		return nil, err
@@ -107,7 +130,7 @@ func measureFloor(ctx context.Context, opts Options, transport func(*http.Client
 			return nil, fmt.Errorf("a loopback request ended %s: %s", res.Outcome, res.Error)
 		}
 		fs.mu.Lock()
-		server, ok := fs.server[o.RunID+"-"+res.RequestID]
+		server, ok := fs.server[i], fs.noted[i]
 		fs.mu.Unlock()
 		if ok && i > 0 { // the first one dials
 			added = append(added, float64(*res.FirstTokenNs-*res.SentNs-int64(server))/1e6)

@@ -32,9 +32,8 @@ func startImageServer(ctx context.Context, cache *mediaCache) (*imageServer, err
 		return nil, fmt.Errorf("image server: %w", err)
 	}
 	s := &imageServer{cache: cache, base: "http://" + ln.Addr().String()}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = serveBounded(ln, http.HandlerFunc(s.serve), imageServerConns, false)
 	s.done = make(chan struct{})
-	go s.srv.Serve(ln)
 	go func() {
 		select {
 		case <-ctx.Done():

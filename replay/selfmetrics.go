@@ -1,12 +1,13 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
 	"github.com/servetrace/servetrace/internal/promtext"
@@ -57,8 +58,18 @@ func (m *selfMetrics) observe(res *trace.Result) {
 var SelfMetricNames = []string{"servetrace_requests_sent_total", "servetrace_requests_in_flight", "servetrace_requests_total",
 	"servetrace_ttft_seconds", "servetrace_itl_seconds", "servetrace_send_lateness_seconds"}
 
+// ServeHTTP renders the exposition under the lock and writes it after:
+// a scraper that reads slowly, or not at all, never holds the lock that
+// the collector's observe takes.
 func (m *selfMetrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	var b bytes.Buffer
+	m.render(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Write(b.Bytes())
+}
+
+// render writes the exposition.
+func (m *selfMetrics) render(w io.Writer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	base := promtext.Labels("run_id", m.runID, "shard", fmt.Sprint(m.shard))
@@ -90,8 +101,7 @@ func (m *selfMetrics) serve(ctx context.Context, addr string) (string, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	srv := serveBounded(ln, mux, selfMetricsConns, false)
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -7,6 +7,9 @@
 //
 //	arrivallog serve -addr 127.0.0.1:8123 -log arrivals.csv   (until SIGINT/SIGTERM)
 //	arrivallog report -log arrivals.csv -rate 1000 [-run RUN]
+//
+// serve listens on loopback unless -allow-remote, and keeps at most
+// -max-arrivals arrivals (default 1,000,000), counting the rest as dropped.
 package main
 
 import (

@@ -27,6 +27,12 @@ func report(args []string) error {
 	run := fs.String("run", "", "a servetrace run dir of the same load: its TTFT against the server's own first byte")
 	skip := fs.Int("skip", 0, "leave out the first N arrivals (connection set-up)")
 	fs.Parse(args)
+	if !(*rate > 0) || math.IsInf(*rate, 0) {
+		return fmt.Errorf("-rate %v: want a positive rate, requests/s", *rate)
+	}
+	if *skip < 0 {
+		return fmt.Errorf("-skip %d: want 0 or more arrivals", *skip)
+	}
 	rows, err := readLog(*logPath)
 	if err != nil {
 		return err
@@ -103,14 +109,45 @@ func quantiles(v []float64) string {
 	return fmt.Sprintf("p50 %.3f, p99 %.3f, max %.3f", at(0.5), at(0.99), s[len(s)-1])
 }
 
-// readLog reads serve's CSV.
+// Bounds on the log report reads: serve writes an id of at most
+// maxIDBytes and two times a line, and at most mostArrivals lines.
+const maxLineBytes = 4 << 10
+
+// maxLogRows is mostArrivals, a variable so that a test can reach it.
+var maxLogRows = mostArrivals
+
+// errLongLine is a line past maxLineBytes.
+var errLongLine = fmt.Errorf("a line longer than %d bytes", maxLineBytes)
+
+// lineBound reads r, failing with errLongLine at a line longer than
+// maxLineBytes, so the CSV reader never holds one.
+type lineBound struct {
+	r    io.Reader
+	line int // bytes since the last newline
+}
+
+func (b *lineBound) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	for _, c := range p[:n] {
+		if c == '\n' {
+			b.line = 0
+		} else if b.line++; b.line > maxLineBytes {
+			return 0, errLongLine
+		}
+	}
+	return n, err
+}
+
+// readLog reads serve's CSV: at most maxLogRows arrivals, each line
+// within maxLineBytes; errors name the file and the line.
 func readLog(path string) ([]arrival, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	cr := csv.NewReader(f)
+	cr := csv.NewReader(&lineBound{r: f})
+	cr.FieldsPerRecord = 3
 	if _, err := cr.Read(); err != nil {
 		return nil, fmt.Errorf("%s: no header: %w", path, err)
 	}
@@ -122,6 +159,9 @@ func readLog(path string) ([]arrival, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s line %d: %w", path, line, err)
+		}
+		if len(out) == maxLogRows {
+			return nil, fmt.Errorf("%s line %d: more than %d arrivals, more than serve writes", path, line, maxLogRows)
 		}
 		a, err1 := strconv.ParseInt(rec[1], 10, 64)
 		b, err2 := strconv.ParseInt(rec[2], 10, 64)

@@ -32,8 +32,12 @@ batches every running decode with chunked prefills up to
     + kv-per-token x KV tokens read.
 The KV cache has --kv-blocks blocks of --block-size tokens, with prefix
 caching, LRU eviction and preemption by recompute; past --max-waiting queued
-requests the server answers 429. --preset picks constants for a public
-model/GPU pair (derived from spec sheets: see the docs); each flag overrides.
+requests the server answers 429, as it does, with a Retry-After, past 128 MiB
+of request bodies being read and tokenized at once, 32 /tokenize requests at
+once, or as many requests in progress as it serves connections (16384, fewer
+under a low descriptor limit). A body must arrive within 60 s and a client
+must take each write within 60 s, or its request is cut. --preset picks
+constants for a public model/GPU pair (derived from spec sheets: see the docs); each flag overrides.
 Fault flags inject errors so every client failure path can be tested.
 
 Chat requests may carry images (data URIs, or URLs on loopback hosts),

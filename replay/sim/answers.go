@@ -53,29 +53,35 @@ func (s *Server) corrupts() bool {
 	return s.corruptRNG.Float64() < s.opts.CorruptShare
 }
 
-// answerProbe answers a probe request (replay/probe) right, as a correct
-// model would: the answer's words lead the generated words and, unless
-// the request forbids stopping, the answer ends there. It reports whether
-// the prompt was a probe. A probe is answered without reasoning.
-func answerProbe(p *prompt, words []string, stopAts []int, ignoreEOS bool, minTokens int) bool {
+// probeAnswer returns the answer to a probe request (replay/probe) as a
+// correct model gives it, its words each with its leading space, or nil
+// when the prompt is no probe. The answer leads the generated words
+// (generation.drawWords) and is answered without reasoning.
+func probeAnswer(p *prompt) []string {
 	if len(p.texts) == 0 {
-		return false
+		return nil
 	}
 	answer, ok := probe.Solve(p.texts[len(p.texts)-1])
 	if !ok {
-		return false
+		return nil
 	}
 	fields := strings.Fields(answer)
+	for i, f := range fields {
+		fields[i] = " " + f
+	}
 	if len(fields) == 0 {
-		return false
+		return nil
 	}
-	for i, f := range fields[:min(len(fields), len(words))] {
-		words[i] = " " + f
+	return fields
+}
+
+// stopAtAnswer ends every choice with a probe's answer, unless the
+// request forbids stopping there.
+func stopAtAnswer(answer []string, maxTokens int, stopAts []int, ignoreEOS bool, minTokens int) {
+	if ignoreEOS || minTokens > len(answer) {
+		return
 	}
-	if !ignoreEOS && minTokens <= len(fields) {
-		for i := range stopAts {
-			stopAts[i] = min(len(fields), len(words))
-		}
+	for i := range stopAts {
+		stopAts[i] = min(len(answer), maxTokens)
 	}
-	return true
 }

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -41,9 +43,9 @@ var errHostNotAllowed = errors.New("image URL host not allowed: the simulator fe
 
 // contentPart is one part of a chat message's content list.
 type contentPart struct {
-	Type       string          `json:"type"`
-	Text       string          `json:"text"`
-	ImageURL   json.RawMessage `json:"image_url"`
+	Type       string        `json:"type"`
+	Text       string        `json:"text"`
+	ImageURL   imageURLField `json:"image_url"`
 	InputAudio *struct {
 		Data   string `json:"data"`
 		Format string `json:"format"`
@@ -87,35 +89,34 @@ func (p *prompt) has(audio bool) bool {
 // a list of parts: text, image_url (an object with a url, or a bare
 // string) and input_audio (base64 data and its format).
 func (m message) parts(i int) (string, []mediaPart, error) {
-	if len(m.Content) == 0 || string(m.Content) == "null" {
-		return "", nil, nil
-	}
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
+	if m.Content.bad {
 		return "", nil, fmt.Errorf("messages[%d]: content must be a string or a list of parts", i)
 	}
-	var b strings.Builder
+	parts := m.Content.parts
+	if parts == nil {
+		return m.Content.text, nil, nil
+	}
+	// The text parts joined; a single one as it is, not copied.
+	var text string
+	var joined strings.Builder
+	texts := 0
 	var out []mediaPart
 	for j, p := range parts {
 		switch p.Type {
 		case "text", "":
-			b.WriteString(p.Text)
+			if texts++; texts == 2 {
+				joined.WriteString(text)
+			}
+			if texts == 1 {
+				text = p.Text
+			} else {
+				joined.WriteString(p.Text)
+			}
 		case "image_url":
-			var u string
-			var obj struct {
-				URL string `json:"url"`
+			if !p.ImageURL.ok {
+				return "", nil, fmt.Errorf("messages[%d].content[%d]: image_url must be an object with a url", i, j)
 			}
-			if err := json.Unmarshal(p.ImageURL, &u); err != nil {
-				if err := json.Unmarshal(p.ImageURL, &obj); err != nil || obj.URL == "" {
-					return "", nil, fmt.Errorf("messages[%d].content[%d]: image_url must be an object with a url", i, j)
-				}
-				u = obj.URL
-			}
-			out = append(out, mediaPart{msg: i, part: j, src: u})
+			out = append(out, mediaPart{msg: i, part: j, src: p.ImageURL.url})
 		case "input_audio":
 			if p.InputAudio == nil || p.InputAudio.Data == "" {
 				return "", nil, fmt.Errorf("messages[%d].content[%d]: input_audio needs data (base64 WAV)", i, j)
@@ -125,7 +126,10 @@ func (m message) parts(i int) (string, []mediaPart, error) {
 			return "", nil, fmt.Errorf("messages[%d].content[%d]: part type %q is not supported; use text, image_url or input_audio", i, j, p.Type)
 		}
 	}
-	return b.String(), out, nil
+	if texts > 1 {
+		text = joined.String()
+	}
+	return text, out, nil
 }
 
 // parsePrompt reads the prompt: each chat message (template tokens are not
@@ -155,20 +159,14 @@ func (r *genRequest) parsePrompt(chat bool) (*prompt, error) {
 		p.tools = tools
 		return p, nil
 	}
-	if len(r.Prompt) == 0 {
+	if !r.Prompt.given {
 		return nil, fmt.Errorf("prompt is required")
 	}
-	var s string
-	if err := json.Unmarshal(r.Prompt, &s); err == nil {
-		p.texts = []string{s}
-		return p, nil
+	if r.Prompt.bad {
+		return nil, fmt.Errorf("prompt must be a string (or a list of one string)")
 	}
-	var list []string
-	if err := json.Unmarshal(r.Prompt, &list); err == nil && len(list) == 1 {
-		p.texts = list
-		return p, nil
-	}
-	return nil, fmt.Errorf("prompt must be a string (or a list of one string)")
+	p.texts = []string{r.Prompt.text}
+	return p, nil
 }
 
 // parseTools returns the tools' JSON exactly as the request gave it, or
@@ -191,9 +189,9 @@ func parseTools(raw json.RawMessage) (json.RawMessage, error) {
 // resolveMedia measures every image and clip: an image's size from its
 // header, whether inline (a data URI) or fetched from a loopback URL, a
 // clip's duration from its WAV header; each gets its tokens by
-// internal/media's rules and the hash of its bytes. Errors name the
-// message and part.
-func (s *Server) resolveMedia(ctx context.Context, p *prompt) error {
+// internal/media's rules and the hash of its bytes. Fetched bytes are held
+// in h while they are read. Errors name the message and part.
+func (s *Server) resolveMedia(ctx context.Context, p *prompt, h *hold) error {
 	fetched := 0
 	for _, ms := range p.media {
 		for k := range ms {
@@ -202,7 +200,7 @@ func (s *Server) resolveMedia(ctx context.Context, p *prompt) error {
 			if m.audio {
 				err = s.resolveAudio(m)
 			} else {
-				err = s.resolveImage(ctx, m, &fetched)
+				err = s.resolveImage(ctx, m, h, &fetched)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", m.where(), err)
@@ -212,7 +210,7 @@ func (s *Server) resolveMedia(ctx context.Context, p *prompt) error {
 	return nil
 }
 
-func (s *Server) resolveImage(ctx context.Context, m *mediaPart, fetched *int) error {
+func (s *Server) resolveImage(ctx context.Context, m *mediaPart, h *hold, fetched *int) error {
 	var data []byte
 	if media.IsDataURI(m.src) {
 		_, b, err := media.ParseDataURI(m.src)
@@ -221,18 +219,18 @@ func (s *Server) resolveImage(ctx context.Context, m *mediaPart, fetched *int) e
 		}
 		data = b
 	} else {
-		b, err := s.fetchImage(ctx, m.src, min(maxImageFetch, maxFetchTotal-*fetched))
+		b, err := s.fetchImage(ctx, m.src, min(maxImageFetch, maxFetchTotal-*fetched), h)
 		if err != nil {
 			return err
 		}
 		*fetched += len(b)
 		data = b
 	}
-	w, h, _, err := media.ImageConfig(data)
+	width, height, _, err := media.ImageConfig(data)
 	if err != nil {
 		return fmt.Errorf("image does not decode: %w", err)
 	}
-	m.tokens = media.ImageTokens(w, h)
+	m.tokens = media.ImageTokens(width, height)
 	m.hash = maphash.Bytes(s.hashSeed, data)
 	return nil
 }
@@ -291,8 +289,9 @@ func newLoopbackFetcher() *http.Client {
 }
 
 // fetchImage GETs an image URL on a loopback host, reading at most limit
-// bytes. Errors never quote the URL, which may carry credentials.
-func (s *Server) fetchImage(ctx context.Context, raw string, limit int) ([]byte, error) {
+// bytes, each held in h (errBusy past the budget). Errors never quote the
+// URL, which may carry credentials.
+func (s *Server) fetchImage(ctx context.Context, raw string, limit int, h *hold) ([]byte, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "http" && u.Scheme != "https" {
 		return nil, errors.New("image_url is neither a data URI nor an http(s) URL")
@@ -321,7 +320,7 @@ func (s *Server) fetchImage(ctx context.Context, raw string, limit int) ([]byte,
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("image URL answered HTTP %d", resp.StatusCode)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	b, err := io.ReadAll(heldReader{io.LimitReader(resp.Body, int64(limit)+1), h})
 	if err != nil {
 		return nil, fmt.Errorf("image URL body: %w", err)
 	}
@@ -333,24 +332,29 @@ func (s *Server) fetchImage(ctx context.Context, raw string, limit int) ([]byte,
 
 // promptCount is a prompt tokenized: the tools' ids, each message's text
 // ids, and the media, whose placeholder ids are only laid out (by ids)
-// once the total is known to fit.
+// once the total is known to fit. A prompt past its limit keeps no more
+// ids (over), only its count.
 type promptCount struct {
 	tools       []int
 	texts       [][]int
 	media       [][]mediaPart
+	textTokens  int64 // the tools' and texts' tokens
 	imageTokens int64
 	audioTokens int64
+	over        bool
 }
 
-// countPrompt tokenizes a resolved prompt.
-func (s *Server) countPrompt(p *prompt) *promptCount {
+// idBytes is what a token id takes in memory.
+const idBytes = 8
+
+// countPrompt tokenizes a resolved prompt of at most limit tokens. A text
+// that could take the total past the limit (a token is at least a byte)
+// is counted before it is encoded, and a prompt past it is only counted:
+// the ids of a long text take up to eight times its bytes. The ids are
+// held in h before they are made, at a token a byte, and what they did
+// not take is given back; errBusy past the budget.
+func (s *Server) countPrompt(p *prompt, limit int64, h *hold) (*promptCount, error) {
 	c := &promptCount{media: p.media}
-	if p.tools != nil {
-		c.tools = s.tok.Encode(string(p.tools))
-	}
-	for _, t := range p.texts {
-		c.texts = append(c.texts, s.tok.Encode(t))
-	}
 	for _, ms := range p.media {
 		for _, m := range ms {
 			if m.audio {
@@ -360,17 +364,49 @@ func (s *Server) countPrompt(p *prompt) *promptCount {
 			}
 		}
 	}
-	return c
+	encode := func(text string) ([]int, error) {
+		if c.over {
+			c.textTokens += int64(s.tok.Count(text))
+			return nil, nil
+		}
+		most := int64(len(text))
+		if c.total()+most > limit {
+			n := int64(s.tok.Count(text))
+			if c.total()+n > limit {
+				c.textTokens += n
+				c.over = true
+				return nil, nil
+			}
+			most = n
+		}
+		if !h.grow(idBytes * most) {
+			return nil, errBusy
+		}
+		ids := s.tok.Encode(text)
+		h.shrink(idBytes * (most - int64(len(ids))))
+		c.textTokens += int64(len(ids))
+		return ids, nil
+	}
+	var err error
+	if p.tools != nil {
+		if c.tools, err = encode(string(p.tools)); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range p.texts {
+		ids, err := encode(t)
+		if err != nil {
+			return nil, err
+		}
+		c.texts = append(c.texts, ids)
+	}
+	return c, nil
 }
 
 // total is the prompt tokens: the tools' JSON, every message's text, and
 // every image's and clip's tokens.
 func (c *promptCount) total() int64 {
-	n := int64(len(c.tools)) + c.imageTokens + c.audioTokens
-	for _, t := range c.texts {
-		n += int64(len(t))
-	}
-	return n
+	return c.textTokens + c.imageTokens + c.audioTokens
 }
 
 // ids lays out the prompt's token ids: the tools first (a chat template
@@ -378,29 +414,44 @@ func (c *promptCount) total() int64 {
 // by its media's placeholders. For the prefix cache (forHash) a
 // placeholder is its image's or clip's hash, so different images never
 // share a block; for /tokenize it is the model's pad token. Call it only
-// for a total that fits in memory.
+// for a prompt within its limit (not over).
 func (c *promptCount) ids(forHash bool) []int {
-	out := make([]int, 0, c.total())
-	out = append(out, c.tools...)
-	for i, t := range c.texts {
-		out = append(out, t...)
-		if i >= len(c.media) {
-			continue
-		}
-		for _, m := range c.media[i] {
-			id := imagePadID
-			switch {
-			case forHash:
-				id = int(m.hash >> 1)
-			case m.audio:
-				id = audioPadID
+	return slices.AppendSeq(make([]int, 0, c.total()), c.all(forHash))
+}
+
+// all yields the ids ids lays out, one at a time.
+func (c *promptCount) all(forHash bool) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for _, id := range c.tools {
+			if !yield(id) {
+				return
 			}
-			for range m.tokens {
-				out = append(out, id)
+		}
+		for i, t := range c.texts {
+			for _, id := range t {
+				if !yield(id) {
+					return
+				}
+			}
+			if i >= len(c.media) {
+				continue
+			}
+			for _, m := range c.media[i] {
+				id := imagePadID
+				switch {
+				case forHash:
+					id = int(m.hash >> 1)
+				case m.audio:
+					id = audioPadID
+				}
+				for range m.tokens {
+					if !yield(id) {
+						return
+					}
+				}
 			}
 		}
 	}
-	return out
 }
 
 // images returns the prompt's images for the vision encoder.

@@ -19,12 +19,12 @@ import (
 
 // genRequest is the part of a completions or chat request the simulator reads.
 type genRequest struct {
-	Model               string          `json:"model"`
-	Prompt              json.RawMessage `json:"prompt"`
-	Messages            []message       `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Stream              bool            `json:"stream"`
+	Model               string      `json:"model"`
+	Prompt              promptField `json:"prompt"`
+	Messages            []message   `json:"messages"`
+	MaxTokens           *int        `json:"max_tokens"`
+	MaxCompletionTokens *int        `json:"max_completion_tokens"`
+	Stream              bool        `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -52,8 +52,8 @@ type genRequest struct {
 }
 
 type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role    string       `json:"role"`
+	Content contentField `json:"content"`
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
@@ -109,8 +109,24 @@ func (s *Server) serveVersion(w http.ResponseWriter, _ *http.Request) {
 // {"model", "messages"[, "tools"]} in, {"count", "max_model_len", "tokens"}
 // out, counting media and tools as a generation request's usage does.
 func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.tokenizeRequests <- struct{}{}:
+		defer func() { <-s.tokenizeRequests }()
+	default:
+		busy(w, fmt.Sprintf("the server is serving %d /tokenize requests, as many as it takes at once; retry later", cap(s.tokenizeRequests)))
+		return
+	}
+	h := s.bodies.hold()
+	defer h.release()
+	body, err := readBody(r, h)
+	if err != nil {
+		answerBodyError(w, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Time{}) // until the answer, after a wait for a tokenizer
 	var req genRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON: "+err.Error())
 		return
 	}
@@ -123,50 +139,119 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	if err := s.resolveMedia(r.Context(), p); err != nil {
-		badRequest(w, err.Error())
+	if err := s.resolveMedia(r.Context(), p, h); err != nil {
+		answerBusyOrBad(w, err)
 		return
 	}
-	c := s.countPrompt(p)
+	select {
+	case s.tokenizing <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	c, err := s.countPrompt(p, tokenize.MaxPromptTokens, h)
+	<-s.tokenizing
+	if err != nil {
+		answerBusyOrBad(w, err)
+		return
+	}
 	if n := c.total(); n > tokenize.MaxPromptTokens {
 		badRequest(w, fmt.Sprintf("the prompt is %d tokens, more than %d", n, tokenize.MaxPromptTokens))
 		return
 	}
-	tokens := c.ids(false)
+	rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"count": len(tokens), "max_model_len": s.opts.MaxModelLen, "tokens": tokens})
+	writeTokens(w, c, s.opts.MaxModelLen)
 }
 
+// writeTokens writes /tokenize's answer, {"count", "max_model_len",
+// "tokens"}, a piece at a time: up to MaxPromptTokens ids are never laid
+// out, nor their JSON, whole in memory.
+func writeTokens(w io.Writer, c *promptCount, maxModelLen int) {
+	buf := make([]byte, 0, 64<<10)
+	buf = fmt.Appendf(buf, `{"count":%d,"max_model_len":%d,"tokens":[`, c.total(), maxModelLen)
+	first := true
+	for id := range c.all(false) {
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = strconv.AppendInt(buf, int64(id), 10)
+		if len(buf) > cap(buf)-32 {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			buf = buf[:0]
+		}
+	}
+	buf = append(buf, "]}\n"...)
+	w.Write(buf)
+}
+
+// serveGenerate serves a completions or chat request: prepared (read,
+// decoded, tokenized) within the body budget, which it then gives back,
+// submitted to the engine, and relayed.
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool) {
-	arrived := s.engine.clock.now() // the request's phases are read from the engine's clock
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "read request body: "+err.Error())
+	h := s.bodies.hold()
+	g, fault, ok := s.prepare(w, r, chat, h)
+	h.release()
+	if !ok || s.injectFault(w, g, fault) {
 		return
 	}
+	switch err := s.engine.submit(g.seq); {
+	case errors.Is(err, errQueueFull):
+		s.metrics.rejected()
+		writeError(w, http.StatusTooManyRequests, "RateLimitError", fmt.Sprintf("the server is overloaded: %d requests are waiting, as many as its queue holds; retry later", s.opts.Engine.MaxWaiting))
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	g.run(r.Context(), w)
+}
+
+// prepare reads and checks a request, holding its body's bytes (and its
+// fetched images') in h, and returns its generation, with the sequence to
+// submit, and its fault draw; it answers a request it refuses and reports
+// false. What the request was read into, its body, messages and prompt
+// text, stays here: a request in the engine holds its token counts and
+// block hashes, not its text.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool, h *hold) (*generation, float64, bool) {
+	arrived := s.engine.clock.now() // the request's phases are read from the engine's clock
+	body, err := readBody(r, h)
+	if err != nil {
+		answerBodyError(w, err)
+		return nil, 0, false
+	}
+	// No write deadline until the first write (generation.run): HTTP/2
+	// enforces one as a timer on the stream, and the request may wait long
+	// for a tokenizer, and then for the engine.
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Time{})
 	var req genRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON for this endpoint: "+err.Error())
-		return
+		return nil, 0, false
 	}
 	adapter, ok := s.resolveModel(req.Model)
 	if !ok {
 		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
-		return
+		return nil, 0, false
 	}
 	feat, err := s.parseFeatures(&req)
 	if err != nil {
 		badRequest(w, err.Error())
-		return
+		return nil, 0, false
 	}
 	p, err := req.parsePrompt(chat)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
+		return nil, 0, false
 	}
 	if msg := s.refusal(req.Model, p, feat); msg != "" {
 		badRequest(w, msg)
-		return
+		return nil, 0, false
 	}
 	maxTokens := s.opts.DefaultMaxTokens
 	if req.MaxCompletionTokens != nil {
@@ -177,25 +262,29 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	}
 	if maxTokens < 1 {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
-		return
+		return nil, 0, false
 	}
-	if err := s.resolveMedia(r.Context(), p); err != nil {
-		badRequest(w, err.Error())
-		return
+	if err := s.resolveMedia(r.Context(), p, h); err != nil {
+		answerBusyOrBad(w, err)
+		return nil, 0, false
 	}
 	select {
 	case s.tokenizing <- struct{}{}:
 	case <-r.Context().Done():
-		return
+		return nil, 0, false
 	}
-	pc := s.countPrompt(p)
+	pc, err := s.countPrompt(p, int64(s.opts.MaxModelLen), h)
 	<-s.tokenizing
+	if err != nil {
+		answerBusyOrBad(w, err)
+		return nil, 0, false
+	}
 	total := pc.total()
 	if int64(maxTokens) > int64(s.opts.MaxModelLen)-total { // not a sum: a max_tokens near MaxInt would overflow it
 		writeError(w, http.StatusBadRequest, "invalid_request_error",
 			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).",
 				s.opts.MaxModelLen, total+int64(maxTokens), total, maxTokens))
-		return
+		return nil, 0, false
 	}
 	promptTokens := int(total)
 	// A seed, or greedy decoding, fixes the answer: greedy by the prompt.
@@ -222,31 +311,28 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if seed != nil {
 		wordSeed = uint64(*seed)
 	}
-	corrupt := s.corrupts()
-	if corrupt {
+	var answer []string
+	if corrupt := s.corrupts(); corrupt {
 		wordSeed ^= corruptedWords
+	} else if answer = probeAnswer(p); answer != nil {
+		stopAtAnswer(answer, maxTokens, stopAts, req.IgnoreEOS, minTokens)
 	}
-	words := s.words.Words(maxTokens, wordSeed)
-	answered := !corrupt && answerProbe(p, words, stopAts, req.IgnoreEOS, minTokens)
 	g := &generation{s: s, chat: chat, model: req.Model, promptTokens: promptTokens, imageTokens: int(pc.imageTokens), audioTokens: int(pc.audioTokens),
 		maxTokens: maxTokens, stream: req.Stream, id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], n),
-		words: words, choices: make([]choiceState, feat.n), logprobs: feat.logprobs, topLogprobs: feat.topLogprobs,
+		wordSeed: wordSeed, answer: answer, choices: make([]choiceState, feat.n), logprobs: feat.logprobs, topLogprobs: feat.topLogprobs,
 		chunkTokens: s.opts.TokensPerChunk, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived: arrived, faultAt: -1,
-		created: arrived.Unix()}
+		created: arrived.Unix(), rc: rc}
 	if s.spans != nil {
 		g.span = s.spans.request(r.Header, &req)
 	}
 	if s.opts.SpecTokens > 0 {
 		g.chunkTokens = 1 // each step's tokens go out as they come, in one event
 	}
-	if chat && !answered {
+	if chat && answer == nil {
 		share := reasoningShare(s.opts.ReasoningRatio, req.ReasoningEffort)
 		for i := range g.choices {
 			g.choices[i].reasoning = int(share * float64(stopAts[i]))
 		}
-	}
-	if s.injectFault(w, g, fault) {
-		return
 	}
 	sq := &seq{id: n, promptLen: promptTokens, maxTokens: maxTokens, stopAt: stopAts[0], arrival: arrived, adapter: adapter,
 		images: pc.images(), logprobs: feat.logprobs, n: feat.n}
@@ -259,19 +345,8 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if s.opts.Engine.PrefixCaching {
 		sq.blockHashes = s.engine.hashBlocks(pc.ids(true))
 	}
-	switch err := s.engine.submit(sq); {
-	case errors.Is(err, errQueueFull):
-		s.metrics.rejected()
-		writeError(w, http.StatusTooManyRequests, "RateLimitError", fmt.Sprintf("the server is overloaded: %d requests are waiting, as many as its queue holds; retry later", s.opts.Engine.MaxWaiting))
-		return
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
-	}
 	g.seq = sq
-	s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
-	g.run(r.Context(), w)
+	return g, fault, true
 }
 
 // injectFault applies a fault drawn for this request: a 500 or a slow first
@@ -315,7 +390,9 @@ type generation struct {
 	imageTokens  int
 	audioTokens  int
 	maxTokens    int
-	words        []string
+	words        []string // drawn at the first token (drawWords)
+	wordSeed     uint64
+	answer       []string // a probe's answer, leading the words
 	choices      []choiceState
 	logprobs     bool
 	topLogprobs  int
@@ -333,6 +410,45 @@ type generation struct {
 
 	times *requestTimes // the engine's readings, once the last choice finished
 	span  spanRequest   // what the llm_request span reads from the request
+
+	rc      *http.ResponseController // nil: no write deadlines (a test's recorder)
+	renewAt time.Time                // when the write deadline is next renewed
+}
+
+// drawWords draws the response's words, the probe's answer leading them.
+// It runs at the first token, so that a request waiting in the queue holds
+// no text: max_tokens words, 16 bytes each, are the largest part of a
+// request in the engine.
+func (g *generation) drawWords() {
+	g.words = g.s.words.Words(g.maxTokens, g.wordSeed)
+	copy(g.words, g.answer)
+}
+
+// renewWriteDeadline gives the response's next write the server's
+// writeTimeout to go out, renewed once half of it has passed rather than
+// on every event: a client that stops reading is cut within that time, and
+// its request aborted in the engine. While the handler waits for tokens
+// (run) it renews the deadline every half of it, and before a stall it
+// lifts it: HTTP/2 enforces a write deadline as a timer on the stream,
+// writing or not, and a wait for tokens is no client's fault.
+func (g *generation) renewWriteDeadline() {
+	if g.rc == nil {
+		return
+	}
+	now := time.Now()
+	if now.Before(g.renewAt) {
+		return
+	}
+	g.rc.SetWriteDeadline(now.Add(g.s.writeTimeout))
+	g.renewAt = now.Add(g.s.writeTimeout / 2)
+}
+
+// liftWriteDeadline lifts the write deadline until the next write.
+func (g *generation) liftWriteDeadline() {
+	if g.rc != nil {
+		g.rc.SetWriteDeadline(time.Time{})
+		g.renewAt = time.Time{}
+	}
 }
 
 // choiceState is one choice's progress.
@@ -418,9 +534,16 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
+		g.renewWriteDeadline()
 		if flusher != nil {
 			flusher.Flush()
 		}
+	}
+	var renew <-chan time.Time // nil, never ready, without deadlines
+	if g.rc != nil {
+		tick := time.NewTicker(g.s.writeTimeout / 2)
+		defer tick.Stop()
+		renew = tick.C
 	}
 	var evs []tokenEvent
 	for {
@@ -428,6 +551,10 @@ func (g *generation) run(ctx context.Context, w http.ResponseWriter) {
 		case <-ctx.Done():
 			g.abort()
 			return
+		case <-renew:
+			g.renewAt = time.Time{} // no write is waiting: renew now
+			g.renewWriteDeadline()
+			continue
 		case <-g.seq.out.ready:
 		}
 		evs = g.seq.out.take(evs)
@@ -455,6 +582,9 @@ func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []to
 		if !g.started {
 			g.s.metrics.firstToken(now.Sub(g.arrived))
 			g.started = true
+			if g.words == nil {
+				g.drawWords()
+			}
 		} else if !c.last.IsZero() {
 			g.s.metrics.interToken(now.Sub(c.last))
 		}
@@ -491,6 +621,7 @@ func (g *generation) relay(w http.ResponseWriter, flusher http.Flusher, evs []to
 			// in one write when the handler returns. The request is
 			// finished, in the engine and in /metrics, whether or not
 			// the client reads this.
+			g.renewWriteDeadline()
 			w.Write(g.buf)
 		} else {
 			g.whole(w)
@@ -506,6 +637,7 @@ func (g *generation) flushOut(w http.ResponseWriter, flusher http.Flusher) bool 
 	if len(g.buf) == 0 {
 		return true
 	}
+	g.renewWriteDeadline()
 	_, err := w.Write(g.buf)
 	g.buf = g.buf[:0]
 	if err != nil {
@@ -522,6 +654,7 @@ func (g *generation) send(w http.ResponseWriter, flusher http.Flusher, v any) bo
 	if err != nil {
 		return false
 	}
+	g.renewWriteDeadline()
 	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 		return false
 	}
@@ -558,12 +691,14 @@ func (g *generation) renderTokens(w http.ResponseWriter, flusher http.Flusher, c
 			}
 			return false
 		case "malformed":
+			g.renewWriteDeadline()
 			fmt.Fprint(w, "data: {\"choices\": [{\"delta\": \n\n")
 			if flusher != nil {
 				flusher.Flush()
 			}
 			return false
 		case "stall":
+			g.liftWriteDeadline()
 			time.Sleep(g.s.opts.StallFor)
 			g.faultAt = -1
 		}
@@ -721,6 +856,7 @@ func (g *generation) whole(w http.ResponseWriter) {
 		}
 		choices[c] = choice
 	}
+	g.renewWriteDeadline()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"id": g.id, "object": g.object(false), "created": time.Now().Unix(), "model": g.model,
 		"choices": choices, "usage": g.usage()})

@@ -168,6 +168,13 @@ type Server struct {
 	// tokenizer pool does: a burst of arrivals then waits parked instead of
 	// crowding the run queue ahead of the engine loop.
 	tokenizing chan struct{}
+	// bodies bounds the request bodies, and fetched images, held at once
+	// (see maxBodyBytesInFlight); tokenizeRequests the /tokenize requests
+	// served at once, past which one is answered busy.
+	bodies           *byteBudget
+	tokenizeRequests chan struct{}
+	// writeTimeout is streamWriteTimeout when the server was made.
+	writeTimeout time.Duration
 	// phases are the latest finished requests' phases (Phases), kept
 	// while spans are exported; spans exports their llm_request spans;
 	// both nil when off.
@@ -308,7 +315,8 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, tok: tok, words: words, vocab: newVocab(words.Words(4096, 0x10b)), models: map[string]bool{},
 		adapters: adapters, refuse: refuse, created: time.Now().Unix(), rng: rand.New(rand.NewPCG(opts.Seed, 0xfa17)), corruptRNG: rand.New(rand.NewPCG(opts.Seed, 0xbad)),
 		engine: newEngineWith(opts.Engine, feat), metrics: newSimMetrics(), tokenizing: make(chan struct{}, cmp.Or(opts.TokenizerThreads, max(2, runtime.GOMAXPROCS(0)))),
-		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher(), spans: spans}
+		hashSeed: maphash.MakeSeed(), fetcher: newLoopbackFetcher(), spans: spans,
+		bodies: newByteBudget(maxBodyBytesInFlight), tokenizeRequests: make(chan struct{}, maxTokenizeRequests), writeTimeout: streamWriteTimeout}
 	if spans != nil {
 		s.phases = newPhaseLog(phaseLogSize)
 	}
@@ -405,12 +413,9 @@ func (s *Server) Start(addr string, allowRemote bool) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
-	// HTTP/1.1, and HTTP/2 by prior knowledge for clients that ask for it.
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
+	srv, limited := s.newHTTPServer(ln, cmp.Or(testConnCap, connCap(descriptorLimit())))
 	rs := &Running{URL: "http://" + ln.Addr().String(), srv: srv, sim: s, err: make(chan error, 1), closed: make(chan struct{})}
-	go func() { rs.err <- rs.srv.Serve(ln) }()
+	go func() { rs.err <- rs.srv.Serve(limited) }()
 	return rs, nil
 }
 
