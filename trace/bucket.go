@@ -486,22 +486,25 @@ func OpenBucket(dir string) (*Bucket, error) {
 // hold the rows its manifest entry says: a fault is an error naming the
 // part and row, never a row passed on.
 func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
-	h := make(cursorHeap, 0, len(b.Manifest.Parts))
+	if err := b.checkOverlap(); err != nil {
+		return err
+	}
+	h := make(cursorHeap, 0, min(len(b.Manifest.Parts), maxOpenParts))
 	defer func() {
 		for _, c := range h {
 			c.close()
 		}
 	}()
-	pending := make([]int, len(b.Manifest.Parts))
-	for i := range pending {
-		pending[i] = i
-	}
-	slices.SortStableFunc(pending, func(i, j int) int { return cmp.Compare(b.Manifest.Parts[i].MinTS, b.Manifest.Parts[j].MinTS) })
+	pending := byMinTS(b.Manifest.Parts)
 	// open adds the pending parts that start at or before the merge's
-	// next row (or the next one, when none is open) to the heap.
+	// next row (or the next one, when none is open) to the heap, one at a
+	// time, as a part opened may hold the next row.
 	open := func() error {
 		for len(pending) > 0 && (len(h) == 0 || b.Manifest.Parts[pending[0]].MinTS <= h[0].row.TS) {
 			i := pending[0]
+			if len(h) >= maxOpenParts {
+				return b.tooManyOpen(b.Manifest.Parts[i])
+			}
 			pending = pending[1:]
 			c, err := b.openCursor(i)
 			if err != nil {
