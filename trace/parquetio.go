@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
@@ -98,7 +99,11 @@ func openPartFile[T any](path string) (p *partFile[T], err error) {
 			p, err = nil, fmt.Errorf("read part %s: not a valid Parquet file (%v)", path, r)
 		}
 	}()
-	pf, err := parquet.OpenFile(f, st.Size())
+	if err := checkFooter(f, st.Size()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("read part %s: not a valid Parquet file: %w", path, err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("read part %s: not a valid Parquet file: %w", path, err)
@@ -192,6 +197,9 @@ func (p *partFile[T]) read(dst []T) (n int, err error) {
 		if p.group >= len(groups) {
 			return 0, io.EOF
 		}
+		if err := p.checkGroup(p.group); err != nil {
+			return 0, fmt.Errorf("read part %s row group %d: %w", p.path, p.group, err)
+		}
 		if p.columns != nil {
 			p.columns.reset(groups[p.group])
 		} else {
@@ -199,6 +207,18 @@ func (p *partFile[T]) read(dst []T) (n int, err error) {
 		}
 		p.inGroup = true
 	}
+}
+
+// checkGroup checks row group g before it is read: every column chunk's
+// page headers (checkPages).
+func (p *partFile[T]) checkGroup(g int) error {
+	for i := range p.pf.Metadata().RowGroups[g].Columns {
+		cc := &p.pf.Metadata().RowGroups[g].Columns[i]
+		if err := checkPages(p.f, cc); err != nil {
+			return fmt.Errorf("column %s: %w", strings.Join(cc.MetaData.PathInSchema, "."), err)
+		}
+	}
+	return nil
 }
 
 // endGroup releases the current row group's readers.
