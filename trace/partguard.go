@@ -132,21 +132,20 @@ func checkPages(f io.ReaderAt, cc *format.ColumnChunk) error {
 func readPageHeader(f io.ReaderAt, pos, end int64, buf *[]byte) (*format.PageHeader, int, error) {
 	for size := int64(256); ; size *= 4 {
 		size = min(size, maxPageHeaderBytes, end-pos)
-		b := (*buf)[:size]
 		if int64(cap(*buf)) < size {
-			b = make([]byte, size)
-			*buf = b
+			*buf = make([]byte, size)
 		}
+		b := (*buf)[:size]
 		if _, err := f.ReadAt(b, pos); err != nil && !errors.Is(err, io.EOF) {
 			return nil, 0, err
 		}
 		n, cost, err := thriftCost(b, reflect.TypeFor[format.PageHeader]())
 		if errors.Is(err, errThriftTruncated) && size < min(maxPageHeaderBytes, end-pos) {
-			continue
+			continue // read more of it
 		}
 		switch {
-		case errors.Is(err, errThriftTruncated):
-			return nil, 0, fmt.Errorf("a page header longer than %d bytes", size)
+		case errors.Is(err, errThriftTruncated) && size == maxPageHeaderBytes:
+			return nil, 0, fmt.Errorf("a page header longer than %d bytes (%w)", size, err)
 		case err != nil:
 			return nil, 0, fmt.Errorf("page header: %w", err)
 		case cost > maxPageHeaderBytes:

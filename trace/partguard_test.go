@@ -145,6 +145,16 @@ func TestPartPagesAreHeldToTheFooter(t *testing.T) {
 	if err := readHostilePart(t, minimalPart(t, 10, nil, nil)); err != nil {
 		t.Fatalf("a well-formed part: %v", err)
 	}
+	// parquet-go's writer puts a page's least and greatest value in its
+	// header: ids of 1,000 bytes make headers of some 2,000.
+	long := []Request{plainRequest(strings.Repeat("a", 1000), 1_704_067_200_000_000), plainRequest(strings.Repeat("b", 1000), 1_704_067_200_000_001)}
+	path := filepath.Join(t.TempDir(), "part-x-00000.parquet")
+	if err := writePartFile(path, long, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readPartFile[Request](path); err != nil || len(got) != 2 {
+		t.Fatalf("a part of long page headers: %d rows, %v; want 2", len(got), err)
+	}
 	for _, c := range []struct {
 		name, want string
 		edit       func(column string, h *format.PageHeader)

@@ -45,7 +45,15 @@ const (
 )
 
 // errThriftTruncated marks a structure that runs past its bytes.
-var errThriftTruncated = errors.New("truncated")
+var errThriftTruncated = errors.New("a structure that runs past its bytes")
+
+// pastEnd is a count or length past the bytes left: it too marks a
+// structure that runs past its bytes, which a reader of its first bytes
+// only reads further to tell.
+type pastEnd struct{ msg string }
+
+func (e *pastEnd) Error() string        { return e.msg }
+func (e *pastEnd) Is(target error) bool { return target == errThriftTruncated }
 
 // thriftWalk is a walk over one compact-protocol structure in b.
 type thriftWalk struct {
@@ -101,7 +109,7 @@ func (w *thriftWalk) skip(n uint64) error {
 // a byte or more, so a count past the bytes left is a lie.
 func (w *thriftWalk) count(n uint64, what string) (int, error) {
 	if left := len(w.b) - w.pos; n > uint64(left) {
-		return 0, fmt.Errorf("a %s of %d entries where %d bytes are left", what, n, left)
+		return 0, &pastEnd{fmt.Sprintf("a %s of %d entries where %d bytes are left", what, n, left)}
 	}
 	return int(n), nil
 }
@@ -166,7 +174,7 @@ func (w *thriftWalk) value(tc byte, t reflect.Type, depth int, inList bool) erro
 			return err
 		}
 		if left := len(w.b) - w.pos; n > uint64(left) {
-			return fmt.Errorf("a byte string of %d bytes where %d are left", n, left)
+			return &pastEnd{fmt.Sprintf("a byte string of %d bytes where %d are left", n, left)}
 		}
 		w.cost += int64(n)
 		return w.skip(n)
