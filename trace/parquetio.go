@@ -72,6 +72,11 @@ type partFile[T any] struct {
 	// allows (newRequestDecoder); nil for other records and layouts.
 	columns *requestDecoder
 	inGroup bool // a row group is being read
+	// batch is the most rows a read of the current row group returns
+	// (planGroup).
+	batch int
+	// rows is how many rows read has returned.
+	rows    int64
 	buf     []T
 	pos, n  int
 	numRows int64
@@ -166,7 +171,8 @@ func (p *partFile[T]) next() (*T, error) {
 }
 
 // read fills dst (cleared first) with the part's next rows and returns how
-// many, at least one, or io.EOF after the last row. Every slice and pointer
+// many, at least one and at most the row group's batch (planGroup), or
+// io.EOF after the last row. Every slice and pointer
 // of a row is set afresh, so no row read earlier shares memory with dst's
 // new rows. parquet-go panics on some corrupt pages; that panic is turned
 // into an error naming the file.
@@ -178,13 +184,15 @@ func (p *partFile[T]) read(dst []T) (n int, err error) {
 	}()
 	for {
 		if p.inGroup {
-			clear(dst)
+			batch := dst[:min(len(dst), p.batch)]
+			clear(batch)
 			if p.columns != nil {
-				n, err = p.columns.read(any(dst).([]Request))
+				n, err = p.columns.read(any(batch).([]Request), p.rows)
 			} else {
-				n, err = p.reader.Read(dst)
+				n, err = p.reader.Read(batch)
 			}
 			if n > 0 {
+				p.rows += int64(n)
 				return n, nil // an io.EOF with rows comes back with the next call
 			}
 			if err != nil && err != io.EOF {
@@ -199,6 +207,9 @@ func (p *partFile[T]) read(dst []T) (n int, err error) {
 		}
 		if err := p.checkGroup(p.group); err != nil {
 			return 0, fmt.Errorf("read part %s row group %d: %w", p.path, p.group, err)
+		}
+		if p.batch, err = p.planGroup(p.group); err != nil {
+			return 0, fmt.Errorf("read part %s: %w", p.path, err)
 		}
 		if p.columns != nil {
 			p.columns.reset(groups[p.group])
