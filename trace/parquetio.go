@@ -250,6 +250,11 @@ func (p *partFile[T]) close() error {
 	return p.f.Close()
 }
 
+// presize is how many rows to make room for where a file says it holds n:
+// a footer's count is only what it says, so it presizes within reason and
+// the rows read are what counts.
+func presize(n int64) int { return int(min(max(n, 0), 1<<16)) }
+
 // readPartFile reads every row of one Parquet file.
 func readPartFile[T any](path string) ([]T, error) {
 	p, err := openPartFile[T](path)
@@ -257,7 +262,7 @@ func readPartFile[T any](path string) ([]T, error) {
 		return nil, err
 	}
 	defer p.close()
-	rows := make([]T, 0, p.numRows)
+	rows := make([]T, 0, presize(p.numRows))
 	for {
 		r, err := p.next()
 		if err == io.EOF {

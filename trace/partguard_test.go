@@ -31,6 +31,13 @@ func parquetFile(body, footer []byte) []byte {
 // every header's bytes.
 func minimalPart(t *testing.T, rows int, edit func(column string, h *format.PageHeader), patch func([]byte) []byte) []byte {
 	t.Helper()
+	return minimalPartClaiming(t, rows, int64(rows), edit, patch)
+}
+
+// minimalPartClaiming is minimalPart whose footer says it holds claimed
+// rows.
+func minimalPartClaiming(t *testing.T, rows int, claimed int64, edit func(column string, h *format.PageHeader), patch func([]byte) []byte) []byte {
+	t.Helper()
 	names := []string{"ts", "input_tokens", "output_tokens", "max_tokens"}
 	var body bytes.Buffer
 	schema := []format.SchemaElement{{Name: "schema", NumChildren: thrift.New(int32(len(names)))}}
@@ -74,7 +81,7 @@ func minimalPart(t *testing.T, rows int, edit func(column string, h *format.Page
 			PathInSchema: []string{name}, Codec: format.Zstd, NumValues: int64(rows), TotalUncompressedSize: int64(len(hb) + len(raw)),
 			TotalCompressedSize: int64(len(hb) + len(comp)), DataPageOffset: offset}})
 	}
-	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &format.FileMetaData{Version: 1, Schema: schema, NumRows: int64(rows),
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &format.FileMetaData{Version: 1, Schema: schema, NumRows: claimed,
 		RowGroups: []format.RowGroup{{Columns: chunks, NumRows: int64(rows), TotalByteSize: int64(body.Len())}}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,4 +174,30 @@ func TestPartPagesAreHeldToTheFooter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLongRowCountsInTheFooterOnlyPresize (issue 46): a part whose footer
+// says it holds 2^34 rows, or a server phases file claiming 2^26, holds
+// 10: reading it presizes for a bounded number of rows and reads the 10,
+// within 256 MiB. Before, the footer's count was allocated as said, terabytes
+// for the part, gigabytes for the phases, and the process died of it.
+func TestLongRowCountsInTheFooterOnlyPresize(t *testing.T) {
+	memcap.Run(t, 256<<20, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "part-x-00000.parquet")
+		if err := os.WriteFile(path, minimalPartClaiming(t, 10, 1<<34, nil, nil), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if rows, err := readPartFile[Request](path); err != nil || len(rows) != 10 {
+			t.Errorf("read %d rows, %v; want the 10 it holds", len(rows), err)
+		}
+		run := t.TempDir()
+		if err := os.WriteFile(filepath.Join(run, ServerPhasesName), minimalPartClaiming(t, 10, 1<<26-1, nil, nil), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Its rows are read and checked (they are no server phases) as if
+		// the footer had said 10.
+		if _, _, err := ReadServerPhases(run); err == nil || !strings.Contains(err.Error(), "row 1: trace_id") {
+			t.Errorf("ReadServerPhases = %v; want its first row refused as the phases of no request", err)
+		}
+	})
 }
