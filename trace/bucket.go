@@ -583,7 +583,7 @@ func ReadAll(ctx context.Context, dir string) ([]Request, *Manifest, error) {
 	}
 	// The manifest's count only presizes, within reason: the rows read are
 	// what counts.
-	rows := make([]Request, 0, min(max(b.Manifest.Rows, 0), 1<<20))
+	rows := make([]Request, 0, presize(b.Manifest.Rows))
 	err = b.Scan(ctx, func(r *Request) error {
 		rows = append(rows, *r)
 		return nil

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,4 +93,26 @@ func TestManifestCountsAreBounded(t *testing.T) {
 	if got, err := ReadManifest(dir); err != nil || len(got.Notes) != MaxManifestNotes || len(got.Parts) != 1000 {
 		t.Fatalf("a manifest at the bounds: %v", err)
 	}
+}
+
+// TestLongManifestRowsOnlyPresize: a bucket of 3 rows whose manifest says
+// 2^40 is read in full within 256 MiB: its count presizes within reason.
+// Before, ReadAll made room for up to 1M rows, 632 MB, from the
+// manifest's word alone.
+func TestLongManifestRowsOnlyPresize(t *testing.T) {
+	memcap.Run(t, 256<<20, func(t *testing.T) {
+		dir := t.TempDir()
+		writeBucket(t, dir, WriterOptions{}, sampleRequests(3))
+		m, err := ReadManifest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Rows = 1 << 40
+		if err := WriteJSONAtomic(filepath.Join(dir, ManifestName), m); err != nil {
+			t.Fatal(err)
+		}
+		if rows, _, err := ReadAll(context.Background(), dir); err != nil || len(rows) != 3 {
+			t.Errorf("read %d rows, %v; want 3", len(rows), err)
+		}
+	})
 }
