@@ -506,7 +506,7 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 				return b.tooManyOpen(b.Manifest.Parts[i])
 			}
 			pending = pending[1:]
-			c, err := b.openCursor(i)
+			c, err := b.openCursor(ctx, i)
 			if err != nil {
 				return err
 			}
@@ -548,8 +548,9 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 }
 
 // openCursor opens part i at its first row, checked against its manifest
-// entry; nil for a part of no rows.
-func (b *Bucket) openCursor(i int) (*cursor, error) {
+// entry; nil for a part of no rows. Once ctx ends, it stops waiting for
+// the first row.
+func (b *Bucket) openCursor(ctx context.Context, i int) (*cursor, error) {
 	p := b.Manifest.Parts[i]
 	pf, err := openPartFile[Request](filepath.Join(b.Dir, p.Path))
 	if err != nil {
@@ -559,7 +560,7 @@ func (b *Bucket) openCursor(i int) (*cursor, error) {
 		pf.close()
 		return nil, fmt.Errorf("trace %s: part %s holds %d rows, its manifest says %d: the part was replaced or the manifest edited; convert the source again", b.Dir, p.Path, pf.numRows, p.Rows)
 	}
-	c := startCursor(pf, i, b.Dir, p.Path)
+	c := startCursor(ctx, pf, i, b.Dir, p.Path)
 	if err := c.advance(); err == io.EOF {
 		c.close()
 		return nil, nil

@@ -76,7 +76,10 @@ type partFile[T any] struct {
 	// (planGroup).
 	batch int
 	// rows is how many rows read has returned.
-	rows    int64
+	rows int64
+	// stop, once closed, stops a row group's checks between pages: a
+	// cursor closes it when the scan no longer wants the part.
+	stop    <-chan struct{}
 	buf     []T
 	pos, n  int
 	numRows int64

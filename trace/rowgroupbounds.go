@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -32,6 +33,23 @@ var batchBytes int64 = 32 << 20
 // its length, its levels and a share of its page's header, whose
 // statistics may hold two strings.
 const maxStringChunkBytesPerValue = 4 * MaxStringBytes
+
+// errStopped ends a scan of a row group's pages whose read was stopped.
+var errStopped = errors.New("the read was stopped")
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// prepassPages counts the pages longestRow and checkStrings read: that
+// they stop when their scan does is tested through it.
+var prepassPages atomic.Int64
 
 // listCeiling is the most entries a row of record T may hold in list
 // column top (Validate's bounds); 0 for a column T has no list of.
@@ -87,7 +105,7 @@ func (p *partFile[T]) planGroup(g int) (int, error) {
 			}
 			stringBytes += md.TotalUncompressedSize
 			if p.columns == nil { // the column decoder checks each string as it reads it
-				if err := checkStrings(p.pf.RowGroups()[g].ColumnChunks()[leaf.ColumnIndex], first, rows, top, leaf.MaxDefinitionLevel); err != nil {
+				if err := checkStrings(p.pf.RowGroups()[g].ColumnChunks()[leaf.ColumnIndex], first, rows, top, leaf.MaxDefinitionLevel, p.stop); err != nil {
 					return 0, err
 				}
 			}
@@ -114,7 +132,7 @@ func (p *partFile[T]) planGroup(g int) (int, error) {
 				longest += min(l.entries, 1)
 				continue
 			}
-			n, err := longestRow(chunks[l.leaf], first, l.top, l.ceiling)
+			n, err := longestRow(chunks[l.leaf], first, l.top, l.ceiling, p.stop)
 			if err != nil {
 				return 0, err
 			}
@@ -131,8 +149,9 @@ func (p *partFile[T]) planGroup(g int) (int, error) {
 // longestRow reads a list column chunk's repetition levels, a page at a
 // time, for its longest row in level entries (an empty list takes one); a
 // row past ceiling is an error naming it (counted from 1 within the part,
-// whose row group starts at row first).
-func longestRow(chunk parquet.ColumnChunk, first int64, top string, ceiling int64) (int64, error) {
+// whose row group starts at row first). It stops with errStopped between
+// pages once stop is closed.
+func longestRow(chunk parquet.ColumnChunk, first int64, top string, ceiling int64, stop <-chan struct{}) (int64, error) {
 	pages := chunk.Pages()
 	defer pages.Close()
 	row, n, most := int64(-1), int64(0), int64(0)
@@ -144,10 +163,14 @@ func longestRow(chunk parquet.ColumnChunk, first int64, top string, ceiling int6
 		return nil
 	}
 	for {
+		if stopped(stop) {
+			return 0, errStopped
+		}
 		page, err := pages.ReadPage()
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		prepassPages.Add(1)
 		if err != nil {
 			return 0, fmt.Errorf("column %s: %w", top, err)
 		}
@@ -179,16 +202,20 @@ func longestRow(chunk parquet.ColumnChunk, first int64, top string, ceiling int6
 // a dictionary's value, the row group. parquet-go's generic reader copies
 // a string into every row that holds it, a dictionary's value into every
 // row that refers to it, so a long one is refused before any is copied.
-func checkStrings(chunk parquet.ColumnChunk, first, rows int64, top string, maxDef int) error {
+func checkStrings(chunk parquet.ColumnChunk, first, rows int64, top string, maxDef int, stop <-chan struct{}) error {
 	pages := chunk.Pages()
 	defer pages.Close()
 	var dict parquet.Dictionary
 	row := int64(-1) // within the row group
 	for {
+		if stopped(stop) {
+			return errStopped
+		}
 		page, err := pages.ReadPage()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		prepassPages.Add(1)
 		if err != nil {
 			return fmt.Errorf("column %s: %w", top, err)
 		}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -235,5 +236,37 @@ func TestLongStringsAreRefusedBeforeTheyAreCopied(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestScanStopsAScanOfLongListsWhenCancelled: a scan cancelled while a
+// part's row group is scanned for its longest rows (batchEntries lowered
+// to 1,000) stops that scan within a few pages of the hundreds a whole
+// scan reads, and returns the context's error. Before, opening the part
+// waited for its first batch, after the whole row group was scanned: a
+// scan of a hostile part could not be interrupted.
+func TestScanStopsAScanOfLongListsWhenCancelled(t *testing.T) {
+	defer func(was int64) { batchEntries = was }(batchEntries)
+	batchEntries = 1000
+	dir := t.TempDir()
+	longListsBucket(t, dir, 512, 1<<13)
+	b, err := OpenBucket(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := prepassPages.Load()
+	if err := b.Scan(context.Background(), func(*Request) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	whole := prepassPages.Load() - before
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before = prepassPages.Load()
+	err = b.Scan(ctx, func(*Request) error { return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Scan = %v; want the context's error", err)
+	}
+	if read := prepassPages.Load() - before; whole < 100 || read > whole/4 {
+		t.Errorf("the scan for the longest rows read %d of its %d pages after the scan was cancelled; want it stopped", read, whole)
 	}
 }
