@@ -30,7 +30,7 @@ func repeatedManifest(field, open, elem, close string, size int) []byte {
 }
 
 // TestLongManifestCountsAreBoundedBeforeDecoding (issue 46): manifests of
-// 32 MB, within the 256 MiB a manifest may take, whose lists hold millions
+// 16 MB, within the 256 MiB a manifest may take, whose lists hold millions
 // of empty entries, are refused by what they hold before they are decoded,
 // within 256 MiB; decoded, they take gigabytes (40 bytes a part, 104 a
 // source, 40 an empty list of the generator's settings).
@@ -45,7 +45,7 @@ func TestLongManifestCountsAreBoundedBeforeDecoding(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				dir := t.TempDir()
-				if err := os.WriteFile(filepath.Join(dir, ManifestName), repeatedManifest(c.field, c.open, c.elem, c.close, 32<<20), 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, ManifestName), repeatedManifest(c.field, c.open, c.elem, c.close, 16<<20), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				_, err := ReadManifest(dir)
