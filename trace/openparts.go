@@ -11,9 +11,10 @@ import (
 // holds its file, its decoder's pages and buffers and up to four batches
 // of rows (cursor.go), megabytes, so a bucket whose parts overlap in time
 // past the bound is refused rather than read into gigabytes. servetrace's writer
-// makes overlapping parts only from input out of time order: an hour's
+// makes overlapping parts only from input out of time order (an hour's
 // parts overlap one another, one for every flush of the rows buffered
-// across all hours.
+// across all hours) and from shards converting the same hours (a part
+// an hour each).
 const MaxOpenParts = 1024
 
 // maxOpenParts is MaxOpenParts; a variable so that tests can lower it.
@@ -47,7 +48,7 @@ func (b *Bucket) checkOverlap() error {
 		}
 	}
 	if most > maxOpenParts {
-		return fmt.Errorf("trace %s: %d parts overlap in time at %s, and a scan holds at most %d open at once: servetrace writes parts that overlap so much only from input far out of time order; sort the input by time and convert it again",
+		return fmt.Errorf("trace %s: %d parts overlap in time at %s, and a scan holds at most %d open at once: servetrace writes parts that overlap so much only from input far out of time order, or from as many shards each converting the same hours; sort the input by time, or use fewer shards, and convert it again",
 			b.Dir, most, formatMicros(at), maxOpenParts)
 	}
 	return nil
