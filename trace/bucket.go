@@ -486,24 +486,27 @@ func OpenBucket(dir string) (*Bucket, error) {
 // hold the rows its manifest entry says: a fault is an error naming the
 // part and row, never a row passed on.
 func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
-	h := make(cursorHeap, 0, len(b.Manifest.Parts))
+	if err := b.checkOverlap(); err != nil {
+		return err
+	}
+	h := make(cursorHeap, 0, min(len(b.Manifest.Parts), maxOpenParts))
 	defer func() {
 		for _, c := range h {
 			c.close()
 		}
 	}()
-	pending := make([]int, len(b.Manifest.Parts))
-	for i := range pending {
-		pending[i] = i
-	}
-	slices.SortStableFunc(pending, func(i, j int) int { return cmp.Compare(b.Manifest.Parts[i].MinTS, b.Manifest.Parts[j].MinTS) })
+	pending := byMinTS(b.Manifest.Parts)
 	// open adds the pending parts that start at or before the merge's
-	// next row (or the next one, when none is open) to the heap.
+	// next row (or the next one, when none is open) to the heap, one at a
+	// time, as a part opened may hold the next row.
 	open := func() error {
 		for len(pending) > 0 && (len(h) == 0 || b.Manifest.Parts[pending[0]].MinTS <= h[0].row.TS) {
 			i := pending[0]
+			if len(h) >= maxOpenParts {
+				return b.tooManyOpen(b.Manifest.Parts[i])
+			}
 			pending = pending[1:]
-			c, err := b.openCursor(i)
+			c, err := b.openCursor(ctx, i)
 			if err != nil {
 				return err
 			}
@@ -545,8 +548,9 @@ func (b *Bucket) Scan(ctx context.Context, fn func(*Request) error) error {
 }
 
 // openCursor opens part i at its first row, checked against its manifest
-// entry; nil for a part of no rows.
-func (b *Bucket) openCursor(i int) (*cursor, error) {
+// entry; nil for a part of no rows. Once ctx ends, it stops waiting for
+// the first row.
+func (b *Bucket) openCursor(ctx context.Context, i int) (*cursor, error) {
 	p := b.Manifest.Parts[i]
 	pf, err := openPartFile[Request](filepath.Join(b.Dir, p.Path))
 	if err != nil {
@@ -556,7 +560,7 @@ func (b *Bucket) openCursor(i int) (*cursor, error) {
 		pf.close()
 		return nil, fmt.Errorf("trace %s: part %s holds %d rows, its manifest says %d: the part was replaced or the manifest edited; convert the source again", b.Dir, p.Path, pf.numRows, p.Rows)
 	}
-	c := startCursor(pf, i, b.Dir, p.Path)
+	c := startCursor(ctx, pf, i, b.Dir, p.Path)
 	if err := c.advance(); err == io.EOF {
 		c.close()
 		return nil, nil
@@ -580,7 +584,7 @@ func ReadAll(ctx context.Context, dir string) ([]Request, *Manifest, error) {
 	}
 	// The manifest's count only presizes, within reason: the rows read are
 	// what counts.
-	rows := make([]Request, 0, min(max(b.Manifest.Rows, 0), 1<<20))
+	rows := make([]Request, 0, presize(b.Manifest.Rows))
 	err = b.Scan(ctx, func(r *Request) error {
 		rows = append(rows, *r)
 		return nil

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -28,6 +29,8 @@ type rowBatch struct {
 // batches a producer goroutine decodes and checks ahead. The producer owns
 // the part file and closes it as it ends.
 type cursor struct {
+	// ctx ends a wait for the producer's next batch.
+	ctx   context.Context
 	row   *Request
 	order int
 	// For errors: the bucket, the part's manifest path and the rows the
@@ -44,11 +47,13 @@ type cursor struct {
 }
 
 // startCursor starts decoding part (part i of the bucket at dir, at path in
-// its manifest); the cursor has no row until its first advance.
-func startCursor(part *partFile[Request], i int, dir, path string) *cursor {
-	c := &cursor{order: i, dir: dir, path: path,
+// its manifest); the cursor has no row until its first advance. Once ctx
+// ends, advance returns its error rather than wait for a batch.
+func startCursor(ctx context.Context, part *partFile[Request], i int, dir, path string) *cursor {
+	c := &cursor{ctx: ctx, order: i, dir: dir, path: path,
 		batches: make(chan *rowBatch, cursorLookahead), free: make(chan *rowBatch, cursorLookahead+2),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	part.stop = c.stop
 	go c.produce(part)
 	return c
 }
@@ -96,7 +101,8 @@ func (c *cursor) produce(part *partFile[Request]) {
 	}
 }
 
-// advance moves to the part's next checked row; io.EOF after the last.
+// advance moves to the part's next checked row; io.EOF after the last,
+// the context's error if it ends while the next batch is awaited.
 func (c *cursor) advance() error {
 	for c.batch == nil || c.pos >= c.batch.n {
 		if c.batch != nil {
@@ -109,8 +115,14 @@ func (c *cursor) advance() error {
 			case c.free <- c.batch:
 			default:
 			}
+			c.batch = nil
 		}
-		c.batch, c.pos = <-c.batches, 0
+		select {
+		case c.batch = <-c.batches:
+			c.pos = 0
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
 	}
 	c.row = &c.batch.rows[c.pos]
 	c.pos++

@@ -128,6 +128,9 @@ func readManifestFile(dir, name string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
+	if err := checkManifestShape(b); err != nil {
+		return nil, fmt.Errorf("read manifest %s: %w", path, err)
+	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("read manifest %s: %w", path, err)

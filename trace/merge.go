@@ -83,6 +83,7 @@ func MergeShards(dir string) (*Manifest, error) {
 	out := *byIndex[ref]
 	out.Sources, out.Parts, out.Notes, out.RejectReasons = nil, nil, nil, nil
 	out.Rows, out.Rejects = 0, 0
+	notes := map[string]bool{} // the notes in out, each kept once
 	for i := range total {
 		m := byIndex[i]
 		differs := m.BlockSize != out.BlockSize || m.PrefixIDs != out.PrefixIDs || m.SaltFingerprint != out.SaltFingerprint || m.Tokenizer != out.Tokenizer || m.TimesRelative != out.TimesRelative
@@ -101,7 +102,8 @@ func MergeShards(dir string) (*Manifest, error) {
 			out.End = m.End
 		}
 		for _, n := range m.Notes {
-			if !slices.Contains(out.Notes, n) {
+			if !notes[n] {
+				notes[n] = true
 				out.Notes = append(out.Notes, n)
 			}
 		}
@@ -116,6 +118,9 @@ func MergeShards(dir string) (*Manifest, error) {
 	slices.SortFunc(out.Parts, func(a, b Part) int { return cmp.Or(cmp.Compare(a.MinTS, b.MinTS), cmp.Compare(a.Path, b.Path)) })
 	if out.SaltRandom {
 		out.Notes = append(out.Notes, "some shards used a random salt: their ids do not link with the other shards'")
+	}
+	if err := checkManifestCounts(len(out.Parts), len(out.Sources), len(out.Notes)); err != nil {
+		return nil, fmt.Errorf("merge shards in %s: together they hold %w: split the source into several buckets", dir, err)
 	}
 	// Rejects first, manifest last: a merged manifest means a merged bucket.
 	var rejectFiles []string

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
@@ -71,6 +72,14 @@ type partFile[T any] struct {
 	// allows (newRequestDecoder); nil for other records and layouts.
 	columns *requestDecoder
 	inGroup bool // a row group is being read
+	// batch is the most rows a read of the current row group returns
+	// (planGroup).
+	batch int
+	// rows is how many rows read has returned.
+	rows int64
+	// stop, once closed, stops a row group's checks between pages: a
+	// cursor closes it when the scan no longer wants the part.
+	stop    <-chan struct{}
 	buf     []T
 	pos, n  int
 	numRows int64
@@ -98,7 +107,11 @@ func openPartFile[T any](path string) (p *partFile[T], err error) {
 			p, err = nil, fmt.Errorf("read part %s: not a valid Parquet file (%v)", path, r)
 		}
 	}()
-	pf, err := parquet.OpenFile(f, st.Size())
+	if err := checkFooter(f, st.Size()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("read part %s: not a valid Parquet file: %w", path, err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("read part %s: not a valid Parquet file: %w", path, err)
@@ -161,7 +174,8 @@ func (p *partFile[T]) next() (*T, error) {
 }
 
 // read fills dst (cleared first) with the part's next rows and returns how
-// many, at least one, or io.EOF after the last row. Every slice and pointer
+// many, at least one and at most the row group's batch (planGroup), or
+// io.EOF after the last row. Every slice and pointer
 // of a row is set afresh, so no row read earlier shares memory with dst's
 // new rows. parquet-go panics on some corrupt pages; that panic is turned
 // into an error naming the file.
@@ -173,13 +187,15 @@ func (p *partFile[T]) read(dst []T) (n int, err error) {
 	}()
 	for {
 		if p.inGroup {
-			clear(dst)
+			batch := dst[:min(len(dst), p.batch)]
+			clear(batch)
 			if p.columns != nil {
-				n, err = p.columns.read(any(dst).([]Request))
+				n, err = p.columns.read(any(batch).([]Request), p.rows)
 			} else {
-				n, err = p.reader.Read(dst)
+				n, err = p.reader.Read(batch)
 			}
 			if n > 0 {
+				p.rows += int64(n)
 				return n, nil // an io.EOF with rows comes back with the next call
 			}
 			if err != nil && err != io.EOF {
@@ -192,6 +208,12 @@ func (p *partFile[T]) read(dst []T) (n int, err error) {
 		if p.group >= len(groups) {
 			return 0, io.EOF
 		}
+		if err := p.checkGroup(p.group); err != nil {
+			return 0, fmt.Errorf("read part %s row group %d: %w", p.path, p.group, err)
+		}
+		if p.batch, err = p.planGroup(p.group); err != nil {
+			return 0, fmt.Errorf("read part %s: %w", p.path, err)
+		}
 		if p.columns != nil {
 			p.columns.reset(groups[p.group])
 		} else {
@@ -199,6 +221,18 @@ func (p *partFile[T]) read(dst []T) (n int, err error) {
 		}
 		p.inGroup = true
 	}
+}
+
+// checkGroup checks row group g before it is read: every column chunk's
+// page headers (checkPages).
+func (p *partFile[T]) checkGroup(g int) error {
+	for i := range p.pf.Metadata().RowGroups[g].Columns {
+		cc := &p.pf.Metadata().RowGroups[g].Columns[i]
+		if err := checkPages(p.f, cc); err != nil {
+			return fmt.Errorf("column %s: %w", strings.Join(cc.MetaData.PathInSchema, "."), err)
+		}
+	}
+	return nil
 }
 
 // endGroup releases the current row group's readers.
@@ -219,6 +253,11 @@ func (p *partFile[T]) close() error {
 	return p.f.Close()
 }
 
+// presize is how many rows to make room for where a file says it holds n:
+// a footer's count is only what it says, so it presizes within reason and
+// the rows read are what counts.
+func presize(n int64) int { return int(min(max(n, 0), 1<<16)) }
+
 // readPartFile reads every row of one Parquet file.
 func readPartFile[T any](path string) ([]T, error) {
 	p, err := openPartFile[T](path)
@@ -226,7 +265,7 @@ func readPartFile[T any](path string) ([]T, error) {
 		return nil, err
 	}
 	defer p.close()
-	rows := make([]T, 0, p.numRows)
+	rows := make([]T, 0, presize(p.numRows))
 	for {
 		r, err := p.next()
 		if err == io.EOF {

@@ -126,7 +126,7 @@ func ReadServerPhases(runDir string) (rows []ServerPhases, ok bool, err error) {
 	if p.numRows > most {
 		return nil, false, fmt.Errorf("%s holds %d rows, more than the run's %d requests: not this run's phases; move it away", path, p.numRows, most)
 	}
-	rows = make([]ServerPhases, 0, p.numRows)
+	rows = make([]ServerPhases, 0, presize(p.numRows))
 	for {
 		r, err := p.next()
 		if err == io.EOF {

@@ -157,6 +157,7 @@ type decodedColumn struct {
 	maxDef int
 	list   bool // a list's elements (repetition level 1)
 	float  bool
+	str    bool // strings, each held to MaxStringBytes before it is set
 	pages  parquet.Pages
 	values parquet.ValueReader
 	buf    []parquet.Value
@@ -194,7 +195,8 @@ func newRequestDecoder(schema *parquet.Schema) *requestDecoder {
 			return nil
 		}
 		d.cols = append(d.cols, decodedColumn{spec: spec, index: leaf.ColumnIndex, maxDef: want.MaxDefinitionLevel,
-			list: want.MaxRepetitionLevel > 0, float: want.Node.Type().Kind() == parquet.Double, buf: make([]parquet.Value, 512)})
+			list: want.MaxRepetitionLevel > 0, float: want.Node.Type().Kind() == parquet.Double, str: want.Node.Type().Kind() == parquet.ByteArray,
+			buf: make([]parquet.Value, 128)})
 	}
 	return d
 }
@@ -252,12 +254,17 @@ func (d *requestDecoder) close() {
 
 // read decodes the next rows of the row group into rows, which must be
 // zero, and returns how many; io.EOF once the row group is done. Every
-// column must give the same number of rows, or the file is corrupt.
-func (d *requestDecoder) read(rows []Request) (int, error) {
+// column must give the same number of rows, or the file is corrupt. rows
+// start at row base+1 of the part, for errors.
+func (d *requestDecoder) read(rows []Request, base int64) (int, error) {
 	n := -1
 	for i := range d.cols {
 		c := &d.cols[i]
 		got, err := c.read(rows)
+		if long, ok := err.(*longString); ok {
+			top, _, _ := strings.Cut(c.spec.path, ".")
+			return 0, fmt.Errorf("row %d: column %s holds a string of %d bytes, at most %d", base+int64(long.row)+1, top, long.n, MaxStringBytes)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("column %s: %w", c.spec.path, err)
 		}
@@ -328,6 +335,14 @@ func (c *decodedColumn) uniform(page parquet.Page) bool {
 	return true
 }
 
+// longString is a string past MaxStringBytes in row (of a batch), n
+// bytes long: refused before it is copied.
+type longString struct{ row, n int }
+
+func (e *longString) Error() string {
+	return fmt.Sprintf("row %d of the batch: a string of %d bytes, at most %d", e.row+1, e.n, MaxStringBytes)
+}
+
 // read sets the column's values of up to len(rows) rows and returns how
 // many rows it reached. A row starts at a value of repetition level 0; a
 // value whose definition level is below the column's maximum is a null or
@@ -339,6 +354,9 @@ func (c *decodedColumn) read(rows []Request) (int, error) {
 			k := min(c.same, int64(len(rows)-(row+1)))
 			if k == 0 {
 				return len(rows), nil
+			}
+			if c.present && c.str && len(c.sameValue.ByteArray()) > MaxStringBytes {
+				return 0, &longString{row + 1, len(c.sameValue.ByteArray())}
 			}
 			for i := row + 1; i <= row+int(k); i++ {
 				switch {
@@ -373,6 +391,9 @@ func (c *decodedColumn) read(rows []Request) (int, error) {
 			}
 			switch {
 			case v.DefinitionLevel() == c.maxDef && !v.IsNull():
+				if c.str && len(v.ByteArray()) > MaxStringBytes {
+					return 0, &longString{row, len(v.ByteArray())}
+				}
 				c.spec.set(&rows[row], v, c)
 			case c.spec.empty != nil:
 				c.spec.empty(&rows[row])

@@ -101,7 +101,7 @@ func TestRequestColumnsMatchGenericReader(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	in := make([]Request, 7000)
 	for i := range in {
-		randomFill(reflect.ValueOf(&in[i]).Elem(), rng, 700)
+		randomFill(reflect.ValueOf(&in[i]).Elem(), rng, MaxFeatures) // lists as long as the reader takes
 	}
 	// Runs of one row repeated (its request id apart) make pages of one
 	// value, nulls and empty lists, which the decoder sets without
