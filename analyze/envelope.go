@@ -105,8 +105,8 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 	if o.Attainment == 0 {
 		o.Attainment = 0.99
 	}
-	if !(o.Attainment > 0 && o.Attainment <= 1) {
-		return nil, opterr.New("Attainment", o.Attainment, "use a share in (0, 1], e.g. 0.99")
+	if !(o.Attainment > 0 && o.Attainment < 1) {
+		return nil, opterr.New("Attainment", o.Attainment, "use a share in (0, 1), e.g. 0.99: a step is judged by its interval, which never shows an attainment of 1")
 	}
 	if o.Confidence == 0 {
 		o.Confidence = 0.95

@@ -139,6 +139,7 @@ func CompareOutputs(aDir, bDir string, confidence float64) (*OutputComparison, e
 		return nil, err
 	}
 	p := newAnswerPairing(a, confidence)
+	p.c.SaltFingerprint = saltA
 	if err := forEachResultBatch([]string{bDir}, answerColumns, p.addBatch); err != nil {
 		return nil, err
 	}

@@ -92,6 +92,9 @@ func TestCompareOutputs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if got.SaltFingerprint != "salt" {
+				t.Errorf("salt fingerprint %q; want the runs' %q", got.SaltFingerprint, "salt")
+			}
 			g := got.Greedy
 			if g.Compared != 400 || g.Identical != 400-c.changedN || g.Verdict != c.greedy {
 				t.Errorf("greedy: %d compared, %d identical, %s (%s); want 400, %d, %s", g.Compared, g.Identical, g.Verdict, g.Why, 400-c.changedN, c.greedy)

@@ -205,8 +205,13 @@ func (lr *logReader) answerKey(tenant, text string) sessionKey {
 func (lr *logReader) hold(key sessionKey, s *sessionState) {
 	lr.sessions[key] = s
 	lr.touch(key, s)
-	for len(lr.sessions) > lr.maxSessions && lr.forgetNext() {
-		lr.forgotten++
+	// A stale entry (a session touched since) at the head forgets
+	// nothing: the loop goes on past it, since every live session has its
+	// current entry in the queue.
+	for len(lr.sessions) > lr.maxSessions && len(lr.expiry) > 0 {
+		if lr.forgetNext() {
+			lr.forgotten++
+		}
 	}
 }
 

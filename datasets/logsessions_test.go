@@ -136,6 +136,26 @@ func TestLongSessionLinkerHoldsAtMostItsCap(t *testing.T) {
 	})
 }
 
+// TestSessionCapHoldsPastStaleEntries: a conversation touched again
+// leaves a stale entry in the queue; when it is due soonest, that entry
+// heads the queue. Alternating it with new conversations once held every
+// new one (20,001 for a cap of 1,000), the forgetting stopping at the
+// stale head.
+func TestSessionCapHoldsPastStaleEntries(t *testing.T) {
+	lr := newTestLogReader(t)
+	lr.maxSessions = 1000
+	t0 := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	again := trace.Request{TS: t0, Identity: trace.Identity{SessionID: "000000000000000x", RequestID: "r"}}
+	for i := range 20_000 {
+		lr.linkLogged(&again, t0+1+int64(i))
+		fresh := trace.Request{TS: t0, Identity: trace.Identity{SessionID: fmt.Sprintf("%016x", i), RequestID: "r"}}
+		lr.linkLogged(&fresh, t0+1_000_000)
+	}
+	if len(lr.sessions) > 1000 {
+		t.Errorf("%d sessions held under a cap of 1,000", len(lr.sessions))
+	}
+}
+
 // TestLongSessionExpiryQueueIsBounded (the class): one conversation of
 // 6M turns at one instant holds one session and an expiry queue of a few
 // entries, within 256 MiB. Before, each turn queued a new expiry entry

@@ -181,14 +181,14 @@ func (o *Options) validate() error {
 	if o.Attainment == 0 {
 		o.Attainment = def.Attainment
 	}
-	if !(o.Attainment > 0 && o.Attainment <= 1) {
-		return opterr.New("Attainment", o.Attainment, "use a share in (0, 1], e.g. 0.99")
+	if !(o.Attainment > 0 && o.Attainment < 1) {
+		return opterr.New("Attainment", o.Attainment, "use a share in (0, 1), e.g. 0.99: a level is judged by its interval, which never shows an attainment of 1")
 	}
 	if o.Confidence == 0 {
 		o.Confidence = def.Confidence
 	}
-	if !(o.Confidence > 0 && o.Confidence < 1) {
-		return opterr.New("Confidence", o.Confidence, "use a share in (0, 1), e.g. 0.95")
+	if !(o.Confidence > 0.5 && o.Confidence < 1) {
+		return opterr.New("Confidence", o.Confidence, "use a level between 0.5 and 1, e.g. 0.95")
 	}
 	if o.TTFTMode == "" {
 		o.TTFTMode = def.TTFTMode

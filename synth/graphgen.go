@@ -202,12 +202,14 @@ func (g *generator) graphTurn(p *pendingTurn) (r trace.Request, ok bool) {
 		}
 		r.PrefixBlocks = g.continueBlocks(prev, sibling, in, p.at)
 	}
-	run.lastChild[parents[0]] = i
 	g.applyScenarios(&r, p.at)
 	if !g.fitsInputCap(r.InputTokens, rows...) { // a scenario made it longer
 		g.follow = nil
 		return trace.Request{}, false
 	}
+	// Only a child that is made may be a later sibling's: a dropped one's
+	// row stays empty.
+	run.lastChild[parents[0]] = i
 	run.rows[i] = r
 	g.built(run, i)
 	if run.made++; run.made == len(run.rows) {
