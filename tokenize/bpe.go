@@ -20,10 +20,48 @@ type encoder interface {
 type regexpEncoder struct{ enc *tiktoken.Tiktoken }
 
 func (e regexpEncoder) appendTokens(dst []int, text string) []int {
-	return append(dst, e.enc.EncodeOrdinary(text)...)
+	for len(text) > 0 {
+		var part string
+		part, text = cutLongRun(text)
+		dst = append(dst, e.enc.EncodeOrdinary(part)...)
+	}
+	return dst
 }
 
-func (e regexpEncoder) count(text string) int { return len(e.enc.EncodeOrdinary(text)) }
+func (e regexpEncoder) count(text string) int {
+	n := 0
+	for len(text) > 0 {
+		var part string
+		part, text = cutLongRun(text)
+		n += len(e.enc.EncodeOrdinary(part))
+	}
+	return n
+}
+
+// maxRegexpRun bounds the run of non-space bytes tiktoken-go merges at
+// once: its merge costs the square of a piece's length, so a word of
+// megabytes from a hostile log or server would take hours. Text without
+// such a run is encoded whole, exactly; one with it is cut inside the
+// run, every maxRegexpRun bytes at a character, its tokens then differing
+// from tiktoken's by one or two at each cut.
+const maxRegexpRun = 4 << 10
+
+// cutLongRun splits off text's first part to encode: up to the cut inside
+// its first run of more than maxRegexpRun non-space bytes, or all of it.
+func cutLongRun(text string) (part, rest string) {
+	run := 0
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case ' ', '\t', '\n', '\r', '\v', '\f':
+			run = 0
+			continue
+		}
+		if run++; run > maxRegexpRun && utf8.RuneStart(text[i]) {
+			return text[:i], text[i:]
+		}
+	}
+	return text, ""
+}
 
 // bpeEncoder is a byte-level BPE over ranks after a hand-written
 // pre-tokenizer (piece: cl100kPiece, which Llama 3's rank files share,
@@ -44,9 +82,13 @@ func (e bpeEncoder) appendTokens(dst []int, text string) []int {
 			dst = append(dst, id)
 			continue
 		}
-		starts := m.merge(e.ranks, piece)
-		for k := 0; k+1 < len(starts); k++ {
-			dst = append(dst, e.ranks[piece[starts[k]:starts[k+1]]])
+		for len(piece) > 0 {
+			var part string
+			part, piece = cutPiece(piece)
+			starts := m.merge(e.ranks, part)
+			for k := 0; k+1 < len(starts); k++ {
+				dst = append(dst, e.ranks[part[starts[k]:starts[k+1]]])
+			}
 		}
 	}
 	return dst
@@ -66,9 +108,34 @@ func (e bpeEncoder) count(text string) int {
 			n++
 			continue
 		}
-		n += len(m.merge(e.ranks, piece)) - 1
+		for len(piece) > 0 {
+			var part string
+			part, piece = cutPiece(piece)
+			n += len(m.merge(e.ranks, part)) - 1
+		}
 	}
 	return n
+}
+
+// maxMergePiece bounds the piece one merge joins: a longer one (a word of
+// megabytes, which no prose holds but a hostile log or server can send)
+// is merged in parts of this length, cut at a character, so that a merge
+// holds a few MiB whatever the text; its tokens may then differ from
+// tiktoken's by one or two at each cut.
+const maxMergePiece = 64 << 10
+
+// cutPiece splits off piece's first part to merge: all of it within
+// maxMergePiece, else its first maxMergePiece bytes back to a character
+// boundary.
+func cutPiece(piece string) (part, rest string) {
+	if len(piece) <= maxMergePiece {
+		return piece, ""
+	}
+	cut := maxMergePiece
+	for cut > maxMergePiece-utf8.UTFMax && !utf8.RuneStart(piece[cut]) {
+		cut--
+	}
+	return piece[:cut], piece[cut:]
 }
 
 // noRank marks two neighbouring parts that no rank joins.

@@ -1,6 +1,9 @@
 package tokenize
 
-import "container/heap"
+import (
+	"container/heap"
+	"math"
+)
 
 // longPiece is the length past which a piece is merged through a heap:
 // the scan for the lowest pair costs a pass over the piece per join, so a
@@ -12,28 +15,29 @@ const longPiece = 512
 // the lowest rank, the leftmost of equals, is joined first. Parts are a
 // linked list over the piece's byte offsets; the heap holds each pair as
 // it was ranked, and a pair since changed is skipped when it comes up.
+// Offsets are int32: a piece reaches it no longer than maxMergePiece.
 func (m *merger) mergeLong(ranks map[string]int, piece string) []int {
-	n := len(piece)
-	next := make([]int, n+1) // next[i]: the start of the part after the one at i; n at the end
-	prev := make([]int, n+1)
+	n := int32(len(piece))
+	next := make([]int32, n+1) // next[i]: the start of the part after the one at i; n at the end
+	prev := make([]int32, n+1)
 	alive := make([]bool, n+1)
 	for i := range n + 1 {
 		next[i], prev[i], alive[i] = min(i+1, n), i-1, true
 	}
-	rankAt := func(i int) int { // the rank of the part at i joined with the next
+	rankAt := func(i int32) int32 { // the rank of the part at i joined with the next
 		if i >= n || next[i] >= n {
-			return noRank
+			return noRank32
 		}
 		if r, ok := ranks[piece[i:next[next[i]]]]; ok {
-			return r
+			return int32(r)
 		}
-		return noRank
+		return noRank32
 	}
-	pairRank := make([]int, n)
+	pairRank := make([]int32, n)
 	h := make(pairHeap, 0, n)
 	for i := range n {
 		pairRank[i] = rankAt(i)
-		if pairRank[i] != noRank {
+		if pairRank[i] != noRank32 {
 			h = append(h, rankedPair{pairRank[i], i})
 		}
 	}
@@ -52,25 +56,29 @@ func (m *merger) mergeLong(ranks map[string]int, piece string) []int {
 		if next[j] <= n {
 			prev[next[j]] = i
 		}
-		if pairRank[i] = rankAt(i); pairRank[i] != noRank {
+		if pairRank[i] = rankAt(i); pairRank[i] != noRank32 {
 			heap.Push(&h, rankedPair{pairRank[i], i})
 		}
 		if k := prev[i]; k >= 0 {
-			if pairRank[k] = rankAt(k); pairRank[k] != noRank {
+			if pairRank[k] = rankAt(k); pairRank[k] != noRank32 {
 				heap.Push(&h, rankedPair{pairRank[k], k})
 			}
 		}
 	}
 	m.starts = m.starts[:0]
-	for i := 0; i < n; i = next[i] {
-		m.starts = append(m.starts, i)
+	for i := int32(0); i < n; i = next[i] {
+		m.starts = append(m.starts, int(i))
 	}
-	return append(m.starts, n)
+	return append(m.starts, int(n))
 }
+
+// noRank32 is noRank for mergeLong's int32 ranks (ranks are below 2^31:
+// the largest vocabularies hold a few hundred thousand).
+const noRank32 = math.MaxInt32
 
 // rankedPair is a pair of neighbouring parts as ranked: the start of the
 // left one, and the rank of the two joined.
-type rankedPair struct{ rank, start int }
+type rankedPair struct{ rank, start int32 }
 
 // pairHeap orders pairs by rank, then leftmost first, the order merge
 // joins them in.

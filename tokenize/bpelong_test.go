@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/servetrace/servetrace/internal/memcap"
 )
 
 // scanMerge is merge's scan for the lowest pair, whatever the piece's
@@ -88,5 +91,45 @@ func TestLongWordCountsInReason(t *testing.T) {
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("counting a 1 MiB word did not finish in 2 minutes")
+	}
+}
+
+// TestLongWordsMergeWithinAFewMiB counts an 8 MiB word and encodes a
+// 3 MiB one under a 256 MiB cap: a merge holds at most maxMergePiece
+// bytes' worth of parts. Before, a merge held about a hundred bytes for
+// each byte of its piece, and a few such log lines exhausted a convert.
+func TestLongWordsMergeWithinAFewMiB(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a long check: runs without -race in make test-timing")
+	}
+	memcap.Run(t, 256<<20, func(t *testing.T) {
+		enc := handWrittenEncoder(t, CL100K)
+		word := strings.Repeat("b", 8<<20)
+		if n := enc.count(word); n <= 0 || n > len(word) {
+			t.Fatalf("%d tokens for %d bytes", n, len(word))
+		}
+		ids := enc.appendTokens(nil, strings.Repeat("xyz", 1<<20))
+		if len(ids) == 0 {
+			t.Fatal("no ids")
+		}
+	})
+}
+
+// TestCutPieceKeepsCharacters: a long piece is cut at character
+// boundaries, every byte in exactly one part, no part over the bound.
+func TestCutPieceKeepsCharacters(t *testing.T) {
+	for _, piece := range []string{strings.Repeat("a", 3*maxMergePiece+5), strings.Repeat("東", maxMergePiece), "short"} {
+		var parts []string
+		for rest := piece; len(rest) > 0; {
+			var part string
+			part, rest = cutPiece(rest)
+			if len(part) == 0 || len(part) > maxMergePiece || !utf8.ValidString(part) {
+				t.Fatalf("a part of %d bytes (valid UTF-8 %v)", len(part), utf8.ValidString(part))
+			}
+			parts = append(parts, part)
+		}
+		if strings.Join(parts, "") != piece {
+			t.Fatal("the parts do not make up the piece")
+		}
 	}
 }

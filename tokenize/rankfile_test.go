@@ -102,3 +102,40 @@ func TestRankFileIsBoundedAndNeverBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestRankFileLongRunsAreCut: a rank file with a pattern of its own is
+// encoded by tiktoken-go, whose merge costs the square of a piece: a word
+// of a mebibyte is cut into runs of maxRegexpRun (it did not finish in
+// minutes before), while text without such a run counts exactly as
+// tiktoken-go does.
+func TestRankFileLongRunsAreCut(t *testing.T) {
+	raw, err := assets.Assets.ReadFile("cl100k_base.tiktoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tokenizer.model")
+	os.WriteFile(path, raw, 0o644)
+	tok, err := LoadRankFile(path, `\S+|\s+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "plain words, " + strings.Repeat("w", 3000) + " and more\n"
+	enc, err := tok.enc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := enc.(regexpEncoder).enc.EncodeOrdinary(text)
+	if n := tok.Count(text); n != len(truth) {
+		t.Errorf("text without a long run counts %d, tiktoken-go %d", n, len(truth))
+	}
+	done := make(chan int, 1)
+	go func() { done <- tok.Count(strings.Repeat("abcdefgh", 1<<17)) }()
+	select {
+	case n := <-done:
+		if n <= 0 {
+			t.Errorf("%d tokens", n)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a 1 MiB word did not count in 2 minutes")
+	}
+}
