@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -51,11 +50,11 @@ func (bi *BatchInput) Requests() int { return len(bi.spans) }
 // LoadBatchInput reads and indexes a batch input file (plain, gzip, zstd
 // or bzip2).
 func LoadBatchInput(ctx context.Context, path string) (*BatchInput, error) {
-	f, err := os.Open(path)
+	f, stop, err := openInput(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("batch input: %w", err)
 	}
-	defer f.Close()
+	defer stop()
 	return ReadBatchInput(ctx, f, path)
 }
 

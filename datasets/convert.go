@@ -275,11 +275,11 @@ func convertOne(ctx context.Context, in string, opts Options, w Sink, pr progres
 	} else if in == "-" {
 		r, src.Name = os.Stdin, "stdin"
 	} else {
-		f, err := os.Open(in)
+		f, stopOpen, err := openInput(ctx, in)
 		if err != nil {
 			return src, Stats{}, fmt.Errorf("input %s: %w", in, err)
 		}
-		defer f.Close()
+		defer stopOpen()
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 			size = fi.Size()
 		}
