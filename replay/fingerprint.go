@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -94,7 +95,12 @@ func (r *Runner) metricsText(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
-	r.setHeaders(req)
+	// The API key and headers go to the target's origin only: a metrics
+	// URL elsewhere (a sidecar, a Prometheus) is no party to them, and the
+	// scrapes send none either.
+	if target, err := url.Parse(r.opts.Target); err == nil && origin(target) == origin(req.URL) {
+		r.setHeaders(req)
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return ""

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -152,8 +153,10 @@ type hostileCase struct {
 	// runErrHas, when set, is what Run's error must say instead.
 	outcome, errHas, runErrHas string
 	check                      func(t *testing.T, h *hostileRun)
-	// scrapeLimit, when set, is maxScrape during the case.
-	scrapeLimit int
+	// scrapeLimit, when set, is maxScrape during the case;
+	// scrapesLimit, maxScrapesBytes.
+	scrapeLimit  int
+	scrapesLimit int64
 }
 
 func oneRequest(mod func(*trace.Request)) func() []trace.Request {
@@ -319,6 +322,31 @@ func TestHostileServers(t *testing.T) {
 			},
 			runErrHas: "HTTP 302",
 			check:     func(t *testing.T, h *hostileRun) { nothingReached(t, h.other) }},
+
+		{name: "a metrics URL on another origin gets no credentials",
+			serve: func(_ *listener, w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet && r.URL.Path == "/v1/models" { // a vLLM: its cache settings are asked of the metrics
+					fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model","owned_by":"vllm","root":"m"}]}`)
+					return
+				}
+				okServer(w, r)
+			},
+			other: func(_ *listener, w http.ResponseWriter, r *http.Request) {
+				w.Write([]byte("vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"))
+			},
+			opts: func(o *Options, _, other string) {
+				o.Metrics = []MetricsEndpoint{{Role: RoleEngine, URL: other + "/metrics"}}
+			},
+			outcome: trace.OutcomeOK,
+			check: func(t *testing.T, h *hostileRun) {
+				hits, secrets := h.other.seen()
+				if len(hits) == 0 {
+					t.Fatal("the metrics URL was never asked")
+				}
+				if len(secrets) > 0 {
+					t.Errorf("the metrics URL on another origin received %v", secrets)
+				}
+			}},
 
 		// 2. A stream that ends before any token, and impossible usage.
 		{name: "[DONE] before any token", serve: streamed("data: [DONE]\n\n"),
@@ -521,6 +549,39 @@ func TestHostileServers(t *testing.T) {
 					t.Errorf("the scrape holds %d bytes", len(b))
 				}
 			}},
+		{name: "scrapes past the run's total are kept as gaps, with a note",
+			scrapeLimit: 1 << 20, scrapesLimit: 3 << 19, // 32 MiB and 8 GiB outside tests
+			opts: func(o *Options, main, _ string) {
+				o.Metrics = []MetricsEndpoint{{Role: RoleNode, URL: main + "/metrics"}}
+			},
+			serve: func(l *listener, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/metrics" {
+					w.Write(bytes.Repeat([]byte("node_some_gauge 1\n"), 1<<20/18))
+					return
+				}
+				okServer(w, r)
+			},
+			outcome: trace.OutcomeOK,
+			check: func(t *testing.T, h *hostileRun) {
+				var kept, gaps int
+				for _, m := range h.info.Metrics {
+					b, err := os.ReadFile(filepath.Join(h.dir, m))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(string(b), "# scrape failed: not kept: the run's scrapes passed") {
+						gaps++
+					} else {
+						kept++
+					}
+				}
+				if kept != 1 || gaps < 1 {
+					t.Errorf("%d scrapes kept, %d gaps; want the first kept (1 MiB of 1.5) and the rest gaps", kept, gaps)
+				}
+				if !strings.Contains(strings.Join(h.info.Notes, "\n"), "metrics scrapes past 1 MiB in all were not kept") {
+					t.Errorf("notes %q; want the gaps noted", h.info.Notes)
+				}
+			}},
 		{name: "credentials and query secrets in URLs are redacted",
 			opts: func(o *Options, main, _ string) {
 				u := strings.Replace(main, "http://", "http://audituser:URLPASS-77aa@", 1)
@@ -552,6 +613,10 @@ func TestHostileServers(t *testing.T) {
 			if tc.scrapeLimit > 0 {
 				defer func(old int) { maxScrape = old }(maxScrape)
 				maxScrape = tc.scrapeLimit
+			}
+			if tc.scrapesLimit > 0 {
+				defer func(old int64) { maxScrapesBytes = old }(maxScrapesBytes)
+				maxScrapesBytes = tc.scrapesLimit
 			}
 			h := runHostileWithURLs(t, tc, &mainURL, &otherURL)
 			if tc.runErrHas != "" {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/servetrace/servetrace/internal/opterr"
@@ -64,16 +65,28 @@ type scraper struct {
 	mu     sync.Mutex
 	seq    int
 	files  []string
+	// kept counts the bytes the run's scrapes, of every endpoint, have
+	// written (the Runner's); note says when they reach maxScrapesBytes.
+	kept *atomic.Int64
+	note func(string)
 }
 
 // maxScrape bounds one metrics scrape (a variable for tests).
 var maxScrape = 32 << 20
 
+// maxScrapesBytes bounds what a run's scrapes write in all: an endpoint
+// answering maxScrape every interval would fill a disk in hours, where a
+// real engine's scrapes of a day take a few GB. Past it a scrape is kept
+// as a failed one, a gap analyze shows, not as its text (a variable for
+// tests).
+var maxScrapesBytes int64 = 8 << 30
+
 // newScraper prepares the scrapes of endpoint i of the run's Metrics into
 // runDir/metrics, created on first write.
 func newScraper(i int, runDir string, r *Runner) *scraper {
 	ep := r.opts.Metrics[i]
-	return &scraper{url: ep.URL, role: ep.Role, prefix: scrapePrefix(r.opts.Metrics, i), dir: filepath.Join(runDir, "metrics"), client: r.client, opts: &r.opts, scrub: r.scrub}
+	return &scraper{url: ep.URL, role: ep.Role, prefix: scrapePrefix(r.opts.Metrics, i), dir: filepath.Join(runDir, "metrics"), client: r.client, opts: &r.opts, scrub: r.scrub,
+		kept: &r.scrapeBytes, note: func(s string) { r.notes.add(s, "") }}
 }
 
 // fetch returns the metrics text and, for an answer longer than
@@ -114,6 +127,11 @@ func (s *scraper) scrape(ctx context.Context, phase string, atNs int64) {
 	body, cutAt, err := s.fetch(ctx)
 	if err != nil && ctx.Err() != nil {
 		return
+	}
+	if err == nil && s.kept.Add(int64(len(body))) > maxScrapesBytes {
+		err = fmt.Errorf("not kept: the run's scrapes passed %d MiB in all, the most a run keeps", maxScrapesBytes>>20)
+		body, cutAt = nil, 0
+		s.note(fmt.Sprintf("metrics scrapes past %d MiB in all were not kept, each such file saying so", maxScrapesBytes>>20))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -54,6 +54,9 @@ type Runner struct {
 	scrub *scrub.Scrubber
 	// notes tallies workload values replay ignored, capped or cleaned.
 	notes notes
+	// scrapeBytes counts what the run's metrics scrapes wrote
+	// (maxScrapesBytes).
+	scrapeBytes atomic.Int64
 	// chatURL and completionsURL are the generation endpoints.
 	chatURL, completionsURL string
 	// graph is the stream's agent graph, for its notes (nil: none).

@@ -96,6 +96,9 @@ const maxSameInstant = 1_000_000
 // a peak rate over MaxRatePerS, more than MaxGenerateRows rows expected, or
 // an end after trace.MaxTS (2200).
 func (o *GenerateOptions) bound(m *Model, dur time.Duration) error {
+	if o.MaxInputTokens < 0 || o.MaxInputTokens > trace.MaxTokens {
+		return opterr.New("MaxInputTokens", o.MaxInputTokens, "use a count of tokens from 1 to %d, or 0 for no cap", trace.MaxTokens)
+	}
 	durS := dur.Seconds()
 	startS := float64(o.Start.UnixMicro()) / 1e6
 	if o.Start.Before(time.UnixMicro(trace.MinTS)) || startS+durS > float64(trace.MaxTS)/1e6 {

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,16 @@ func TestGenerateRespectsMaxInputTokens(t *testing.T) {
 					rows, over, tc.cap, unfit, orphans, continued, tc.sessions)
 			}
 		})
+	}
+}
+
+// TestMaxInputTokensOutOfRange: a negative cap (once taken silently as no
+// cap) and one past trace.MaxTokens are refused by name.
+func TestMaxInputTokensOutOfRange(t *testing.T) {
+	for _, cap := range []int64{-5, trace.MaxTokens + 1} {
+		_, err := Generate(context.Background(), testModel(t, "azure"), GenerateOptions{Duration: time.Minute, Seed: 1, MaxInputTokens: cap}, func(trace.Request) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "MaxInputTokens") {
+			t.Errorf("cap %d: %v; want it refused naming MaxInputTokens", cap, err)
+		}
 	}
 }

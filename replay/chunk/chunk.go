@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -488,6 +489,14 @@ func (s *scanner) int() (int64, bool, error) {
 		f, err := strconv.ParseFloat(string(raw), 64)
 		if err != nil {
 			return 0, false, s.fail("number out of range")
+		}
+		// Saturated: past int64, a conversion would wrap (1e20 read as a
+		// negative count).
+		switch {
+		case f >= math.MaxInt64:
+			return math.MaxInt64, true, nil
+		case f <= math.MinInt64:
+			return math.MinInt64, true, nil
 		}
 		return int64(f), true, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -253,5 +254,23 @@ func TestDecodePieces(t *testing.T) {
 	want := []Piece{{Index: 1, End: 2}, {Index: 0, End: 5}, {Index: 3, End: 6}}
 	if string(ev.Text) != "abcéd" || !slices.Equal(ev.Pieces, want) {
 		t.Errorf("text %q pieces %+v; want \"abcéd\" and %+v", ev.Text, ev.Pieces, want)
+	}
+}
+
+// TestDecodeSaturatesCountsPastInt64: a usage count past int64 reads as
+// the largest count, which the caller refuses as impossible; before,
+// 1e20 wrapped to a negative count.
+func TestDecodeSaturatesCountsPastInt64(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want int64
+	}{{"1e20", math.MaxInt64}, {"1e300", math.MaxInt64}, {"-1e20", math.MinInt64}, {"12.0", 12}} {
+		var ev Event
+		if err := Decode([]byte(`{"choices":[],"usage":{"completion_tokens":`+c.raw+`}}`), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.CompletionTokens != c.want {
+			t.Errorf("%s read as %d, want %d", c.raw, ev.CompletionTokens, c.want)
+		}
 	}
 }
