@@ -90,9 +90,19 @@ func (o *Options) levels(done []Step, config string) map[float64]*level {
 			continue
 		}
 		l.verdict, _ = o.judge(l.good, l.count)
-		l.final = l.verdict != undecided || l.runs >= max(o.Repeats, 1)+o.MaxExtensions
+		l.final = l.verdict != undecided || l.runs >= o.mostRuns()
 	}
 	return out
+}
+
+// mostRuns is how many times a level runs at most: once when searched
+// (Search.BoundFor counts so), Repeats times when fixed, and
+// MaxExtensions more while it stays undecided.
+func (o *Options) mostRuns() int {
+	if o.Search != nil {
+		return 1 + o.MaxExtensions
+	}
+	return max(o.Repeats, 1) + o.MaxExtensions
 }
 
 // bracket returns the limit's bracket from the final levels: lo is the
@@ -168,7 +178,7 @@ func (o *Options) fixedNext(done []Step) (next, string, bool) {
 	turn := 0
 	for k, lv := range o.Levels {
 		if k > 0 {
-			if n, why, ok := o.extendNext(done, o.Levels[k-1]); ok {
+			if n, why, ok := o.extendNext(done, k-1); ok {
 				return n, why, true
 			}
 		}
@@ -189,18 +199,35 @@ func (o *Options) fixedNext(done []Step) (next, string, bool) {
 			}
 		}
 	}
-	if n, why, ok := o.extendNext(done, o.Levels[len(o.Levels)-1]); ok {
+	if n, why, ok := o.extendNext(done, len(o.Levels)-1); ok {
 		return n, why, true
 	}
 	return next{}, "every fixed level was run", false
 }
 
-// extendNext is the extension of fixed level lv for the first
-// configuration, in order, whose runs of it left it undecided with
-// extensions to spare.
-func (o *Options) extendNext(done []Step, lv float64) (next, string, bool) {
+// extendNext is the next extension of fixed level k: round by round,
+// each configuration whose runs of it left it undecided with extensions
+// to spare runs once more, the order alternating from round to round and
+// continuing the alternation of the level's repeats (A B | B A | A B), so
+// that neither side is always measured first.
+func (o *Options) extendNext(done []Step, k int) (next, string, bool) {
+	lv := o.Levels[k]
+	open := map[string]*level{}
+	fewest := math.MaxInt
 	for _, c := range o.Configs {
 		if l := o.levels(done, c.Name)[lv]; l != nil && !l.final {
+			open[c.Name], fewest = l, min(fewest, l.runs)
+		}
+	}
+	if len(open) == 0 {
+		return next{}, "", false
+	}
+	order := slices.Clone(o.Configs)
+	if turn := (k+1)*o.Repeats + fewest - o.Repeats; turn%2 == 1 {
+		slices.Reverse(order)
+	}
+	for _, c := range order {
+		if l := open[c.Name]; l != nil && l.runs == fewest {
 			return next{Config: c.Name, Level: lv, Purpose: "extend", Repeat: l.runs}, undecidedWhy(o, l), true
 		}
 	}

@@ -442,3 +442,51 @@ func TestSearchNeverRerunsAFinalLevel(t *testing.T) {
 		t.Errorf("the search ends %q", why)
 	}
 }
+
+// TestExtensionsAlternate: two configurations whose fixed level stays
+// undecided run their extensions alternating which goes first, as their
+// repeats do (A B | B A | A B); before, A ran all of its extensions
+// before B (A B | A A B B).
+func TestExtensionsAlternate(t *testing.T) {
+	for _, c := range []struct {
+		levels  []float64
+		repeats int
+		want    string
+	}{
+		{[]float64{4}, 1, "A4 B4 B4 A4 A4 B4"},
+		{[]float64{4}, 2, "A4 B4 B4 A4 A4 B4 B4 A4"},
+		{[]float64{4, 8}, 1, "A4 B4 B4 A4 A4 B4 B8 A8 A8 B8 B8 A8"},
+	} {
+		o := DefaultOptions()
+		o.Configs = []Config{{Name: "A"}, {Name: "B"}}
+		o.Levels, o.Repeats, o.Recovery, o.MaxExtensions = c.levels, c.repeats, false, 2
+		steps := simulate(t, o, func(float64, int) (int, int) { return 99, 100 }) // undecided however often
+		var got []string
+		for _, s := range steps {
+			got = append(got, fmt.Sprintf("%s%g", s.Config, s.Level))
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("levels %v × %d: order %v, want %s", c.levels, c.repeats, got, c.want)
+		}
+	}
+}
+
+// TestSearchLevelsFinalAfterOnePlusExtensions: a searched level runs once
+// and then at most MaxExtensions times, as Search.BoundFor counts
+// (before, Repeats runs were counted in, so search_bound_steps was
+// understated), and a search with Repeats is refused: repeats are for
+// fixed levels.
+func TestSearchLevelsFinalAfterOnePlusExtensions(t *testing.T) {
+	o := searchOptions(4)
+	o.Repeats, o.MaxExtensions = 3, 2
+	var done []Step
+	for i := range 3 {
+		done = append(done, Step{Index: i + 1, Config: "A", Level: 4, Purpose: "grow", Status: "done", Good: 99, Counted: 100})
+	}
+	if l := o.levels(done, "A")[4]; !l.final || l.verdict != undecided {
+		t.Errorf("after 1 + 2 runs: %+v; want final and undecided", *l)
+	}
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "Repeats") {
+		t.Errorf("a search with 3 repeats: %v; want it refused, naming Repeats", err)
+	}
+}
