@@ -55,7 +55,7 @@ func TestEnvelopeSweep(t *testing.T) {
 	}
 	// At 95% attainment: a step passes once its interval's lower end
 	// clears it, and the 150 requests of the 5 req/s step, all good,
-	// give 97.6% (99% would need 367).
+	// give 97.6% (99% would need 368).
 	env, err := FindEnvelope(dirs, EnvelopeOptions{Options: Options{SLO: SLO{TTFT: 200 * time.Millisecond}}, Attainment: 0.95})
 	if err != nil {
 		t.Fatal(err)

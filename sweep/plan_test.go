@@ -309,7 +309,7 @@ func TestBracketRule(t *testing.T) {
 
 // TestUndecidedLowLevelsBoundNothing (the guide's own sweep): rates 1, 2,
 // 4, 8 and 16 in 60-second steps against a server good up to 8 req/s.
-// At 1 and 2 req/s no step, even extended, sends the 367 requests a pass
+// At 1 and 2 req/s no step, even extended, sends the 368 requests a pass
 // at 99% needs: they end undecided. 4 and 8 pass, 16 fails: the limit
 // lies in [8, 16) (before: [0, 1], "no level passed: the limit is below
 // 1").

@@ -348,6 +348,9 @@ func WriteSummary(w io.Writer, rec *Record) error {
 	if rec.Reason != "" {
 		fmt.Fprintf(&b, "  %s\n", rec.Reason)
 	}
+	for _, n := range rec.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
 	if lo, hi := stepLengths(rec.Steps); rec.Plan.StepDurationS == 0 && hi > 0 {
 		fmt.Fprintf(&b, "  steps sized from each level and the workload: %.0f to %.0f s (sweep.json's step_duration_why says how)\n", lo, hi)
 	}
