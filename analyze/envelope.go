@@ -162,7 +162,7 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 		var order []string
 		for i := range l.cols.n {
 			ph := l.cols.phase[i]
-			if ph == "" || ph == "warmup" || ph == otherValue { // pooled past distinctCap: no load level
+			if ph == "" || ph == "warmup" || ph == otherValue { // pooled past the bounds: no load level
 				continue
 			}
 			if _, ok := byPhase[ph]; !ok {

@@ -69,7 +69,7 @@ var sessionColumns = []string{"session_id", "sent_ns", "done_ns", "warmup", "out
 // over the parts with other tallies.
 type sessionTally struct {
 	spans     map[sessionKey]sessionSpan
-	runs      boundedValues // run ids, at most distinctCap
+	runs      boundedValues // run ids, within maxDistinctValues
 	truncated bool
 }
 
