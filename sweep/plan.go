@@ -240,9 +240,11 @@ func undecidedWhy(o *Options, l *level) string {
 }
 
 // searchNext grows, shrinks or bisects (see Search). It never runs a
-// final level again: below lo, between lo and hi and above the highest
-// pass no final level lies (bracket), and a level the rounding lands on
-// that is final anyway ends the search.
+// final level again: it grows past lo only while nothing above lo is
+// final, shrinks below hi only while nothing passed (nothing final lies
+// below hi then), and bisects strictly between lo and hi, where bracket
+// leaves nothing final; a level the rounding lands on that is final
+// anyway ends the search.
 func (o *Options) searchNext(done []Step) (next, string, bool) {
 	s := o.Search
 	config := o.Configs[0].Name
