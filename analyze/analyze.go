@@ -296,20 +296,12 @@ func AnalyzeContext(ctx context.Context, runDirs []string, opts Options) (*Repor
 	}
 	limit := cmp.Or(opts.InMemoryRows, DefaultInMemoryRows)
 	peers := peerFiles{}
-	rows, err := resultRows(runDirs, peers)
+	rows, held, err := heldRows(runDirs, peers)
 	if err != nil {
 		return nil, err
 	}
-	held := rows
-	if rows <= int64(limit) {
-		entries, err := listEntries(runDirs)
-		if err != nil {
-			return nil, err
-		}
-		held += entries / heldEntriesPerRow
-	}
 	if held > int64(limit) {
-		if err := streamable(held, limit, opts); err != nil {
+		if err := streamable(rows, held, limit, opts); err != nil {
 			return nil, err
 		}
 		tallies := newProbeSessionTap(opts.Window)

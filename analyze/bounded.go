@@ -11,31 +11,39 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// distinctCap is how many distinct values of one string column (tenant,
-// model, adapter, phase, role, finish reason, feature, probe kind, run id)
-// analysis keeps apart: a value is held once however many rows carry it,
-// and a hostile part can give every row its own. Values first seen past
-// the cap are pooled as otherValue, and counted for a note.
-const distinctCap = 256
+// maxDistinctValues and maxDistinctBytes bound the distinct values of one
+// string column (tenant, model, adapter, phase, role, finish reason,
+// feature, probe kind, run id) analysis keeps apart, whichever binds
+// first: a value is held once however many rows carry it, and a hostile
+// part can give every row its own. They are far above a real run's (a
+// gateway's thousands of tenants), so that a breakdown's largest groups
+// are never pooled for being seen late. Values first seen past them are
+// pooled as otherValue, and counted for a note. Variables, lower in tests.
+var (
+	maxDistinctValues = 1 << 16
+	maxDistinctBytes  = 16 << 20
+)
 
-// otherValue stands for the values pooled past distinctCap.
+// otherValue stands for the values pooled past the bounds.
 const otherValue = "(other)"
 
-// boundedValues interns one column's values, at most distinctCap of
-// them.
+// boundedValues interns one column's values, within maxDistinctValues and
+// maxDistinctBytes.
 type boundedValues struct {
 	column string
 	index  map[string]int
 	names  []string
+	bytes  int // of the values kept apart
 	// pooled counts the values (rows, or list entries) pooled as
-	// otherValue; first is the first such value, for the note.
+	// otherValue, whose slot in names is other; first is the first such
+	// value, for the note.
 	pooled int
+	other  int
 	first  string
 }
 
-// id is v's index in b.names; past the cap, distinctCap, the pooled
-// values' slot (a real value spelled "(other)" among the first keeps its
-// own).
+// id is v's index in b.names; past the bounds, the pooled values' slot
+// (a real value spelled "(other)" among the first keeps its own).
 func (b *boundedValues) id(v string) int {
 	if k, ok := b.index[v]; ok {
 		return k
@@ -43,17 +51,19 @@ func (b *boundedValues) id(v string) int {
 	if b.index == nil {
 		b.index = map[string]int{}
 	}
-	if len(b.index) < distinctCap {
+	if b.pooled == 0 && len(b.index) < maxDistinctValues && b.bytes+len(v) <= maxDistinctBytes {
 		v = strings.Clone(v)
 		b.index[v] = len(b.names)
 		b.names = append(b.names, v)
+		b.bytes += len(v)
 		return len(b.names) - 1
 	}
 	if b.pooled++; b.pooled == 1 {
 		b.first = clip(v, 40)
+		b.other = len(b.names)
 		b.names = append(b.names, otherValue)
 	}
-	return distinctCap
+	return b.other
 }
 
 // find is v's index without adding it: otherValue finds the pooled
@@ -63,7 +73,7 @@ func (b *boundedValues) find(v string) (int, bool) {
 		return k, true
 	}
 	if v == otherValue && b.pooled > 0 {
-		return distinctCap, true
+		return b.other, true
 	}
 	return 0, false
 }
@@ -93,7 +103,7 @@ func (b *boundedValues) appendTo(dst *[]string, a arrow.Array) error {
 			switch {
 			case ids[k] < 0:
 				ids[k] = b.id(dict.Value(k))
-			case ids[k] == distinctCap:
+			case b.pooled > 0 && ids[k] == b.other:
 				b.pooled++ // a row more of a value pooled
 			}
 			*dst = append(*dst, b.names[ids[k]])
@@ -109,7 +119,22 @@ func (b *boundedValues) note() string {
 	if b.pooled == 0 {
 		return ""
 	}
-	return fmt.Sprintf("column %s has more than %d distinct values: %d row values first seen past them (the first %q) are pooled as %q", b.column, distinctCap, b.pooled, b.first, otherValue)
+	bound := fmt.Sprintf("more than %d distinct values", len(b.index))
+	if len(b.index) < maxDistinctValues {
+		bound = fmt.Sprintf("more than %s of distinct values (%d of them)", byteSize(maxDistinctBytes), len(b.index))
+	}
+	return fmt.Sprintf("column %s has %s: %d row values first seen past them (the first %q) are pooled as %q", b.column, bound, b.pooled, b.first, otherValue)
+}
+
+// byteSize prints n bytes in B, KiB or MiB.
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // clip is s cut to at most n bytes, marked "…" where cut.

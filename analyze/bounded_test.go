@@ -17,13 +17,22 @@ import (
 	"github.com/servetrace/servetrace/trace"
 )
 
-// TestDistinctValuesBounded (issue 46, item 5): 300 rows of 300 distinct
-// values of a string column keep the first 256 apart and pool the other
-// 44 as "(other)", with a note naming the column and the first value
-// pooled, wherever analysis keeps such values: breakdown columns, held
-// and streamed, probe kinds, the sessions' run ids, answers' finish
-// reasons (before, every value was kept, however many).
+// keepDistinct lowers maxDistinctValues to n for the test.
+func keepDistinct(t *testing.T, n int) {
+	old := maxDistinctValues
+	maxDistinctValues = n
+	t.Cleanup(func() { maxDistinctValues = old })
+}
+
+// TestDistinctValuesBounded (issue 46, item 5): with 256 distinct values
+// kept apart, 300 rows of 300 distinct values of a string column keep
+// the first 256 apart and pool the other 44 as "(other)", with a note
+// naming the column and the first value pooled, wherever analysis keeps
+// such values: breakdown columns, held and streamed, probe kinds, the
+// sessions' run ids, answers' finish reasons (before, every value was
+// kept, however many).
 func TestDistinctValuesBounded(t *testing.T) {
+	keepDistinct(t, 256)
 	const n = 300
 	want := func(column string) string {
 		return fmt.Sprintf("column %s has more than 256 distinct values: 44 row values first seen past them (the first %q) are pooled as \"(other)\"", column, "v256")
@@ -120,11 +129,14 @@ func TestDistinctValuesBounded(t *testing.T) {
 
 // TestLongDistinctStringsHeldOnce (issue 46, item 5): 40,000 rows, each
 // with its own tenant, model, adapter, phase, role and finish reason of
-// 1,000 bytes, analyzed held by tenant within 320 MiB: past the first 256
-// values of a column every row shares one "(other)" (before, each row
-// held its six strings: out of memory).
+// 1,000 bytes, analyzed held by tenant within 320 MiB, with 1 MiB of
+// distinct strings kept a column: past the first 1,048 values of a column
+// every row shares one "(other)" (without the bound, each row holds its
+// six strings: out of memory). At the real 16 MiB a column, the same run
+// takes between 400 and 448 MiB, its writing included.
 func TestLongDistinctStringsHeldOnce(t *testing.T) {
 	memcap.Run(t, 320<<20, func(t *testing.T) {
+		maxDistinctBytes = 1 << 20
 		const n = 40_000
 		dir := filepath.Join(t.TempDir(), "run")
 		writeStringsRun(t, dir, n, func(col string, i int) string {
@@ -140,8 +152,9 @@ func TestLongDistinctStringsHeldOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Requests.Counted != n || len(rep.Breakdowns["tenant"]) != maxGroups || len(rep.Sent.FinishReasons) != 257 {
-			t.Errorf("%d counted, %d groups, %d finish reasons; want %d, %d, 257", rep.Requests.Counted, len(rep.Breakdowns["tenant"]), len(rep.Sent.FinishReasons), n, maxGroups)
+		kept := maxDistinctBytes / 1000
+		if rep.Requests.Counted != n || len(rep.Breakdowns["tenant"]) != maxGroups || len(rep.Sent.FinishReasons) != kept+1 {
+			t.Errorf("%d counted, %d groups, %d finish reasons; want %d, %d, %d", rep.Requests.Counted, len(rep.Breakdowns["tenant"]), len(rep.Sent.FinishReasons), n, maxGroups, kept+1)
 		}
 	})
 }
@@ -212,6 +225,7 @@ func writeStringsRun(t *testing.T, dir string, n int, value func(col string, i i
 // are no load level and are left out, the note saying so (before, every
 // phase was a step, however many).
 func TestEnvelopeLeavesPooledPhasesOut(t *testing.T) {
+	keepDistinct(t, 256)
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, "run", listRows(520, func(i int, r *trace.Result) { r.Phase = fmt.Sprintf("v%d", i/2) }), 0)
 	env, err := FindEnvelope([]string{dir}, EnvelopeOptions{Attainment: 0.5})
@@ -245,5 +259,43 @@ func TestProbeWindowsBounded(t *testing.T) {
 	}
 	if p.Graded != 16_400 || len(p.Windows) != maxProbeWindows || !strings.Contains(strings.Join(p.Notes, "\n"), "16 graded probes were sent past the first 16384 windows") {
 		t.Errorf("%d graded, %d windows, notes %q; want 16400, %d and the note", p.Graded, len(p.Windows), p.Notes, maxProbeWindows)
+	}
+}
+
+// TestLargestValueSeenLateKeepsItsGroup: a gateway replay's first 300
+// requests come from 300 tenants of one request each, then 100 from one
+// tenant: the held breakdown by tenant shows that tenant first, with its
+// 100 requests, and pools no value at read. Before, every value first
+// seen past the 256th was "(other)", the largest tenant among them.
+func TestLargestValueSeenLateKeepsItsGroup(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, "run", listRows(400, func(i int, r *trace.Result) {
+		r.Tenant = fmt.Sprintf("t%d", min(i, 300))
+	}), 0)
+	rep, err := Analyze([]string{dir}, Options{By: []string{"tenant"}, Bootstrap: BootstrapOptions{Resamples: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := rep.Breakdowns["tenant"]
+	if len(g) == 0 || g[0].Value != "t300" || g[0].Counted != 100 || strings.Contains(strings.Join(rep.Notes, "\n"), "pooled as") {
+		t.Errorf("first group %s of %d requests, notes %q; want t300 with 100 requests and nothing pooled at read", g[0].Value, g[0].Counted, rep.Notes)
+	}
+}
+
+// TestDistinctBytesBounded: past maxDistinctBytes of distinct strings a
+// column's new values are pooled too, and the note says the bytes bound:
+// 10 values of 100 bytes under a 512-byte bound keep 5 apart.
+func TestDistinctBytesBounded(t *testing.T) {
+	defer func(n int) { maxDistinctBytes = n }(maxDistinctBytes)
+	maxDistinctBytes = 512
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, "run", listRows(10, func(i int, r *trace.Result) { r.Tenant = fmt.Sprintf("%0100d", i) }), 0)
+	rep, err := Analyze([]string{dir}, Options{By: []string{"tenant"}, Bootstrap: BootstrapOptions{Resamples: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("column tenant has more than 512 B of distinct values (5 of them): 5 row values first seen past them (the first %q) are pooled as \"(other)\"", fmt.Sprintf("%0100d", 5)[:40]+"…")
+	if g := rep.Breakdowns["tenant"]; len(g) != 6 || !strings.Contains(strings.Join(rep.Notes, "\n"), want) {
+		t.Errorf("%d groups, notes %q; want 6 and %q", len(g), rep.Notes, want)
 	}
 }

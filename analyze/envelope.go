@@ -39,18 +39,26 @@ const (
 type Envelope struct {
 	SLO        SLO     `json:"slo"`
 	Attainment float64 `json:"attainment"`
+	// Confidence is the level of the attainment interval that judges a
+	// step (each step's attainment_ci).
+	Confidence float64 `json:"confidence"`
 	// Steps are ordered by offered rate.
 	Steps []Step `json:"steps"`
 	// Knee is the index of the last step whose goodput grew significantly
 	// over the step before (-1 when every step kept growing or there is one
 	// step).
 	Knee int `json:"knee"`
-	// MaxRateMeetingSLO is the highest offered rate whose step met the SLO
-	// below the first step that did not; MaxRateInterval brackets the true
-	// limit between it and the first failing step's rate (the sweep's
-	// resolution; +Inf as 0 when no step failed).
+	// MaxRateMeetingSLO is the highest offered rate that passed below the
+	// lowest failing one, the steps of one rate pooled as a sweep pools a
+	// level's. MaxRateInterval brackets the limit: [it, hi), hi the lowest
+	// failing rate or, if lower, the lowest undecided rate above it
+	// ([it, hi] then: the limit may be at hi); hi 0 when neither. An
+	// undecided rate below it bounds nothing.
 	MaxRateMeetingSLO *float64   `json:"max_rate_meeting_slo,omitempty"`
 	MaxRateInterval   [2]float64 `json:"max_rate_interval"`
+	// UndecidedRates are the rates whose pooled attainment interval
+	// straddles the target: none counts as meeting the SLO.
+	UndecidedRates []float64 `json:"undecided_rates,omitempty"`
 	// Recovery says whether latency came back after the overload.
 	Recovery string   `json:"recovery"`
 	Notes    []string `json:"notes,omitempty"`
@@ -73,10 +81,12 @@ type Step struct {
 	GoodputCI     [2]float64 `json:"goodput_ci95"`
 	// Attainment is the share of counted requests meeting the SLO (Good of
 	// Counted), with its exact binomial interval at the envelope's
-	// confidence (95% unless asked otherwise).
-	Attainment   float64    `json:"attainment"`
-	AttainmentCI [2]float64 `json:"attainment_ci95"`
-	Good         int        `json:"good"`
+	// confidence, which judges the step, and at 95% (attainment_ci95
+	// keeps the meaning it was published with, whatever the confidence).
+	Attainment     float64    `json:"attainment"`
+	AttainmentCI   [2]float64 `json:"attainment_ci"`
+	AttainmentCI95 [2]float64 `json:"attainment_ci95"`
+	Good           int        `json:"good"`
 	// Verdict is StepPass, StepFail or StepUndecided, by the interval;
 	// a step that is not steady fails. MeetsSLO is Verdict == StepPass.
 	Verdict  string `json:"verdict"`
@@ -130,7 +140,7 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 	if err := l.needRecords("an envelope"); err != nil {
 		return nil, err
 	}
-	env := &Envelope{SLO: o.SLO, Attainment: o.Attainment, Knee: -1, Notes: l.notes}
+	env := &Envelope{SLO: o.SLO, Attainment: o.Attainment, Confidence: o.Confidence, Knee: -1, Notes: l.notes}
 	type group struct {
 		name    string
 		rows    []int32
@@ -152,7 +162,7 @@ func FindEnvelope(runDirs []string, o EnvelopeOptions) (*Envelope, error) {
 		var order []string
 		for i := range l.cols.n {
 			ph := l.cols.phase[i]
-			if ph == "" || ph == "warmup" || ph == otherValue { // pooled past distinctCap: no load level
+			if ph == "" || ph == "warmup" || ph == otherValue { // pooled past the bounds: no load level
 				continue
 			}
 			if _, ok := byPhase[ph]; !ok {
@@ -288,6 +298,7 @@ func step(c *resultColumns, name string, rows []int32, offered float64, o Envelo
 	s.OutputTokens = outTok
 	s.OutputTokensPerS, s.TotalTokensPerS = float64(outTok)/span, float64(outTok+promptTok)/span
 	s.AttainmentCI = BinomialCI(good, x.counts.Counted, o.Confidence)
+	s.AttainmentCI95 = BinomialCI(good, x.counts.Counted, 0.95)
 	if x.counts.Counted > 0 {
 		s.Attainment = float64(good) / float64(x.counts.Counted)
 	}
@@ -327,37 +338,112 @@ func (e *Envelope) findKnee() {
 	}
 }
 
-// findMaxRate sets the highest rate meeting the SLO below the first step
-// that did not: failed, or undecided (never counted as meeting it).
+// rateLevel is the steps of one offered rate pooled, as a sweep pools a
+// level's: not steady in any of them fails it, else its pooled interval
+// judges it.
+type rateLevel struct {
+	rate        float64
+	steps       []string
+	good, count int
+	ci          [2]float64
+	verdict     string
+}
+
+// rateLevels pools the steps (ordered by offered rate) rate by rate.
+func (e *Envelope) rateLevels() []rateLevel {
+	var out []rateLevel
+	notSteady := map[float64]bool{}
+	for _, s := range e.Steps {
+		if len(out) == 0 || out[len(out)-1].rate != s.OfferedRate {
+			out = append(out, rateLevel{rate: s.OfferedRate})
+		}
+		l := &out[len(out)-1]
+		l.steps, l.good, l.count = append(l.steps, s.Name), l.good+s.Good, l.count+s.Counted
+		if st := s.Steadiness; st != nil && !st.Steady {
+			notSteady[s.OfferedRate] = true
+		}
+	}
+	for i := range out {
+		l := &out[i]
+		l.ci = BinomialCI(l.good, l.count, e.Confidence)
+		switch {
+		case notSteady[l.rate] || l.ci[1] < e.Attainment:
+			l.verdict = StepFail
+		case l.ci[0] >= e.Attainment && l.count > 0:
+			l.verdict = StepPass
+		default:
+			l.verdict = StepUndecided
+		}
+	}
+	return out
+}
+
+// findMaxRate brackets the limit over the rates (rateLevels) as a sweep
+// brackets it over its levels: lo the highest rate that passed below the
+// lowest failing one, hi that failing rate or, if lower, the lowest
+// undecided rate above lo. An undecided rate is never counted as meeting
+// the SLO; one below lo bounds nothing (a short step at a low rate cannot
+// hold the requests a pass needs).
 func (e *Envelope) findMaxRate() {
-	last := -1
-	for k, s := range e.Steps {
-		if !s.MeetsSLO {
+	levels := e.rateLevels()
+	var lo, hi, failed float64
+	for _, l := range levels {
+		if l.verdict == StepFail {
+			failed = l.rate
 			break
 		}
-		last = k
+	}
+	hi = failed
+	for _, l := range levels {
+		if l.verdict == StepPass && (failed == 0 || l.rate < failed) {
+			lo = l.rate
+		}
+	}
+	var undecided []string
+	for _, l := range levels {
+		if l.verdict != StepUndecided {
+			continue
+		}
+		e.UndecidedRates = append(e.UndecidedRates, l.rate)
+		undecided = append(undecided, fmt.Sprintf("%.2f", l.rate))
+		if l.rate > lo && (hi == 0 || l.rate < hi) {
+			hi = l.rate
+		}
 	}
 	for _, s := range e.Steps {
 		if st := s.Steadiness; st != nil && !st.Steady {
 			e.Notes = append(e.Notes, fmt.Sprintf("step %s (%.2f req/s) fails: %s", s.Name, s.OfferedRate, st.Reason))
 		}
-		if s.Verdict == StepUndecided {
-			e.Notes = append(e.Notes, fmt.Sprintf("step %s (%.2f req/s) is undecided: its attainment interval [%.2f%%, %.2f%%] straddles %.1f%%; not counted as meeting the SLO: run it longer to decide it",
-				s.Name, s.OfferedRate, 100*s.AttainmentCI[0], 100*s.AttainmentCI[1], 100*e.Attainment))
-		}
 	}
-	if last < 0 {
-		if len(e.Steps) > 0 {
-			e.Notes = append(e.Notes, fmt.Sprintf("no step met the SLO at %.1f%% attainment: the limit is below %.2f req/s", 100*e.Attainment, e.Steps[0].OfferedRate))
+	for _, l := range levels {
+		if l.verdict != StepUndecided {
+			continue
 		}
-		return
+		what := fmt.Sprintf("step %s (%.2f req/s) is undecided: its attainment interval", l.steps[0], l.rate)
+		if len(l.steps) > 1 {
+			what = fmt.Sprintf("steps %s (%.2f req/s), pooled, are undecided: their attainment interval", strings.Join(l.steps, ", "), l.rate)
+		}
+		note := fmt.Sprintf("%s [%.2f%%, %.2f%%] straddles %.1f%%; not counted as meeting the SLO: run it longer to decide it", what, 100*l.ci[0], 100*l.ci[1], 100*e.Attainment)
+		if l.rate < lo {
+			note += fmt.Sprintf("; below %.2f req/s, the highest rate that passed, it bounds nothing", lo)
+		}
+		e.Notes = append(e.Notes, note)
 	}
-	e.MaxRateMeetingSLO = new(e.Steps[last].OfferedRate)
-	e.MaxRateInterval[0] = e.Steps[last].OfferedRate
-	if last+1 < len(e.Steps) {
-		e.MaxRateInterval[1] = e.Steps[last+1].OfferedRate
-	} else {
-		e.Notes = append(e.Notes, "every step met the SLO: the sweep did not reach the limit; extend it to higher rates")
+	e.MaxRateInterval = [2]float64{lo, hi}
+	switch {
+	case lo > 0:
+		e.MaxRateMeetingSLO = new(lo)
+		if hi == 0 {
+			e.Notes = append(e.Notes, "no rate failed: the sweep did not reach the limit; extend it to higher rates")
+		}
+	case hi > 0 && hi == failed:
+		e.Notes = append(e.Notes, fmt.Sprintf("no step met the SLO at %.1f%% attainment: the limit is below %.2f req/s", 100*e.Attainment, hi))
+	case len(undecided) > 0:
+		note := fmt.Sprintf("no step was shown to meet the SLO (undecided: %s req/s)", strings.Join(undecided, ", "))
+		if failed > 0 {
+			note += fmt.Sprintf("; %.2f req/s failed: the limit is below it", failed)
+		}
+		e.Notes = append(e.Notes, note)
 	}
 }
 
@@ -449,7 +535,7 @@ func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
 		b.WriteString("knee: not reached (goodput grew at every step)\n")
 	}
 	if e.MaxRateMeetingSLO != nil {
-		if e.MaxRateInterval[1] > 0 && e.undecidedAt(e.MaxRateInterval[1]) {
+		if hi := e.MaxRateInterval[1]; hi > 0 && slices.Contains(e.UndecidedRates, hi) {
 			fmt.Fprintf(&b, "highest rate meeting the SLO: %.2f req/s; the limit lies in [%.2f, %.2f] at this sweep's resolution (%.2f undecided)\n", *e.MaxRateMeetingSLO, e.MaxRateInterval[0], e.MaxRateInterval[1], e.MaxRateInterval[1])
 		} else if e.MaxRateInterval[1] > 0 {
 			fmt.Fprintf(&b, "highest rate meeting the SLO: %.2f req/s; the limit lies in [%.2f, %.2f) at this sweep's resolution\n", *e.MaxRateMeetingSLO, e.MaxRateInterval[0], e.MaxRateInterval[1])
@@ -463,13 +549,6 @@ func WriteEnvelopeTable(w io.Writer, e *Envelope) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// undecidedAt reports whether the first step at that offered rate is
-// undecided.
-func (e *Envelope) undecidedAt(rate float64) bool {
-	i := slices.IndexFunc(e.Steps, func(s Step) bool { return s.OfferedRate == rate })
-	return i >= 0 && e.Steps[i].Verdict == StepUndecided
 }
 
 // passesText says whether a step passes, "not steady" when it fails for

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -54,7 +55,7 @@ func TestEnvelopeSweep(t *testing.T) {
 	}
 	// At 95% attainment: a step passes once its interval's lower end
 	// clears it, and the 150 requests of the 5 req/s step, all good,
-	// give 97.6% (99% would need 367).
+	// give 97.6% (99% would need 368).
 	env, err := FindEnvelope(dirs, EnvelopeOptions{Options: Options{SLO: SLO{TTFT: 200 * time.Millisecond}}, Attainment: 0.95})
 	if err != nil {
 		t.Fatal(err)
@@ -162,5 +163,124 @@ func TestEnvelopeUndecidedStepNotCounted(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// ttftSteps writes a run per step: n requests sent evenly at rate, all
+// with TTFT 50 ms but the first slow ones, 500 ms.
+func ttftSteps(t *testing.T, steps []struct {
+	rate    float64
+	n, slow int
+}) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var dirs []string
+	for i, c := range steps {
+		var rows []trace.Result
+		for k := range c.n {
+			sent := int64(float64(k) / c.rate * 1e9)
+			ttft := int64(50e6)
+			if k < c.slow {
+				ttft = 500e6
+			}
+			first, done := sent+ttft, sent+ttft+10e6
+			rows = append(rows, trace.Result{Identity: trace.Identity{RequestID: fmt.Sprintf("r%d", k)}, ScheduledNs: sent, AdmittedNs: sent,
+				Shape:  trace.Shape{InputTokens: 4, OutputTokens: 2, MaxTokens: 2, API: trace.APIChat, Stream: true, N: 1},
+				SentNs: &sent, FirstTokenNs: &first, FirstChunkNs: &first, DoneNs: &done, TokenTimesNs: []int64{ttft, ttft + 10e6},
+				ObservedOutputTokens: 2, Outcome: trace.OutcomeOK})
+		}
+		d := filepath.Join(dir, fmt.Sprintf("step%d", i))
+		writeRun(t, d, fmt.Sprintf("run-%d", i), rows, c.rate)
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
+
+// TestEnvelopeBracketRule: the envelope brackets the limit as a sweep
+// does. Steps of one offered rate are pooled; lo is the highest rate that
+// passed below the lowest failing one, hi that failing rate or, if lower,
+// the lowest undecided rate above lo; an undecided rate below lo bounds
+// nothing. Before, the first step that did not pass ended the search for
+// the highest rate meeting the SLO: a short, undecided step at a low rate
+// hid every pass above it ("no step met the SLO ... the limit is below
+// 1.00 req/s"), and of two steps at one rate only the first was looked at.
+func TestEnvelopeBracketRule(t *testing.T) {
+	type step = struct {
+		rate    float64
+		n, slow int
+	}
+	for _, c := range []struct {
+		name      string
+		steps     []step
+		max       float64 // 0: none
+		interval  [2]float64
+		undecided string
+		want      []string
+		wantNot   []string
+	}{
+		{"undecided low rates bound nothing", []step{{1, 60, 0}, {2, 120, 0}, {5, 400, 0}, {10, 400, 200}}, 5, [2]float64{5, 10}, "[1 2]",
+			[]string{"highest rate meeting the SLO: 5.00 req/s; the limit lies in [5.00, 10.00) at this sweep's resolution", "below 5.00 req/s, the highest rate that passed, it bounds nothing"},
+			[]string{"no step met the SLO", "below 1.00"}},
+		{"a rate's steps pooled", []step{{5, 400, 0}, {10, 400, 0}, {10, 100, 1}, {15, 100, 50}}, 5, [2]float64{5, 10}, "[10]",
+			[]string{"the limit lies in [5.00, 10.00] at this sweep's resolution (10.00 undecided)"}, nil},
+		{"nothing passed or failed", []step{{1, 60, 0}, {2, 120, 0}}, 0, [2]float64{0, 1}, "[1 2]",
+			[]string{"no step was shown to meet the SLO (undecided: 1.00, 2.00 req/s)"}, []string{"the limit is below", "no step met"}},
+		{"nothing passed", []step{{1, 100, 50}, {2, 100, 50}}, 0, [2]float64{0, 1}, "[]",
+			[]string{"no step met the SLO at 99.0% attainment: the limit is below 1.00 req/s"}, nil},
+	} {
+		env, err := FindEnvelope(ttftSteps(t, c.steps), EnvelopeOptions{Options: Options{SLO: SLO{TTFT: 200 * time.Millisecond}}, Attainment: 0.99})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0.0
+		if env.MaxRateMeetingSLO != nil {
+			got = *env.MaxRateMeetingSLO
+		}
+		if got != c.max || env.MaxRateInterval != c.interval || fmt.Sprint(env.UndecidedRates) != c.undecided {
+			t.Errorf("%s: max rate %g in %v, undecided %v; want %g in %v, %s", c.name, got, env.MaxRateInterval, env.UndecidedRates, c.max, c.interval, c.undecided)
+		}
+		var b strings.Builder
+		if err := WriteEnvelopeTable(&b, env); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("%s: table lacks %q:\n%s", c.name, want, b.String())
+			}
+		}
+		for _, bad := range c.wantNot {
+			if strings.Contains(b.String(), bad) {
+				t.Errorf("%s: table says %q:\n%s", c.name, bad, b.String())
+			}
+		}
+	}
+}
+
+// TestEnvelopeIntervalKeys: a step's attainment_ci95 is its 95% interval
+// whatever the confidence asked, and attainment_ci the interval at that
+// confidence, which judges it (before, attainment_ci95 held the interval
+// at the confidence asked).
+func TestEnvelopeIntervalKeys(t *testing.T) {
+	dirs := ttftSteps(t, []struct {
+		rate    float64
+		n, slow int
+	}{{5, 100, 1}, {10, 100, 50}})
+	env, err := FindEnvelope(dirs, EnvelopeOptions{Options: Options{SLO: SLO{TTFT: 200 * time.Millisecond}}, Attainment: 0.9, Confidence: 0.99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(env.Steps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		CI95 [2]float64 `json:"attainment_ci95"`
+		CI   [2]float64 `json:"attainment_ci"`
+	}
+	json.Unmarshal(b, &got)
+	// binom.test(99, 100, conf.level = 0.95): [0.9455406, 0.9997469];
+	// conf.level = 0.99: [0.9280423, …].
+	if math.Abs(got.CI95[0]-0.9455406) > 1e-6 || math.Abs(got.CI[0]-0.9280423) > 1e-6 || env.Confidence != 0.99 {
+		t.Errorf("attainment_ci95 %v, attainment_ci %v, confidence %v; want [0.9455, …], [0.9280, …] and 0.99", got.CI95, got.CI, env.Confidence)
 	}
 }

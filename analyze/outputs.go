@@ -167,7 +167,7 @@ func newAnswerPairing(a *heldAnswers, confidence float64) *answerPairing {
 // addBatch pairs a batch of run b's ok rows with run a's answers.
 func (p *answerPairing) addBatch(rec arrow.RecordBatch) error {
 	return eachAnswer(rec, &p.finish, func(id string, rb answerRow) error {
-		key := hashSession(id)
+		key := hash128(id)
 		if _, dup := p.seen[key]; dup {
 			return fmt.Errorf("request id %q appears twice among ok requests: compare one run with one run", clip(id, 80))
 		}
@@ -374,7 +374,7 @@ func readAnswers(dir string) (*heldAnswers, error) {
 	h := &heldAnswers{byID: map[[2]uint64]answer{}, finish: boundedValues{column: "observed_finish_reason"}}
 	err := forEachResultBatch([]string{dir}, answerColumns, func(rec arrow.RecordBatch) error {
 		return eachAnswer(rec, &h.finish, func(id string, r answerRow) error {
-			key := hashSession(id)
+			key := hash128(id)
 			if _, dup := h.byID[key]; dup {
 				return fmt.Errorf("request id %q appears twice among ok requests: compare one run with one run", clip(id, 80))
 			}
@@ -465,7 +465,7 @@ func eachAnswer(rec arrow.RecordBatch, finish *boundedValues, fn func(id string,
 			if err != nil {
 				return fmt.Errorf("column output_hashes: %w", err)
 			}
-			r.hashes = append(r.hashes, hashSession(h))
+			r.hashes = append(r.hashes, hash128(h))
 		}
 		if r.greedy && eventVals != nil {
 			eo := events.Offsets()

@@ -299,7 +299,7 @@ func breakdown(c *resultColumns, dim string, opts Options, spanS float64) []Grou
 			rows[k] = append(rows[k], int32(i))
 		}
 	}
-	// Rows whose value was pooled at read (past distinctCap) are
+	// Rows whose value was pooled at read (past maxDistinctValues) are
 	// "(other)" whatever the groups' sizes.
 	pooled := rows[otherValue]
 	delete(rows, otherValue)

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"time"
@@ -53,15 +52,6 @@ type sessionKey struct {
 	id  [2]uint64
 }
 
-// sessionSeeds key the session ids' hash: random per process (no file
-// can aim at a collision), shared by a run's tally and its baseline's.
-var sessionSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-
-// hashSession is session id's 128-bit hash.
-func hashSession(id string) [2]uint64 {
-	return [2]uint64{maphash.String(sessionSeeds[0], id), maphash.String(sessionSeeds[1], id)}
-}
-
 // sessionColumns are the columns a session tally reads.
 var sessionColumns = []string{"session_id", "sent_ns", "done_ns", "warmup", "outcome", "run_id"}
 
@@ -69,7 +59,7 @@ var sessionColumns = []string{"session_id", "sent_ns", "done_ns", "warmup", "out
 // over the parts with other tallies.
 type sessionTally struct {
 	spans     map[sessionKey]sessionSpan
-	runs      boundedValues // run ids, at most distinctCap
+	runs      boundedValues // run ids, within maxDistinctValues
 	truncated bool
 }
 
@@ -210,7 +200,7 @@ func sessionHashes(a arrow.Array) ([][2]uint64, error) {
 		if id == "" {
 			return [2]uint64{}
 		}
-		return hashSession(id)
+		return hash128(id)
 	}
 	switch a := a.(type) {
 	case nil:

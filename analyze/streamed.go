@@ -59,60 +59,6 @@ const heldEntriesPerRow = heldRowBytes / 32
 // of.
 var heldListColumns = []string{"token_times_ns", "prefix_blocks"}
 
-// listEntries counts the entries of the heldListColumns in the parts of
-// the servetrace runs among dirs, from the parts' footers.
-func listEntries(dirs []string) (int64, error) {
-	var n int64
-	for _, dir := range dirs {
-		if peer.IsResultFile(dir) {
-			continue
-		}
-		parts, err := trace.ResultParts(dir)
-		if err != nil {
-			return 0, err
-		}
-		for _, p := range parts {
-			path := filepath.Join(dir, p.Path)
-			k, err := footerEntries(path, heldListColumns)
-			if err != nil {
-				return 0, fmt.Errorf("read %s: %w", path, err)
-			}
-			n += k
-		}
-	}
-	return n, nil
-}
-
-// footerEntries sums the footer's value counts of the named columns' leaves
-// over a part's row groups.
-func footerEntries(path string, columns []string) (n int64, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("corrupt Parquet data: %v", r)
-		}
-	}()
-	pf, err := openParquet(path)
-	if err != nil {
-		return 0, err
-	}
-	defer pf.Close()
-	schema := pf.MetaData().Schema
-	for i := range schema.NumColumns() {
-		top, _, _ := strings.Cut(schema.Column(i).Path(), ".")
-		if !slices.Contains(columns, top) {
-			continue
-		}
-		for g := range pf.NumRowGroups() {
-			meta, err := pf.MetaData().RowGroup(g).ColumnChunk(i)
-			if err != nil {
-				return 0, err
-			}
-			n += max(meta.NumValues(), 0)
-		}
-	}
-	return n, nil
-}
-
 const (
 	// streamBatches is the batch-means batch count of a streamed analysis:
 	// batchesFor's most, as every streamed run is long.
@@ -167,16 +113,20 @@ func streamedText(s *Streamed) string {
 	return text
 }
 
-// resultRows counts the result rows of run directories: run.json's count
-// per part where it lists them, else each part's Parquet footer; a peer
-// tool's result file, its records (peers opens each once).
-func resultRows(runDirs []string, peers peerFiles) (int64, error) {
-	var rows int64
+// heldRows counts the result rows of run directories (a peer tool's
+// result file: its records, peers opening each once) and what a held
+// analysis counts them as: each row, and a row more per heldEntriesPerRow
+// token times and prefix blocks (servetrace runs only). Both come from
+// each part's footer, read once: the footer, not run.json, says how many
+// rows a part holds (a run.json edited to list fewer would have them
+// held), and run.json's count must match it.
+func heldRows(runDirs []string, peers peerFiles) (rows, held int64, err error) {
+	var entries int64
 	for _, dir := range runDirs {
 		if peer.IsResultFile(dir) {
 			runs, err := peers.open(dir)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			for _, r := range runs {
 				if r.HasRecords() {
@@ -186,26 +136,69 @@ func resultRows(runDirs []string, peers peerFiles) (int64, error) {
 			continue
 		}
 		if _, err := trace.ReadRunInfo(dir); err != nil {
-			return 0, err // says what is missing before the parts do
+			return 0, 0, err // says what is missing before the parts do
 		}
 		parts, err := trace.ResultParts(dir)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for _, p := range parts {
-			// The footer, not run.json, says how many rows a part holds:
-			// a run.json edited to list fewer would have them held.
-			n, err := footerRows(filepath.Join(dir, p.Path))
+			path := filepath.Join(dir, p.Path)
+			n, k, err := footerCounts(path, heldListColumns)
 			if err != nil {
-				return 0, fmt.Errorf("read %s: %w", filepath.Join(dir, p.Path), err)
+				return 0, 0, fmt.Errorf("read %s: %w", path, err)
 			}
 			if p.Rows >= 0 && n != p.Rows {
-				return 0, fmt.Errorf("run %s: %s holds %d rows, %s says %d: the part was replaced", dir, p.Path, n, trace.RunInfoName, p.Rows)
+				return 0, 0, fmt.Errorf("run %s: %s holds %d rows, %s says %d: the part was replaced", dir, p.Path, n, trace.RunInfoName, p.Rows)
 			}
-			rows += n
+			rows, entries = rows+n, entries+k
 		}
 	}
-	return rows, nil
+	return rows, rows + entries/heldEntriesPerRow, nil
+}
+
+// footerCounts are a Parquet part's row count and the value count of the
+// named list columns' leaves over its row groups, from its footer.
+func footerCounts(path string, columns []string) (rows, entries int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt Parquet data: %v", r)
+		}
+	}()
+	pf, err := openParquet(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer pf.Close()
+	schema := pf.MetaData().Schema
+	for i := range schema.NumColumns() {
+		top, _, _ := strings.Cut(schema.Column(i).Path(), ".")
+		if !slices.Contains(columns, top) {
+			continue
+		}
+		for g := range pf.NumRowGroups() {
+			meta, err := pf.MetaData().RowGroup(g).ColumnChunk(i)
+			if err != nil {
+				return 0, 0, err
+			}
+			entries += max(meta.NumValues(), 0)
+		}
+	}
+	return pf.NumRows(), entries, nil
+}
+
+// heldText says how many rows runs hold and, where their token times and
+// prefix blocks count for more, what they count as.
+func heldText(rows, held int64) string {
+	if held > rows {
+		return fmt.Sprintf("%d result rows, whose token times and prefix blocks count as %d held rows", rows, held)
+	}
+	return fmt.Sprintf("%d result rows", rows)
+}
+
+// heldMemory is about what holding held rows takes.
+func heldMemory(held int64) string {
+	return fmt.Sprintf("about %.3g MB", float64(held)*heldRowBytes/1e6)
 }
 
 // holdable refuses runs whose rows, their token times and prefix blocks
@@ -214,20 +207,12 @@ func resultRows(runDirs []string, peers peerFiles) (int64, error) {
 // comparison, an envelope) has no streamed path.
 func holdable(dirs []string, limit int, what string) error {
 	limit = cmp.Or(limit, DefaultInMemoryRows)
-	rows, err := resultRows(dirs, peerFiles{})
+	rows, held, err := heldRows(dirs, peerFiles{})
 	if err != nil {
 		return err
 	}
-	held := rows
-	if rows <= int64(limit) {
-		entries, err := listEntries(dirs)
-		if err != nil {
-			return err
-		}
-		held += entries / heldEntriesPerRow
-	}
 	if held > int64(limit) {
-		return opterr.New("InMemoryRows", limit, "%s holds every result row at once, and these runs hold %d rows (%d counting their token times and prefix blocks): raise it if the memory is there (about %d MB), or use fewer runs", what, rows, held, held*heldRowBytes>>20)
+		return opterr.New("InMemoryRows", limit, "%s holds every result row at once, and these runs hold %s: raise it to %d if the memory is there (%s), or use fewer runs", what, heldText(rows, held), held, heldMemory(held))
 	}
 	return nil
 }
@@ -252,24 +237,9 @@ func (p peerFiles) open(path string) ([]peer.Run, error) {
 	return runs, nil
 }
 
-// footerRows is a Parquet file's row count from its footer.
-func footerRows(path string) (n int64, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("corrupt Parquet data: %v", r)
-		}
-	}()
-	pf, err := openParquet(path)
-	if err != nil {
-		return 0, err
-	}
-	defer pf.Close()
-	return pf.NumRows(), nil
-}
-
 // streamable checks that opts asks only for what a streamed analysis of
 // rows computes, naming what needs the rows held otherwise.
-func streamable(rows int64, limit int, opts Options) error {
+func streamable(rows, held int64, limit int, opts Options) error {
 	var needs string
 	switch {
 	case opts.Window > 0:
@@ -282,8 +252,8 @@ func streamable(rows int64, limit int, opts Options) error {
 	if needs == "" {
 		return nil
 	}
-	return opterr.New("InMemoryRows", limit, "asking for %s needs every result row in memory, and these runs hold %d: raise the limit to %d if the machine has about %.0f GB to spare (about %d bytes a row), or analyze without it",
-		needs, rows, rows, float64(rows)*heldRowBytes/1e9, heldRowBytes)
+	return opterr.New("InMemoryRows", limit, "asking for %s needs every result row in memory, and these runs hold %s: raise the limit to %d if the machine has %s to spare (about %d bytes a held row), or analyze without it",
+		needs, heldText(rows, held), held, heldMemory(held), heldRowBytes)
 }
 
 // analyzeStreamed is AnalyzeContext for runs of more rows than held in
@@ -332,8 +302,8 @@ func analyzeStreamed(ctx context.Context, runDirs []string, rows, held int64, li
 		ids[ri.RunID] = true
 	}
 	if len(ids) > 1 {
-		return nil, opterr.New("InMemoryRows", limit, "comparing %d repeats of a run needs every result row in memory, and these runs hold %d: raise the limit to %d if the machine has about %.0f GB to spare, or analyze each run on its own",
-			len(ids), rows, rows, float64(rows)*heldRowBytes/1e9)
+		return nil, opterr.New("InMemoryRows", limit, "comparing %d repeats of a run needs every result row in memory, and these runs hold %s: raise the limit to %d if the machine has %s to spare, or analyze each run on its own",
+			len(ids), heldText(rows, held), held, heldMemory(held))
 	}
 	// The live heap is small and fixed while the decoder allocates a
 	// batch's buffers anew each time: collect less often while this runs

@@ -76,7 +76,8 @@ type Options struct {
 	StepDuration time.Duration
 	StepWarmup   time.Duration
 	// Repeats runs every fixed level this many times per configuration,
-	// alternating the configurations' order (A B, then B A).
+	// alternating the configurations' order (A B, then B A); a search
+	// takes none.
 	Repeats int
 	// MaxExtensions reruns an undecided level (searched, or fixed after
 	// its repeats) at most this many times, pooling its requests; still
@@ -158,6 +159,9 @@ func (o *Options) validate() error {
 		}
 		if 1+s.Resolution >= s.Growth {
 			return opterr.New("Search", s.Resolution, "Resolution must be finer than Growth")
+		}
+		if o.Repeats > 1 {
+			return opterr.New("Repeats", o.Repeats, "a search runs each level once, and an undecided one again up to MaxExtensions times: repeats are for fixed Levels")
 		}
 	} else {
 		if len(o.Levels) == 0 {

@@ -90,18 +90,31 @@ func (o *Options) levels(done []Step, config string) map[float64]*level {
 			continue
 		}
 		l.verdict, _ = o.judge(l.good, l.count)
-		l.final = l.verdict != undecided || l.runs >= max(o.Repeats, 1)+o.MaxExtensions
+		l.final = l.verdict != undecided || l.runs >= o.mostRuns()
 	}
 	return out
 }
 
-// bracket returns the highest passing level below the lowest level that
-// did not pass, failed or undecided for good (0 when none), and that
-// level (0 when none): an undecided level is never counted as meeting
-// the SLO.
+// mostRuns is how many times a level runs at most: once when searched
+// (Search.BoundFor counts so), Repeats times when fixed, and
+// MaxExtensions more while it stays undecided.
+func (o *Options) mostRuns() int {
+	if o.Search != nil {
+		return 1 + o.MaxExtensions
+	}
+	return max(o.Repeats, 1) + o.MaxExtensions
+}
+
+// bracket returns the limit's bracket from the final levels: lo is the
+// highest passing level below the lowest failing one (0 when none), hi the
+// lowest failing level or, if lower, the lowest level undecided for good
+// above lo (0 when neither). An undecided level is never counted as
+// meeting the SLO; one below lo bounds nothing (a short step at a low
+// rate cannot send the requests a pass needs, and says nothing of the
+// limit), and a pass above a failure is noise.
 func bracket(ls map[float64]*level) (lo, hi float64) {
 	for _, l := range ls {
-		if l.final && l.verdict != pass && (hi == 0 || l.value < hi) {
+		if l.final && l.verdict == fail && (hi == 0 || l.value < hi) {
 			hi = l.value
 		}
 	}
@@ -110,7 +123,32 @@ func bracket(ls map[float64]*level) (lo, hi float64) {
 			lo = l.value
 		}
 	}
+	for _, l := range ls {
+		if l.final && l.verdict == undecided && l.value > lo && (hi == 0 || l.value < hi) {
+			hi = l.value
+		}
+	}
 	return lo, hi
+}
+
+// bracketText prints the bracket [lo, hi): closed, [lo, hi], where hi is
+// undecided, since the limit may then be at hi.
+func bracketText(lo, hi float64, hiUndecided bool) string {
+	if hiUndecided {
+		return fmt.Sprintf("[%s, %s]", fmtLevel(lo), fmtLevel(hi))
+	}
+	return fmt.Sprintf("[%s, %s)", fmtLevel(lo), fmtLevel(hi))
+}
+
+// verdictText says what a level's verdict was, as a past-tense phrase.
+func verdictText(l *level) string {
+	switch l.verdict {
+	case pass:
+		return "passed"
+	case fail:
+		return "failed"
+	}
+	return "stayed undecided"
 }
 
 // planNext chooses the step after done.
@@ -140,7 +178,7 @@ func (o *Options) fixedNext(done []Step) (next, string, bool) {
 	turn := 0
 	for k, lv := range o.Levels {
 		if k > 0 {
-			if n, why, ok := o.extendNext(done, o.Levels[k-1]); ok {
+			if n, why, ok := o.extendNext(done, k-1); ok {
 				return n, why, true
 			}
 		}
@@ -161,18 +199,35 @@ func (o *Options) fixedNext(done []Step) (next, string, bool) {
 			}
 		}
 	}
-	if n, why, ok := o.extendNext(done, o.Levels[len(o.Levels)-1]); ok {
+	if n, why, ok := o.extendNext(done, len(o.Levels)-1); ok {
 		return n, why, true
 	}
 	return next{}, "every fixed level was run", false
 }
 
-// extendNext is the extension of fixed level lv for the first
-// configuration, in order, whose runs of it left it undecided with
-// extensions to spare.
-func (o *Options) extendNext(done []Step, lv float64) (next, string, bool) {
+// extendNext is the next extension of fixed level k: round by round,
+// each configuration whose runs of it left it undecided with extensions
+// to spare runs once more, the order alternating from round to round and
+// continuing the alternation of the level's repeats (A B | B A | A B), so
+// that neither side is always measured first.
+func (o *Options) extendNext(done []Step, k int) (next, string, bool) {
+	lv := o.Levels[k]
+	open := map[string]*level{}
+	fewest := math.MaxInt
 	for _, c := range o.Configs {
 		if l := o.levels(done, c.Name)[lv]; l != nil && !l.final {
+			open[c.Name], fewest = l, min(fewest, l.runs)
+		}
+	}
+	if len(open) == 0 {
+		return next{}, "", false
+	}
+	order := slices.Clone(o.Configs)
+	if turn := (k+1)*o.Repeats + fewest - o.Repeats; turn%2 == 1 {
+		slices.Reverse(order)
+	}
+	for _, c := range order {
+		if l := open[c.Name]; l != nil && l.runs == fewest {
 			return next{Config: c.Name, Level: lv, Purpose: "extend", Repeat: l.runs}, undecidedWhy(o, l), true
 		}
 	}
@@ -184,7 +239,12 @@ func undecidedWhy(o *Options, l *level) string {
 	return fmt.Sprintf("%s %s is undecided (%d of %d good; the interval straddles %.4g): run it again, pooled", fmtLevel(l.value), o.Mode, l.good, l.count, o.Attainment)
 }
 
-// searchNext grows, shrinks or bisects (see Search).
+// searchNext grows, shrinks or bisects (see Search). It never runs a
+// final level again: it grows past lo only while nothing above lo is
+// final, shrinks below hi only while nothing passed (nothing final lies
+// below hi then), and bisects strictly between lo and hi, where bracket
+// leaves nothing final; a level the rounding lands on that is final
+// anyway ends the search.
 func (o *Options) searchNext(done []Step) (next, string, bool) {
 	s := o.Search
 	config := o.Configs[0].Name
@@ -198,32 +258,44 @@ func (o *Options) searchNext(done []Step) (next, string, bool) {
 		if l := ls[d.Level]; l != nil && !l.final {
 			return next{Config: config, Level: d.Level, Purpose: "extend", Repeat: l.runs}, undecidedWhy(o, l), true
 		}
-		break
 	}
 	lo, hi := bracket(ls)
+	var limit string
+	if hi > 0 {
+		limit = bracketText(lo, hi, ls[hi].verdict == undecided)
+	}
+	var nl float64
+	var purpose, why string
 	switch {
 	case len(ls) == 0:
 		return next{Config: config, Level: s.Start, Purpose: "grow"}, fmt.Sprintf("search starts at %s", fmtLevel(s.Start)), true
+	case lo == 0 && hi == 0: // no level final: cannot happen once extensions are run
+		return next{}, "no level was judged", false
 	case hi == 0:
-		nl := round4(lo * s.Growth)
+		nl, purpose = round4(lo*s.Growth), "grow"
 		if nl > s.Max*(1+1e-9) {
-			return next{}, fmt.Sprintf("every level up to %s passed; the limit is above the search's maximum %s", fmtLevel(lo), fmtLevel(s.Max)), false
+			return next{}, fmt.Sprintf("%s passed and no level above it failed; the next, %s, is past the search's maximum %s: the limit is at least %s", fmtLevel(lo), fmtLevel(nl), fmtLevel(s.Max), fmtLevel(lo)), false
 		}
-		return next{Config: config, Level: nl, Purpose: "grow"}, fmt.Sprintf("%s passed: grow ×%g to %s", fmtLevel(lo), s.Growth, fmtLevel(nl)), true
+		why = fmt.Sprintf("%s passed: grow ×%g to %s", fmtLevel(lo), s.Growth, fmtLevel(nl))
 	case lo == 0:
-		nl := round4(hi / s.Growth)
+		nl, purpose = round4(hi/s.Growth), "shrink"
 		if nl < s.Min*(1-1e-9) {
-			return next{}, fmt.Sprintf("every level down to %s failed; the limit is below the search's minimum %s", fmtLevel(hi), fmtLevel(s.Min)), false
+			return next{}, fmt.Sprintf("no level down to %s was shown to meet the SLO (%s %s); the next, %s, is below the search's minimum %s", fmtLevel(hi), fmtLevel(hi), verdictText(ls[hi]), fmtLevel(nl), fmtLevel(s.Min)), false
 		}
-		return next{Config: config, Level: nl, Purpose: "shrink"}, fmt.Sprintf("%s failed with nothing passing below it: shrink ÷%g to %s", fmtLevel(hi), s.Growth, fmtLevel(nl)), true
+		why = fmt.Sprintf("%s %s with nothing passing below it: shrink ÷%g to %s", fmtLevel(hi), verdictText(ls[hi]), s.Growth, fmtLevel(nl))
 	case hi/lo <= 1+s.Resolution*(1+1e-9):
-		return next{}, fmt.Sprintf("the limit lies in [%s, %s), within the resolution %.3g", fmtLevel(lo), fmtLevel(hi), s.Resolution), false
+		return next{}, fmt.Sprintf("the limit lies in %s, within the resolution %.3g", limit, s.Resolution), false
+	default:
+		nl, purpose = round4(math.Sqrt(lo*hi)), "bisect"
+		if nl <= lo || nl >= hi { // rounding closed the gap
+			return next{}, fmt.Sprintf("the limit lies in %s", limit), false
+		}
+		why = fmt.Sprintf("the limit lies in %s: bisect at %s", limit, fmtLevel(nl))
 	}
-	nl := round4(math.Sqrt(lo * hi))
-	if nl <= lo || nl >= hi { // rounding closed the gap
-		return next{}, fmt.Sprintf("the limit lies in [%s, %s)", fmtLevel(lo), fmtLevel(hi)), false
+	if l := ls[nl]; l != nil && l.final {
+		return next{}, fmt.Sprintf("the search's next level, %s, %s already: stopping", fmtLevel(nl), verdictText(l)), false
 	}
-	return next{Config: config, Level: nl, Purpose: "bisect"}, fmt.Sprintf("the limit lies in [%s, %s): bisect at %s", fmtLevel(lo), fmtLevel(hi), fmtLevel(nl)), true
+	return next{Config: config, Level: nl, Purpose: purpose}, why, true
 }
 
 // recoveryNext puts the recovery step right after a configuration's first

@@ -33,6 +33,9 @@ type Record struct {
 	// Decisions say, in order, why each step was run and what was
 	// concluded from it.
 	Decisions []string `json:"decisions"`
+	// Notes say, before the first step, where the plan's steps are too
+	// short to pass (shortStepNotes).
+	Notes     []string `json:"notes,omitempty"`
 	Results   []Result `json:"results,omitempty"`
 	StartedAt string   `json:"started_at"`
 	WallS     float64  `json:"wall_s"`

@@ -18,10 +18,11 @@ import (
 type Result struct {
 	Config string `json:"config"`
 	Mode   Mode   `json:"mode"`
-	// MaxLevel is the highest level meeting the SLO below the lowest one
-	// that did not (failed, or undecided for good); the limit lies in
-	// Bracket [lo, hi) (hi 0: no level failed, the limit is above lo),
-	// [lo, hi] where hi is undecided.
+	// MaxLevel is the highest level that passed below the lowest failing
+	// one; the limit lies in Bracket [lo, hi), hi the lowest failing level
+	// or, if lower, the lowest level undecided for good above lo ([lo, hi]
+	// then: the limit may be at hi); hi 0: none, the limit is above lo.
+	// An undecided level below lo bounds nothing.
 	MaxLevel *float64   `json:"max_level_meeting_slo,omitempty"`
 	Bracket  [2]float64 `json:"bracket"`
 	// Undecided lists the levels whose interval still straddled the
@@ -149,28 +150,45 @@ func (s *sweeper) results() ([]Result, []*analyze.Envelope, error) {
 }
 
 // setBracket sets the highest level meeting the SLO, the bracket of the
-// limit and the undecided levels from the pooled levels, with the notes
-// that say what they mean against the attainment target; r.Levels must
-// be set.
+// limit (bracket's rule) and the undecided levels from the pooled levels,
+// with the notes that say what they mean against the attainment target;
+// r.Levels must be set.
 func (r *Result) setBracket(ls map[float64]*level, attainment float64) {
 	lo, hi := bracket(ls)
 	r.Bracket = [2]float64{lo, hi}
 	if lo > 0 {
 		r.MaxLevel = new(lo)
 	}
+	var undecidedText []string
+	lowestFail := 0.0
 	for _, l := range r.Levels {
+		if l.Verdict == fail && lowestFail == 0 {
+			lowestFail = l.Level
+		}
 		if l.Verdict != undecided {
 			continue
 		}
 		r.Undecided = append(r.Undecided, l.Level)
-		r.Notes = append(r.Notes, fmt.Sprintf("%s is undecided: its attainment interval [%.2f%%, %.2f%%] over %d requests straddles %.2f%%; not counted as meeting the SLO: run it longer (more extensions, or longer steps) to decide it",
-			fmtLevel(l.Level), 100*l.AttainmentCI[0], 100*l.AttainmentCI[1], l.Counted, 100*attainment))
+		undecidedText = append(undecidedText, fmtLevel(l.Level))
+		note := fmt.Sprintf("%s is undecided: its attainment interval [%.2f%%, %.2f%%] over %d requests straddles %.2f%%; not counted as meeting the SLO: run it longer (more extensions, or longer steps) to decide it",
+			fmtLevel(l.Level), 100*l.AttainmentCI[0], 100*l.AttainmentCI[1], l.Counted, 100*attainment)
+		if l.Level < lo {
+			note += fmt.Sprintf("; below %s, the highest level that passed, it bounds nothing", fmtLevel(lo))
+		}
+		r.Notes = append(r.Notes, note)
 	}
 	switch {
-	case lo == 0 && hi > 0:
-		r.Notes = append(r.Notes, fmt.Sprintf("no level passed: the limit is below %s", fmtLevel(hi)))
 	case lo > 0 && hi == 0:
 		r.Notes = append(r.Notes, fmt.Sprintf("no level failed: the limit is above %s; sweep higher", fmtLevel(lo)))
+	case lo > 0:
+	case hi > 0 && !r.hiUndecided():
+		r.Notes = append(r.Notes, fmt.Sprintf("no level passed: the limit is below %s", fmtLevel(hi)))
+	case len(undecidedText) > 0:
+		note := fmt.Sprintf("no level was shown to meet the SLO (undecided: %s)", strings.Join(undecidedText, ", "))
+		if lowestFail > 0 {
+			note += fmt.Sprintf("; %s failed: the limit is below it", fmtLevel(lowestFail))
+		}
+		r.Notes = append(r.Notes, note)
 	}
 }
 
@@ -330,6 +348,9 @@ func WriteSummary(w io.Writer, rec *Record) error {
 	if rec.Reason != "" {
 		fmt.Fprintf(&b, "  %s\n", rec.Reason)
 	}
+	for _, n := range rec.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
 	if lo, hi := stepLengths(rec.Steps); rec.Plan.StepDurationS == 0 && hi > 0 {
 		fmt.Fprintf(&b, "  steps sized from each level and the workload: %.0f to %.0f s (sweep.json's step_duration_why says how)\n", lo, hi)
 	}
@@ -351,10 +372,12 @@ func WriteSummary(w io.Writer, rec *Record) error {
 			}
 		}
 		switch {
-		case r.MaxLevel != nil && r.hiUndecided():
-			fmt.Fprintf(&b, "  highest level meeting the SLO: %s; the limit lies in [%s, %s] (%s undecided)\n", fmtLevel(*r.MaxLevel), fmtLevel(r.Bracket[0]), fmtLevel(r.Bracket[1]), fmtLevel(r.Bracket[1]))
 		case r.MaxLevel != nil && r.Bracket[1] > 0:
-			fmt.Fprintf(&b, "  highest level meeting the SLO: %s; the limit lies in [%s, %s)\n", fmtLevel(*r.MaxLevel), fmtLevel(r.Bracket[0]), fmtLevel(r.Bracket[1]))
+			undecided := ""
+			if r.hiUndecided() {
+				undecided = fmt.Sprintf(" (%s undecided)", fmtLevel(r.Bracket[1]))
+			}
+			fmt.Fprintf(&b, "  highest level meeting the SLO: %s; the limit lies in %s%s\n", fmtLevel(*r.MaxLevel), bracketText(r.Bracket[0], r.Bracket[1], r.hiUndecided()), undecided)
 		case r.MaxLevel != nil:
 			fmt.Fprintf(&b, "  highest level meeting the SLO: at least %s (no level failed)\n", fmtLevel(*r.MaxLevel))
 		}

@@ -153,6 +153,10 @@ func (s *sweeper) stop(status, reason string) error {
 }
 
 func (s *sweeper) run(ctx context.Context) (*Record, error) {
+	s.rec.Notes = s.shortStepNotes() // the plan's, the same on a resume
+	for _, n := range s.rec.Notes {
+		s.progress("note: %s", n)
+	}
 	if err := s.save(); err != nil {
 		return nil, err
 	}

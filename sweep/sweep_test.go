@@ -104,6 +104,8 @@ func TestSweepWaitsForASlowDrainingServer(t *testing.T) {
 	o.Levels, o.MaxExtensions = []float64{20, 40}, 0
 	o.Replay.Metrics = []replay.MetricsEndpoint{{Role: replay.RoleEngine, URL: target + "/metrics"}}
 	o.Replay.MetricsInterval = 200 * time.Millisecond
+	var progress strings.Builder
+	o.Progress = &progress
 	dir := filepath.Join(t.TempDir(), "sweep")
 	rec, err := Run(context.Background(), dir, o)
 	if err != nil {
@@ -111,6 +113,12 @@ func TestSweepWaitsForASlowDrainingServer(t *testing.T) {
 	}
 	if len(rec.Steps) != 2 {
 		t.Fatalf("%d steps, want 2", len(rec.Steps))
+	}
+	// Both levels' one-second steps are too short to pass, and the sweep
+	// says so before it starts, in sweep.json and its progress.
+	if len(rec.Notes) != 2 || !strings.HasPrefix(rec.Notes[0], "at 20 req/s a 1s step sends about 20 requests") ||
+		!strings.Contains(progress.String(), "sweep note: at 40 req/s a 1s step sends about 40 requests") {
+		t.Errorf("notes %q, progress:\n%s", rec.Notes, progress.String())
 	}
 	st := rec.Steps[1]
 	if st.IdleWaitS == nil || *st.IdleWaitS < 0.3 {

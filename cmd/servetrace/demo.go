@@ -355,10 +355,29 @@ func demoAgreement(w io.Writer, rec *sweep.Record, rep *analyze.Report, runDir s
 			peak = max(peak, win.SendRate)
 		}
 	}
+	fmt.Fprintf(w, "  the replay above: a mean %.2f req/s, its busiest window %.1f req/s, met the SLO for %.0f%% of its requests (%s); the sweep's limit %s\n",
+		main.OfferedRate, peak, 100*main.Attainment, map[bool]string{true: "a pass", false: "a fail"}[main.Attainment >= demoAttainment],
+		demoReplayVerdict(rec.Results[0], main.Attainment >= demoAttainment, main.OfferedRate, peak))
+	return nil
+}
+
+// demoReplayVerdict says whether the sweep's limit agrees with a replay
+// that met the SLO (met) or not at its mean rate (offered) and busiest
+// window (peak).
+func demoReplayVerdict(r sweep.Result, met bool, offered, peak float64) string {
+	lo, hi := r.Bracket[0], r.Bracket[1]
+	failed := 0.0 // the lowest level the sweep failed
+	for _, l := range r.Levels {
+		if l.Verdict == "fail" && (failed == 0 || l.Level < failed) {
+			failed = l.Level
+		}
+	}
 	verdict := "agrees"
-	switch met := main.Attainment >= demoAttainment; {
-	case met && hi > 0 && main.OfferedRate >= hi:
-		verdict = "disagrees: it met the SLO at a mean rate the sweep failed"
+	switch {
+	case met && failed > 0 && offered >= failed:
+		verdict = fmt.Sprintf("disagrees: it met the SLO at a mean rate the sweep failed (%g)", failed)
+	case met && hi > 0 && offered >= hi:
+		verdict = fmt.Sprintf("does not contradict it: its mean rate is at or past %g, which the sweep left undecided", hi)
 	case !met && lo > 0 && peak < lo:
 		verdict = "disagrees: it missed the SLO though even its busiest window stayed under the limit"
 	case !met:
@@ -366,9 +385,7 @@ func demoAgreement(w io.Writer, rec *sweep.Record, rep *analyze.Report, runDir s
 	default:
 		verdict += ": its rate stays under the limit"
 	}
-	fmt.Fprintf(w, "  the replay above: a mean %.2f req/s, its busiest window %.1f req/s, met the SLO for %.0f%% of its requests (%s); the sweep's limit %s\n",
-		main.OfferedRate, peak, 100*main.Attainment, map[bool]string{true: "a pass", false: "a fail"}[main.Attainment >= demoAttainment], verdict)
-	return nil
+	return verdict
 }
 
 // prepareDemoDir empties out if an earlier demo wrote it and refuses any

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/servetrace/servetrace/analyze"
+	"github.com/servetrace/servetrace/sweep"
 )
 
 // The test binary is not servetrace: the demo's simulator runs as this
@@ -161,5 +162,35 @@ func TestDemoSessionsLine(t *testing.T) {
 	}
 	if got := demoSessionsText(nil); got != "agent sessions: 0 sessions" {
 		t.Errorf("no sessions: %q", got)
+	}
+}
+
+// TestDemoReplayVerdict: the demo's replay disagrees with the sweep only
+// where the sweep decided otherwise: meeting the SLO at a mean rate at or
+// past a level the sweep failed, or missing it with every window under a
+// level that passed; a rate past an undecided level contradicts nothing
+// (before, it "met the SLO at a mean rate the sweep failed").
+func TestDemoReplayVerdict(t *testing.T) {
+	undecided8 := sweep.Result{Bracket: [2]float64{4, 8}, Undecided: []float64{8},
+		Levels: []sweep.LevelStat{{Level: 4, Verdict: "pass"}, {Level: 8, Verdict: "undecided"}, {Level: 16, Verdict: "fail"}}}
+	failed8 := sweep.Result{Bracket: [2]float64{4, 8}, Levels: []sweep.LevelStat{{Level: 4, Verdict: "pass"}, {Level: 8, Verdict: "fail"}}}
+	for _, c := range []struct {
+		name          string
+		r             sweep.Result
+		met           bool
+		offered, peak float64
+		want, wantNot string
+	}{
+		{"met past a failing level", failed8, true, 9, 12, "disagrees: it met the SLO at a mean rate the sweep failed (8)", ""},
+		{"met past an undecided level", undecided8, true, 9, 12, "does not contradict it: its mean rate is at or past 8, which the sweep left undecided", "failed"},
+		{"met past the failing level above an undecided one", undecided8, true, 17, 20, "disagrees: it met the SLO at a mean rate the sweep failed (16)", ""},
+		{"missed under a passing level", failed8, false, 2, 3, "disagrees: it missed the SLO though even its busiest window stayed under the limit", ""},
+		{"missed in bursts", failed8, false, 3, 9, "agrees: its bursts pass the limit", ""},
+		{"met under the limit", failed8, true, 3, 5, "agrees: its rate stays under the limit", ""},
+	} {
+		got := demoReplayVerdict(c.r, c.met, c.offered, c.peak)
+		if got != c.want || (c.wantNot != "" && strings.Contains(got, c.wantNot)) {
+			t.Errorf("%s: %q; want %q", c.name, got, c.want)
+		}
 	}
 }

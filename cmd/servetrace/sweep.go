@@ -36,7 +36,7 @@ func sweepCmd() *cli.Command {
 		&cli.Float64Flag{Name: "min-accuracy", Usage: "accuracy floor: a step whose probe answers (--probes) are right less often fails, however fast (0: off)"},
 		&cli.Float64Flag{Name: "confidence", Value: def.Confidence, Usage: "confidence of the attainment interval a step is judged by"},
 		&cli.StringFlag{Name: "ttft-mode", Value: string(analyze.TTFTFirstContent), Usage: "first-content|first-chunk"},
-		&cli.DurationFlag{Name: "step-duration", Value: def.StepDuration, Usage: "measured time of each step; 0 sizes each step from its level and the workload: at least 10 s, twice the requests a pass needs at the level's rate, 10 times the slowest E2E p99 met so far"},
+		&cli.DurationFlag{Name: "step-duration", Value: def.StepDuration, Usage: "measured time of each step; 0 sizes each step from its level and the workload: at least 10 s, twice the requests a pass needs at the level's rate (closed loop: the rate measured at the levels below), 10 times the slowest E2E p99 met so far"},
 		&cli.DurationFlag{Name: "step-warmup", Usage: "warmup before each step's measured time (recorded, excluded from the verdict)"},
 		&cli.IntFlag{Name: "repeats", Value: def.Repeats, Usage: "runs of each fixed step per configuration"},
 		&cli.IntFlag{Name: "max-extensions", Value: def.MaxExtensions, Usage: "reruns of an undecided level, pooled, before leaving it undecided (never counted as meeting the SLO)"},
